@@ -1,0 +1,101 @@
+"""`clawgate chat`: the console adapter. Interactive in a terminal; with piped stdin, one
+message per line, output flushed per event, exit 0 at end of input."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from typing import TextIO
+
+from adapters.commands import Command, CommandError, parse_command
+from runtime.agent import Runtime
+from runtime.models import Actor, ConversationRef
+from runtime.providers.demo import GRAMMAR
+
+HELP = """Commands:
+  /help     this list
+Anything else is a message to the assistant. Ctrl-C stops a running request, Ctrl-D quits."""
+
+
+def _start_line_reader(stdin: TextIO, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[str | None]:
+    """Read stdin on a daemon thread: a blocked read must never keep the process alive."""
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def pump() -> None:
+        for line in stdin:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=pump, name="stdin-reader", daemon=True).start()
+    return queue
+
+
+class ConsoleChat:
+    def __init__(
+        self, runtime: Runtime, session: str, actor: Actor, stdin: TextIO, stdout: TextIO
+    ) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.actor = actor
+        self.conversation = ConversationRef(platform="console", data={"session": session})
+        self.stdin = stdin
+        self.stdout = stdout
+        self.interactive = stdin.isatty()
+        self._current: asyncio.Task[object] | None = None
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        lines = _start_line_reader(self.stdin, loop)
+        if self.interactive:
+            loop.add_signal_handler(signal.SIGINT, self._interrupt)
+            self._say("clawgate chat: type a message, /help for commands, Ctrl-D to quit.")
+        try:
+            while True:
+                if self.interactive:
+                    self.stdout.write("you> ")
+                    self.stdout.flush()
+                line = await lines.get()
+                if line is None:
+                    return 0
+                await self.handle(line.strip())
+        finally:
+            if self.interactive:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _interrupt(self) -> None:
+        if self._current is not None and not self._current.done():
+            self._current.cancel()
+        else:
+            raise KeyboardInterrupt
+
+    async def handle(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            command = parse_command(text)
+        except CommandError as exc:
+            self._say(str(exc))
+            return
+        if command is not None:
+            self._command(command)
+            return
+        self._current = asyncio.ensure_future(
+            self.runtime.run(self.session, text, self.actor, self.conversation)
+        )
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._current
+        self._current = None
+
+    def _command(self, command: Command) -> None:
+        if command.name == "help":
+            self._say(HELP + ("\n\n" + GRAMMAR if self.runtime.provider.offline_demo else ""))
+        elif command.name == "cancel":
+            self._say("Nothing is running; Ctrl-C stops a running request.")
+        else:
+            self._say(f"/{command.name} is not available in the console yet.")

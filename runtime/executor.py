@@ -1,0 +1,197 @@
+"""Runs one batch of tool calls from the model: resolve, validate, dedupe, schedule, chain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from runtime.canonical import canonical_json
+from runtime.channel import Event, ToolFinished, ToolStarted
+from runtime.middleware import ToolInvocation, build_chain
+from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.tools.base import ToolContext, ToolError
+from runtime.tools.registry import RUNTIME_MARKERS, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+NO_OUTPUT = "(no output)"
+Emit = Callable[[Event], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    """Results in the model's order. When a call was suspended, processing stopped there:
+    `results` ends with the suspended call and the calls after it were not touched."""
+
+    results: list[ToolResult]
+    suspended_at: int | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return any(r.status is ToolStatus.CANCELLED for r in self.results)
+
+
+def strip_markers(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Drop runtime-owned markers: only the runtime may say a call was approved."""
+    return {
+        k: v for k, v in arguments.items() if k not in RUNTIME_MARKERS and not k.startswith("_")
+    }
+
+
+def _error(call: ToolCall, text: str, status: ToolStatus = ToolStatus.ERROR) -> ToolResult:
+    return ToolResult(call_id=call.id, tool=call.name, status=status, model_text=text, display=text)
+
+
+def _validation_message(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg']}")
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+class ToolExecutor:
+    def __init__(
+        self, registry: ToolRegistry, max_result_chars: int = 16_000, emit: Emit | None = None
+    ) -> None:
+        self.registry = registry
+        self.max_result_chars = max_result_chars
+        self.emit = emit
+
+    def prepare(self, call: ToolCall, ctx: ToolContext) -> ToolInvocation | ToolResult:
+        """Resolve and validate a call; an error result means nothing may run."""
+        tool = self.registry.resolve(call.name)
+        if tool is None:
+            if self.registry.known(call.name):
+                return _error(call, f"tool {call.name!r} is not enabled here", ToolStatus.DENIED)
+            names = ", ".join(t.name for t in self.registry.active()) or "none"
+            return _error(call, f"unknown tool {call.name!r}; available tools: {names}")
+        try:
+            raw = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return _error(call, f"arguments for {call.name} are not valid JSON: {exc.msg}")
+        if not isinstance(raw, dict):
+            return _error(call, f"arguments for {call.name} must be a JSON object")
+        try:
+            args = tool.args_model.model_validate(strip_markers(raw))
+        except ValidationError as exc:
+            return _error(call, _validation_message(call.name, exc))
+        return ToolInvocation(call=call, tool=tool, args=args, context=ctx)
+
+    async def execute(self, calls: Sequence[ToolCall], ctx: ToolContext) -> BatchOutcome:
+        prepared = [self.prepare(call, ctx) for call in calls]
+        first_of: dict[str, int] = {}
+        duplicate_of: dict[int, int] = {}
+        for i, item in enumerate(prepared):
+            if isinstance(item, ToolInvocation):
+                key = item.tool.name + canonical_json(item.args.model_dump(mode="json"))
+                if key in first_of:
+                    duplicate_of[i] = first_of[key]
+                else:
+                    first_of[key] = i
+
+        results: list[ToolResult] = []
+        i = 0
+        while i < len(prepared):
+            if ctx.cancelled.is_set():
+                results.extend(
+                    _error(c, "the run was cancelled before this call", ToolStatus.CANCELLED)
+                    for c in calls[i:]
+                )
+                break
+            group = self._parallel_group(prepared, duplicate_of, i)
+            if len(group) > 1:
+                results.extend(await asyncio.gather(*(self._run_one(inv) for inv in group)))
+                i += len(group)
+                continue
+            item = prepared[i]
+            if i in duplicate_of:
+                result = _duplicate(results[duplicate_of[i]], calls[i])
+            elif isinstance(item, ToolResult):
+                result = item
+                await self._emit(ToolFinished(item.call_id, item.tool, item.status, item.display))
+            else:
+                result = await self._run_one(item)
+            results.append(result)
+            if result.status is ToolStatus.SUSPENDED:
+                return BatchOutcome(results, suspended_at=i)
+            i += 1
+        return BatchOutcome(results)
+
+    @staticmethod
+    def _parallel_group(
+        prepared: list[ToolInvocation | ToolResult], duplicate_of: dict[int, int], start: int
+    ) -> list[ToolInvocation]:
+        group: list[ToolInvocation] = []
+        for j in range(start, len(prepared)):
+            item = prepared[j]
+            if (
+                not isinstance(item, ToolInvocation)
+                or not item.tool.parallel_safe
+                or j in duplicate_of
+            ):
+                break
+            group.append(item)
+        return group
+
+    async def _run_one(self, invocation: ToolInvocation) -> ToolResult:
+        tool, call = invocation.tool, invocation.call
+        await self._emit(ToolStarted(call.id, tool.name, tool.summarize(invocation.args)))
+        chain = build_chain(self.registry.middlewares, self._invoke_tool)
+        result = self._shape(await chain(invocation))
+        log.info("session %s: %s %s", invocation.context.session, tool.name, result.status.value)
+        await self._emit(ToolFinished(call.id, tool.name, result.status, result.display))
+        return result
+
+    async def _invoke_tool(self, invocation: ToolInvocation) -> ToolResult:
+        """The end of the chain: re-resolve the tool (policy may have changed) and run it."""
+        call = invocation.call
+        tool = self.registry.resolve(call.name)
+        if tool is None:
+            return _error(call, f"tool {call.name!r} is no longer enabled", ToolStatus.DENIED)
+        try:
+            output = await tool.run(invocation.args, invocation.context)
+        except ToolError as exc:
+            return _error(call, f"{call.name} failed: {exc}")
+        except Exception as exc:
+            log.exception("tool %s crashed", call.name)
+            return _error(call, f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        return ToolResult(
+            call_id=call.id,
+            tool=call.name,
+            status=ToolStatus.COMPLETED,
+            model_text=output.text,
+            display=output.display or tool.summarize(invocation.args),
+        )
+
+    def _shape(self, result: ToolResult) -> ToolResult:
+        """Empty output becomes `(no output)`; long output is cut for the model and kept whole."""
+        text = result.model_text
+        if not text.strip():
+            return result.model_copy(update={"model_text": NO_OUTPUT})
+        if len(text) <= self.max_result_chars:
+            return result
+        cut = text[: self.max_result_chars]
+        note = f"\n[output cut at {self.max_result_chars} of {len(text)} characters]"
+        return result.model_copy(update={"model_text": cut + note, "artifact": text})
+
+    async def _emit(self, event: Event) -> None:
+        if self.emit is not None:
+            await self.emit(event)
+
+
+def _duplicate(original: ToolResult, call: ToolCall) -> ToolResult:
+    note = f"(identical to call {original.call_id}, which ran once)"
+    return original.model_copy(
+        update={
+            "call_id": call.id,
+            "model_text": f"{note}\n{original.model_text}",
+            "display": f"{original.display} {note}",
+        }
+    )

@@ -1,0 +1,43 @@
+"""The tool middleware chain: registration order in, reverse order out, any link may stop it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from runtime.models import ToolCall, ToolResult
+from runtime.tools.base import Tool, ToolArgs, ToolContext
+
+
+@dataclass(slots=True)
+class ToolInvocation:
+    """One validated tool call on its way through the chain."""
+
+    call: ToolCall
+    tool: Tool[Any]
+    args: ToolArgs
+    context: ToolContext
+
+
+Handler = Callable[[ToolInvocation], Awaitable[ToolResult]]
+
+
+class Middleware(Protocol):
+    """Return `await call_next(invocation)` to pass on, or a `ToolResult` to short-circuit."""
+
+    async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult: ...
+
+
+def build_chain(middlewares: Sequence[Middleware], endpoint: Handler) -> Handler:
+    handler = endpoint
+    for middleware in reversed(middlewares):
+        handler = _link(middleware, handler)
+    return handler
+
+
+def _link(middleware: Middleware, call_next: Handler) -> Handler:
+    async def handle(invocation: ToolInvocation) -> ToolResult:
+        return await middleware(invocation, call_next)
+
+    return handle

@@ -1,0 +1,131 @@
+"""The runtime's boundary types: conversation messages, tool calls, tool specs and results.
+
+Everything here is a pydantic model because it crosses a boundary: it is stored in Redis,
+sent to a model provider or handed to an adapter.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model asked for it; `arguments` is the model's raw JSON text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class SystemMessage(BaseModel):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(BaseModel):
+    role: Literal["user"] = "user"
+    content: str
+    actor: str | None = None
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ToolMessage(BaseModel):
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    content: str
+    status: ToolStatus
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+class ToolSpec(BaseModel):
+    """What the model is shown of a tool: its JSON schema comes from the tool's argument model."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ToolStatus(StrEnum):
+    COMPLETED = "completed"
+    DENIED = "denied"
+    SUSPENDED = "suspended"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call, in three forms.
+
+    `model_text` goes back to the model (capped), `display` is a one-line form for chat and
+    `artifact` keeps the full output when the model text had to be cut.
+    """
+
+    call_id: str
+    tool: str
+    status: ToolStatus
+    model_text: str
+    display: str
+    artifact: str | None = None
+
+    def to_message(self) -> ToolMessage:
+        return ToolMessage(
+            tool_call_id=self.call_id, name=self.tool, content=self.model_text, status=self.status
+        )
+
+
+class StopReason(StrEnum):
+    FINAL = "final"
+    MAX_STEPS = "max_steps"
+    APPROVAL_REQUIRED = "approval_required"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+class RunResult(BaseModel):
+    session: str
+    stop_reason: StopReason
+    steps: int
+    final_text: str | None = None
+    error: str | None = None
+
+
+class Actor(BaseModel):
+    """Who sent a message or a decision, e.g. `slack:U123`; `key` is what settings list."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    user_id: str
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform}:{self.user_id}"
+
+
+class ConversationRef(BaseModel):
+    """Where replies go. Opaque to the runtime: only the adapter that made it reads `data`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    data: dict[str, str] = Field(default_factory=dict)
+
+
+ToolMessage.model_rebuild()

@@ -1,0 +1,28 @@
+"""Per-session conversation history: an append-only Redis list of JSON messages."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from runtime.models import MESSAGE_ADAPTER, Message
+from runtime.store.keys import Keys
+
+
+class HistoryStore:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+
+    async def append(self, session: str, *messages: Message) -> int:
+        """Append in one command (all or nothing); returns the new length."""
+        if not messages:
+            return await self.length(session)
+        payload = [MESSAGE_ADAPTER.dump_json(m, exclude_none=True).decode() for m in messages]
+        return int(await self.redis.rpush(self.keys.history(session), *payload))
+
+    async def load(self, session: str) -> list[Message]:
+        raw = await self.redis.lrange(self.keys.history(session), 0, -1)
+        return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
+
+    async def length(self, session: str) -> int:
+        return int(await self.redis.llen(self.keys.history(session)))

@@ -1,0 +1,63 @@
+"""What a tool is: a name, a pydantic argument model, and an async `run`."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from runtime.models import Actor, ConversationRef, ToolSpec
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's argument model: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+A = TypeVar("A", bound=ToolArgs)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may know about its run."""
+
+    session: str
+    workdir: Path
+    actor: Actor | None = None
+    conversation: ConversationRef | None = None
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    text: str
+    display: str | None = None
+
+
+class ToolError(Exception):
+    """An expected failure (missing file, ambiguous edit); its message is shown to the model."""
+
+
+class Tool(ABC, Generic[A]):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    args_model: type[A]
+    # Safe to run concurrently with its neighbours: no side effects, never needs approval.
+    parallel_safe: ClassVar[bool] = False
+
+    @abstractmethod
+    async def run(self, args: A, ctx: ToolContext) -> ToolOutput: ...
+
+    def summarize(self, args: A) -> str:
+        """A one-line description of the call for progress messages."""
+        return f"{self.name} {args.model_dump_json()}"
+
+    def spec(self) -> ToolSpec:
+        schema: dict[str, Any] = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)

@@ -1,0 +1,118 @@
+"""File tools confined to the work directory: read, write, edit."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pydantic import Field
+
+from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from runtime.tools.workdir import confine, relative
+
+MAX_READ_BYTES = 2_000_000
+
+
+def _read_text(path: Path, shown: str) -> str:
+    if not path.exists():
+        raise ToolError(f"{shown}: no such file")
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory")
+    if path.stat().st_size > MAX_READ_BYTES:
+        raise ToolError(f"{shown} is larger than {MAX_READ_BYTES} bytes")
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise ToolError(f"{shown} looks like a binary file")
+    return data.decode("utf-8", errors="replace")
+
+
+class ReadArgs(ToolArgs):
+    path: str = Field(description="File path relative to the work directory.")
+    offset: int = Field(1, ge=1, description="First line to return (1-based).")
+    limit: int | None = Field(None, ge=1, description="Maximum number of lines to return.")
+
+
+class ReadTool(Tool[ReadArgs]):
+    name = "read"
+    description = "Read a UTF-8 text file from the work directory."
+    args_model = ReadArgs
+    parallel_safe = True
+
+    async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutput:
+        path = confine(ctx.workdir, args.path)
+        shown = relative(ctx.workdir, path)
+        text = await asyncio.to_thread(_read_text, path, shown)
+        lines = text.splitlines(keepends=True)
+        end = None if args.limit is None else args.offset - 1 + args.limit
+        picked = lines[args.offset - 1 : end]
+        return ToolOutput("".join(picked), display=f"read {shown} ({len(picked)} lines)")
+
+    def summarize(self, args: ReadArgs) -> str:
+        return f"read {args.path}"
+
+
+class WriteArgs(ToolArgs):
+    path: str = Field(description="File path relative to the work directory.")
+    content: str = Field(description="The complete new file content.")
+
+
+def _write_text(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+
+
+class WriteTool(Tool[WriteArgs]):
+    name = "write"
+    description = "Create or overwrite a text file in the work directory."
+    args_model = WriteArgs
+
+    async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutput:
+        path = confine(ctx.workdir, args.path)
+        shown = relative(ctx.workdir, path)
+        if path.is_dir():
+            raise ToolError(f"{shown} is a directory")
+        await asyncio.to_thread(_write_text, path, args.content)
+        size = len(args.content.encode())
+        return ToolOutput(f"wrote {size} bytes to {shown}", display=f"wrote {shown} ({size} bytes)")
+
+    def summarize(self, args: WriteArgs) -> str:
+        return f"write {args.path} ({len(args.content)} chars)"
+
+
+class EditArgs(ToolArgs):
+    path: str = Field(description="File path relative to the work directory.")
+    old_text: str = Field(min_length=1, description="Exact text to replace.")
+    new_text: str = Field(description="Replacement text.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of one.")
+
+
+class EditTool(Tool[EditArgs]):
+    name = "edit"
+    description = (
+        "Replace exact text in a file. old_text must occur exactly once unless replace_all is set."
+    )
+    args_model = EditArgs
+
+    async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutput:
+        path = confine(ctx.workdir, args.path)
+        shown = relative(ctx.workdir, path)
+        text = await asyncio.to_thread(_read_text, path, shown)
+        count = text.count(args.old_text)
+        if count == 0:
+            raise ToolError(f"old_text was not found in {shown}; nothing was changed")
+        if count > 1 and not args.replace_all:
+            raise ToolError(
+                f"old_text occurs {count} times in {shown}; add surrounding context to make it "
+                "unique or set replace_all; nothing was changed"
+            )
+        updated = text.replace(args.old_text, args.new_text)
+        await asyncio.to_thread(_write_text, path, updated)
+        removed = args.old_text.count("\n") * count
+        added = args.new_text.count("\n") * count
+        return ToolOutput(
+            f"replaced {count} occurrence(s) in {shown}",
+            display=f"edited {shown} (-{removed} +{added} lines)",
+        )
+
+    def summarize(self, args: EditArgs) -> str:
+        return f"edit {args.path}"

@@ -1,0 +1,65 @@
+"""Every known tool, the active view the model sees, and the middleware registered for them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from runtime.middleware import Middleware
+from runtime.models import ToolSpec
+from runtime.tools.base import Tool
+
+# Argument names the runtime owns; a model may never set them (see executor.strip_markers).
+RUNTIME_MARKERS = frozenset({"approved", "approval_id"})
+
+
+class ToolRegistry:
+    def __init__(
+        self,
+        tools: Iterable[Tool[Any]] = (),
+        enabled: Iterable[str] | None = None,
+        excluded: Iterable[str] = (),
+    ) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        self._middlewares: list[Middleware] = []
+        for tool in tools:
+            self.register(tool)
+        self.enabled = None if enabled is None else frozenset(enabled)
+        self.excluded = frozenset(excluded)
+
+    def register(self, tool: Tool[Any]) -> None:
+        clash = RUNTIME_MARKERS & set(tool.args_model.model_fields)
+        if clash:
+            raise ValueError(
+                f"tool {tool.name!r} uses runtime-owned argument names {sorted(clash)}"
+            )
+        self._tools[tool.name] = tool
+
+    def use(self, middleware: Middleware) -> None:
+        self._middlewares.append(middleware)
+
+    @property
+    def middlewares(self) -> tuple[Middleware, ...]:
+        return tuple(self._middlewares)
+
+    def known(self, name: str) -> bool:
+        return name in self._tools
+
+    def is_active(self, name: str) -> bool:
+        if name not in self._tools or name in self.excluded:
+            return False
+        return self.enabled is None or name in self.enabled
+
+    def resolve(self, name: str) -> Tool[Any] | None:
+        """The tool if it is active right now; the executor asks at execution time."""
+        return self._tools[name] if self.is_active(name) else None
+
+    def active(self) -> list[Tool[Any]]:
+        return [tool for name, tool in self._tools.items() if self.is_active(name)]
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec() for tool in self.active()]
+
+    def unknown_enabled(self) -> list[str]:
+        """Names in the enabled list that no tool has: a settings mistake worth reporting."""
+        return sorted((self.enabled or frozenset()) - self._tools.keys())
