@@ -113,12 +113,11 @@ async def run_bench(settings: Settings, target: str, calls: int, turns: int) -> 
         workdir = Path(tmp)
         r = await bench_tool_calls(calls, workdir)
         overhead = r["chain_p50"] - r["direct_p50"]
-        print(
-            f"tool call, direct          p50 {r['direct_p50']:8.1f} us   p99 {r['direct_p99']:8.1f} us"
-        )
-        print(
-            f"tool call, executor+chain  p50 {r['chain_p50']:8.1f} us   p99 {r['chain_p99']:8.1f} us"
-        )
+        for label, key in (("direct", "direct"), ("executor+chain", "chain")):
+            print(
+                f"tool call, {label:<15} p50 {r[key + '_p50']:8.1f} us   "
+                f"p99 {r[key + '_p99']:8.1f} us"
+            )
         print(
             f"chain overhead per call    p50 {overhead:8.1f} us   "
             f"ratio {r['chain_p50'] / r['direct_p50']:.1f}x   (target p50 <= 100 us)"

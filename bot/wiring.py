@@ -12,7 +12,6 @@ from runtime.agent import Runtime, RuntimeConfig
 from runtime.channel import Channel
 from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
-from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tool_policy import ToolPolicyMiddleware
@@ -25,6 +24,9 @@ from runtime.tools.registry import ToolRegistry
 def build_provider(settings: Settings) -> Provider:
     if settings.uses_demo_model:
         return DemoProvider()
+    # openai takes about a second to import: the offline demo path never pays for it.
+    from runtime.providers.openai_provider import OpenAIProvider  # noqa: PLC0415
+
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAIProvider(
         settings.model,

@@ -15,12 +15,13 @@ from runtime.canonical import canonical_json
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.middleware import ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
-from runtime.tools.base import ToolContext, ToolError
+from runtime.tools.base import ToolContext, ToolError, one_line
 from runtime.tools.registry import RUNTIME_MARKERS, ToolRegistry
 
 log = logging.getLogger(__name__)
 
 NO_OUTPUT = "(no output)"
+DISPLAY_CHARS = 200
 Emit = Callable[[Event], Awaitable[None]]
 
 
@@ -88,13 +89,15 @@ class ToolExecutor:
         prepared = [self.prepare(call, ctx) for call in calls]
         first_of: dict[str, int] = {}
         duplicate_of: dict[int, int] = {}
-        for i, item in enumerate(prepared):
+        for i, item in enumerate(prepared if len(prepared) > 1 else ()):
             if isinstance(item, ToolInvocation):
                 key = item.tool.name + canonical_json(item.args.model_dump(mode="json"))
                 if key in first_of:
                     duplicate_of[i] = first_of[key]
-                else:
-                    first_of[key] = i
+                    continue
+                if not item.tool.parallel_safe:
+                    first_of.clear()  # a side effect in between: a repeated read is a new read
+                first_of[key] = i
 
         results: list[ToolResult] = []
         i = 0
@@ -114,8 +117,8 @@ class ToolExecutor:
             if i in duplicate_of:
                 result = _duplicate(results[duplicate_of[i]], calls[i])
             elif isinstance(item, ToolResult):
-                result = item
-                await self._emit(ToolFinished(item.call_id, item.tool, item.status, item.display))
+                result = self._shape(item)
+                await self._emit(ToolFinished(item.call_id, item.tool, item.status, result.display))
             else:
                 result = await self._run_one(item)
             results.append(result)
@@ -171,7 +174,10 @@ class ToolExecutor:
         )
 
     def _shape(self, result: ToolResult) -> ToolResult:
-        """Empty output becomes `(no output)`; long output is cut for the model and kept whole."""
+        """Empty output becomes `(no output)`; long output is cut for the model and kept whole;
+        the chat display stays one short line."""
+        if len(result.display) > DISPLAY_CHARS or "\n" in result.display:
+            result = result.model_copy(update={"display": one_line(result.display, DISPLAY_CHARS)})
         text = result.model_text
         if not text.strip():
             return result.model_copy(update={"model_text": NO_OUTPUT})

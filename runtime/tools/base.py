@@ -55,9 +55,15 @@ class Tool(ABC, Generic[A]):
 
     def summarize(self, args: A) -> str:
         """A one-line description of the call for progress messages."""
-        return f"{self.name} {args.model_dump_json()}"
+        return one_line(f"{self.name} {args.model_dump_json()}")
 
     def spec(self) -> ToolSpec:
         schema: dict[str, Any] = self.args_model.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+
+def one_line(text: str, limit: int = 100) -> str:
+    """Whitespace folded to single spaces, cut to `limit` characters: for chat displays."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -9,7 +9,7 @@ import signal
 
 from pydantic import Field
 
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, one_line
 
 # Only these variables reach the command: the bot's own environment holds tokens and keys.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
@@ -92,12 +92,9 @@ class BashTool(Tool[BashArgs]):
             notes.append(f"[exit code {proc.returncode}]")
         body = text if text.endswith("\n") or not text else text + "\n"
         status = "timed out" if timed_out else f"exit {proc.returncode}"
-        return ToolOutput(body + "\n".join(notes), display=f"$ {_short(args.command)} ({status})")
+        return ToolOutput(
+            body + "\n".join(notes), display=f"$ {one_line(args.command, 80)} ({status})"
+        )
 
     def summarize(self, args: BashArgs) -> str:
-        return f"$ {_short(args.command)}"
-
-
-def _short(command: str, limit: int = 80) -> str:
-    line = " ".join(command.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+        return f"$ {one_line(args.command, 80)}"

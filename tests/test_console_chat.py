@@ -1,0 +1,119 @@
+"""`clawgate chat` as a user runs it: a real process, piped stdin, output on stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from tests.fake_openai import FakeOpenAI, calls, reply
+
+REPO = Path(__file__).resolve().parent.parent
+CLAWGATE = [sys.executable, "-m", "bot.cli"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "OPENAI_"))}
+    env.pop("REDIS_URL", None)
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+async def chat(stdin: str, cwd: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *CLAWGATE,
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_piped_read_prints_the_file_and_exits_zero(workdir: Path) -> None:
+    (workdir / "README.md").write_text("# clawgate readme sentinel\nline two\n")
+    code, out, err = await chat("read README.md\n", workdir, clean_env(), "chat")
+    assert code == 0
+    assert "clawgate readme sentinel\nline two" in out
+    assert "offline demo model" in out
+    # One warning line about the embedded store, nothing else on stderr.
+    assert err.strip().splitlines() == [err.strip()]
+    assert "REDIS_URL is not set" in err
+
+
+async def test_each_line_is_one_message_and_help_lists_commands(workdir: Path) -> None:
+    code, out, _ = await chat(
+        "write a.txt: first\n\n/help\nread a.txt\n", workdir, clean_env(), "chat"
+    )
+    assert code == 0
+    assert (workdir / "a.txt").read_text() == "first\n"
+    assert "/help" in out and "read <path>" in out
+    assert out.count("[notice]") == 1
+    assert out.index("wrote a.txt") < out.index("Commands:") < out.rindex("first")
+
+
+async def test_openai_compatible_server_drives_tools_in_chat(
+    workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [
+        calls(("call_1", "bash", {"command": "echo tool-ran-$((6*7))"})),
+        reply("The command printed tool-ran-42."),
+    ]
+    env = clean_env(OPENAI_BASE_URL=fake_openai.base_url, CLAWGATE_MODEL="fake-model")
+    code, out, _ = await chat("please run it\n", workdir, env, "chat")
+    assert code == 0
+    assert "The command printed tool-ran-42." in out
+    assert "offline demo model" not in out
+    assert "tool-ran-42" in fake_openai.requests[1]["messages"][-1]["content"]
+    assert fake_openai.requests[0]["model"] == "fake-model"
+
+
+async def test_chat_keeps_history_in_redis_across_processes(workdir: Path, redis_url: str) -> None:
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX="cgchat")
+    await chat("write a.txt: persisted\n", workdir, env, "chat", "--session", "p1")
+    code, out, err = await chat("read a.txt\n", workdir, env, "chat", "--session", "p1")
+    assert code == 0
+    assert "persisted" in out
+    assert "[notice]" not in out  # the session already existed: the demo notice is not repeated
+    assert "REDIS_URL is not set" not in err
+
+
+async def test_bad_settings_fail_at_start_with_one_line_each(workdir: Path) -> None:
+    env = clean_env(CLAWGATE_PORT="eighty", CLAWGATE_WORKDIR=str(workdir / "missing"))
+    code, out, err = await chat("", workdir, env, "chat")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 2
+    assert any(line.startswith("clawgate: CLAWGATE_PORT:") for line in lines)
+    assert any(line.startswith("clawgate: CLAWGATE_WORKDIR:") for line in lines)
+    assert out == ""
+
+
+async def test_unknown_enabled_tool_is_a_settings_error(workdir: Path) -> None:
+    env = clean_env(CLAWGATE_ENABLED_TOOLS="read,teleport")
+    code, _, err = await chat("", workdir, env, "chat")
+    assert code == 2
+    assert "CLAWGATE_ENABLED_TOOLS: unknown tools teleport" in err
+
+
+async def test_policy_file_denies_a_tool(workdir: Path) -> None:
+    (workdir / "clawgate.toml").write_text('[tools]\ndeny = ["bash"]\n')
+    code, out, _ = await chat("run: touch pwned\n", workdir, clean_env(), "chat")
+    assert code == 0
+    assert not (workdir / "pwned").exists()
+    assert "not enabled" in out
+
+
+async def test_bench_runtime_prints_percentiles(workdir: Path) -> None:
+    code, out, _ = await chat(
+        "", workdir, clean_env(), "bench", "runtime", "--calls", "200", "--turns", "20"
+    )
+    assert code == 0
+    assert "chain overhead per call" in out
+    assert "turns/s" in out and "p99" in out

@@ -1,0 +1,209 @@
+"""The bash tool: workdir, scrubbed environment, output cap, and killing the whole group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from runtime.tools.base import ToolContext, ToolOutput
+from runtime.tools.bash import BashArgs, BashTool
+
+GUARD = 15.0  # seconds: a broken kill makes the test fail instead of hanging
+
+
+@pytest.fixture
+def ctx(workdir: Path) -> ToolContext:
+    return ToolContext(session="t", workdir=workdir)
+
+
+async def bash(
+    ctx: ToolContext, command: str, tool: BashTool | None = None, timeout: float | None = None
+) -> ToolOutput:
+    tool = tool or BashTool()
+    return await asyncio.wait_for(tool.run(BashArgs(command=command, timeout=timeout), ctx), GUARD)
+
+
+def is_dead(pid: int) -> bool:
+    """Gone, or a zombie waiting to be reaped: either way it runs no more."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # pid was reused by someone else's process
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    # The state follows the parenthesised command name, which may itself hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+async def wait_dead(pid: int, seconds: float = 5.0) -> bool:
+    for _ in range(int(seconds / 0.05)):
+        if is_dead(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return is_dead(pid)
+
+
+async def wait_for_pid_file(path: Path, seconds: float = 10.0) -> int:
+    for _ in range(int(seconds / 0.02)):
+        text = path.read_text().strip() if path.exists() else ""
+        if text.isdigit():
+            return int(text)
+        await asyncio.sleep(0.02)
+    pytest.fail(f"{path.name} was never written")
+
+
+def read_pid(path: Path) -> int:
+    text = path.read_text().strip()
+    assert text.isdigit(), f"{path.name} holds {text!r}"
+    return int(text)
+
+
+def kill_quietly(pid: int) -> None:
+    """Clean up after a failing test so a stray sleep does not outlive it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+async def test_runs_in_workdir(ctx: ToolContext, workdir: Path) -> None:
+    out = await bash(ctx, "pwd")
+    assert out.text.splitlines()[0] == str(workdir.resolve())
+    assert "[exit code 0]" in out.text
+
+
+async def test_exit_code_reported(ctx: ToolContext) -> None:
+    out = await bash(ctx, "echo hi; exit 3")
+    assert out.text.startswith("hi\n")
+    assert "[exit code 3]" in out.text
+    assert out.display is not None
+    assert "exit 3" in out.display
+
+
+async def test_stderr_captured(ctx: ToolContext) -> None:
+    out = await bash(ctx, "echo to-out; echo to-err >&2; exit 1")
+    assert "to-out" in out.text
+    assert "to-err" in out.text
+    assert "[exit code 1]" in out.text
+
+
+async def test_environment_scrubbed(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret-sentinel")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-sentinel")
+    out = await bash(ctx, "env; ls / >/dev/null && echo path-works")
+    assert "secret-sentinel" not in out.text
+    assert "SLACK_BOT_TOKEN" not in out.text
+    assert "OPENAI_API_KEY" not in out.text
+    assert "path-works" in out.text
+    assert re.search(r"^PATH=", out.text, re.MULTILINE)
+    assert "[exit code 0]" in out.text
+
+
+async def test_home_is_workdir(ctx: ToolContext, workdir: Path) -> None:
+    out = await bash(ctx, 'echo "$HOME"; cd ~ && pwd')
+    lines = out.text.splitlines()
+    assert lines[0] == str(workdir)
+    assert lines[1] == str(workdir.resolve())
+
+
+async def test_output_is_capped(ctx: ToolContext) -> None:
+    tool = BashTool(output_limit=1024)
+    out = await bash(ctx, "head -c 100000 /dev/zero | tr '\\0' a", tool=tool)
+    body, _, _ = out.text.partition("\n[")
+    assert set(body.strip()) == {"a"}
+    assert len(body.encode()) <= 1024
+    assert "[output cut at 1024 of 100000 bytes]" in out.text
+    assert "[exit code 0]" in out.text
+    assert len(out.text) < 1024 + 200
+
+
+async def test_output_under_cap_not_cut(ctx: ToolContext) -> None:
+    out = await bash(ctx, "printf 'abc'", tool=BashTool(output_limit=1024))
+    assert out.text == "abc\n[exit code 0]"
+
+
+async def test_timeout_kills_process_group(ctx: ToolContext, workdir: Path) -> None:
+    tool = BashTool(timeout=1)
+    out = await bash(ctx, "sleep 30 & echo $! > child.pid; sleep 30", tool=tool)
+    pid = read_pid(workdir / "child.pid")
+    try:
+        assert "timed out" in out.text
+        assert "[exit code" not in out.text
+        assert await wait_dead(pid), f"background child {pid} survived the timeout"
+    finally:
+        kill_quietly(pid)
+
+
+async def test_cancellation_kills_process_group(ctx: ToolContext, workdir: Path) -> None:
+    task = asyncio.create_task(
+        BashTool().run(BashArgs(command="sleep 30 & echo $! > child.pid; sleep 30"), ctx)
+    )
+    pid = await wait_for_pid_file(workdir / "child.pid")
+    try:
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, GUARD)
+        assert await wait_dead(pid), f"background child {pid} survived cancellation"
+    finally:
+        kill_quietly(pid)
+
+
+async def test_background_children_killed_after_normal_exit(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    # The background sleep must not hold the output pipe open, or the call would wait for it.
+    out = await bash(ctx, "sleep 30 >/dev/null 2>&1 & echo $! > bg.pid")
+    pid = read_pid(workdir / "bg.pid")
+    try:
+        assert "[exit code 0]" in out.text
+        assert await wait_dead(pid), f"background child {pid} outlived the command"
+    finally:
+        kill_quietly(pid)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: asyncio's Process.wait() also waits for stdout to close, so a "
+    "background child holding the pipe blocks the call until the timeout, and the result "
+    "says 'timed out' instead of the exit code",
+)
+async def test_background_child_holding_stdout_killed(ctx: ToolContext, workdir: Path) -> None:
+    # The tool timeout is far longer than the command needs, but bounded so the bug costs
+    # a few seconds rather than the 60 s default.
+    out = await bash(ctx, "sleep 30 & echo $! > bg.pid; echo done", tool=BashTool(timeout=5))
+    pid = read_pid(workdir / "bg.pid")
+    try:
+        assert "done" in out.text
+        assert "[exit code 0]" in out.text
+        assert await wait_dead(pid)
+    finally:
+        kill_quietly(pid)
+
+
+async def test_per_call_timeout_capped_by_tool_timeout(ctx: ToolContext) -> None:
+    tool = BashTool(timeout=1)
+    out = await bash(ctx, "sleep 30", tool=tool, timeout=600)
+    assert "timed out after 1s" in out.text
+
+
+async def test_per_call_timeout_may_be_shorter(ctx: ToolContext) -> None:
+    tool = BashTool(timeout=600)
+    out = await bash(ctx, "sleep 30", tool=tool, timeout=0.5)
+    assert "timed out after 0.5s" in out.text
+
+
+def test_summarize_is_one_short_line() -> None:
+    tool = BashTool()
+    assert tool.summarize(BashArgs(command="echo   a\n  b")) == "$ echo a b"
+    summary = tool.summarize(BashArgs(command="x" * 200))
+    assert len(summary) <= 2 + 80
+    assert summary.endswith("…")

@@ -1,0 +1,246 @@
+"""The file tools (read, write, edit) and their confinement to the work directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runtime.tools.base import ToolContext, ToolError
+from runtime.tools.files import EditArgs, EditTool, ReadArgs, ReadTool, WriteArgs, WriteTool
+from runtime.tools.workdir import confine
+
+
+@pytest.fixture
+def ctx(workdir: Path) -> ToolContext:
+    return ToolContext(session="t", workdir=workdir)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A file next to (not inside) the work directory."""
+    path = tmp_path / "outside.txt"
+    path.write_text("outside secret\n", encoding="utf-8")
+    return path
+
+
+async def read(ctx: ToolContext, path: str, offset: int = 1, limit: int | None = None) -> str:
+    out = await ReadTool().run(ReadArgs(path=path, offset=offset, limit=limit), ctx)
+    return out.text
+
+
+# --- read ---------------------------------------------------------------------------------
+
+
+async def test_read_returns_content(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    assert await read(ctx, "a.txt") == "one\ntwo\nthree\n"
+
+
+async def test_read_offset_and_limit(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("l1\nl2\nl3\nl4\nl5\n", encoding="utf-8")
+    assert await read(ctx, "a.txt", offset=2, limit=2) == "l2\nl3\n"
+    assert await read(ctx, "a.txt", offset=4) == "l4\nl5\n"
+    assert await read(ctx, "a.txt", limit=1) == "l1\n"
+    assert await read(ctx, "a.txt", offset=10) == ""
+
+
+async def test_read_missing_file(ctx: ToolContext) -> None:
+    with pytest.raises(ToolError, match=r"nope\.txt: no such file"):
+        await read(ctx, "nope.txt")
+
+
+async def test_read_directory(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "sub").mkdir()
+    with pytest.raises(ToolError, match="sub is a directory"):
+        await read(ctx, "sub")
+
+
+async def test_read_binary(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "blob.bin").write_bytes(b"abc\x00def")
+    with pytest.raises(ToolError, match=r"blob\.bin looks like a binary file"):
+        await read(ctx, "blob.bin")
+
+
+# --- write --------------------------------------------------------------------------------
+
+
+async def test_write_creates_parent_dirs_with_exact_content(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    content = "first line\n  indented\ttab\nno newline at end ünïcode"
+    out = await WriteTool().run(WriteArgs(path="deep/er/new.txt", content=content), ctx)
+    target = workdir / "deep" / "er" / "new.txt"
+    assert target.read_bytes() == content.encode("utf-8")
+    assert "deep/er/new.txt" in out.text
+
+
+async def test_write_overwrites(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("old content that is longer", encoding="utf-8")
+    await WriteTool().run(WriteArgs(path="a.txt", content="new"), ctx)
+    assert (workdir / "a.txt").read_text(encoding="utf-8") == "new"
+
+
+async def test_write_to_directory_rejected(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "sub").mkdir()
+    with pytest.raises(ToolError, match="is a directory"):
+        await WriteTool().run(WriteArgs(path="sub", content="x"), ctx)
+    assert (workdir / "sub").is_dir()
+
+
+# --- edit ---------------------------------------------------------------------------------
+
+
+async def test_edit_exact_replace(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "a.py").write_text("x = 1\ny = 2\n", encoding="utf-8")
+    out = await EditTool().run(EditArgs(path="a.py", old_text="y = 2", new_text="y = 3"), ctx)
+    assert (workdir / "a.py").read_text(encoding="utf-8") == "x = 1\ny = 3\n"
+    assert "1 occurrence" in out.text
+
+
+async def test_edit_old_text_missing(ctx: ToolContext, workdir: Path) -> None:
+    original = "x = 1\ny = 2\n"
+    (workdir / "a.py").write_text(original, encoding="utf-8")
+    with pytest.raises(ToolError, match="not found") as info:
+        await EditTool().run(EditArgs(path="a.py", old_text="z = 9", new_text="z = 0"), ctx)
+    assert "nothing was changed" in str(info.value)
+    assert (workdir / "a.py").read_text(encoding="utf-8") == original
+
+
+async def test_edit_ambiguous(ctx: ToolContext, workdir: Path) -> None:
+    original = "foo()\nbar()\nfoo()\n"
+    (workdir / "a.py").write_text(original, encoding="utf-8")
+    with pytest.raises(ToolError, match="2 times") as info:
+        await EditTool().run(EditArgs(path="a.py", old_text="foo()", new_text="baz()"), ctx)
+    assert "replace_all" in str(info.value)
+    assert (workdir / "a.py").read_text(encoding="utf-8") == original
+
+
+async def test_edit_replace_all(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "a.py").write_text("foo()\nbar()\nfoo()\n", encoding="utf-8")
+    out = await EditTool().run(
+        EditArgs(path="a.py", old_text="foo()", new_text="baz()", replace_all=True), ctx
+    )
+    assert (workdir / "a.py").read_text(encoding="utf-8") == "baz()\nbar()\nbaz()\n"
+    assert "2 occurrence" in out.text
+
+
+async def test_edit_missing_file(ctx: ToolContext) -> None:
+    with pytest.raises(ToolError, match="no such file"):
+        await EditTool().run(EditArgs(path="nope.py", old_text="a", new_text="b"), ctx)
+
+
+# --- confinement --------------------------------------------------------------------------
+
+
+async def test_dotdot_rejected_even_if_it_lands_inside(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "sub").mkdir()
+    (workdir / "x").write_text("inside", encoding="utf-8")
+    with pytest.raises(ToolError, match=r"'\.\.'"):
+        await read(ctx, "sub/../x")
+    with pytest.raises(ToolError, match=r"'\.\.'"):
+        await read(ctx, "../x")
+    with pytest.raises(ToolError, match=r"'\.\.'"):
+        await WriteTool().run(WriteArgs(path="../x", content="pwned"), ctx)
+    assert not (workdir.parent / "x").exists()
+
+
+async def test_absolute_path_outside_rejected(ctx: ToolContext, outside: Path) -> None:
+    with pytest.raises(ToolError, match="outside the work directory"):
+        await read(ctx, "/etc/passwd")
+    with pytest.raises(ToolError, match="outside the work directory"):
+        await read(ctx, str(outside))
+    with pytest.raises(ToolError, match="outside the work directory"):
+        await WriteTool().run(WriteArgs(path=str(outside), content="pwned"), ctx)
+    assert outside.read_text(encoding="utf-8") == "outside secret\n"
+
+
+async def test_absolute_path_inside_accepted(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("hello\n", encoding="utf-8")
+    assert await read(ctx, str(workdir / "a.txt")) == "hello\n"
+    await WriteTool().run(WriteArgs(path=str(workdir / "b.txt"), content="abs"), ctx)
+    assert (workdir / "b.txt").read_text(encoding="utf-8") == "abs"
+
+
+async def test_symlink_to_outside_file_rejected_for_read(
+    ctx: ToolContext, workdir: Path, outside: Path
+) -> None:
+    (workdir / "link.txt").symlink_to(outside)
+    with pytest.raises(ToolError, match="symlink"):
+        await read(ctx, "link.txt")
+
+
+async def test_symlink_to_outside_file_rejected_for_write_and_edit(
+    ctx: ToolContext, workdir: Path, outside: Path
+) -> None:
+    (workdir / "link.txt").symlink_to(outside)
+    with pytest.raises(ToolError, match="symlink"):
+        await WriteTool().run(WriteArgs(path="link.txt", content="pwned"), ctx)
+    with pytest.raises(ToolError, match="symlink"):
+        await EditTool().run(EditArgs(path="link.txt", old_text="secret", new_text="x"), ctx)
+    assert outside.read_text(encoding="utf-8") == "outside secret\n"
+    assert (workdir / "link.txt").is_symlink()
+
+
+async def test_dangling_symlink_to_outside_rejected_for_write(
+    ctx: ToolContext, workdir: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "not-yet.txt"
+    (workdir / "link.txt").symlink_to(target)
+    with pytest.raises(ToolError, match="symlink"):
+        await WriteTool().run(WriteArgs(path="link.txt", content="pwned"), ctx)
+    assert not target.exists()
+
+
+async def test_symlinked_directory_escaping_rejected(
+    ctx: ToolContext, workdir: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "f.txt").write_text("far away\n", encoding="utf-8")
+    (workdir / "dirlink").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ToolError, match="symlink"):
+        await read(ctx, "dirlink/f.txt")
+    with pytest.raises(ToolError, match="symlink"):
+        await WriteTool().run(WriteArgs(path="dirlink/new.txt", content="pwned"), ctx)
+    with pytest.raises(ToolError, match="symlink"):
+        await WriteTool().run(WriteArgs(path="dirlink/f.txt", content="pwned"), ctx)
+    assert not (elsewhere / "new.txt").exists()
+    assert (elsewhere / "f.txt").read_text(encoding="utf-8") == "far away\n"
+
+
+async def test_symlink_inside_workdir_is_fine(ctx: ToolContext, workdir: Path) -> None:
+    (workdir / "real").mkdir()
+    (workdir / "real" / "a.txt").write_text("real content\n", encoding="utf-8")
+    (workdir / "alias.txt").symlink_to(workdir / "real" / "a.txt")
+    (workdir / "dir-alias").symlink_to("real", target_is_directory=True)
+    assert await read(ctx, "alias.txt") == "real content\n"
+    assert await read(ctx, "dir-alias/a.txt") == "real content\n"
+    await WriteTool().run(WriteArgs(path="dir-alias/b.txt", content="via alias"), ctx)
+    assert (workdir / "real" / "b.txt").read_text(encoding="utf-8") == "via alias"
+
+
+@pytest.mark.parametrize("path", ["", "   ", "\t"])
+async def test_empty_path_rejected(ctx: ToolContext, path: str) -> None:
+    with pytest.raises(ToolError, match="must not be empty"):
+        await read(ctx, path)
+    with pytest.raises(ToolError, match="must not be empty"):
+        await WriteTool().run(WriteArgs(path=path, content="x"), ctx)
+
+
+def test_confine_returns_resolved_path_inside(workdir: Path) -> None:
+    assert confine(workdir, "a/b.txt") == workdir.resolve() / "a" / "b.txt"
+    assert confine(workdir, ".") == workdir.resolve()
+
+
+def test_confine_rejects_nul_byte(workdir: Path) -> None:
+    with pytest.raises(ToolError, match="NUL"):
+        confine(workdir, "a\x00b")
+
+
+def test_confine_rejects_relative_symlink_target(workdir: Path, tmp_path: Path) -> None:
+    # The link's own text is relative (".."), but the user path contains no '..'.
+    (workdir / "hop").symlink_to(os.path.relpath(tmp_path, workdir), target_is_directory=True)
+    with pytest.raises(ToolError, match="symlink"):
+        confine(workdir, "hop/outside.txt")
