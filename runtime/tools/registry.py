@@ -21,6 +21,7 @@ class ToolRegistry:
         excluded: Iterable[str] = (),
     ) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        self._specs: dict[str, ToolSpec] = {}  # schema generation is slow; specs never change
         self._middlewares: list[Middleware] = []
         for tool in tools:
             self.register(tool)
@@ -34,6 +35,7 @@ class ToolRegistry:
                 f"tool {tool.name!r} uses runtime-owned argument names {sorted(clash)}"
             )
         self._tools[tool.name] = tool
+        self._specs[tool.name] = tool.spec()
 
     def use(self, middleware: Middleware) -> None:
         self._middlewares.append(middleware)
@@ -58,7 +60,7 @@ class ToolRegistry:
         return [tool for name, tool in self._tools.items() if self.is_active(name)]
 
     def specs(self) -> list[ToolSpec]:
-        return [tool.spec() for tool in self.active()]
+        return [self._specs[tool.name] for tool in self.active()]
 
     def unknown_enabled(self) -> list[str]:
         """Names in the enabled list that no tool has: a settings mistake worth reporting."""
