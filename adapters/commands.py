@@ -36,11 +36,15 @@ def parse_command(text: str) -> Command | None:
     if not words or not words[0].startswith("/"):
         return None
     head, rest = words[0][1:].lower(), (words[1] if len(words) > 1 else "")
-    if head == "clawgate":
-        if not rest.strip():
+    namespaced = head == "clawgate"
+    if namespaced:
+        words = rest.split(maxsplit=1)
+        if not words:
             return Command(name="help")
-        return parse_command("/" + rest.lstrip("/"))
+        head, rest = words[0].lstrip("/").lower(), (words[1] if len(words) > 1 else "")
     if head not in NAMES:
+        if namespaced:  # clearly meant for us: say so instead of sending it to the model
+            raise CommandError(f"unknown command {head!r}; try /clawgate help")
         return None
     name = NAMES[NAMES.index(head)]
     args = rest.split()
@@ -59,6 +63,8 @@ def _decision(name: CommandName, rest: str) -> Command:
         usage = "/approve <id> [once|always]" if name == "approve" else "/reject <id> [reason]"
         raise CommandError(f"usage: {usage}")
     approval_id, tail = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+    if name == "approve":
+        tail = tail.lower()
     if name == "reject":
         return Command(name=name, approval_id=approval_id, reason=tail or None)
     if tail not in ("", "once", "always"):

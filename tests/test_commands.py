@@ -182,3 +182,17 @@ def test_extra_whitespace_between_words() -> None:
 )
 def test_ordinary_text_is_not_a_command(text: str) -> None:
     assert parse_command(text) is None
+
+
+def test_namespaced_unknown_command_is_an_error_not_a_message() -> None:
+    with pytest.raises(CommandError, match="unknown command 'frob'"):
+        parse_command("/clawgate frob")
+
+
+def test_nested_namespace_is_not_recursed_into() -> None:
+    with pytest.raises(CommandError, match="unknown command 'clawgate'"):
+        parse_command("/clawgate " * 2000)
+
+
+def test_approve_scope_is_case_insensitive() -> None:
+    assert parsed("/approve abc ALWAYS").scope == "always"

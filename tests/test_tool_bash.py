@@ -170,21 +170,34 @@ async def test_background_children_killed_after_normal_exit(
         kill_quietly(pid)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: asyncio's Process.wait() also waits for stdout to close, so a "
-    "background child holding the pipe blocks the call until the timeout, and the result "
-    "says 'timed out' instead of the exit code",
-)
 async def test_background_child_holding_stdout_killed(ctx: ToolContext, workdir: Path) -> None:
-    # The tool timeout is far longer than the command needs, but bounded so the bug costs
-    # a few seconds rather than the 60 s default.
-    out = await bash(ctx, "sleep 30 & echo $! > bg.pid; echo done", tool=BashTool(timeout=5))
+    # The child inherits the output pipe; the call must still end when bash exits, not at
+    # the timeout (asyncio's Process.wait() alone would wait for the pipe to close).
+    out = await bash(ctx, "sleep 30 & echo $! > bg.pid; echo done", tool=BashTool(timeout=20))
     pid = read_pid(workdir / "bg.pid")
     try:
         assert "done" in out.text
         assert "[exit code 0]" in out.text
         assert await wait_dead(pid)
+    finally:
+        kill_quietly(pid)
+
+
+async def test_child_escaping_the_group_cannot_hold_the_call_open(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    # setsid leaves our process group, so the group kill misses it; it still holds the pipe.
+    out = await bash(
+        ctx,
+        "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc.pid; exec sleep 60' & "
+        "while [ ! -e esc.pid ]; do sleep 0.01; done; echo started",
+        tool=BashTool(timeout=20),
+    )
+    pid = read_pid(workdir / "esc.pid")
+    try:
+        assert "started" in out.text
+        assert "[exit code 0]" in out.text
+        assert "still held the output" in out.text
     finally:
         kill_quietly(pid)
 

@@ -244,3 +244,28 @@ def test_confine_rejects_relative_symlink_target(workdir: Path, tmp_path: Path) 
     (workdir / "hop").symlink_to(os.path.relpath(tmp_path, workdir), target_is_directory=True)
     with pytest.raises(ToolError, match="symlink"):
         confine(workdir, "hop/outside.txt")
+
+
+def test_confine_turns_a_symlink_loop_into_a_clear_error(workdir: Path) -> None:
+    os.symlink("loop", workdir / "loop")
+    with pytest.raises(ToolError, match="cannot be resolved"):
+        confine(workdir, "loop")
+
+
+async def test_write_below_an_existing_file_is_a_clear_error(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    (workdir / "f.txt").write_text("file")
+    with pytest.raises(ToolError, match=r"cannot write f\.txt/b\.txt"):
+        await WriteTool().run(WriteArgs(path="f.txt/b.txt", content="x"), ctx)
+    assert (workdir / "f.txt").read_text() == "file"
+
+
+async def test_edit_refuses_non_utf8_files_and_leaves_them_untouched(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    raw = b"caf\xe9 hello\n"
+    (workdir / "latin1.txt").write_bytes(raw)
+    with pytest.raises(ToolError, match="not valid UTF-8"):
+        await EditTool().run(EditArgs(path="latin1.txt", old_text="hello", new_text="bye"), ctx)
+    assert (workdir / "latin1.txt").read_bytes() == raw

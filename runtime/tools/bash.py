@@ -12,6 +12,7 @@ from pydantic import Field
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, one_line
 
 # Only these variables reach the command: the bot's own environment holds tokens and keys.
+DRAIN_SECONDS = 2.0
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 
 
@@ -56,19 +57,31 @@ class BashTool(Tool[BashArgs]):
 
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout or self.timeout, self.timeout)
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            args.command,
-            cwd=ctx.workdir,
-            env=scrubbed_env(str(ctx.workdir)),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so we can kill all of it
+        # Our own pipe rather than PIPE: asyncio's Process.wait() would also wait for the pipe
+        # to close, i.e. for any background child still holding it.
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                args.command,
+                cwd=ctx.workdir,
+                env=scrubbed_env(str(ctx.workdir)),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,  # its own process group, so we can kill all of it
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        stream = asyncio.StreamReader()
+        pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
         )
-        assert proc.stdout is not None
-        reader = asyncio.create_task(_read_capped(proc.stdout, self.output_limit))
+        reader = asyncio.create_task(_read_capped(stream, self.output_limit))
         timed_out = False
         try:
             await asyncio.wait_for(proc.wait(), timeout)
@@ -76,16 +89,27 @@ class BashTool(Tool[BashArgs]):
             timed_out = True
         except asyncio.CancelledError:
             _kill_group(proc.pid)
+            pipe.close()
             reader.cancel()
+            await asyncio.shield(proc.wait())
             raise
         # Also after a normal exit: nothing the command started in the background outlives it.
         _kill_group(proc.pid)
         await proc.wait()
+        escaped = False
+        try:
+            # A child that left the group (setsid) may still hold the pipe: stop reading soon.
+            await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
+        except TimeoutError:
+            escaped = True
+            pipe.close()  # feeds EOF to the reader
         output, total = await reader
         text = output.decode("utf-8", errors="replace")
         notes = []
         if total > len(output):
             notes.append(f"[output cut at {len(output)} of {total} bytes]")
+        if escaped:
+            notes.append("[a background process still held the output; stopped reading]")
         if timed_out:
             notes.append(f"[timed out after {timeout:g}s; the process group was killed]")
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 
 from pydantic import Field
@@ -13,17 +14,25 @@ from runtime.tools.workdir import confine, relative
 MAX_READ_BYTES = 2_000_000
 
 
-def _read_text(path: Path, shown: str) -> str:
+def _read_text(path: Path, shown: str, *, strict: bool = False) -> str:
+    """The file as text; with `strict`, refuse what is not UTF-8 (an edit must not rewrite
+    bytes it never touched)."""
     if not path.exists():
         raise ToolError(f"{shown}: no such file")
     if path.is_dir():
         raise ToolError(f"{shown} is a directory")
-    if path.stat().st_size > MAX_READ_BYTES:
-        raise ToolError(f"{shown} is larger than {MAX_READ_BYTES} bytes")
-    data = path.read_bytes()
+    try:
+        if path.stat().st_size > MAX_READ_BYTES:
+            raise ToolError(f"{shown} is larger than {MAX_READ_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {exc.strerror}") from exc
     if b"\x00" in data:
         raise ToolError(f"{shown} looks like a binary file")
-    return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{shown} is not valid UTF-8 text; it was not changed") from exc
 
 
 class ReadArgs(ToolArgs):
@@ -56,9 +65,12 @@ class WriteArgs(ToolArgs):
     content: str = Field(description="The complete new file content.")
 
 
-def _write_text(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
+def _write_text(path: Path, shown: str, content: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    except OSError as exc:
+        raise ToolError(f"cannot write {shown}: {exc.strerror}") from exc
 
 
 class WriteTool(Tool[WriteArgs]):
@@ -71,7 +83,7 @@ class WriteTool(Tool[WriteArgs]):
         shown = relative(ctx.workdir, path)
         if path.is_dir():
             raise ToolError(f"{shown} is a directory")
-        await asyncio.to_thread(_write_text, path, args.content)
+        await asyncio.to_thread(_write_text, path, shown, args.content)
         size = len(args.content.encode())
         return ToolOutput(f"wrote {size} bytes to {shown}", display=f"wrote {shown} ({size} bytes)")
 
@@ -96,7 +108,7 @@ class EditTool(Tool[EditArgs]):
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutput:
         path = confine(ctx.workdir, args.path)
         shown = relative(ctx.workdir, path)
-        text = await asyncio.to_thread(_read_text, path, shown)
+        text = await asyncio.to_thread(partial(_read_text, path, shown, strict=True))
         count = text.count(args.old_text)
         if count == 0:
             raise ToolError(f"old_text was not found in {shown}; nothing was changed")
@@ -106,7 +118,7 @@ class EditTool(Tool[EditArgs]):
                 "unique or set replace_all; nothing was changed"
             )
         updated = text.replace(args.old_text, args.new_text)
-        await asyncio.to_thread(_write_text, path, updated)
+        await asyncio.to_thread(_write_text, path, shown, updated)
         removed = args.old_text.count("\n") * count
         added = args.new_text.count("\n") * count
         return ToolOutput(

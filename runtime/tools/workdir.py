@@ -22,7 +22,10 @@ def confine(workdir: Path, user_path: str) -> Path:
         raise ToolError(f"path {user_path!r} may not contain '..'")
     root = workdir.resolve()
     candidate = pure if pure.is_absolute() else root / pure
-    resolved = Path(candidate).resolve()
+    try:
+        resolved = Path(candidate).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop on Python 3.11
+        raise ToolError(f"path {user_path!r} cannot be resolved ({exc})") from exc
     if not resolved.is_relative_to(root):
         if Path(candidate).absolute().is_relative_to(root):
             raise ToolError(f"path {user_path!r} leaves the work directory through a symlink")
