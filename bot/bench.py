@@ -1,18 +1,37 @@
-"""`clawgate bench runtime`: what the executor and middleware chain cost per tool call, and
-how many demo-model turns per second the whole runtime sustains."""
+"""`clawgate bench runtime|approval`.
+
+runtime: what the executor and middleware chain cost per tool call against calling the tool
+directly, and demo-model turns per second. approval: the suspend -> approve -> resume -> final
+round trip through Redis, and checkpoint writes with 10 vs 10,000 prior messages."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+
+from runtime.approval.risk import RiskPolicy
 
 from bot.settings import Settings
 from runtime.agent import Runtime, RuntimeConfig
+from runtime.approval.authz import ApproverPolicy
+from runtime.approval.middleware import HumanApprovalMiddleware
+from runtime.approval.store import ApprovalStore
 from runtime.channel import Event
 from runtime.executor import ToolExecutor
-from runtime.models import Actor, ConversationRef, StopReason, ToolCall
+from runtime.loop import RunState, Suspension
+from runtime.models import (
+    Actor,
+    ConversationRef,
+    RunResult,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    ToolStatus,
+    UserMessage,
+)
 from runtime.providers.demo import DemoProvider
 from runtime.store.connection import connect
 from runtime.store.history import HistoryStore
@@ -39,6 +58,9 @@ class NullChannel:
     async def send(self, conversation: ConversationRef, event: Event) -> None:
         return None
 
+    async def send_event(self, event: Event) -> None:
+        return None
+
 
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
@@ -54,13 +76,41 @@ async def _time_each(n: int, fn: Callable[[], Awaitable[object]]) -> list[float]
     return samples
 
 
-def _registry() -> ToolRegistry:
+ACTOR = Actor(platform="bench", user_id="bench")
+CONVERSATION = ConversationRef(platform="bench", id="bench:local")
+
+
+def _registry(approvals: ApprovalStore | None = None) -> ToolRegistry:
+    """The default chain; with `approvals`, noop is gated (the risk policy does not know it)."""
     registry = ToolRegistry([NoopTool()])
-    registry.use(ToolPolicyMiddleware(deny=["bash"]))  # the default chain's first link
+    registry.use(ToolPolicyMiddleware(deny=["bash"]))
+    if approvals is not None:
+        registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals))
     return registry
 
 
-async def bench_tool_calls(calls: int, workdir: Path) -> dict[str, float]:
+@contextlib.asynccontextmanager
+async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> AsyncIterator[Runtime]:
+    """A runtime on the demo model under a throwaway key prefix, removed afterwards."""
+    redis = connect(settings.redis_url)
+    keys = Keys(f"{settings.redis_prefix}-bench-{time.time_ns()}")
+    try:
+        approvals = ApprovalStore(redis, keys)
+        registry = _registry(approvals if gated else None)
+        history = HistoryStore(redis, keys)
+        approvers = ApproverPolicy.of(admins=[ACTOR.key])
+        config = RuntimeConfig(workdir=workdir)
+        yield Runtime(
+            config, DemoProvider(), registry, history, NullChannel(), approvals, approvers
+        )
+    finally:
+        stale = [k async for k in redis.scan_iter(match=f"{keys.prefix}:*")]
+        if stale:
+            await redis.delete(*stale)
+        await redis.aclose()
+
+
+async def bench_tool_calls(calls: int, workdir: Path) -> dict[str, list[float]]:
     registry = _registry()
     executor = ToolExecutor(registry)
     ctx = ToolContext(session="bench", workdir=workdir)
@@ -71,61 +121,99 @@ async def bench_tool_calls(calls: int, workdir: Path) -> dict[str, float]:
     await _time_each(warmup, lambda: executor.execute([call], ctx))
     direct = await _time_each(calls, lambda: tool.run(args, ctx))
     chained = await _time_each(calls, lambda: executor.execute([call], ctx))
-    return {
-        "direct_p50": percentile(direct, 0.5),
-        "direct_p99": percentile(direct, 0.99),
-        "chain_p50": percentile(chained, 0.5),
-        "chain_p99": percentile(chained, 0.99),
-    }
+    return {"direct": direct, "chain": chained}
 
 
 async def bench_turns(turns: int, settings: Settings, workdir: Path) -> tuple[float, list[float]]:
-    redis = connect(settings.redis_url)
-    prefix = f"{settings.redis_prefix}:bench:{time.time_ns()}"
-    try:
-        history = HistoryStore(redis, Keys(prefix))
-        runtime = Runtime(
-            RuntimeConfig(workdir=workdir), DemoProvider(), _registry(), history, NullChannel()
-        )
-        actor, conversation = (
-            Actor(platform="bench", user_id="bench"),
-            ConversationRef(platform="bench"),
-        )
+    async with _bench_runtime(settings, workdir, gated=False) as runtime:
         samples = []
         started = time.perf_counter()
         for i in range(turns):
             t0 = time.perf_counter_ns()
-            result = await runtime.run(f"bench:{i % 50}", "call noop {}", actor, conversation)
+            result = await runtime.run(f"bench:{i % 50}", "call noop {}", ACTOR, CONVERSATION)
             samples.append((time.perf_counter_ns() - t0) / 1000)
             if result.stop_reason is not StopReason.FINAL:
                 raise RuntimeError(f"bench turn ended with {result.stop_reason}")
-        elapsed = time.perf_counter() - started
-        keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await redis.delete(*keys)
-        return turns / elapsed, samples
-    finally:
-        await redis.aclose()
+        return turns / (time.perf_counter() - started), samples
+
+
+async def bench_approval_round_trips(rounds: int, settings: Settings, workdir: Path) -> list[float]:
+    """suspend -> decide -> resume -> final, through Redis, per round."""
+    async with _bench_runtime(settings, workdir, gated=True) as runtime:
+        samples = []
+        for i in range(rounds):
+            t0 = time.perf_counter_ns()
+            asked = await runtime.run(f"bench:{i}", "call noop {}", ACTOR, CONVERSATION)
+            assert asked.approval_id is not None, asked
+            decision = await runtime.decide(asked.approval_id, True, ACTOR, CONVERSATION)
+            samples.append((time.perf_counter_ns() - t0) / 1000)
+            if decision.run is None or decision.run.stop_reason is not StopReason.FINAL:
+                raise RuntimeError(f"bench round ended with {decision}")
+        return samples
+
+
+async def bench_checkpoint_writes(
+    writes: int, prior_messages: int, settings: Settings, workdir: Path
+) -> list[float]:
+    """Time of the suspension step (approval record + checkpoint write, notice) in a session
+    that already holds `prior_messages` messages."""
+    async with _bench_runtime(settings, workdir, gated=True) as runtime:
+        session = f"bench:cp{prior_messages}"
+        filler = [UserMessage(content=f"message {i}") for i in range(prior_messages)]
+        for chunk in range(0, len(filler), 1000):
+            await runtime.history.append(session, *filler[chunk : chunk + 1000])
+        history = await runtime.history.load(session)
+        call = ToolCall(id="call_1", name="noop", arguments="{}")
+        result = RunResult(session=session, stop_reason=StopReason.APPROVAL_REQUIRED, steps=1)
+        samples = []
+        for _ in range(writes):
+            ctx = ToolContext(session, workdir, actor=ACTOR, conversation=CONVERSATION)
+            state = RunState(session, history, ctx, NullChannel().send_event)
+            pending = ToolResult(
+                call_id="call_1",
+                tool="noop",
+                status=ToolStatus.SUSPENDED,
+                model_text="",
+                display="",
+            )
+            suspension = Suspension(1, [call], 0, [], pending)
+            t0 = time.perf_counter_ns()
+            await runtime.suspend(state, suspension, result)
+            samples.append((time.perf_counter_ns() - t0) / 1000)
+        return samples
+
+
+def _line(label: str, samples: list[float]) -> str:
+    return (
+        f"{label:<44} p50 {percentile(samples, 0.5):9.1f} us   "
+        f"p99 {percentile(samples, 0.99):9.1f} us"
+    )
 
 
 async def run_bench(settings: Settings, target: str, calls: int, turns: int) -> int:
+    store = f"redis {settings.redis_url}" if settings.redis_url else "embedded store"
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        r = await bench_tool_calls(calls, workdir)
-        overhead = r["chain_p50"] - r["direct_p50"]
-        for label, key in (("direct", "direct"), ("executor+chain", "chain")):
+        if target == "runtime":
+            r = await bench_tool_calls(calls, workdir)
+            print(_line("tool call, direct", r["direct"]))
+            print(_line("tool call, executor + middleware chain", r["chain"]))
+            direct, chained = percentile(r["direct"], 0.5), percentile(r["chain"], 0.5)
             print(
-                f"tool call, {label:<15} p50 {r[key + '_p50']:8.1f} us   "
-                f"p99 {r[key + '_p99']:8.1f} us"
+                f"chain overhead per call: p50 {chained - direct:.1f} us, "
+                f"ratio {chained / direct:.1f}x   (target: overhead p50 <= 100 us)"
             )
-        print(
-            f"chain overhead per call    p50 {overhead:8.1f} us   "
-            f"ratio {r['chain_p50'] / r['direct_p50']:.1f}x   (target p50 <= 100 us)"
-        )
-        rate, samples = await bench_turns(turns, settings, workdir)
-        store = "redis " + settings.redis_url if settings.redis_url else "embedded store"
-        print(
-            f"turns (demo model, {store}): {rate:8.0f} turns/s   "
-            f"p50 {percentile(samples, 0.5):8.1f} us   p99 {percentile(samples, 0.99):8.1f} us"
-        )
+            rate, samples = await bench_turns(turns, settings, workdir)
+            print(_line(f"demo-model turn ({store})", samples))
+            print(f"turns per second: {rate:.0f}")
+            return 0
+        trips = await bench_approval_round_trips(turns, settings, workdir)
+        print(_line(f"approval round trip ({store})", trips))
+        print("  (suspend -> approve -> resume -> final answer; target p99 <= 10000 us)")
+        small = await bench_checkpoint_writes(turns, 10, settings, workdir)
+        large = await bench_checkpoint_writes(turns, 10_000, settings, workdir)
+        print(_line("checkpoint write, 10 prior messages", small))
+        print(_line("checkpoint write, 10,000 prior messages", large))
+        ratio = percentile(large, 0.5) / percentile(small, 0.5)
+        print(f"checkpoint write ratio 10,000 / 10 (p50): {ratio:.2f}   (target <= 1.5)")
     return 0

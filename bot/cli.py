@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import logging
 import sys
+from collections.abc import AsyncIterator
+
+from redis.asyncio import Redis
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
+from bot.operator import run_approvals_command
 from bot.policy_file import PolicyFileError, load_policy_file
 from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import build_runtime
 from runtime.models import Actor
 from runtime.store.connection import connect
+
+SWEEP_INTERVAL = 5.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,24 +29,57 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     chat = sub.add_parser("chat", help="chat with the assistant in this terminal")
     chat.add_argument("--session", default="local", help="session name (default: local)")
+
+    approvals = sub.add_parser("approvals", help="list and decide approvals (needs REDIS_URL)")
+    verbs = approvals.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("list", help="open approvals (pending or executing)")
+    show = verbs.add_parser("show", help="one approval with its audit trail")
+    show.add_argument("id")
+    approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
+    approve.add_argument("id")
+    approve.add_argument("--always", action="store_true", help="also add a standing rule")
+    reject = verbs.add_parser("reject", help="reject as the operator")
+    reject.add_argument("id")
+    reject.add_argument("reason", nargs="*", help="why (told to the model)")
+
     bench = sub.add_parser("bench", help="measure performance")
-    bench.add_argument("target", choices=["runtime"], help="what to measure")
-    bench.add_argument("--calls", type=int, default=20_000, help="tool calls to time")
-    bench.add_argument("--turns", type=int, default=500, help="demo-model turns to time")
+    bench.add_argument("target", choices=["runtime", "approval"], help="what to measure")
+    bench.add_argument("--calls", type=int, default=20_000, help="tool calls to time (runtime)")
+    bench.add_argument("--turns", type=int, default=500, help="turns or round trips to time")
     return parser
+
+
+@contextlib.asynccontextmanager
+async def _redis(settings: Settings) -> AsyncIterator[Redis]:
+    redis = connect(settings.redis_url)
+    try:
+        yield redis
+    finally:
+        await redis.aclose()
 
 
 async def _chat(settings: Settings, session: str) -> int:
     policy = load_policy_file(settings.policy_file)
-    redis = connect(settings.redis_url)
-    try:
-        channel = ConsoleChannel(sys.stdout)
-        runtime = build_runtime(settings, policy, redis, channel)
-        actor = Actor(platform="console", user_id=getpass.getuser())
+    actor = Actor(platform="console", user_id=getpass.getuser())
+    async with _redis(settings) as redis:
+        runtime = build_runtime(
+            settings, policy, redis, ConsoleChannel(sys.stdout), extra_admins=[actor.key]
+        )
         chat = ConsoleChat(runtime, f"console:{session}", actor, sys.stdin, sys.stdout)
-        return await chat.serve()
-    finally:
-        await redis.aclose()
+        sweeper = asyncio.create_task(chat.sweep_forever(SWEEP_INTERVAL))
+        try:
+            return await chat.serve()
+        finally:
+            sweeper.cancel()
+
+
+async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
+    if not settings.redis_url:
+        raise SettingsError("REDIS_URL: required for `clawgate approvals` (approvals live there)")
+    policy = load_policy_file(settings.policy_file)
+    async with _redis(settings) as redis:
+        runtime = build_runtime(settings, policy, redis, ConsoleChannel(sys.stdout))
+        return await run_approvals_command(runtime, args, sys.stdout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.command == "chat":
             return asyncio.run(_chat(settings, args.session))
+        if args.command == "approvals":
+            return asyncio.run(_approvals(settings, args))
         from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
 
         return asyncio.run(run_bench(settings, args.target, args.calls, args.turns))

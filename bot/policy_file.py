@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from runtime.approval.risk import RiskConfig
 
 
 class ToolsPolicy(BaseModel):
@@ -16,10 +17,26 @@ class ToolsPolicy(BaseModel):
     deny: list[str] = Field(default_factory=list)
 
 
+class ConversationPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    approvers: list[str] = Field(default_factory=list)
+
+
+class ApprovalsPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    requester_may_approve: bool = False
+    # Approvers for one conversation, keyed by its id (e.g. "slack:T123:C456").
+    conversations: dict[str, ConversationPolicy] = Field(default_factory=dict)
+
+
 class PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
+    risk: RiskConfig = Field(default_factory=RiskConfig)
+    approvals: ApprovalsPolicy = Field(default_factory=ApprovalsPolicy)
 
 
 class PolicyFileError(Exception):

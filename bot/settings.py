@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -32,17 +33,29 @@ class Settings(BaseSettings):
     enabled_tools: CommaList = Field(
         default_factory=lambda: ["read", "write", "edit", "bash"], alias="CLAWGATE_ENABLED_TOOLS"
     )
+    admins: CommaList = Field(default_factory=list, alias="CLAWGATE_ADMINS")
+    approvers: CommaList = Field(default_factory=list, alias="CLAWGATE_APPROVERS")
+    approval_timeout: float = Field(3600, alias="CLAWGATE_APPROVAL_TIMEOUT", gt=0)
+    liveness_ttl: float = Field(30, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)
     bash_output_limit: int = Field(256_000, alias="CLAWGATE_BASH_OUTPUT_LIMIT", ge=1024)
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
 
-    @field_validator("enabled_tools", mode="before")
+    @field_validator("enabled_tools", "admins", "approvers", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("admins", "approvers")
+    @classmethod
+    def _platform_ids(cls, value: list[str]) -> list[str]:
+        bad = [item for item in value if not re.fullmatch(r"[a-z]+:[^\s:]+", item)]
+        if bad:
+            raise ValueError(f"expected platform:user entries like slack:U123, got {bad}")
         return value
 
     @field_validator("log_level")

@@ -1,33 +1,64 @@
-"""The agent runtime's public face: `Runtime.run(session, text, actor, conversation)`.
+"""The runtime's public API, used by every adapter:
 
-One run appends the user's message to the session history, then loops: ask the model, run
-the tool calls it made, append both to history, until the model answers without tools or a
-stop condition is hit.
+- `run(session, text, actor, conversation)`: one message; held while the session waits for a
+  decision, else it runs the agent loop.
+- `decide(approval_id, approve, actor, conversation, ...)`: a human's answer; on approve the
+  frozen call runs exactly once and the run continues from its checkpoint, in any process.
+- `cancel`, `pending`, `sweep` (expiry and crash recovery).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
-from collections.abc import Sequence
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from runtime.channel import Channel, Event, Notice, Reply, RunFinished
-from runtime.executor import Emit, ToolExecutor
+from redis.exceptions import RedisError
+
+from runtime.approval.authz import OPERATOR_PLATFORM, ApproverPolicy
+from runtime.approval.middleware import standing_rule
+from runtime.approval.models import (
+    ApprovalRecord,
+    ApprovalStatus,
+    Checkpoint,
+    HeldMessage,
+    call_hash,
+    new_approval_id,
+)
+from runtime.approval.redact import argument_summary
+from runtime.approval.store import ApprovalStore, Transition
+from runtime.channel import (
+    ApprovalNotice,
+    ApprovalRequested,
+    ApprovalUpdated,
+    Channel,
+    Event,
+    Notice,
+    Reply,
+    RunFinished,
+)
+from runtime.executor import Emit, canonical_arguments
+from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.models import (
     Actor,
-    AssistantMessage,
     ConversationRef,
-    Message,
     RunResult,
     StopReason,
-    SystemMessage,
+    ToolCall,
     ToolMessage,
+    ToolResult,
     ToolStatus,
     UserMessage,
 )
-from runtime.providers.base import Provider, ProviderError
+from runtime.providers.base import Provider
 from runtime.store.history import HistoryStore
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
@@ -44,7 +75,8 @@ DEMO_NOTICE = (
     "Using the offline demo model (no OPENAI_API_KEY or OPENAI_BASE_URL). "
     "Try: read README.md, run: ls, write notes.txt: hello"
 )
-INTERRUPTED = "(no result: the run was interrupted before this call finished)"
+LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
+REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,31 +85,46 @@ class RuntimeConfig:
     max_steps: int = 12
     max_tool_result_chars: int = 16_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    liveness_ttl: float = 30.0  # seconds a silent process is presumed alive while executing
 
 
-def paired_tool_results(history: Sequence[Message]) -> list[Message]:
-    """Every assistant tool call needs a tool message before the next turn, or the model API
-    refuses the conversation; fill the gaps a crash may have left."""
-    out: list[Message] = []
-    open_calls: list[tuple[str, str]] = []
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer to a decision attempt: `accepted`, or refused with a message saying why."""
 
-    def close_open() -> None:
-        out.extend(
-            ToolMessage(tool_call_id=cid, name=name, content=INTERRUPTED, status=ToolStatus.ERROR)
-            for cid, name in open_calls
-        )
-        open_calls.clear()
+    accepted: bool
+    message: str
+    run: RunResult | None = None
 
-    for message in history:
-        if isinstance(message, ToolMessage):
-            open_calls[:] = [c for c in open_calls if c[0] != message.tool_call_id]
-        else:
-            close_open()
-        out.append(message)
-        if isinstance(message, AssistantMessage):
-            open_calls.extend((c.id, c.name) for c in message.tool_calls)
-    close_open()
-    return out
+
+def _refused(message: str) -> Decision:
+    return Decision(False, message)
+
+
+_TRANSITION_MESSAGES = {
+    "not_found": "approval {id} was not found",
+    "expired": "approval {id} has expired; nothing was executed",
+    "wrong_conversation": "approval {id} can only be decided in the conversation that requested it",
+    "hash_mismatch": "approval {id} failed its integrity check (the stored call changed); refused",
+}
+
+
+def _not_executed(call: ToolCall, why: str) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status=ToolStatus.ERROR,
+        model_text=f"not executed: {why}",
+        display=f"{call.name} not executed: {why}",
+    )
+
+
+def _transition_message(approval_id: str, transition: Transition) -> str:
+    if transition.outcome in ("already", "wrong_status"):
+        who = f" by {transition.decided_by}" if transition.decided_by else ""
+        return f"approval {approval_id} was already {transition.status}{who}"
+    template = _TRANSITION_MESSAGES.get(transition.outcome, "approval {id}: " + transition.outcome)
+    return template.format(id=approval_id)
 
 
 class Runtime:
@@ -88,94 +135,460 @@ class Runtime:
         registry: ToolRegistry,
         history: HistoryStore,
         channel: Channel,
+        approvals: ApprovalStore,
+        approvers: ApproverPolicy | None = None,
     ) -> None:
         self.config = config
         self.provider = provider
         self.registry = registry
         self.history = history
         self.channel = channel
+        self.approvals = approvals
+        self.approvers = approvers or ApproverPolicy()
+        self.loop = AgentLoop(
+            provider,
+            registry,
+            history,
+            config.system_prompt,
+            config.max_steps,
+            config.max_tool_result_chars,
+        )
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
 
-    def cancel(self, session: str) -> bool:
-        """Ask the session's current run (in this process) to stop before its next step or call."""
-        event = self._cancels.get(session)
-        if event is None:
-            return False
-        event.set()
-        return True
+    def _emitter(self, conversation: ConversationRef) -> Emit:
+        async def emit(event: Event) -> None:
+            await self.channel.send(conversation, event)
+
+        return emit
+
+    # --- messages ---------------------------------------------------------------------------
 
     async def run(
         self, session: str, text: str, actor: Actor, conversation: ConversationRef
     ) -> RunResult:
-        async def emit(event: Event) -> None:
-            await self.channel.send(conversation, event)
+        held = HeldMessage(text=text, actor=actor, conversation=conversation)
+        count, approval_id = await self.approvals.hold(session, held.model_dump_json())
+        if count:
+            if count == 1:  # tell the sender once per wait, not for every message
+                await self._emitter(conversation)(
+                    Notice(
+                        f"Waiting for a decision on approval {approval_id}; your message will "
+                        "run after it."
+                    )
+                )
+            return RunResult(
+                session=session,
+                stop_reason=StopReason.APPROVAL_REQUIRED,
+                steps=0,
+                approval_id=approval_id,
+                held=True,
+            )
+        return await self._run_message(session, held)
 
-        ctx = ToolContext(
+    async def _run_message(self, session: str, message: HeldMessage) -> RunResult:
+        emit = self._emitter(message.conversation)
+        history = await self.history.load(session)
+        if self.provider.offline_demo and not history:
+            await emit(Notice(DEMO_NOTICE))
+        user = UserMessage(content=message.text, actor=message.actor.key)
+        await self.history.append(session, user)
+        history.append(user)
+        ctx = self._context(session, message.actor, message.conversation)
+        state = RunState(session=session, history=history, ctx=ctx, emit=emit)
+        return await self._drive(state, self.loop.run(state))
+
+    def _context(self, session: str, actor: Actor, conversation: ConversationRef) -> ToolContext:
+        return ToolContext(
             session=session, workdir=self.config.workdir, actor=actor, conversation=conversation
         )
-        self._cancels[session] = ctx.cancelled
+
+    async def _drive(self, state: RunState, work: LoopWork) -> RunResult:
+        """Await the loop (or a resumed batch), checkpoint a suspension, report the end."""
+        self._cancels[state.session] = state.ctx.cancelled
         try:
-            history = await self.history.load(session)
-            if self.provider.offline_demo and not history:
-                await emit(Notice(DEMO_NOTICE))
-            user = UserMessage(content=text, actor=actor.key)
-            await self.history.append(session, user)
-            history.append(user)
-            result = await self._loop(session, history, ctx, emit)
+            result, suspension = await work
+            if suspension is not None:
+                result = await self.suspend(state, suspension, result)
         except asyncio.CancelledError:
-            await emit(RunFinished(StopReason.CANCELLED, 0))
+            await state.emit(RunFinished(StopReason.CANCELLED, state.step))
             raise
         finally:
-            self._cancels.pop(session, None)
+            self._cancels.pop(state.session, None)
         log.info(
             "session %s: run stopped (%s) after %d steps",
-            session,
+            state.session,
             result.stop_reason.value,
             result.steps,
         )
-        await emit(RunFinished(result.stop_reason, result.steps, result.error))
+        await state.emit(RunFinished(result.stop_reason, result.steps, result.error))
         return result
 
-    async def _loop(
-        self, session: str, history: list[Message], ctx: ToolContext, emit: Emit
+    # --- suspension -------------------------------------------------------------------------
+
+    async def suspend(
+        self, state: RunState, suspension: Suspension, result: RunResult
     ) -> RunResult:
-        executor = ToolExecutor(self.registry, self.config.max_tool_result_chars, emit)
-        system = SystemMessage(content=self.config.system_prompt)
-        step = 0
-        while step < self.config.max_steps:
-            if ctx.cancelled.is_set():
-                return RunResult(session=session, stop_reason=StopReason.CANCELLED, steps=step)
-            step += 1
-            try:
-                reply = await self.provider.complete(
-                    [system, *paired_tool_results(history)], self.registry.specs()
-                )
-            except ProviderError as exc:
-                await emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
-                return RunResult(
-                    session=session, stop_reason=StopReason.ERROR, steps=step, error=str(exc)
-                )
-            if not reply.tool_calls:
-                await self.history.append(session, reply)
-                history.append(reply)
-                text = reply.content or "(the model returned an empty answer)"
-                await emit(Reply(text))
-                return RunResult(
-                    session=session, stop_reason=StopReason.FINAL, steps=step, final_text=text
-                )
-            if reply.content:
-                await emit(Reply(reply.content))
-            outcome = await executor.execute(reply.tool_calls, ctx)
-            produced: list[Message] = [reply, *(r.to_message() for r in outcome.results)]
-            # The assistant turn and its results land in one write: history never holds half a turn.
-            await self.history.append(session, *produced)
-            history.extend(produced)
-            if outcome.suspended_at is not None:
-                return RunResult(
-                    session=session, stop_reason=StopReason.APPROVAL_REQUIRED, steps=step
-                )
-            if outcome.cancelled:
-                return RunResult(session=session, stop_reason=StopReason.CANCELLED, steps=step)
-        note = f"Stopped after {step} steps without a final answer (max_steps)."
-        await emit(Reply(note))
-        return RunResult(session=session, stop_reason=StopReason.MAX_STEPS, steps=step)
+        """Checkpoint a suspended run: one atomic write of the approval record and the
+        checkpoint, then the notice to the originating conversation. Nothing waits."""
+        ctx = state.ctx
+        assert ctx.actor is not None and ctx.conversation is not None
+        call = suspension.calls[suspension.index]
+        checkpoint = Checkpoint(
+            id=new_approval_id(),
+            session=state.session,
+            conversation=ctx.conversation,
+            actor=ctx.actor,
+            step=suspension.step,
+            calls=suspension.calls,
+            index=suspension.index,
+            prior_results=suspension.prior,
+            history_len=len(state.history),
+        )
+        arguments = canonical_arguments(call)
+        record = ApprovalRecord(
+            id=new_approval_id(),
+            session=state.session,
+            conversation=ctx.conversation,
+            requester=ctx.actor,
+            tool=call.name,
+            arguments=arguments,
+            call_id=call.id,
+            call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
+            reasons=suspension.result.reasons,
+        )
+        try:
+            record = await self.approvals.create(record, checkpoint)
+        except RedisError:
+            log.exception("session %s: could not store an approval request", state.session)
+            text = (
+                f"Could not store the approval request for {call.name} (Redis unavailable); "
+                "it was not executed."
+            )
+            await state.emit(Reply(text))
+            return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
+        ref = await self.channel.send(ctx.conversation, ApprovalRequested(self._notice(record)))
+        if ref:
+            await self.approvals.set_notice(record, ref)
+        return result.model_copy(update={"approval_id": record.id})
+
+    def _notice(self, record: ApprovalRecord) -> ApprovalNotice:
+        try:
+            arguments = json.loads(record.arguments)
+        except json.JSONDecodeError:
+            arguments = {"arguments": record.arguments}
+        return ApprovalNotice(
+            approval_id=record.id,
+            tool=record.tool,
+            arguments=argument_summary(
+                arguments if isinstance(arguments, dict) else {"value": arguments}
+            ),
+            reasons=tuple(record.reasons),
+            requester=record.requester.name or record.requester.key,
+            expires_at=record.expires_at,
+            status=record.status.value,
+            decided_by=record.decided_by,
+            reason=record.reason,
+            outcome=record.outcome,
+            message=record.notice,
+        )
+
+    # --- decisions --------------------------------------------------------------------------
+
+    async def decide(
+        self,
+        approval_id: str,
+        approve: bool,
+        actor: Actor,
+        conversation: ConversationRef | None,
+        reason: str | None = None,
+        always: bool = False,
+    ) -> Decision:
+        """`conversation` is where the decision was made; None only for the operator CLI."""
+        try:
+            return await self._decide(approval_id, approve, actor, conversation, reason, always)
+        except RedisError:
+            log.exception("decision on %s failed: Redis unavailable", approval_id)
+            return _refused(REDIS_DOWN)
+
+    async def _decide(
+        self,
+        approval_id: str,
+        approve: bool,
+        actor: Actor,
+        conversation: ConversationRef | None,
+        reason: str | None,
+        always: bool,
+    ) -> Decision:
+        loaded = await self.approvals.load(approval_id.strip().lower())
+        if loaded is None:
+            return _refused(f"unknown approval id {approval_id!r}")
+        record, checkpoint = loaded
+        refusal = self.approvers.refusal(actor, record)
+        if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
+            refusal = "decisions must come from the conversation that requested them"
+        if refusal is not None:
+            await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
+            return _refused(f"You cannot decide approval {record.id}: {refusal}.")
+        expected = self._checkpoint_hash(checkpoint)
+        transition = await self.approvals.decide(
+            record,
+            approve,
+            actor.key,
+            reason or "",
+            None if conversation is None else conversation.id,
+            expected,
+        )
+        if not transition.ok:
+            if transition.outcome == "expired":
+                await self._after_expiry(record, checkpoint)
+            return _refused(_transition_message(record.id, transition))
+        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+        record = record.model_copy(
+            update={"status": status, "decided_by": actor.key, "reason": reason}
+        )
+        await self._update_notice(record)
+        note = ""
+        if approve and always:
+            note = await self._add_standing_rule(record, actor)
+        result = await self._resume(record, checkpoint, actor, approve, reason)
+        await self._release_held(record.session)
+        verb = "approved" if approve else "rejected"
+        return Decision(True, f"Approval {record.id} {verb}.{note}", result)
+
+    def _checkpoint_hash(self, checkpoint: Checkpoint) -> str:
+        call = checkpoint.calls[checkpoint.index]
+        return call_hash(
+            call.name, canonical_arguments(call), call.id, checkpoint.session, checkpoint.id
+        )
+
+    async def _add_standing_rule(self, record: ApprovalRecord, actor: Actor) -> str:
+        rule = standing_rule(record.tool, json.loads(record.arguments))
+        if rule is None:
+            return (
+                " No standing rule was added: chains, redirections and substitutions are "
+                "approved once only."
+            )
+        await self.approvals.add_rule(record.conversation.id, rule, actor.key, record.session)
+        shown = rule.replace("\x1f", " ")
+        return f" Calls matching `{shown}` are now allowed in this conversation."
+
+    async def _update_notice(self, record: ApprovalRecord) -> None:
+        await self.channel.send(record.conversation, ApprovalUpdated(self._notice(record)))
+
+    async def _resume(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        decider: Actor,
+        approve: bool,
+        reason: str | None,
+    ) -> RunResult:
+        emit = self._emitter(checkpoint.conversation)
+        history = await self.history.load(checkpoint.session)
+        ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
+        state = RunState(checkpoint.session, history, ctx, emit, step=checkpoint.step)
+        call = checkpoint.calls[checkpoint.index]
+        if approve:
+            first = await self._execute_approved(record, checkpoint, state)
+        else:
+            first = ToolResult(
+                call_id=call.id,
+                tool=call.name,
+                status=ToolStatus.DENIED,
+                model_text=(
+                    f"rejected by {decider.key}: {reason or 'no reason given'}; "
+                    "the tool was not executed"
+                ),
+                display=f"{call.name} rejected by {decider.key}",
+            )
+            state.rejected[fingerprint(call)] = decider.key
+
+        async def continue_run() -> tuple[RunResult, Suspension | None]:
+            stop = await self.loop.run_batch(
+                state,
+                checkpoint.calls,
+                checkpoint.index + 1,
+                [*checkpoint.prior_results, first],
+                head=[first.to_message()],
+            )
+            return stop if stop is not None else await self.loop.run(state)
+
+        return await self._drive(state, continue_run())
+
+    async def _execute_approved(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, state: RunState
+    ) -> ToolResult:
+        """approved -> executing (before the side effect) -> run the frozen call -> consumed."""
+        call = checkpoint.calls[checkpoint.index]
+        async with self._alive():
+            claim = await self.approvals.claim(record, self.worker_id)
+            if not claim.ok:
+                why = _transition_message(record.id, claim)
+                return _not_executed(call, f"could not claim the approval ({why})")
+            if self._checkpoint_hash(checkpoint) != record.call_hash:
+                result = _not_executed(call, "the approved call failed its integrity check")
+            else:
+                try:
+                    result = await self.loop.run_granted(state, call, record.id)
+                except BaseException as exc:
+                    await self.approvals.consume(record, f"interrupted: {type(exc).__name__}")
+                    raise
+            # Consumed whatever the tool did: an approval is good for one execution.
+            await self.approvals.consume(record, result.status.value)
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _alive(self) -> AsyncIterator[None]:
+        """Keep this process's liveness key fresh while it executes an approved call, so a
+        crash is told apart from a slow tool."""
+        ttl = self.config.liveness_ttl
+        await self.approvals.heartbeat(self.worker_id, ttl)
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(ttl / 3)
+                await self.approvals.heartbeat(self.worker_id, ttl)
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- held messages, cancel, pending ----------------------------------------------------
+
+    async def _release_held(self, session: str) -> None:
+        """Run messages that arrived during the wait, in order, until one suspends again."""
+        while await self.approvals.pending_id(session) is None:
+            raw = await self.approvals.pop_held(session)
+            if raw is None:
+                return
+            await self._run_message(session, HeldMessage.model_validate_json(raw))
+
+    async def cancel(self, session: str, actor: Actor, conversation: ConversationRef) -> str:
+        """Stop the session's running request (in this process) and withdraw its pending
+        approval, if any."""
+        said = []
+        event = self._cancels.get(session)
+        if event is not None:
+            event.set()
+            said.append("Stopping the running request.")
+        approval_id = await self.approvals.pending_id(session)
+        if approval_id is not None:
+            loaded = await self.approvals.load(approval_id)
+            if loaded is not None:
+                said.append(await self._withdraw(*loaded, actor, conversation))
+        return " ".join(said) or "Nothing to cancel."
+
+    async def _withdraw(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: Actor,
+        conversation: ConversationRef,
+    ) -> str:
+        if actor.key != record.requester.key:
+            refusal = self.approvers.refusal(actor, record)
+            if refusal is not None:
+                return f"You cannot cancel approval {record.id}: {refusal}."
+        reason = f"cancelled by {actor.key}"
+        transition = await self.approvals.decide(
+            record, False, actor.key, reason, conversation.id, self._checkpoint_hash(checkpoint)
+        )
+        if not transition.ok:
+            return _transition_message(record.id, transition)
+        record = record.model_copy(
+            update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
+        )
+        await self._update_notice(record)
+        await self._close_batch(checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
+        await self._emitter(checkpoint.conversation)(RunFinished(StopReason.CANCELLED, 0))
+        await self._release_held(record.session)
+        return f"Approval {record.id} withdrawn; the call was not executed."
+
+    async def _close_batch(self, checkpoint: Checkpoint, text: str, status: ToolStatus) -> None:
+        """A run ends at its suspended call: give that call and the rest of its batch a result
+        in history, so the conversation stays well-formed for the model."""
+        calls = checkpoint.calls[checkpoint.index :]
+        messages = [
+            ToolMessage(
+                tool_call_id=c.id,
+                name=c.name,
+                content=text if i == 0 else "not executed: the run ended before this call",
+                status=status,
+            )
+            for i, c in enumerate(calls)
+        ]
+        await self.history.append(checkpoint.session, *messages)
+
+    async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
+        """Open approvals (pending or executing), of one conversation or all of them."""
+        notices = []
+        for approval_id in await self.approvals.open_ids():
+            loaded = await self.approvals.load(approval_id)
+            if loaded is None:
+                continue
+            record = loaded[0]
+            if conversation is None or record.conversation.id == conversation.id:
+                notices.append(self._notice(record))
+        return notices
+
+    # --- expiry and crash recovery ---------------------------------------------------------
+
+    async def sweep(self) -> int:
+        """Expire overdue approvals and settle calls whose executing process died. Returns
+        how many approvals changed."""
+        changed = 0
+        now = await self.approvals.server_time_ms()
+        for approval_id in await self.approvals.overdue_ids(now):
+            loaded = await self.approvals.load(approval_id)
+            if loaded is None:
+                continue
+            record, checkpoint = loaded
+            if (await self.approvals.expire(record)).ok:
+                changed += 1
+                await self._after_expiry(record, checkpoint)
+        for approval_id in await self.approvals.executing_ids():
+            loaded = await self.approvals.load(approval_id)
+            if loaded is None or loaded[0].worker is None:
+                continue
+            record, checkpoint = loaded
+            assert record.worker is not None
+            if await self.approvals.worker_alive(record.worker):
+                continue
+            if (await self.approvals.mark_outcome_unknown(record, record.worker)).ok:
+                changed += 1
+                await self._after_outcome_unknown(record, checkpoint)
+        return changed
+
+    async def _after_expiry(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
+        record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})
+        await self._update_notice(record)
+        await self._close_batch(
+            checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
+        )
+        await self._release_held(record.session)
+
+    async def _after_outcome_unknown(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
+        record = record.model_copy(
+            update={
+                "status": ApprovalStatus.OUTCOME_UNKNOWN,
+                "outcome": "the process executing it stopped",
+            }
+        )
+        await self._update_notice(record)
+        await self._emitter(record.conversation)(
+            Reply(
+                f"The approved {record.tool} call ({record.id}) was interrupted while it ran: "
+                "it may or may not have taken effect, and it will not be run again."
+            )
+        )
+        await self._close_batch(
+            checkpoint,
+            "outcome unknown: the process executing this call stopped; it was not run again",
+            ToolStatus.ERROR,
+        )
+        await self._release_held(record.session)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from runtime.models import ConversationRef, StopReason, ToolStatus
@@ -44,10 +44,44 @@ class RunFinished:
     error: str | None = None
 
 
-Event = Reply | Notice | ToolStarted | ToolFinished | RunFinished
+@dataclass(frozen=True, slots=True)
+class ApprovalNotice:
+    """What a chat shows about one approval; `message` is the adapter's ref to the notice it
+    posted (so it can update it in place), as returned by `Channel.send`."""
+
+    approval_id: str
+    tool: str
+    arguments: str  # redacted and truncated
+    reasons: tuple[str, ...]
+    requester: str
+    expires_at: int  # ms since the epoch
+    status: str
+    decided_by: str | None = None
+    reason: str | None = None
+    outcome: str | None = None
+    message: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    notice: ApprovalNotice
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalUpdated:
+    """Decided, expired or outcome unknown: update the notice in place."""
+
+    notice: ApprovalNotice
+
+
+Event = (
+    Reply | Notice | ToolStarted | ToolFinished | RunFinished | ApprovalRequested | ApprovalUpdated
+)
+MessageRef = dict[str, str]
 
 
 class Channel(Protocol):
-    """Implemented by every adapter: deliver one event to a conversation."""
+    """Implemented by every adapter: deliver one event to a conversation. It may return a
+    reference to the message it posted (used to update approval notices in place)."""
 
-    async def send(self, conversation: ConversationRef, event: Event) -> None: ...
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +27,9 @@ Emit = Callable[[Event], Awaitable[None]]
 
 @dataclass(slots=True)
 class BatchOutcome:
-    """Results in the model's order. When a call was suspended, processing stopped there:
-    `results` ends with the suspended call and the calls after it were not touched."""
+    """Results of the calls run, in the model's order. When a call was suspended, processing
+    stopped there: `results` ends with the suspended call, whose batch index is
+    `suspended_at`, and the calls after it were not touched."""
 
     results: list[ToolResult]
     suspended_at: int | None = None
@@ -43,6 +44,16 @@ def strip_markers(arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         k: v for k, v in arguments.items() if k not in RUNTIME_MARKERS and not k.startswith("_")
     }
+
+
+def canonical_arguments(call: ToolCall) -> str:
+    """The call's arguments as the runtime sees them (markers stripped), in canonical JSON.
+    Unparseable arguments keep their raw text: they never run anyway."""
+    try:
+        raw = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return call.arguments
+    return canonical_json(strip_markers(raw) if isinstance(raw, dict) else raw)
 
 
 def _error(call: ToolCall, text: str, status: ToolStatus = ToolStatus.ERROR) -> ToolResult:
@@ -85,22 +96,27 @@ class ToolExecutor:
             return _error(call, _validation_message(call.name, exc))
         return ToolInvocation(call=call, tool=tool, args=args, context=ctx)
 
-    async def execute(self, calls: Sequence[ToolCall], ctx: ToolContext) -> BatchOutcome:
+    async def execute(
+        self,
+        calls: Sequence[ToolCall],
+        ctx: ToolContext,
+        *,
+        start: int = 0,
+        prior: Sequence[ToolResult] = (),
+        grants: Mapping[str, str] | None = None,
+    ) -> BatchOutcome:
+        """Run `calls[start:]`; `prior` are the results of `calls[:start]` (a resumed batch)
+        and `grants` maps call ids to the approval that lets them through the chain."""
         prepared = [self.prepare(call, ctx) for call in calls]
-        first_of: dict[str, int] = {}
-        duplicate_of: dict[int, int] = {}
-        for i, item in enumerate(prepared if len(prepared) > 1 else ()):
-            if isinstance(item, ToolInvocation):
-                key = item.tool.name + canonical_json(item.args.model_dump(mode="json"))
-                if key in first_of:
-                    duplicate_of[i] = first_of[key]
-                    continue
-                if not item.tool.parallel_safe:
-                    first_of.clear()  # a side effect in between: a repeated read is a new read
-                first_of[key] = i
+        for item in prepared:
+            if isinstance(item, ToolInvocation) and grants and item.call.id in grants:
+                item.grant = grants[item.call.id]
+        duplicate_of = _duplicates(prepared)
 
-        results: list[ToolResult] = []
-        i = 0
+        if len(prior) != start:
+            raise ValueError("a resumed batch needs exactly one prior result per call before start")
+        results: list[ToolResult] = list(prior)
+        i = start
         while i < len(prepared):
             if ctx.cancelled.is_set():
                 results.extend(
@@ -123,9 +139,9 @@ class ToolExecutor:
                 result = await self._run_one(item)
             results.append(result)
             if result.status is ToolStatus.SUSPENDED:
-                return BatchOutcome(results, suspended_at=i)
+                return BatchOutcome(results[start:], suspended_at=i)
             i += 1
-        return BatchOutcome(results)
+        return BatchOutcome(results[start:])
 
     @staticmethod
     def _parallel_group(
@@ -190,6 +206,23 @@ class ToolExecutor:
     async def _emit(self, event: Event) -> None:
         if self.emit is not None:
             await self.emit(event)
+
+
+def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:
+    """Index of each identical repeat -> index of its first occurrence in the batch."""
+    first_of: dict[str, int] = {}
+    duplicate_of: dict[int, int] = {}
+    for i, item in enumerate(prepared if len(prepared) > 1 else ()):
+        if not isinstance(item, ToolInvocation):
+            continue
+        key = item.tool.name + canonical_json(item.args.model_dump(mode="json"))
+        if key in first_of:
+            duplicate_of[i] = first_of[key]
+            continue
+        if not item.tool.parallel_safe:
+            first_of.clear()  # a side effect in between: a repeated read is a new read
+        first_of[key] = i
+    return duplicate_of
 
 
 def _duplicate(original: ToolResult, call: ToolCall) -> ToolResult:

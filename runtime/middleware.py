@@ -18,6 +18,8 @@ class ToolInvocation:
     tool: Tool[Any]
     args: ToolArgs
     context: ToolContext
+    # Set by the runtime only, when resuming this exact call after a human approved it.
+    grant: str | None = None
 
 
 Handler = Callable[[ToolInvocation], Awaitable[ToolResult]]

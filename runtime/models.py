@@ -82,6 +82,7 @@ class ToolResult(BaseModel):
     model_text: str
     display: str
     artifact: str | None = None
+    reasons: list[str] = Field(default_factory=list)  # why a call was suspended or denied
 
     def to_message(self) -> ToolMessage:
         return ToolMessage(
@@ -103,6 +104,8 @@ class RunResult(BaseModel):
     steps: int
     final_text: str | None = None
     error: str | None = None
+    approval_id: str | None = None  # set with approval_required: the approval it waits for
+    held: bool = False  # the message was held because the session waits for a decision
 
 
 class Actor(BaseModel):
@@ -120,11 +123,14 @@ class Actor(BaseModel):
 
 
 class ConversationRef(BaseModel):
-    """Where replies go. Opaque to the runtime: only the adapter that made it reads `data`."""
+    """Where replies go. `id` names the conversation (e.g. `slack:T1:C1`): approvals must be
+    decided from the same one and standing rules are scoped to it. `data` is opaque to the
+    runtime: only the adapter that made it reads it (thread, message ids)."""
 
     model_config = ConfigDict(frozen=True)
 
     platform: str
+    id: str = Field(min_length=1)
     data: dict[str, str] = Field(default_factory=dict)
 
 

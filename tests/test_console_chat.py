@@ -116,4 +116,14 @@ async def test_bench_runtime_prints_percentiles(workdir: Path) -> None:
     )
     assert code == 0
     assert "chain overhead per call" in out
-    assert "turns/s" in out and "p99" in out
+    assert "turns per second" in out and "p99" in out
+
+
+async def test_bench_approval_prints_round_trip_and_checkpoint_ratio(
+    workdir: Path, redis_url: str
+) -> None:
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX="cgbench")
+    code, out, err = await chat("", workdir, env, "bench", "approval", "--turns", "10")
+    assert code == 0, err
+    assert "approval round trip" in out
+    assert "checkpoint write ratio 10,000 / 10" in out

@@ -6,17 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 import redis.asyncio as aioredis
 
-from runtime.agent import DEMO_NOTICE, INTERRUPTED, Runtime, RuntimeConfig, paired_tool_results
-from runtime.channel import Event, Notice, Reply, RunFinished, ToolFinished, ToolStarted
+from runtime.agent import DEMO_NOTICE, Runtime
+from runtime.channel import Notice, Reply, RunFinished, ToolFinished, ToolStarted
+from runtime.loop import INTERRUPTED, paired_tool_results
 from runtime.models import (
-    Actor,
     AssistantMessage,
-    ConversationRef,
     Message,
     StopReason,
     ToolCall,
@@ -28,27 +26,15 @@ from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.history import HistoryStore
-from runtime.store.keys import Keys
 from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.bash import BashTool
-from runtime.tools.files import EditTool, ReadTool, WriteTool
+from runtime.tools.files import ReadTool
 from runtime.tools.registry import ToolRegistry
+from tests import support
 from tests.fake_openai import FakeOpenAI, calls, error, reply
-
-E = TypeVar("E", bound=Event)
-ACTOR = Actor(platform="console", user_id="alice")
-CONVERSATION = ConversationRef(platform="console", data={"session": "s"})
-
-
-class RecordingChannel:
-    def __init__(self) -> None:
-        self.events: list[tuple[ConversationRef, Event]] = []
-
-    async def send(self, conversation: ConversationRef, event: Event) -> None:
-        self.events.append((conversation, event))
-
-    def of(self, kind: type[E]) -> list[E]:
-        return [e for _, e in self.events if isinstance(e, kind)]
+from tests.support import ALICE as ACTOR
+from tests.support import HERE as CONVERSATION
+from tests.support import RecordingChannel
 
 
 def make_runtime(
@@ -58,11 +44,10 @@ def make_runtime(
     max_steps: int = 6,
     registry: ToolRegistry | None = None,
 ) -> tuple[Runtime, RecordingChannel, HistoryStore]:
-    channel = RecordingChannel()
-    history = HistoryStore(redis, Keys("cgtest"))
-    registry = registry or ToolRegistry([ReadTool(), WriteTool(), EditTool(), BashTool(timeout=10)])
-    config = RuntimeConfig(workdir=workdir, max_steps=max_steps)
-    return Runtime(config, provider, registry, history, channel), channel, history
+    runtime, channel = support.make_runtime(
+        redis, workdir, provider, max_steps=max_steps, registry=registry
+    )
+    return runtime, channel, runtime.history
 
 
 def openai_provider(fake: FakeOpenAI) -> OpenAIProvider:
@@ -237,11 +222,14 @@ async def test_cancel_stops_the_run_before_the_next_call(
         ),
         reply("never asked"),
     ]
-    runtime, channel, history = make_runtime(redis, workdir, openai_provider(fake_openai))
+    ungated = ToolRegistry([BashTool(timeout=10)])  # touch would otherwise wait for approval
+    runtime, channel, history = make_runtime(
+        redis, workdir, openai_provider(fake_openai), registry=ungated
+    )
     task = asyncio.create_task(runtime.run("s10", "go", ACTOR, CONVERSATION))
     while not channel.of(ToolStarted):  # the first call is running: cancel now
         await asyncio.sleep(0.01)
-    assert runtime.cancel("s10")
+    assert "Stopping" in await runtime.cancel("s10", ACTOR, CONVERSATION)
     result = await task
     assert result.stop_reason is StopReason.CANCELLED
     assert (workdir / "first").exists()  # a started call finishes; cancel is checked between calls

@@ -2,13 +2,66 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TextIO
 
-from runtime.channel import Event, Notice, Reply, RunFinished, ToolFinished, ToolStarted
+from runtime.channel import (
+    ApprovalNotice,
+    ApprovalRequested,
+    ApprovalUpdated,
+    Event,
+    Notice,
+    Reply,
+    RunFinished,
+    ToolFinished,
+    ToolStarted,
+)
 from runtime.models import ConversationRef, StopReason, ToolStatus
+
+# The approval notice already says why the run stopped.
+QUIET_STOPS = (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
+
+
+def _expiry(notice: ApprovalNotice) -> str:
+    when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
+    return when.strftime("%H:%M:%S UTC")
+
+
+def render_request(notice: ApprovalNotice) -> str:
+    i = notice.approval_id
+    return "\n".join(
+        [
+            f"[approval needed] {notice.tool}: {notice.arguments}",
+            f"  why: {'; '.join(notice.reasons)}",
+            f"  requested by {notice.requester}, expires {_expiry(notice)}",
+            f"  id {i}: /approve {i} [once|always]  or  /reject {i} [reason]",
+        ]
+    )
+
+
+def render_update(notice: ApprovalNotice) -> str:
+    head = f"[approval {notice.approval_id} {notice.status.replace('_', ' ')}"
+    if notice.decided_by:
+        head += f" by {notice.decided_by}"
+    if notice.reason:
+        head += f": {notice.reason}"
+    if notice.outcome and notice.status == "outcome_unknown":
+        head += f" ({notice.outcome})"
+    return head + "]"
+
+
+def render_pending(notice: ApprovalNotice) -> str:
+    return (
+        f"{notice.approval_id}  {notice.status:<9} {notice.tool}: {notice.arguments}  "
+        f"(by {notice.requester}, expires {_expiry(notice)})"
+    )
 
 
 def render(event: Event) -> str | None:
+    if isinstance(event, ApprovalRequested):
+        return render_request(event.notice)
+    if isinstance(event, ApprovalUpdated):
+        return render_update(event.notice)
     if isinstance(event, Reply):
         return event.text
     if isinstance(event, Notice):
@@ -18,7 +71,7 @@ def render(event: Event) -> str | None:
     if isinstance(event, ToolFinished):
         mark = "ok" if event.status is ToolStatus.COMPLETED else event.status.value
         return f"  < {event.display} [{mark}]"
-    if isinstance(event, RunFinished) and event.stop_reason is not StopReason.FINAL:
+    if isinstance(event, RunFinished) and event.stop_reason not in QUIET_STOPS:
         return f"[run stopped: {event.stop_reason.value}]"
     return None
 

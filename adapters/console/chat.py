@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import threading
 from typing import TextIO
 
 from adapters.commands import Command, CommandError, parse_command
+from adapters.console.channel import render_pending
 from runtime.agent import Runtime
 from runtime.models import Actor, ConversationRef
 from runtime.providers.demo import GRAMMAR
 
+log = logging.getLogger(__name__)
+
 HELP = """Commands:
-  /help     this list
+  /approve <id> [once|always]   run a call that waits for approval (always: also allow
+                                calls like it in this conversation from now on)
+  /reject <id> [reason]         refuse it; the model is told who refused and why
+  /pending                      approvals waiting in this conversation
+  /cancel                       withdraw this session's pending approval
+  /help                         this list
 Anything else is a message to the assistant. Ctrl-C stops a running request, Ctrl-D quits."""
 
 
@@ -39,11 +48,12 @@ class ConsoleChat:
         self.runtime = runtime
         self.session = session
         self.actor = actor
-        self.conversation = ConversationRef(platform="console", data={"session": session})
+        self.conversation = ConversationRef(platform="console", id=session)
         self.stdin = stdin
         self.stdout = stdout
         self.interactive = stdin.isatty()
-        self._current: asyncio.Task[object] | None = None
+        self._current: asyncio.Future[object] | None = None
+        self._lock = asyncio.Lock()
 
     def _say(self, text: str) -> None:
         self.stdout.write(text + "\n")
@@ -82,20 +92,47 @@ class ConsoleChat:
         except CommandError as exc:
             self._say(str(exc))
             return
-        if command is not None:
-            self._command(command)
-            return
-        self._current = asyncio.ensure_future(
+        work = (
             self.runtime.run(self.session, text, self.actor, self.conversation)
+            if command is None
+            else self._command(command)
         )
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._current
-        self._current = None
+        async with self._lock:  # one thing at a time, also against the sweeper
+            self._current = asyncio.ensure_future(work)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._current
+            self._current = None
 
-    def _command(self, command: Command) -> None:
+    async def sweep_forever(self, interval: float) -> None:
+        """Expire overdue approvals and settle crashed executions while the chat is open."""
+        while True:
+            await asyncio.sleep(interval)
+            async with self._lock:
+                try:
+                    await self.runtime.sweep()
+                except Exception:
+                    log.exception("approval sweep failed")
+
+    async def _command(self, command: Command) -> object:
         if command.name == "help":
             self._say(HELP + ("\n\n" + GRAMMAR if self.runtime.provider.offline_demo else ""))
+        elif command.name in ("approve", "reject"):
+            assert command.approval_id is not None
+            decision = await self.runtime.decide(
+                command.approval_id,
+                command.name == "approve",
+                self.actor,
+                self.conversation,
+                reason=command.reason,
+                always=command.scope == "always",
+            )
+            if not decision.accepted or command.scope == "always":
+                self._say(decision.message)
+        elif command.name == "pending":
+            notices = await self.runtime.pending(self.conversation)
+            self._say("\n".join(map(render_pending, notices)) or "No approvals are pending.")
         elif command.name == "cancel":
-            self._say("Nothing is running; Ctrl-C stops a running request.")
+            self._say(await self.runtime.cancel(self.session, self.actor, self.conversation))
         else:
-            self._say(f"/{command.name} is not available in the console yet.")
+            self._say(f"/{command.name} is not supported in the console yet.")
+        return None

@@ -23,3 +23,36 @@ class Keys:
 
     def history(self, session: str) -> str:
         return self.session(session, "history")
+
+    # Approvals: the record+checkpoint hash, the session's pending marker, its held messages
+    # and its audit stream share the session's hash tag, so one Lua script can touch them all.
+    def approval(self, session: str, approval_id: str) -> str:
+        return self.session(session, f"approval:{approval_id}")
+
+    def pending(self, session: str) -> str:
+        return self.session(session, "pending")
+
+    def held(self, session: str) -> str:
+        return self.session(session, "held")
+
+    def session_audit(self, session: str) -> str:
+        return self.session(session, "audit")
+
+    # Global keys: looked up by id or scanned by the sweeper, never inside a session script.
+    def approval_index(self, approval_id: str) -> str:
+        return f"{self.prefix}:approval-session:{approval_id}"
+
+    def expiring(self) -> str:
+        return f"{self.prefix}:approvals:expiring"
+
+    def executing(self) -> str:
+        return f"{self.prefix}:approvals:executing"
+
+    def audit(self) -> str:
+        return f"{self.prefix}:audit"
+
+    def rules(self, conversation_id: str) -> str:
+        return f"{self.prefix}:rules:{conversation_id}"
+
+    def worker(self, worker_id: str) -> str:
+        return f"{self.prefix}:worker:{worker_id}"

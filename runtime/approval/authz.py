@@ -1,0 +1,52 @@
+"""Who may decide an approval."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from runtime.approval.models import ApprovalRecord
+from runtime.models import Actor
+
+OPERATOR_PLATFORM = "operator"
+
+
+@dataclass(frozen=True, slots=True)
+class ApproverPolicy:
+    """Admins may decide anything (also their own requests: the console user is an admin).
+    Approvers, global or for one conversation, may decide others' requests; the requester
+    only where `requester_may_approve` is set. The operator CLI acts as an admin."""
+
+    admins: frozenset[str] = frozenset()
+    approvers: frozenset[str] = frozenset()
+    conversation_approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    requester_may_approve: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        admins: Iterable[str] = (),
+        approvers: Iterable[str] = (),
+        conversation_approvers: Mapping[str, Iterable[str]] | None = None,
+        requester_may_approve: bool = False,
+    ) -> ApproverPolicy:
+        per_conversation = {k: frozenset(v) for k, v in (conversation_approvers or {}).items()}
+        return cls(frozenset(admins), frozenset(approvers), per_conversation, requester_may_approve)
+
+    def is_admin(self, actor: Actor) -> bool:
+        return actor.platform == OPERATOR_PLATFORM or actor.key in self.admins
+
+    def refusal(self, actor: Actor, record: ApprovalRecord) -> str | None:
+        """None if `actor` may decide `record`, else the reason they may not."""
+        if self.is_admin(actor):
+            return None
+        if actor.key == record.requester.key:
+            if self.requester_may_approve:
+                return None
+            return "you requested this call, and requesters may not approve their own calls here"
+        allowed = self.approvers | self.conversation_approvers.get(
+            record.conversation.id, frozenset()
+        )
+        if actor.key not in allowed:
+            return f"{actor.key} is not an approver for this conversation"
+        return None

@@ -1,0 +1,64 @@
+"""HumanApprovalMiddleware: lets safe calls through, denies catastrophic ones, and suspends
+the rest until a human decides. The runtime then checkpoints the run (see agent.py)."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+from runtime.approval.risk import RiskPolicy, Verdict, command_signature
+from runtime.approval.store import ApprovalStore
+from runtime.middleware import Handler, ToolInvocation
+from runtime.models import ToolResult, ToolStatus
+from runtime.tool_policy import denied
+
+RULE_SEPARATOR = "\x1f"
+
+
+def standing_rule(tool: str, arguments: dict[str, Any]) -> str | None:
+    """The key of an "approve always" rule covering this call, or None when no standing rule
+    may ever cover it (bash chains, redirections, substitutions, unparseable commands).
+
+    bash: the tool plus the parsed command signature (`rm -rf`, `git push --force`);
+    file tools: the tool plus the path; any other tool: the tool itself."""
+    if tool == "bash":
+        signature = command_signature(str(arguments.get("command", "")))
+        return None if signature is None else f"bash{RULE_SEPARATOR}{signature}"
+    if "path" in arguments:
+        return f"{tool}{RULE_SEPARATOR}{PurePath(str(arguments['path'])).as_posix()}"
+    return tool
+
+
+def suspended(invocation: ToolInvocation, reasons: tuple[str, ...]) -> ToolResult:
+    why = "; ".join(reasons)
+    return ToolResult(
+        call_id=invocation.call.id,
+        tool=invocation.tool.name,
+        status=ToolStatus.SUSPENDED,
+        model_text=f"waiting for a human to approve this call ({why})",
+        display=f"{invocation.tool.name} needs approval: {why}",
+        reasons=list(reasons),
+    )
+
+
+class HumanApprovalMiddleware:
+    def __init__(self, policy: RiskPolicy, store: ApprovalStore) -> None:
+        self.policy = policy
+        self.store = store
+
+    async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
+        arguments = invocation.args.model_dump(mode="json")
+        decision = self.policy.assess(invocation.tool.name, arguments)
+        if decision.verdict is Verdict.DENY:
+            # Even an approval cannot let a catastrophic call through.
+            result = denied(
+                invocation, "refused by the risk policy: " + "; ".join(decision.reasons)
+            )
+            return result.model_copy(update={"reasons": list(decision.reasons)})
+        if decision.verdict is Verdict.ALLOW or invocation.grant is not None:
+            return await call_next(invocation)
+        conversation = invocation.context.conversation
+        rule = standing_rule(invocation.tool.name, arguments)
+        if conversation and rule and await self.store.has_rule(conversation.id, rule):
+            return await call_next(invocation)
+        return suspended(invocation, decision.reasons)

@@ -1,0 +1,96 @@
+"""Approval records and checkpoints: what is stored in Redis while a run waits for a human."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from runtime.canonical import canonical_json
+from runtime.models import Actor, ConversationRef, ToolCall, ToolResult
+
+# No 0/1/i/l/o: ids are read off a screen and typed back.
+ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"
+ID_LENGTH = 13  # 31**13 > 2**64
+
+
+def new_approval_id() -> str:
+    return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    EXECUTING = "executing"
+    CONSUMED = "consumed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+
+
+class Checkpoint(BaseModel):
+    """Everything needed to continue a suspended run in any process.
+
+    History is not copied: `history_len` marks where the run stood in the session's
+    append-only history, so a checkpoint costs the same with 10 or 10,000 prior messages."""
+
+    id: str
+    session: str
+    conversation: ConversationRef
+    actor: Actor
+    step: int
+    calls: list[ToolCall]
+    index: int  # the suspended call
+    prior_results: list[ToolResult] = Field(default_factory=list)
+    history_len: int
+
+
+class ApprovalRecord(BaseModel):
+    id: str
+    session: str
+    conversation: ConversationRef
+    requester: Actor
+    tool: str
+    arguments: str  # canonical JSON of the validated arguments
+    call_id: str
+    call_hash: str
+    reasons: list[str]
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    created_at: int = 0  # ms, Redis server time
+    expires_at: int = 0
+    decided_by: str | None = None
+    decided_at: int | None = None
+    reason: str | None = None
+    outcome: str | None = None
+    worker: str | None = None  # the process that executes (or executed) the approved call
+    version: int = 1
+    notice: dict[str, str] = Field(default_factory=dict)  # the adapter's ref to the notice
+
+
+def call_hash(tool: str, arguments: str, call_id: str, session: str, checkpoint_id: str) -> str:
+    """Binds an approval to one exact call in one exact suspended run."""
+    payload = canonical_json(
+        {
+            "tool": tool,
+            "arguments": arguments,
+            "call_id": call_id,
+            "session": session,
+            "checkpoint": checkpoint_id,
+        }
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def checkpoint_call_hash(checkpoint: Checkpoint, arguments: str) -> str:
+    call = checkpoint.calls[checkpoint.index]
+    return call_hash(call.name, arguments, call.id, checkpoint.session, checkpoint.id)
+
+
+class HeldMessage(BaseModel):
+    """A message that arrived while its session waited for a decision; it runs afterwards."""
+
+    text: str
+    actor: Actor
+    conversation: ConversationRef

@@ -1,0 +1,53 @@
+"""What of a tool call's arguments may be shown in chat: secrets masked, length capped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.canonical import canonical_json
+from runtime.tools.base import one_line
+
+MASK = "[redacted]"
+_SECRET_KEY = re.compile(r"(?i)(secret|token|passw(or)?d|api[_-]?key|credential|auth)")
+_SECRET_VALUES = [
+    re.compile(r"xox[abposr]-[\w-]+"),  # Slack tokens
+    re.compile(r"xapp-[\w-]+"),
+    re.compile(r"sk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
+    re.compile(r"AKIA[0-9A-Z]{16}"),  # AWS access key ids
+    re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"(?i)bearer\s+[\w.~+/-]+=*"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
+]
+_ASSIGNMENT = re.compile(
+    r"(?i)\b([\w.-]*(secret|token|passw(or)?d|api[_-]?key)[\w.-]*)\s*([=:])\s*(\"[^\"]*\"|'[^']*'|\S+)"
+)
+_URL_CREDENTIALS = re.compile(r"(://[^/\s:@]+):[^@\s/]+@")
+
+
+def redact_text(text: str) -> str:
+    for pattern in _SECRET_VALUES:
+        text = pattern.sub(MASK, text)
+    text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(4)}{MASK}", text)
+    return _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
+
+
+def redact(value: Any, key: str = "") -> Any:
+    if key and _SECRET_KEY.search(key):
+        return MASK
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def argument_summary(arguments: Mapping[str, Any], limit: int = 300) -> str:
+    """One line for an approval notice: `command` alone for bash, else compact JSON."""
+    clean = redact(dict(arguments))
+    if set(clean) <= {"command", "timeout"} and isinstance(clean.get("command"), str):
+        return one_line(clean["command"], limit)
+    return one_line(canonical_json(clean), limit)

@@ -1,0 +1,111 @@
+"""The approval status machine, one Lua script per kind of transition (atomic, server time).
+
+    pending -> approved | rejected | expired
+    approved -> executing -> consumed
+    executing -> outcome_unknown          (the executing process died)
+
+Every script works on one session's keys only (one hash tag) and appends what it did to the
+session's audit stream in the same atomic step.
+"""
+
+from __future__ import annotations
+
+# Shared prelude: server time in ms, and an audit append.
+_PRELUDE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function audit(event, actor, status, extra)
+  local entry = {'event', event, 'approval', ARGV[1], 'actor', actor, 'status', status,
+                 'at', tostring(now)}
+  for i = 1, #extra do entry[#entry + 1] = extra[i] end
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', 10000, '*', unpack(entry))
+end
+local function release(id)
+  if redis.call('GET', KEYS[2]) == id then redis.call('DEL', KEYS[2]) end
+end
+"""
+
+# KEYS: approval, pending, session audit
+# ARGV: id, record json, checkpoint json, conversation id, call hash, timeout ms, ttl ms,
+#       requester, tool
+CREATE = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+local expires = now + tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], 'record', ARGV[2], 'checkpoint', ARGV[3], 'conversation_id', ARGV[4],
+  'call_hash', ARGV[5], 'status', 'pending', 'created_at', now, 'expires_at', expires,
+  'version', 1)
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
+redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[7]))
+audit('requested', ARGV[8], 'pending', {'tool', ARGV[9]})
+return {'ok', tostring(now), tostring(expires)}
+"""
+)
+
+# KEYS: approval, pending, session audit
+# ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash
+DECIDE = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+local f = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'conversation_id', 'call_hash',
+  'decided_by', 'version')
+local version = tonumber(f[6])
+if f[1] ~= 'pending' then return {'already', f[1], f[5] or ''} end
+if now >= tonumber(f[2]) then
+  redis.call('HSET', KEYS[1], 'status', 'expired', 'decided_at', now, 'version', version + 1)
+  release(ARGV[1])
+  audit('expired', ARGV[3], 'expired', {})
+  return {'expired'}
+end
+if ARGV[5] ~= '' and ARGV[5] ~= f[3] then
+  audit('refused', ARGV[3], 'pending', {'why', 'wrong conversation'})
+  return {'wrong_conversation'}
+end
+if ARGV[6] ~= f[4] then
+  audit('refused', ARGV[3], 'pending', {'why', 'call hash mismatch'})
+  return {'hash_mismatch'}
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', ARGV[3], 'decided_at', now,
+  'reason', ARGV[4], 'version', version + 1)
+if ARGV[2] == 'rejected' then release(ARGV[1]) end
+audit(ARGV[2], ARGV[3], ARGV[2], {'reason', ARGV[4]})
+return {'ok', tostring(version + 1)}
+"""
+)
+
+# KEYS: approval, pending, session audit
+# ARGV: id, from, to, actor, '1' = only when overdue, worker that must hold it ('' = any),
+#       '1' = release the session, then field/value pairs to set
+MOVE = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+local f = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'worker', 'version', 'decided_by')
+if f[1] ~= ARGV[2] then return {'wrong_status', f[1], f[5] or ''} end
+if ARGV[5] == '1' and now < tonumber(f[2]) then return {'not_due'} end
+if ARGV[6] ~= '' and f[3] ~= ARGV[6] then return {'wrong_worker'} end
+local fields = {'status', ARGV[3], 'version', tonumber(f[4]) + 1, ARGV[3] .. '_at', now}
+local extra = {}
+for i = 8, #ARGV, 2 do
+  fields[#fields + 1] = ARGV[i]; fields[#fields + 1] = ARGV[i + 1]
+  extra[#extra + 1] = ARGV[i]; extra[#extra + 1] = ARGV[i + 1]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+if ARGV[7] == '1' then release(ARGV[1]) end
+audit(ARGV[3], ARGV[4], ARGV[3], extra)
+return {'ok', tostring(now)}
+"""
+)
+
+# KEYS: pending, held
+# ARGV: message json, ttl ms
+# Holds a message while the session waits for a decision; returns the queue length (0: not held).
+HOLD = """
+local id = redis.call('GET', KEYS[1])
+if not id then return {0, ''} end
+local n = redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
+return {n, id}
+"""

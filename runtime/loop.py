@@ -1,0 +1,187 @@
+"""The agent loop: ask the model, run the tool calls it made, append both to history, repeat.
+
+It stops with a reason (`final`, `max_steps`, `approval_required`, `cancelled`, `error`). When a
+call is suspended for approval it returns a `Suspension` describing exactly where it stood;
+checkpointing that is the caller's job (see agent.py), so the loop never waits for a human.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from runtime.channel import Reply
+from runtime.executor import Emit, ToolExecutor, canonical_arguments
+from runtime.models import (
+    AssistantMessage,
+    Message,
+    RunResult,
+    StopReason,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolStatus,
+)
+from runtime.providers.base import Provider, ProviderError
+from runtime.store.history import HistoryStore
+from runtime.tools.base import ToolContext
+from runtime.tools.registry import ToolRegistry
+
+INTERRUPTED = "(no result: the run was interrupted before this call finished)"
+
+
+@dataclass(slots=True)
+class RunState:
+    session: str
+    history: list[Message]
+    ctx: ToolContext
+    emit: Emit
+    step: int = 0
+    # Calls a human just rejected (tool + canonical arguments): asking again is pointless.
+    rejected: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    step: int
+    calls: list[ToolCall]
+    index: int
+    prior: list[ToolResult]  # results of calls[:index]
+    result: ToolResult  # the suspended call's result, with the risk reasons
+
+
+def fingerprint(call: ToolCall) -> str:
+    return f"{call.name}:{canonical_arguments(call)}"
+
+
+def paired_tool_results(history: Sequence[Message]) -> list[Message]:
+    """Every assistant tool call needs a tool message before the next turn, or the model API
+    refuses the conversation; fill the gaps a crash may have left."""
+    out: list[Message] = []
+    open_calls: list[tuple[str, str]] = []
+
+    def close_open() -> None:
+        out.extend(
+            ToolMessage(tool_call_id=cid, name=name, content=INTERRUPTED, status=ToolStatus.ERROR)
+            for cid, name in open_calls
+        )
+        open_calls.clear()
+
+    for message in history:
+        if isinstance(message, ToolMessage):
+            open_calls[:] = [c for c in open_calls if c[0] != message.tool_call_id]
+        else:
+            close_open()
+        out.append(message)
+        if isinstance(message, AssistantMessage):
+            open_calls.extend((c.id, c.name) for c in message.tool_calls)
+    close_open()
+    return out
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        provider: Provider,
+        registry: ToolRegistry,
+        history: HistoryStore,
+        system_prompt: str,
+        max_steps: int,
+        max_tool_result_chars: int,
+    ) -> None:
+        self.provider = provider
+        self.registry = registry
+        self.history = history
+        self.system = SystemMessage(content=system_prompt)
+        self.max_steps = max_steps
+        self.max_tool_result_chars = max_tool_result_chars
+
+    def _result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
+        return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
+
+    async def run(self, state: RunState) -> tuple[RunResult, Suspension | None]:
+        while state.step < self.max_steps:
+            if state.ctx.cancelled.is_set():
+                return self._result(state, StopReason.CANCELLED), None
+            state.step += 1
+            try:
+                reply = await self.provider.complete(
+                    [self.system, *paired_tool_results(state.history)], self.registry.specs()
+                )
+            except ProviderError as exc:
+                await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
+                return self._result(state, StopReason.ERROR, error=str(exc)), None
+            if not reply.tool_calls:
+                await self._append(state, [reply])
+                text = reply.content or "(the model returned an empty answer)"
+                await state.emit(Reply(text))
+                return self._result(state, StopReason.FINAL, final_text=text), None
+            if reply.content:
+                await state.emit(Reply(reply.content))
+            repeated = [c for c in reply.tool_calls if fingerprint(c) in state.rejected]
+            if repeated:
+                return await self._stop_repeat(state, reply, repeated[0]), None
+            stop = await self.run_batch(state, reply.tool_calls, 0, [], head=[reply])
+            if stop is not None:
+                return stop
+        await state.emit(
+            Reply(f"Stopped after {state.step} steps without a final answer (max_steps).")
+        )
+        return self._result(state, StopReason.MAX_STEPS), None
+
+    async def run_batch(
+        self,
+        state: RunState,
+        calls: list[ToolCall],
+        start: int,
+        prior: list[ToolResult],
+        head: Sequence[Message] = (),
+        grants: dict[str, str] | None = None,
+    ) -> tuple[RunResult, Suspension | None] | None:
+        """Run `calls[start:]` and append `head` plus their results in one history write.
+        Returns how the run stopped, or None when the loop should ask the model again."""
+        executor = ToolExecutor(self.registry, self.max_tool_result_chars, state.emit)
+        outcome = await executor.execute(calls, state.ctx, start=start, prior=prior, grants=grants)
+        done = outcome.results if outcome.suspended_at is None else outcome.results[:-1]
+        await self._append(state, [*head, *(r.to_message() for r in done)])
+        if outcome.suspended_at is not None:
+            suspension = Suspension(
+                state.step, calls, outcome.suspended_at, [*prior, *done], outcome.results[-1]
+            )
+            return self._result(state, StopReason.APPROVAL_REQUIRED), suspension
+        if outcome.cancelled:
+            return self._result(state, StopReason.CANCELLED), None
+        return None
+
+    async def run_granted(self, state: RunState, call: ToolCall, approval_id: str) -> ToolResult:
+        """Run one approved call through the whole chain; history is the caller's business."""
+        executor = ToolExecutor(self.registry, self.max_tool_result_chars, state.emit)
+        outcome = await executor.execute([call], state.ctx, grants={call.id: approval_id})
+        return outcome.results[0]
+
+    async def _stop_repeat(
+        self, state: RunState, reply: AssistantMessage, call: ToolCall
+    ) -> RunResult:
+        who = state.rejected[fingerprint(call)]
+        note = f"not executed: this exact call was just rejected by {who}; not asking again"
+        await self._append(
+            state,
+            [
+                reply,
+                *(
+                    ToolMessage(
+                        tool_call_id=c.id, name=c.name, content=note, status=ToolStatus.DENIED
+                    )
+                    for c in reply.tool_calls
+                ),
+            ],
+        )
+        text = f"Stopped: the model asked again for the {call.name} call that {who} just rejected."
+        await state.emit(Reply(text))
+        return self._result(state, StopReason.FINAL, final_text=text)
+
+    async def _append(self, state: RunState, messages: Sequence[Message]) -> None:
+        if messages:
+            await self.history.append(state.session, *messages)
+            state.history.extend(messages)

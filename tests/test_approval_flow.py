@@ -1,0 +1,396 @@
+"""Human approval end to end on a real Redis: what ran, what was refused, what is stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from runtime.agent import Runtime
+from runtime.approval.models import ApprovalStatus
+from runtime.channel import ApprovalRequested, ApprovalUpdated, Notice, Reply
+from runtime.models import Actor, ConversationRef, StopReason, ToolMessage, ToolStatus
+from runtime.providers.demo import DemoProvider
+from runtime.providers.openai_provider import OpenAIProvider
+from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
+
+BOB = Actor(platform="slack", user_id="UBOB")
+ELSEWHERE = ConversationRef(platform="console", id="console:elsewhere")
+
+
+def openai(fake: FakeOpenAI) -> OpenAIProvider:
+    return OpenAIProvider("fake", api_key="sk-test", base_url=fake.base_url, max_retries=0)
+
+
+async def status_of(redis: aioredis.Redis, session: str, approval_id: str) -> str:
+    value = await redis.hget(f"{PREFIX}:{{{session}}}:approval:{approval_id}", "status")
+    return str(value)
+
+
+async def suspend_rm(
+    redis: aioredis.Redis, workdir: Path, **kwargs: Any
+) -> tuple[Runtime, RecordingChannel, str]:
+    (workdir / "victim.txt").write_text("precious")
+    runtime, channel = make_runtime(redis, workdir, DemoProvider(), **kwargs)
+    result = await runtime.run("s1", "run: rm victim.txt", ALICE, HERE)
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert result.approval_id is not None
+    return runtime, channel, result.approval_id
+
+
+async def test_risky_call_waits_then_runs_once_after_approval(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "victim.txt").write_text("precious")
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    result = await runtime.run("s1", "run: rm victim.txt", ALICE, HERE)
+
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert (workdir / "victim.txt").exists()  # nothing ran
+    (requested,) = channel.of(ApprovalRequested)
+    notice = requested.notice
+    assert notice.tool == "bash" and notice.arguments == "rm victim.txt"
+    assert any("rm" in r for r in notice.reasons)
+    assert notice.requester == "console:alice"
+    assert notice.approval_id == result.approval_id and len(notice.approval_id) == 13
+    approval_id = notice.approval_id
+    assert await status_of(redis, "s1", approval_id) == "pending"
+    stored = await redis.hgetall(f"{PREFIX}:{{s1}}:approval:{approval_id}")
+    checkpoint = json.loads(stored["checkpoint"])
+    assert checkpoint["calls"][0]["name"] == "bash" and checkpoint["index"] == 0
+    assert json.loads(stored["notice"]) == {"message": f"notice-{approval_id}"}
+
+    decision = await runtime.decide(approval_id, True, ADMIN, HERE)
+
+    assert decision.accepted, decision.message
+    assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
+    assert not (workdir / "victim.txt").exists()
+    assert await status_of(redis, "s1", approval_id) == "consumed"
+    updated = channel.of(ApprovalUpdated)
+    assert updated[0].notice.status == "approved" and updated[0].notice.decided_by == ADMIN.key
+    assert updated[0].notice.message == {"message": f"notice-{approval_id}"}  # updated in place
+    history = await runtime.history.load("s1")
+    tool_messages = [m for m in history if isinstance(m, ToolMessage)]
+    assert len(tool_messages) == 1 and tool_messages[0].status is ToolStatus.COMPLETED
+    audit = [e["event"] for e in await runtime.approvals.audit_entries("s1")]
+    assert audit == ["requested", "approved", "executing", "consumed"]
+
+    again = await runtime.decide(approval_id, True, ADMIN, HERE)
+    assert not again.accepted
+    assert "already" in again.message and ADMIN.key in again.message
+
+
+async def test_reject_tells_the_model_and_runs_nothing(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    (workdir / "victim.txt").write_text("precious")
+    fake_openai.script = [
+        calls(("call_1", "bash", {"command": "rm victim.txt"})),
+        reply("Understood, I left it alone."),
+    ]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    result = await runtime.run("s2", "delete it", ALICE, HERE)
+    assert result.approval_id is not None
+
+    decision = await runtime.decide(result.approval_id, False, ADMIN, HERE, reason="keep it")
+
+    assert decision.accepted
+    assert (workdir / "victim.txt").read_text() == "precious"
+    assert await status_of(redis, "s2", result.approval_id) == "rejected"
+    told = fake_openai.requests[-1]["messages"][-1]
+    assert told == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": f"rejected by {ADMIN.key}: keep it; the tool was not executed",
+    }
+    assert channel.of(Reply)[-1].text == "Understood, I left it alone."
+    assert channel.of(ApprovalUpdated)[0].notice.reason == "keep it"
+
+
+async def test_model_repeating_a_rejected_call_stops_the_loop(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [
+        calls(("call_1", "bash", {"command": "rm victim.txt"})),
+        calls(("call_2", "bash", {"command": "rm victim.txt"})),
+        reply("never reached"),
+    ]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    result = await runtime.run("s3", "delete it", ALICE, HERE)
+    assert result.approval_id is not None
+    decision = await runtime.decide(result.approval_id, False, ADMIN, HERE, reason="no")
+    assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
+    assert "asked again" in (decision.run.final_text or "")
+    assert len(channel.of(ApprovalRequested)) == 1  # not asked a second time
+    assert len(fake_openai.requests) == 2
+
+
+async def test_two_gated_calls_in_one_batch_suspend_one_after_the_other(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    for name in ("a.txt", "b.txt"):
+        (workdir / name).write_text(name)
+    fake_openai.script = [
+        calls(
+            ("call_a", "bash", {"command": "rm a.txt"}),
+            ("call_r", "read", {"path": "b.txt"}),
+            ("call_b", "bash", {"command": "rm b.txt"}),
+        ),
+        reply("both gone"),
+    ]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    first = await runtime.run("s4", "clean up", ALICE, HERE)
+    assert first.approval_id is not None
+
+    one = await runtime.decide(first.approval_id, True, ADMIN, HERE)
+    assert one.run is not None and one.run.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert not (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
+    second_id = one.run.approval_id
+    assert second_id is not None and second_id != first.approval_id
+    assert channel.of(ApprovalRequested)[-1].notice.arguments == "rm b.txt"
+
+    two = await runtime.decide(second_id, True, ADMIN, HERE)
+    assert two.run is not None and two.run.stop_reason is StopReason.FINAL
+    assert not (workdir / "b.txt").exists()
+    # The model saw all three results, in its own order, and exactly once each.
+    sent = fake_openai.requests[-1]["messages"]
+    tool_ids = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert tool_ids == ["call_a", "call_r", "call_b"]
+    assert [m for m in sent if m["role"] == "tool"][1]["content"] == "b.txt"
+
+
+async def test_approval_is_consumed_even_when_the_tool_fails(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    # A protected path asks; the edit then fails because the text is missing.
+    result = await runtime.run("s5", "edit .env: SECRET=1 => SECRET=2", ALICE, HERE)
+    assert result.approval_id is not None
+    decision = await runtime.decide(result.approval_id, True, ADMIN, HERE)
+    assert decision.accepted
+    assert await status_of(redis, "s5", result.approval_id) == "consumed"
+    outcome = await redis.hget(f"{PREFIX}:{{s5}}:approval:{result.approval_id}", "outcome")
+    assert outcome == "error"
+    again = await runtime.decide(result.approval_id, True, ADMIN, HERE)
+    assert not again.accepted and "already" in again.message
+
+
+@pytest.mark.parametrize("tamper", ["checkpoint", "call_hash"])
+async def test_tampered_approval_is_refused_and_nothing_runs(
+    redis: aioredis.Redis, workdir: Path, tamper: str
+) -> None:
+    runtime, _, approval_id = await suspend_rm(redis, workdir)
+    key = f"{PREFIX}:{{s1}}:approval:{approval_id}"
+    if tamper == "checkpoint":
+        checkpoint = json.loads(str(await redis.hget(key, "checkpoint")))
+        checkpoint["calls"][0]["arguments"] = json.dumps({"command": "rm -f victim.txt other"})
+        await redis.hset(key, "checkpoint", json.dumps(checkpoint))
+    else:
+        await redis.hset(key, "call_hash", "0" * 64)
+
+    decision = await runtime.decide(approval_id, True, ADMIN, HERE)
+
+    assert not decision.accepted
+    assert "integrity" in decision.message
+    assert (workdir / "victim.txt").exists()
+    assert await status_of(redis, "s1", approval_id) == "pending"
+
+
+async def test_decision_from_another_conversation_is_refused(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _, approval_id = await suspend_rm(redis, workdir)
+    decision = await runtime.decide(approval_id, True, ADMIN, ELSEWHERE)
+    assert not decision.accepted
+    assert "conversation that requested it" in decision.message
+    assert (workdir / "victim.txt").exists()
+    assert await status_of(redis, "s1", approval_id) == "pending"
+    audit = await runtime.approvals.audit_entries("s1")
+    assert audit[-1]["event"] == "refused"
+
+
+async def test_only_authorized_people_may_decide(redis: aioredis.Redis, workdir: Path) -> None:
+    carol = Actor(platform="slack", user_id="UCAROL")
+    runtime, _, approval_id = await suspend_rm(
+        redis,
+        workdir,
+        admins=[],
+        approvers=["slack:UBOB"],
+        conversation_approvers={HERE.id: ["slack:UCAROL"]},
+    )
+    for who, why in (
+        (Actor(platform="slack", user_id="UEVE"), "not an approver"),
+        (ALICE, "requested this call"),
+    ):
+        decision = await runtime.decide(approval_id, True, who, HERE)
+        assert not decision.accepted
+        assert why in decision.message
+    assert (workdir / "victim.txt").exists()
+    refused = [e for e in await runtime.approvals.audit_entries("s1") if e["event"] == "refused"]
+    assert [e["actor"] for e in refused] == ["slack:UEVE", "console:alice"]
+    decision = await runtime.decide(approval_id, True, carol, HERE)
+    assert decision.accepted, decision.message
+    assert not (workdir / "victim.txt").exists()
+
+
+async def test_requester_may_approve_when_policy_allows(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _, approval_id = await suspend_rm(
+        redis, workdir, admins=[], requester_may_approve=True
+    )
+    decision = await runtime.decide(approval_id, True, ALICE, HERE)
+    assert decision.accepted, decision.message
+
+
+async def test_expired_approval_is_refused_and_its_notice_updated(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel, approval_id = await suspend_rm(redis, workdir, timeout_s=0.2)
+    await asyncio.sleep(0.3)
+    decision = await runtime.decide(approval_id, True, ADMIN, HERE)
+    assert not decision.accepted and "expired" in decision.message
+    assert (workdir / "victim.txt").exists()
+    assert await status_of(redis, "s1", approval_id) == "expired"
+    assert channel.of(ApprovalUpdated)[-1].notice.status == "expired"
+    # The session is released: a new message runs instead of being held.
+    after = await runtime.run("s1", "read victim.txt", ALICE, HERE)
+    assert after.stop_reason is StopReason.FINAL and after.final_text == "precious"
+
+
+async def test_sweeper_expires_overdue_approvals(redis: aioredis.Redis, workdir: Path) -> None:
+    runtime, channel, approval_id = await suspend_rm(redis, workdir, timeout_s=0.2)
+    assert await runtime.sweep() == 0
+    await asyncio.sleep(0.3)
+    assert await runtime.sweep() == 1
+    assert await status_of(redis, "s1", approval_id) == "expired"
+    assert channel.of(ApprovalUpdated)[-1].notice.status == "expired"
+    history = await runtime.history.load("s1")
+    assert isinstance(history[-1], ToolMessage) and "expired" in history[-1].content
+
+
+async def test_fifty_concurrent_approvals_execute_exactly_once(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _channel = make_runtime(
+        redis, workdir, DemoProvider(), admins=[f"slack:U{i}" for i in range(50)]
+    )
+    result = await runtime.run("s6", "run: echo ran >> count.txt", ALICE, HERE)
+    assert result.approval_id is not None
+    approval_id = result.approval_id
+    decisions = await asyncio.gather(
+        *(
+            runtime.decide(approval_id, True, Actor(platform="slack", user_id=f"U{i}"), HERE)
+            for i in range(50)
+        )
+    )
+    accepted = [d for d in decisions if d.accepted]
+    assert len(accepted) == 1
+    refused = [d.message for d in decisions if not d.accepted]
+    assert len(refused) == 49 and all("already" in m for m in refused)
+    assert (workdir / "count.txt").read_text() == "ran\n"
+    assert await status_of(redis, "s6", approval_id) == "consumed"
+
+
+async def test_redis_outage_during_a_decision_refuses_and_runs_nothing(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    _, _, approval_id = await suspend_rm(redis, workdir)
+    dead = aioredis.from_url("redis://127.0.0.1:9/0", decode_responses=True)
+    try:
+        offline, _ = make_runtime(dead, workdir, DemoProvider())
+        decision = await offline.decide(approval_id, True, ADMIN, HERE)
+    finally:
+        await dead.aclose()
+    assert not decision.accepted
+    assert "cannot reach Redis" in decision.message and "nothing was executed" in decision.message
+    assert (workdir / "victim.txt").exists()
+    assert await status_of(redis, "s1", approval_id) == "pending"
+
+
+async def test_messages_during_the_wait_are_held_and_run_in_order(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel, approval_id = await suspend_rm(redis, workdir)
+    first = await runtime.run("s1", "write a.txt: one", ALICE, HERE)
+    second = await runtime.run("s1", "write a.txt: two", BOB, HERE)
+    assert first.held and second.held
+    assert not (workdir / "a.txt").exists()
+    waiting = [n for n in channel.of(Notice) if "Waiting" in n.text]
+    assert len(waiting) == 1  # told once
+
+    await runtime.decide(approval_id, True, ADMIN, HERE)
+
+    assert (workdir / "a.txt").read_text() == "two\n"  # both ran, in arrival order
+    history = await runtime.history.load("s1")
+    users = [m.content for m in history if m.role == "user"]
+    assert users == ["run: rm victim.txt", "write a.txt: one", "write a.txt: two"]
+
+
+async def test_approve_always_adds_a_scoped_rule_for_simple_commands_only(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    for name in ("a.txt", "b.txt"):
+        (workdir / name).write_text(name)
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    first = await runtime.run("s7", "run: rm a.txt", ALICE, HERE)
+    assert first.approval_id is not None
+    decision = await runtime.decide(first.approval_id, True, ADMIN, HERE, always=True)
+    assert "now allowed" in decision.message
+    # Same signature (rm, no flags) in the same conversation: runs without asking.
+    second = await runtime.run("s7", "run: rm b.txt", ALICE, HERE)
+    assert second.stop_reason is StopReason.FINAL
+    assert not (workdir / "b.txt").exists()
+    assert len(channel.of(ApprovalRequested)) == 1
+    # Another conversation still asks.
+    (workdir / "c.txt").write_text("c")
+    other = await runtime.run("s8", "run: rm c.txt", ALICE, ELSEWHERE)
+    assert other.stop_reason is StopReason.APPROVAL_REQUIRED
+    # A chain is approved once, never as a standing rule.
+    chained = await runtime.run("s7", "run: ls && rm c.txt", ALICE, HERE)
+    assert chained.approval_id is not None
+    decision = await runtime.decide(chained.approval_id, True, ADMIN, HERE, always=True)
+    assert "No standing rule" in decision.message
+    audit = [e["event"] for e in await runtime.approvals.audit_entries("s7")]
+    assert audit.count("rule_added") == 1
+
+
+async def test_cancel_withdraws_the_pending_approval(redis: aioredis.Redis, workdir: Path) -> None:
+    runtime, _channel, approval_id = await suspend_rm(redis, workdir)
+    said = await runtime.cancel("s1", ALICE, HERE)
+    assert "withdrawn" in said
+    assert await status_of(redis, "s1", approval_id) == "rejected"
+    assert (workdir / "victim.txt").exists()
+    late = await runtime.decide(approval_id, True, ADMIN, HERE)
+    assert not late.accepted and "already" in late.message
+
+
+async def test_unknown_approval_id_is_a_clear_refusal(redis: aioredis.Redis, workdir: Path) -> None:
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    decision = await runtime.decide("nosuchid", True, ADMIN, HERE)
+    assert not decision.accepted and "unknown approval id 'nosuchid'" in decision.message
+
+
+async def test_denied_outright_never_asks(redis: aioredis.Redis, workdir: Path) -> None:
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    result = await runtime.run("s9", "run: rm -rf /", ALICE, HERE)
+    assert result.stop_reason is StopReason.FINAL
+    assert channel.of(ApprovalRequested) == []
+    history = await runtime.history.load("s9")
+    denied = [m for m in history if isinstance(m, ToolMessage)]
+    assert denied[0].status is ToolStatus.DENIED and "risk policy" in denied[0].content
+
+
+async def test_pending_lists_open_approvals_of_the_conversation(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _, approval_id = await suspend_rm(redis, workdir)
+    here = await runtime.pending(HERE)
+    assert [n.approval_id for n in here] == [approval_id]
+    assert here[0].status == ApprovalStatus.PENDING.value
+    assert await runtime.pending(ELSEWHERE) == []

@@ -1,0 +1,177 @@
+"""Approvals across real OS processes: `clawgate chat` suspends, another process decides, a
+process killed mid-execution never re-runs its call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from runtime.channel import ApprovalUpdated, Reply
+from runtime.models import ConversationRef
+from runtime.providers.demo import DemoProvider
+from tests.support import ADMIN, PREFIX, make_runtime
+from tests.test_console_chat import CLAWGATE, chat, clean_env
+
+ID_LINE = re.compile(r"id ([a-z0-9]{13}): /approve")
+SESSION = "console:local"
+ORIGIN = ConversationRef(platform="console", id=SESSION)
+
+
+def approval_key(approval_id: str) -> str:
+    return f"{PREFIX}:{{{SESSION}}}:approval:{approval_id}"
+
+
+class ChatProcess:
+    """`clawgate chat` driven line by line, as a person at a terminal would."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.output: list[str] = []
+
+    @classmethod
+    async def start(cls, workdir: Path, env: dict[str, str]) -> ChatProcess:
+        proc = await asyncio.create_subprocess_exec(
+            *CLAWGATE,
+            "chat",
+            cwd=workdir,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        return cls(proc)
+
+    async def say(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def read_until(self, pattern: str) -> re.Match[str]:
+        assert self.proc.stdout is not None
+        while True:
+            raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout=30)
+            if not raw:
+                raise AssertionError(f"chat ended before {pattern!r}: {''.join(self.output)}")
+            line = raw.decode()
+            self.output.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    async def finish(self) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        rest, _ = await asyncio.wait_for(self.proc.communicate(), timeout=30)
+        assert self.proc.returncode == 0
+        return "".join(self.output) + rest.decode()
+
+
+@pytest.mark.parametrize("store", ["redis", "embedded"])
+async def test_chat_waits_for_approve_and_reject(
+    workdir: Path, redis_url: str, redis: aioredis.Redis, store: str
+) -> None:
+    (workdir / "victim.txt").write_text("v")
+    (workdir / "keeper.txt").write_text("k")
+    extra = {"REDIS_URL": redis_url, "CLAWGATE_REDIS_PREFIX": PREFIX} if store == "redis" else {}
+    chat_proc = await ChatProcess.start(workdir, clean_env(**extra))
+
+    await chat_proc.say("run: rm victim.txt")
+    approval_id = (await chat_proc.read_until(ID_LINE.pattern)).group(1)
+    assert (workdir / "victim.txt").exists()
+    await chat_proc.say(f"/approve {approval_id}")
+    await chat_proc.read_until(r"\[exit code 0\]")
+    assert not (workdir / "victim.txt").exists()
+    await chat_proc.say(f"/approve {approval_id}")
+    await chat_proc.read_until("already")
+
+    await chat_proc.say("run: rm keeper.txt")
+    second = (await chat_proc.read_until(ID_LINE.pattern)).group(1)
+    await chat_proc.say(f"/reject {second} we still need it")
+    await chat_proc.read_until("rejected by console")
+    out = await chat_proc.finish()
+
+    assert (workdir / "keeper.txt").exists()
+    assert f"[approval {approval_id} approved by console:" in out
+    assert "we still need it" in out
+    if store == "redis":
+        assert await redis.hget(approval_key(approval_id), "status") == "consumed"
+        assert await redis.hget(approval_key(second), "status") == "rejected"
+
+
+async def test_approval_created_in_one_process_is_approved_from_another(
+    workdir: Path, redis_url: str, redis: aioredis.Redis
+) -> None:
+    (workdir / "victim.txt").write_text("v")
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX)
+    code, out, _ = await chat("run: rm victim.txt\n", workdir, env, "chat")
+    assert code == 0
+    match = ID_LINE.search(out)
+    assert match, out
+    approval_id = match.group(1)
+
+    code, listed, _ = await chat("", workdir, env, "approvals", "list")
+    assert code == 0 and approval_id in listed and "rm victim.txt" in listed
+    assert (workdir / "victim.txt").exists()
+
+    code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)
+    assert code == 0, err
+    assert f"Approval {approval_id} approved." in out
+    assert not (workdir / "victim.txt").exists()
+    assert await redis.hget(approval_key(approval_id), "status") == "consumed"
+    assert str(await redis.hget(approval_key(approval_id), "decided_by")).startswith("operator:")
+
+    code, out, _ = await chat("", workdir, env, "approvals", "approve", approval_id)
+    assert code == 1 and "already" in out
+
+
+async def test_process_killed_while_executing_is_never_rerun(
+    workdir: Path, redis_url: str, redis: aioredis.Redis
+) -> None:
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX, CLAWGATE_LIVENESS_TTL="1")
+    command = "run: echo ran >> runs.txt; echo $$ > pid.txt; sleep 60"
+    code, out, _ = await chat(command + "\n", workdir, env, "chat")
+    match = ID_LINE.search(out)
+    assert code == 0 and match, out
+    approval_id = match.group(1)
+
+    approver = await asyncio.create_subprocess_exec(
+        *CLAWGATE,
+        "approvals",
+        "approve",
+        approval_id,
+        cwd=workdir,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(300):
+            if (workdir / "pid.txt").exists():
+                break
+            await asyncio.sleep(0.05)
+        assert await redis.hget(approval_key(approval_id), "status") == "executing"
+        approver.send_signal(signal.SIGKILL)
+        await approver.wait()
+    finally:
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            os.killpg(int((workdir / "pid.txt").read_text()), signal.SIGKILL)
+
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    for _ in range(100):  # the dead process's liveness key lapses after 1 s
+        if await runtime.sweep():
+            break
+        await asyncio.sleep(0.1)
+    assert await redis.hget(approval_key(approval_id), "status") == "outcome_unknown"
+    assert channel.of(ApprovalUpdated)[-1].notice.status == "outcome_unknown"
+    assert "will not be run again" in channel.of(Reply)[-1].text
+    again = await runtime.decide(approval_id, True, ADMIN, ORIGIN)
+    assert not again.accepted and "outcome_unknown" in again.message
+    assert await runtime.sweep() == 0
+    assert (workdir / "runs.txt").read_text() == "ran\n"  # ran once, never again
