@@ -188,12 +188,10 @@ class Runtime:
 
     async def _run_message(self, session: str, message: HeldMessage) -> RunResult:
         emit = self._emitter(message.conversation)
-        history = await self.history.load(session)
-        if self.provider.offline_demo and not history:
-            await emit(Notice(DEMO_NOTICE))
         user = UserMessage(content=message.text, actor=message.actor.key)
-        await self.history.append(session, user)
-        history.append(user)
+        history = await self.history.append_and_load(session, user)
+        if self.provider.offline_demo and len(history) == 1:
+            await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation)
         state = RunState(session=session, history=history, ctx=ctx, emit=emit)
         return await self._drive(state, self.loop.run(state))
@@ -421,11 +419,11 @@ class Runtime:
     ) -> ToolResult:
         """approved -> executing (before the side effect) -> run the frozen call -> consumed."""
         call = checkpoint.calls[checkpoint.index]
+        claim = await self.approvals.claim(record, self.worker_id, self.config.liveness_ttl)
+        if not claim.ok:
+            why = _transition_message(record.id, claim)
+            return _not_executed(call, f"could not claim the approval ({why})")
         async with self._alive():
-            claim = await self.approvals.claim(record, self.worker_id)
-            if not claim.ok:
-                why = _transition_message(record.id, claim)
-                return _not_executed(call, f"could not claim the approval ({why})")
             if self._checkpoint_hash(checkpoint) != record.call_hash:
                 result = _not_executed(call, "the approved call failed its integrity check")
             else:
@@ -440,10 +438,9 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def _alive(self) -> AsyncIterator[None]:
-        """Keep this process's liveness key fresh while it executes an approved call, so a
-        crash is told apart from a slow tool."""
+        """Keep this process's liveness key (first written by the claim) fresh while it
+        executes an approved call, so a crash is told apart from a slow tool."""
         ttl = self.config.liveness_ttl
-        await self.approvals.heartbeat(self.worker_id, ttl)
 
         async def beat() -> None:
             while True:
@@ -462,10 +459,7 @@ class Runtime:
 
     async def _release_held(self, session: str) -> None:
         """Run messages that arrived during the wait, in order, until one suspends again."""
-        while await self.approvals.pending_id(session) is None:
-            raw = await self.approvals.pop_held(session)
-            if raw is None:
-                return
+        while (raw := await self.approvals.pop_held(session)) is not None:
             await self._run_message(session, HeldMessage.model_validate_json(raw))
 
     async def cancel(self, session: str, actor: Actor, conversation: ConversationRef) -> str:

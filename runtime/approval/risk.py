@@ -64,7 +64,7 @@ READ_ONLY = frozenset(
     {
         "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "pwd", "echo", "true",
         "false", "whoami", "uname", "basename", "dirname", "realpath", "stat", "du", "df",
-        "cut", "tr", "diff", "cmp", "which", "type", "test", "[",
+        "cut", "tr", "diff", "cmp", "which", "type",
     }
 )  # fmt: skip
 FIXED_REASONS = {
@@ -100,6 +100,11 @@ RELEASE_WORDS = frozenset({"deploy", "publish", "release"})
 # Programs whose every positional word is a target or task name (`make build deploy`).
 TASK_RUNNERS = frozenset({"make", "just", "task", "rake", "invoke", "fab", "gradle", "mvn", "npx"})
 SCRIPT_RUNNERS = frozenset({"run", "run-script", "exec", "x"})  # `npm run deploy`
+# Checked read-only programs with options that make them write or run programs: an argument
+# only known when the command runs (`$x`, `*`) may turn into such an option.
+OPTION_SENSITIVE = frozenset(
+    {"find", "rg", "sort", "uniq", "tree", "file", "date", "printf", "git"}
+)
 # Programs that take a subcommand: command_signature keeps it (`git push`, `npm publish`).
 MULTI_COMMAND = frozenset(
     {
@@ -175,6 +180,7 @@ PROTECTED: tuple[tuple[str, str], ...] = (
     (".ssh/*", "SSH configuration"),
     # The work directory is the agent's $HOME, and git runs programs named in its config
     # (core.fsmonitor, diff.external, hooks): a config write would let `git status` run code.
+    (".git", "git internals, whose config and hooks can run programs"),
     (".git/*", "git internals, whose config and hooks can run programs"),
     (".gitconfig", "git configuration, which can run programs"),
     (".config/git/*", "git configuration, which can run programs"),
@@ -328,6 +334,8 @@ class _BashJudge:
             "file": self._file,
             "date": self._date,
             "printf": self._printf,
+            "test": self._test,
+            "[": self._test,
             "git": self._git,
         }
 
@@ -355,20 +363,31 @@ class _BashJudge:
             self.redirect(redirect)
         for assignment in segment.assignments:
             self.assignment(assignment)
-        self.command(segment.argv)
+        expandable = segment.expandable
+        self.command([_Expanding(w) if i in expandable else w for i, w in enumerate(segment.argv)])
 
     def command(self, words: Sequence[str]) -> None:
         """Unwrap wrappers (`env`, `sudo`, `xargs` ...) and judge the program they run."""
         argv = list(words)
-        while argv and _is_literal(argv[0]) and _is_system_word(argv[0]):
+        while argv and _is_plain_program(argv[0]):
             wrapper = self.wrappers.get(_basename(argv[0]))
             if wrapper is None:
                 break
-            argv = wrapper(argv)
-        if argv and _basename(argv[0]) in SHELLS and _is_system_word(argv[0]):
+            inner = wrapper(argv)
+            if inner == argv[len(argv) - len(inner) :]:  # not rebuilt (env -S, xargs)
+                self.wrapper_arguments(argv[0], argv[1 : len(argv) - len(inner)])
+            argv = inner
+        if argv and _is_plain_program(argv[0]) and _basename(argv[0]) in SHELLS:
             self.shell_command(argv)
         elif argv:
             self.program(argv)
+
+    def wrapper_arguments(self, wrapper: str, words: Sequence[str]) -> None:
+        """A wrapper's own arguments must be known: `timeout $t ls` could split into
+        `timeout 5 rm -rf x ls`."""
+        for word in words:
+            if isinstance(word, _Expanding):
+                self.ask(f"{_basename(wrapper)} argument {word} may expand to other words")
 
     # -- redirections and assignments ------------------------------------------------------------
 
@@ -429,6 +448,8 @@ class _BashJudge:
 
     def _env_split(self, text: str, rest: list[str]) -> list[str]:
         """env -S 'words': env splits the string into the command's first words."""
+        if isinstance(text, _Expanding):
+            self.ask(f"env -S runs words only known when it runs ({text})")
         analysis = parse_shell(text)
         if analysis.is_simple:
             return [*analysis.segments[0].argv, *rest]
@@ -505,7 +526,12 @@ class _BashJudge:
                 index += 1
                 break
             index += _xargs_option_width(arg, has_next=index + 1 < len(argv))
-        return argv[index:] or ["echo"]
+        self.wrapper_arguments(argv[0], argv[1:index])
+        replace = _xargs_replace_string(argv[1:index])
+        inner = argv[index:] or ["echo"]
+        if replace is None:
+            return [*inner, _Expanding("the input of xargs")]  # appended to the command
+        return [_Expanding(word) if replace in word else word for word in inner]
 
     def _sudo(self, argv: list[str]) -> list[str]:
         program = _basename(argv[0])
@@ -557,6 +583,8 @@ class _BashJudge:
             has_c = has_c or (not arg.startswith("--") and "c" in arg)
         operand = argv[index] if index < len(argv) else None
         if has_c and operand is not None:
+            if isinstance(operand, _Expanding):
+                self.ask(f"{name} -c runs a command only known when it runs ({operand})")
             self.nested_command(operand)
         elif operand is None or operand in ("-", "/dev/stdin") or operand.startswith("<("):
             self.ask(f"{name} runs commands from its input")
@@ -578,7 +606,7 @@ class _BashJudge:
 
     def program(self, argv: Sequence[str]) -> None:
         word = argv[0]
-        if not _is_literal(word):
+        if isinstance(word, _Expanding) or not _is_literal(word):
             self.ask(f"program name is not a literal ({word})")
             return
         name = _basename(word)
@@ -596,6 +624,9 @@ class _BashJudge:
             return
         check = self.read_only_checks.get(name)
         if check is not None:
+            for arg in argv[1:] if name in OPTION_SENSITIVE else []:
+                if isinstance(arg, _Expanding):
+                    self.ask(f"{arg} may expand to an option of {name}")
             check(argv[1:])
             return
         if name.startswith(INTERPRETERS):
@@ -722,6 +753,12 @@ class _BashJudge:
         if args and args[0].startswith("-v"):
             self.ask("printf -v assigns a shell variable")
 
+    def _test(self, args: Sequence[str]) -> None:
+        # bash evaluates the subscript of `test -v 'a[$(cmd)]'`, running cmd.
+        for option, operand in zip(args, [*args[1:], ""], strict=True):
+            if option in ("-v", "-R") and ("[" in operand or isinstance(operand, _Expanding)):
+                self.ask(f"test {option} {operand} evaluates an array subscript")
+
     # -- git ---------------------------------------------------------------------------------
 
     def _git(self, args: Sequence[str]) -> None:
@@ -752,6 +789,8 @@ class _BashJudge:
             arg = args[index]
             if arg.startswith(("-c", "--config-env", "--exec-path")):
                 self.ask(f"git {arg} changes configuration, which can run programs")
+            elif arg.startswith(GIT_ELSEWHERE):
+                self.ask(f"git {arg} uses another repository, whose config can run programs")
             elif arg in ("--version", "--help", "-h", "-v"):
                 return len(args)
             elif arg not in GIT_GLOBAL_FLAGS and arg.partition("=")[0] not in GIT_GLOBAL_VALUED:
@@ -809,6 +848,8 @@ GIT_GLOBAL_FLAGS = frozenset(
     }
 )  # fmt: skip
 GIT_GLOBAL_VALUED = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+# Another repository's config can make git run programs (core.fsmonitor); -C only moves.
+GIT_ELSEWHERE = ("--git-dir", "--work-tree")
 GIT_BRANCH_LISTING = frozenset(
     {"-a", "-r", "-v", "-vv", "--list", "-l", "--all", "--remotes", "--verbose", "--show-current"}
 )
@@ -836,6 +877,19 @@ def _option_skip(arg: str, flags: frozenset[str], valued: frozenset[str]) -> int
     if not arg.startswith("--") and arg[:2] in valued:
         return 1  # -sKILL
     return -1
+
+
+def _xargs_replace_string(options: Sequence[str]) -> str | None:
+    """The string xargs -I / -i / --replace replaces with each input line, if any."""
+    replace = None
+    for index, arg in enumerate(options):
+        if arg == "-I" and index + 1 < len(options):
+            replace = options[index + 1]
+        elif arg.startswith(("-I", "-i")) and not arg.startswith("--"):
+            replace = arg[2:] or "{}"
+        elif arg.startswith("--replace"):
+            replace = arg.partition("=")[2] or "{}"
+    return replace
 
 
 def _xargs_option_width(arg: str, has_next: bool) -> int:
@@ -877,6 +931,17 @@ def _is_force_push(args: Sequence[str]) -> bool:
         if arg.startswith("-") and not arg.startswith("--") and "f" in arg:
             return True
     return False
+
+
+class _Expanding(str):
+    """An argv word that bash expands (`$x`, `*`, see Segment.expandable), or that a
+    wrapper fills in (xargs input): its value when the command runs is unknown here."""
+
+    __slots__ = ()
+
+
+def _is_plain_program(word: str) -> bool:
+    return not isinstance(word, _Expanding) and _is_literal(word) and _is_system_word(word)
 
 
 def _is_literal(word: str) -> bool:
@@ -938,8 +1003,8 @@ def command_signature(command: str) -> str | None:
     if not analysis.is_simple:
         return None
     segment = analysis.segments[0]
-    if segment.assignments or not segment.argv:
-        return None
+    if segment.assignments or segment.expandable or not segment.argv:
+        return None  # `rm *` may expand to `rm -rf ...`
     word, rest = segment.argv[0], list(segment.argv[1:])
     name = _basename(word)
     if not _is_literal(word) or not _is_system_word(word) or name in NO_SIGNATURE:

@@ -109,3 +109,10 @@ local n = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
 return {n, id}
 """
+
+# KEYS: pending, held
+# The next held message, unless the session is waiting for a decision again.
+POP_HELD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+return redis.call('LPOP', KEYS[2])
+"""

@@ -61,9 +61,13 @@ class Redirect:
 class Segment:
     argv: tuple[str, ...]  # quote-removed words, leading VAR=value assignments removed
     redirects: tuple[Redirect, ...]
-    # The leading VAR=value words, kept because they can change what the command runs
-    # (PATH=. ls). An extension of the agreed API: it has a default, so it is optional.
+    # Extensions of the agreed API (with defaults, so they are optional):
+    # the leading VAR=value words, which can change what the command runs (PATH=. ls);
     assignments: tuple[str, ...] = ()
+    # and the indices of argv words that bash expands into words not known here: those with
+    # a variable or substitution, or starting with a glob (`$x`, `*`). Any of them may turn
+    # into an option (x=-delete; find . $x) or into several words.
+    expandable: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,7 @@ class _Word:
     value: str  # after quote removal
     raw: str  # as written
     quoted: bool  # any quoting at all: such a word is never a reserved word or fd number
+    expandable: bool  # see Segment.expandable
 
 
 @dataclass(slots=True)
@@ -142,6 +147,7 @@ class _Parser:
         self.pos = 0
         self.state = state
         self.heredocs: list[_Heredoc] = []
+        self.expanded = False  # whether the word being read has an expansion so far
 
     # -- characters --------------------------------------------------------------------------
 
@@ -313,6 +319,7 @@ class _Parser:
         argv: list[str] = []
         redirects: list[Redirect] = []
         assignments: list[str] = []
+        expandable: set[int] = set()
         while True:
             self.skip_blanks()
             ch = self.peek()
@@ -331,9 +338,14 @@ class _Parser:
                 array = self.read_array() if word.raw.endswith("=") and self.at("(") else ""
                 assignments.append(word.value + array)
             else:
+                if word.expandable:
+                    expandable.add(len(argv))
                 argv.append(word.value)
         if argv or redirects or assignments:
-            self.state.segments[slot] = Segment(tuple(argv), tuple(redirects), tuple(assignments))
+            segment = Segment(
+                tuple(argv), tuple(redirects), tuple(assignments), frozenset(expandable)
+            )
+            self.state.segments[slot] = segment
         return SIMPLE
 
     def read_array(self) -> str:
@@ -470,7 +482,7 @@ class _Parser:
         fd = self.text[self.pos : start]
         self.pos = start + len(op)
         self.skip_blanks()
-        if self.at_word_end():
+        if self.at_word_end() and not (self.at("<(") or self.at(">(")):
             self.fail(f"a target must follow {fd + op!r}")
         target = self.read_word()
         if op in ("<<", "<<-"):
@@ -501,6 +513,8 @@ class _Parser:
         start = self.pos
         parts: list[str] = []
         quoted = False
+        # Words read inside a substitution of this word restore the flag when they finish.
+        outer, self.expanded = self.expanded, False
         while not self.at_word_end() or self.at("<(") or self.at(">("):
             ch = self.peek()
             if ch in "<>":
@@ -521,11 +535,25 @@ class _Parser:
             elif ch == "`":
                 parts.append(self.read_backquoted(in_quotes=False))
             else:
+                # A glob or brace before any literal text may become `-delete` (`{}` stays).
+                starts = ch in "*?" or (ch == "{" and self.peek(1) != "}")
+                starts = starts or (ch == "[" and self.bracket_closes())
+                self.expanded = self.expanded or (starts and not "".join(parts))
                 parts.append(ch)
                 self.pos += 1
         if self.pos == start:
             self.fail(f"unexpected {self.peek()!r}")
-        return _Word("".join(parts), self.text[start : self.pos], quoted)
+        expandable, self.expanded = self.expanded, outer
+        return _Word("".join(parts), self.text[start : self.pos], quoted, expandable)
+
+    def bracket_closes(self) -> bool:
+        """Whether the `[` here opens a glob bracket (`[ab]*`) rather than being literal (`[`)."""
+        end = self.pos + 1
+        while end < len(self.text) and self.text[end] not in METACHARS:
+            if self.text[end] == "]":
+                return True
+            end += 1
+        return False
 
     def read_escape(self) -> str:
         nxt = self.peek(1)
@@ -588,6 +616,7 @@ class _Parser:
             return self.read_quoted_text(terminator='"')
         else:
             self.pos += 1
+        self.expanded = True
         return self.text[start : self.pos]
 
     def read_backquoted(self, in_quotes: bool) -> str:
@@ -612,6 +641,7 @@ class _Parser:
         self.state.substitutions += 1
         with self.nested():
             _Parser("".join(body), self.state).parse_list(None)
+        self.expanded = True
         return self.text[start : self.pos]
 
     def read_process_substitution(self) -> str:

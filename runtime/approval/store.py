@@ -4,10 +4,12 @@ standing allow rules, worker liveness and the audit trail."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from runtime.approval import scripts
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
@@ -55,6 +57,7 @@ class ApprovalStore:
         self._decide = redis.register_script(scripts.DECIDE)
         self._move = redis.register_script(scripts.MOVE)
         self._hold = redis.register_script(scripts.HOLD)
+        self._pop_held = redis.register_script(scripts.POP_HELD)
 
     def _session_keys(self, session: str, approval_id: str) -> list[str]:
         return [
@@ -64,14 +67,12 @@ class ApprovalStore:
         ]
 
     async def create(self, record: ApprovalRecord, checkpoint: Checkpoint) -> ApprovalRecord:
-        """One atomic write of the record and its checkpoint; the session is marked pending."""
-        # The index is written first: a crash in between leaves only a dangling pointer.
-        claimed = await self.redis.set(
-            self.keys.approval_index(record.id), record.session, px=self.ttl_ms, nx=True
-        )
-        if not claimed:
-            raise RuntimeError(f"approval id collision: {record.id}")
-        reply = await self._create(
+        """One atomic write of the record and its checkpoint (the CREATE script); the session is
+        marked pending. The id index, the expiry index and the global audit entry travel in the
+        same round trip: they live outside the session's hash slot."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.keys.approval_index(record.id), record.session, px=self.ttl_ms, nx=True)
+        await self._create(  # queued in the pipeline
             keys=self._session_keys(record.session, record.id),
             args=[
                 record.id,
@@ -84,12 +85,15 @@ class ApprovalStore:
                 record.requester.key,
                 record.tool,
             ],
+            client=pipe,
         )
-        if reply[0] != "ok":
-            raise RuntimeError(f"approval {record.id} already exists")
+        # A hint for the sweeper only: the script's server-time expiry is what counts.
+        pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + self.timeout_ms})
+        self._mirror(pipe, record.session, "requested", record.id, record.requester.key, "pending")
+        indexed, reply, *_ = await pipe.execute()
+        if not indexed or reply[0] != "ok":  # 64 random bits: practically never
+            raise RuntimeError(f"approval id collision: {record.id}")
         created, expires = int(reply[1]), int(reply[2])
-        await self.redis.zadd(self.keys.expiring(), {record.id: expires})
-        await self._mirror(record.session, "requested", record.id, record.requester.key, "pending")
         return record.model_copy(update={"created_at": created, "expires_at": expires})
 
     async def session_of(self, approval_id: str) -> str | None:
@@ -143,10 +147,12 @@ class ApprovalStore:
         )
         result = _transition(reply)
         if result.ok or result.outcome in ("expired", "wrong_conversation", "hash_mismatch"):
-            event = status.value if result.ok else result.outcome
-            await self._mirror(record.session, event, record.id, actor, reason)
-        if result.ok or result.outcome == "expired":
-            await self.redis.zrem(self.keys.expiring(), record.id)
+            settled = result.ok or result.outcome == "expired"
+            await self._follow_up(
+                record,
+                (status.value if result.ok else result.outcome, actor, reason),
+                remove=self.keys.expiring() if settled else None,
+            )
         return result
 
     async def move(
@@ -160,9 +166,18 @@ class ApprovalStore:
         worker: str = "",
         release: bool = False,
         fields: dict[str, str] | None = None,
+        add: str | None = None,
+        remove: str | None = None,
+        remove_unless: frozenset[str] = frozenset(),
+        heartbeat: tuple[str, float] | None = None,
     ) -> Transition:
+        """One status transition; on success (or for `remove`, unless the outcome is in
+        `remove_unless`) the global audit stream and the `add`/`remove` index follow."""
         pairs = [item for kv in (fields or {}).items() for item in kv]
-        reply = await self._move(
+        pipe = self.redis.pipeline(transaction=False)
+        if heartbeat is not None:
+            self._heartbeat(pipe, *heartbeat)
+        await self._move(  # queued in the pipeline
             keys=self._session_keys(record.session, record.id),
             args=[
                 record.id,
@@ -174,24 +189,30 @@ class ApprovalStore:
                 "1" if release else "0",
                 *pairs,
             ],
+            client=pipe,
         )
-        result = _transition(reply)
-        if result.ok:
-            await self._mirror(record.session, target.value, record.id, actor, str(fields or ""))
+        result = _transition((await pipe.execute())[-1])
+        removing = remove if remove and (result.ok or result.outcome not in remove_unless) else None
+        await self._follow_up(
+            record,
+            (target.value, actor, str(fields or "")) if result.ok else None,
+            add=(add, 0) if add and result.ok else None,
+            remove=removing,
+        )
         return result
 
-    async def claim(self, record: ApprovalRecord, worker: str) -> Transition:
-        """approved -> executing, recorded before the side effect happens."""
-        result = await self.move(
+    async def claim(self, record: ApprovalRecord, worker: str, ttl_s: float) -> Transition:
+        """approved -> executing, recorded before the side effect happens. The worker's
+        liveness key is written in the same round trip: recovery tells a crash by its absence."""
+        return await self.move(
             record,
             ApprovalStatus.APPROVED,
             ApprovalStatus.EXECUTING,
             worker,
             fields={"worker": worker},
+            add=self.keys.executing(),
+            heartbeat=(worker, ttl_s),
         )
-        if result.ok:
-            await self.redis.zadd(self.keys.executing(), {record.id: 0})
-        return result
 
     async def consume(self, record: ApprovalRecord, outcome: str) -> Transition:
         result = await self.move(
@@ -201,8 +222,8 @@ class ApprovalStore:
             "runtime",
             release=True,
             fields={"outcome": outcome},
+            remove=self.keys.executing(),
         )
-        await self.redis.zrem(self.keys.executing(), record.id)
         return result
 
     async def expire(self, record: ApprovalRecord) -> Transition:
@@ -213,9 +234,9 @@ class ApprovalStore:
             "sweeper",
             overdue_only=True,
             release=True,
+            remove=self.keys.expiring(),
+            remove_unless=frozenset({"not_due"}),
         )
-        if result.outcome in ("ok", "wrong_status", "not_found"):
-            await self.redis.zrem(self.keys.expiring(), record.id)
         return result
 
     async def mark_outcome_unknown(self, record: ApprovalRecord, dead_worker: str) -> Transition:
@@ -227,9 +248,9 @@ class ApprovalStore:
             worker=dead_worker,
             release=True,
             fields={"outcome": f"unknown: worker {dead_worker} stopped while executing"},
+            remove=self.keys.executing(),
+            remove_unless=frozenset({"wrong_worker"}),
         )
-        if result.outcome != "wrong_worker":
-            await self.redis.zrem(self.keys.executing(), record.id)
         return result
 
     # --- sweeping ---------------------------------------------------------------------------
@@ -252,7 +273,12 @@ class ApprovalStore:
     # --- liveness of the processes that execute approved calls -----------------------------
 
     async def heartbeat(self, worker: str, ttl_s: float) -> None:
-        await self.redis.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
+        pipe = self.redis.pipeline(transaction=False)
+        self._heartbeat(pipe, worker, ttl_s)
+        await pipe.execute()
+
+    def _heartbeat(self, pipe: Pipeline, worker: str, ttl_s: float) -> None:
+        pipe.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
 
     async def worker_alive(self, worker: str) -> bool:
         return bool(await self.redis.exists(self.keys.worker(worker)))
@@ -271,7 +297,8 @@ class ApprovalStore:
         return int(reply[0]), str(reply[1])
 
     async def pop_held(self, session: str) -> str | None:
-        value = await self.redis.lpop(self.keys.held(session))
+        """The next held message, unless the session waits for a decision again."""
+        value = await self._pop_held(keys=[self.keys.pending(session), self.keys.held(session)])
         return None if value is None else str(value)
 
     async def pending_id(self, session: str) -> str | None:
@@ -292,11 +319,31 @@ class ApprovalStore:
     async def audit(self, session: str, event: str, approval_id: str, actor: str, why: str) -> None:
         """Something the scripts did not record themselves (refusals decided in Python)."""
         fields = {"event": event, "approval": approval_id, "actor": actor, "status": why}
-        await self.redis.xadd(self.keys.session_audit(session), fields)  # type: ignore[arg-type]
-        await self._mirror(session, event, approval_id, actor, why)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.xadd(self.keys.session_audit(session), fields)  # type: ignore[arg-type]
+        self._mirror(pipe, session, event, approval_id, actor, why)
+        await pipe.execute()
 
-    async def _mirror(
-        self, session: str, event: str, approval_id: str, actor: str, detail: str
+    async def _follow_up(
+        self,
+        record: ApprovalRecord,
+        mirror: tuple[str, str, str] | None,
+        add: tuple[str, float] | None = None,
+        remove: str | None = None,
+    ) -> None:
+        """After a transition, in one round trip: the global audit entry and index upkeep."""
+        pipe = self.redis.pipeline(transaction=False)
+        if mirror is not None:
+            self._mirror(pipe, record.session, mirror[0], record.id, mirror[1], mirror[2])
+        if add is not None:
+            pipe.zadd(add[0], {record.id: add[1]})
+        if remove is not None:
+            pipe.zrem(remove, record.id)
+        if len(pipe):
+            await pipe.execute()
+
+    def _mirror(
+        self, pipe: Pipeline, session: str, event: str, approval_id: str, actor: str, detail: str
     ) -> None:
         """The global audit stream, for tailing across sessions; each session's own stream is
         written atomically with the transition itself."""
@@ -307,7 +354,7 @@ class ApprovalStore:
             "actor": actor,
             "detail": detail,
         }
-        await self.redis.xadd(
+        pipe.xadd(
             self.keys.audit(),
             fields,  # type: ignore[arg-type]
             maxlen=AUDIT_MAXLEN,

@@ -20,6 +20,15 @@ class HistoryStore:
         payload = [MESSAGE_ADAPTER.dump_json(m, exclude_none=True).decode() for m in messages]
         return int(await self.redis.rpush(self.keys.history(session), *payload))
 
+    async def append_and_load(self, session: str, message: Message) -> list[Message]:
+        """Append one message and return the whole history, in one round trip."""
+        key = self.keys.history(session)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.rpush(key, MESSAGE_ADAPTER.dump_json(message, exclude_none=True).decode())
+        pipe.lrange(key, 0, -1)
+        _, raw = await pipe.execute()
+        return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
+
     async def load(self, session: str) -> list[Message]:
         raw = await self.redis.lrange(self.keys.history(session), 0, -1)
         return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
