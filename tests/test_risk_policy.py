@@ -5,6 +5,7 @@ Every case asserts the verdict and, for ASK and DENY, that a reason names what w
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -295,6 +296,8 @@ PROGRAMS: list[Case] = [
     ("echo rm x | bash", ASK, "bash runs commands from its input"),
     ("bash -lc ls", ASK, "runs startup files"),
     ("bash -i -c ls", ASK, "runs startup files"),
+    ("fish -c 'ls'", ASK, "fish runs commands in a syntax that is not analyzed"),
+    ("csh -c ls", ASK, "syntax that is not analyzed"),
 ]
 
 GIT: list[Case] = [
@@ -445,6 +448,7 @@ READ_ONLY_OPTIONS: list[Case] = [
     ("find / -exec rm -rf / \\;", DENY, "rm -r on /"),
     ("rg --pre cat foo", ASK, "rg --pre runs a preprocessor"),
     ("rg --pre=./x.sh foo", ASK, "rg --pre"),
+    ("rg --hostname-bin=./x foo", ASK, "rg --hostname-bin runs a program"),
     ("sort -o out in", ASK, "sort -o writes to a file"),
     ("sort -uo out in", ASK, "sort -uo writes to a file"),
     ("sort --output=out in", ASK, "writes to a file"),
@@ -476,6 +480,7 @@ EXPANSIONS: list[Case] = [
     ("nice -n $n ls", ASK, "nice argument $n may expand to other words"),
     ("ls | xargs -I{} sh -c 'echo {}'", ASK, "only known when it runs"),
     ('bash -c "$cmd"', ASK, "only known when it runs"),
+    ('env -S "$cmd"', ASK, "only known when it runs"),
     ("ls *", ALLOW, ""),  # ls has no dangerous options
     ("grep foo *.py", ALLOW, ""),
     ("git diff src/*.py", ALLOW, ""),  # cannot expand to a word starting with '-'
@@ -536,6 +541,24 @@ def test_denials_come_first_and_reasons_are_deduplicated() -> None:
     assert "runs as root (sudo)" in decision.reasons
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "a(){ " * 30_000,
+        "x" * 1_000_000,
+        "[" * 100_000,
+        "$(" * 10_000,
+        "echo " + "'a' " * 100_000 + "> f",
+    ],
+)
+def test_huge_commands_are_judged_quickly_with_short_reasons(command: str) -> None:
+    started = time.monotonic()
+    decision = bash(command)
+    assert time.monotonic() - started < 10
+    assert decision.verdict is ASK
+    assert all(len(reason) <= 300 for reason in decision.reasons)
+
+
 def test_bash_without_a_command_asks() -> None:
     expect(RiskPolicy().assess("bash", {}), ASK, "missing")
 
@@ -591,7 +614,14 @@ def test_protected_paths_ask(tool: str, path: str, why: str) -> None:
     expect(decision, ASK, why)
 
 
-@pytest.mark.parametrize("path", ["src/app.py", "README.md", "docs/guide.md", "tests/test_x.py"])
+@pytest.mark.parametrize("path", ["-delete", "src/--pre=x.py", "a/$(rm -rf ~)", "a`id`b"])
+def test_file_names_commands_could_misread_ask(path: str) -> None:
+    expect(RiskPolicy().assess("write", {"path": path, "content": ""}), ASK, "could misread")
+
+
+@pytest.mark.parametrize(
+    "path", ["src/app.py", "README.md", "docs/guide.md", "pages/[id].tsx", "my-file.txt"]
+)
 def test_ordinary_paths_are_allowed(path: str) -> None:
     expect(RiskPolicy().assess("write", {"path": path, "content": "x"}), ALLOW, "")
     edit = {"path": path, "old_text": "a", "new_text": "b"}

@@ -59,7 +59,7 @@ class RiskConfig(BaseModel):
 
 # -- tables -------------------------------------------------------------------------------------
 
-# Read-only programs with no dangerous options; the ones that have some are in _READ_ONLY_CHECKS.
+# Read-only programs without dangerous options (those with some: _BashJudge.read_only_checks).
 READ_ONLY = frozenset(
     {
         "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "pwd", "echo", "true",
@@ -112,7 +112,9 @@ MULTI_COMMAND = frozenset(
         "kubectl", "helm", "make", "gh", "apt", "apt-get", "brew", "systemctl",
     }
 )  # fmt: skip
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "csh", "tcsh"})
+# Shells whose `-c` string is parsed as bash; others (fish, csh) have another syntax.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+OTHER_SHELLS = frozenset({"fish", "csh", "tcsh", "nu", "xonsh", "elvish", "pwsh"})
 INTERPRETERS = ("python", "perl", "ruby", "node", "php", "lua", "deno", "bun")
 SYSTEM_BIN_DIRS = frozenset(
     {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"}
@@ -137,12 +139,14 @@ HARMLESS_ENV = frozenset(
 PAGER_ENV = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER"})
 NOT_LITERAL = frozenset("$`*?{}")
 MAX_SHELL_DEPTH = 8  # sh -c 'sh -c ...' nesting analyzed before giving up
+MAX_REASON = 300  # characters of a reason; longer ones are cut in the middle
 
 # Fork bombs: a function whose body pipes into itself. This and the admin's patterns are the
 # only checks on raw text: a definition like this is easiest to recognize as written.
 FORK_BOMB = re.compile(
-    r"(?:\bfunction\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|([^\s(){}|&;<>]+)\s*\(\s*\))"
-    r"\s*\{[^}]*?(?:\1|\2)\s*\|\s*&?\s*(?:\1|\2)"
+    # Names start only at word boundaries and bodies are short: matching stays linear.
+    r"(?<![^\s;&|(){}])(?:function\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|([^\s(){}|&;<>]+)\s*\(\s*\))"
+    r"\s*\{[^}]{0,80}?(?:\1|\2)\s*\|\s*&?\s*(?:\1|\2)"
 )
 
 ENVIRONMENT = "environment file that may hold secrets"
@@ -191,6 +195,10 @@ PROTECTED: tuple[tuple[str, str], ...] = (
     (".zshrc", "shell startup file"),
     (".zshenv", "shell startup file"),
     (".zprofile", "shell startup file"),
+    (".zlogin", "shell startup file"),
+    (".cshrc", "shell startup file"),
+    (".tcshrc", "shell startup file"),
+    (".config/fish/*", "shell startup file"),
 )
 SECRET_WORDS = ("secret", "key")
 
@@ -243,14 +251,16 @@ class RiskPolicy:
         whys = self._protection(path)
         if whys:
             findings.ask(f"{path} is a protected path ({'; '.join(whys)})")
+        if _is_misleading_name(path):
+            findings.ask(f"{path!r} is a file name shell commands could misread")
         if tool == "edit":
             self._assess_deletion(arguments, findings)
 
     def _protection(self, path: str) -> list[str]:
         """Why `path` is protected (empty if it is not). Globs are matched against the
         path and each of its tails, case-insensitively, so they apply at any depth."""
-        parts = [p for p in posixpath.normpath(path.replace("\\", "/")).lower().split("/")]
-        parts = [p for p in parts if p not in ("", ".")]
+        normalized = posixpath.normpath(path.replace("\\", "/")).lower()
+        parts = [part for part in normalized.split("/") if part not in ("", ".")]
         tails = ["/".join(parts[start:]) for start in range(len(parts))]
         reasons = [
             why
@@ -279,10 +289,10 @@ class _Findings:
         self.questions: dict[str, None] = {}
 
     def ask(self, reason: str) -> None:
-        self.questions.setdefault(reason, None)
+        self.questions.setdefault(_shorten(reason), None)
 
     def deny(self, reason: str) -> None:
-        self.denials.setdefault(reason, None)
+        self.denials.setdefault(_shorten(reason), None)
 
     def decision(self) -> RiskDecision:
         # Denials first: they are what decides the verdict.
@@ -292,6 +302,13 @@ class _Findings:
         if self.questions:
             return RiskDecision(Verdict.ASK, reasons)
         return RiskDecision(Verdict.ALLOW, ())
+
+
+def _shorten(reason: str, limit: int = MAX_REASON) -> str:
+    """Reasons quote the command, which can be huge: keep both ends of a long one."""
+    if len(reason) <= limit:
+        return reason
+    return reason[: limit - 60] + " ... " + reason[-55:]
 
 
 # -- bash ---------------------------------------------------------------------------------------
@@ -430,7 +447,8 @@ class _BashJudge:
         while index < len(argv):
             arg = argv[index]
             if arg in ("-S", "--split-string"):
-                return self._env_split(" ".join(argv[index + 1 : index + 2]), argv[index + 2 :])
+                text = argv[index + 1] if index + 1 < len(argv) else ""
+                return self._env_split(text, argv[index + 2 :])
             if arg.startswith(("-S", "--split-string=")):
                 text = arg.partition("=")[2] if arg.startswith("--") else arg[2:]
                 return self._env_split(text, argv[index + 1 :])
@@ -629,6 +647,9 @@ class _BashJudge:
                     self.ask(f"{arg} may expand to an option of {name}")
             check(argv[1:])
             return
+        if name in OTHER_SHELLS:
+            self.ask(f"{name} runs commands in a syntax that is not analyzed")
+            return
         if name.startswith(INTERPRETERS):
             self.shell = self.shell or name
         flagged = self.release_words(name, argv[1:])
@@ -708,8 +729,12 @@ class _BashJudge:
                 self.ask(f"find {arg} writes to a file")
 
     def _rg(self, args: Sequence[str]) -> None:
-        if any(arg == "--pre" or arg.startswith("--pre=") for arg in args):
-            self.ask("rg --pre runs a preprocessor program on each file")
+        for arg in args:
+            option = arg.partition("=")[0]
+            if option == "--pre":
+                self.ask("rg --pre runs a preprocessor program on each file")
+            elif option == "--hostname-bin":
+                self.ask("rg --hostname-bin runs a program")
 
     def _sort(self, args: Sequence[str]) -> None:
         for arg in args:
@@ -977,6 +1002,13 @@ def _is_mkfs(name: str) -> bool:
 def _is_assignment_word(word: str) -> bool:
     name, equals, _ = word.partition("=")
     return bool(equals) and name.isidentifier() and name.isascii()
+
+
+def _is_misleading_name(path: str) -> bool:
+    """A name a later command could take for an option (`-delete` matched by `find *`) or
+    for code (`$(cmd)` fed to `${f@P}` or arithmetic)."""
+    parts = path.replace("\\", "/").split("/")
+    return any(part.startswith("-") or set(part) & set("$`\n") for part in parts)
 
 
 def _is_catastrophic(target: str) -> bool:

@@ -513,6 +513,7 @@ class _Parser:
         start = self.pos
         parts: list[str] = []
         quoted = False
+        prefix = False  # literal text came before: a glob here cannot start the word
         # Words read inside a substitution of this word restore the flag when they finish.
         outer, self.expanded = self.expanded, False
         while not self.at_word_end() or self.at("<(") or self.at(">("):
@@ -536,18 +537,24 @@ class _Parser:
                 parts.append(self.read_backquoted(in_quotes=False))
             else:
                 # A glob or brace before any literal text may become `-delete` (`{}` stays).
-                starts = ch in "*?" or (ch == "{" and self.peek(1) != "}")
-                starts = starts or (ch == "[" and self.bracket_closes())
-                self.expanded = self.expanded or (starts and not "".join(parts))
+                if not self.expanded and not prefix and self.glob_starts(ch):
+                    self.expanded = True
                 parts.append(ch)
                 self.pos += 1
+            prefix = prefix or any(parts[-1:])
         if self.pos == start:
             self.fail(f"unexpected {self.peek()!r}")
         expandable, self.expanded = self.expanded, outer
         return _Word("".join(parts), self.text[start : self.pos], quoted, expandable)
 
-    def bracket_closes(self) -> bool:
-        """Whether the `[` here opens a glob bracket (`[ab]*`) rather than being literal (`[`)."""
+    def glob_starts(self, ch: str) -> bool:
+        """Whether `ch` starts a glob or brace expansion; a lone `[` or `{}` is literal."""
+        if ch in "*?":
+            return True
+        if ch == "{":
+            return self.peek(1) != "}"
+        if ch != "[":
+            return False
         end = self.pos + 1
         while end < len(self.text) and self.text[end] not in METACHARS:
             if self.text[end] == "]":

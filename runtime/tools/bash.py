@@ -24,7 +24,9 @@ def scrubbed_env(home: str) -> dict[str, str]:
 
 
 class BashArgs(ToolArgs):
-    command: str = Field(min_length=1, description="A bash command, run in the work directory.")
+    command: str = Field(
+        min_length=1, max_length=16_000, description="A bash command, run in the work directory."
+    )
     timeout: float | None = Field(
         None, gt=0, description="Seconds before the command is killed (capped by the admin)."
     )
