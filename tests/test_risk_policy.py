@@ -861,3 +861,31 @@ def test_parse_errors_are_reported_not_raised() -> None:
 def test_decisions_accept_any_mapping() -> None:
     arguments: dict[str, Any] = {"command": "ls", "timeout": 5}
     assert RiskPolicy().assess("bash", arguments) == RiskDecision(ALLOW, ())
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        ("cat /proc/1/environ", "/proc/1/environ"),
+        ("cat /proc/$PPID/environ", "environ"),  # clawgate's own tokens
+        ("grep -r TOKEN /proc/self/environ", "/proc/self"),
+        ("f=/proc/1/environ; cat $f", "environ"),
+        ("cat < /proc/1/environ", "environ"),
+        ("cat $(echo /proc/1/environ)", "environ"),
+        ("cat /pro?/1/envi*", "outside the work directory"),
+        ("cat ~/.ssh/id_rsa", "SSH"),
+        ("head ~/.aws/credentials", "cloud credentials"),
+        ("cat /etc/shadow", "password hashes"),
+        ("cat .env", "environment file"),
+        ("cat config/secrets.yaml", "secrets"),
+    ],
+)
+def test_reading_secret_locations_with_read_only_programs_asks(command: str, needle: str) -> None:
+    decision = RiskPolicy().assess("bash", {"command": command})
+    assert decision.verdict is Verdict.ASK
+    assert any(needle in reason for reason in decision.reasons), decision.reasons
+
+
+@pytest.mark.parametrize("command", ["cat README.md", "ls /usr/bin", "ls *.py", "grep -rn x ."])
+def test_ordinary_reads_still_run(command: str) -> None:
+    assert RiskPolicy().assess("bash", {"command": command}).verdict is Verdict.ALLOW

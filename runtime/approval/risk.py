@@ -380,6 +380,11 @@ class _BashJudge:
             self.redirect(redirect)
         for assignment in segment.assignments:
             self.assignment(assignment)
+        words = [*segment.argv[1:], *segment.assignments, *(r.target for r in segment.redirects)]
+        for word in words:
+            why = _secret_location(word)
+            if why:
+                self.ask(f"reads {word}: {why}")
         expandable = segment.expandable
         self.command([_Expanding(w) if i in expandable else w for i, w in enumerate(segment.argv)])
 
@@ -989,6 +994,41 @@ def _normalize(path: str) -> str:
     if not path.startswith("/"):
         return path
     return posixpath.normpath("/" + path.lstrip("/"))
+
+
+SECRET_LOCATIONS: tuple[tuple[str, str], ...] = (
+    # The bash child's parent is clawgate itself: /proc/$PPID/environ holds its tokens.
+    ("/proc", "process details, including other processes' environments"),
+    ("environ", "a process environment, which may hold tokens"),
+    ("/sys/", "kernel and device details"),
+    ("/etc/shadow", "password hashes"),
+    ("/etc/gshadow", "password hashes"),
+    ("/etc/sudoers", "privilege configuration"),
+    (".ssh/", "SSH keys"),
+    ("id_rsa", "an SSH key"),
+    ("id_ed25519", "an SSH key"),
+    ("id_ecdsa", "an SSH key"),
+    (".aws/", "cloud credentials"),
+    (".netrc", "stored credentials"),
+    (".git-credentials", "stored credentials"),
+    (".docker/config.json", "registry credentials"),
+    (".kube/config", "cluster credentials"),
+    (".pem", "key material"),
+    (".env", "an environment file that may hold secrets"),
+    ("secret", "its name suggests secrets"),
+)
+
+
+def _secret_location(word: str) -> str | None:
+    """Why reading `word` may expose secrets (read-only programs would otherwise run freely),
+    or None. Globs that reach outside the work directory are refused too: `/pro?/1/envir*`."""
+    lowered = word.lower()
+    for needle, why in SECRET_LOCATIONS:
+        if needle in lowered:
+            return why
+    if any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
+        return "a pattern that matches files outside the work directory"
+    return None
 
 
 def _is_fd(target: str) -> bool:
