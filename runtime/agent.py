@@ -76,6 +76,7 @@ DEMO_NOTICE = (
     "Try: read README.md, run: ls, write notes.txt: hello"
 )
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
+OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
 REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
 
 
@@ -523,7 +524,7 @@ class Runtime:
         notices = []
         for approval_id in await self.approvals.open_ids():
             loaded = await self.approvals.load(approval_id)
-            if loaded is None:
+            if loaded is None or loaded[0].status not in OPEN:
                 continue
             record = loaded[0]
             if conversation is None or record.conversation.id == conversation.id:
@@ -539,22 +540,25 @@ class Runtime:
         now = await self.approvals.server_time_ms()
         for approval_id in await self.approvals.overdue_ids(now):
             loaded = await self.approvals.load(approval_id)
-            if loaded is None:
+            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
+                await self.approvals.forget(approval_id)
                 continue
             record, checkpoint = loaded
             if (await self.approvals.expire(record)).ok:
                 changed += 1
+                await self.approvals.forget(approval_id)
                 await self._after_expiry(record, checkpoint)
         for approval_id in await self.approvals.executing_ids():
             loaded = await self.approvals.load(approval_id)
-            if loaded is None or loaded[0].worker is None:
+            if loaded is None or loaded[0].status is not ApprovalStatus.EXECUTING:
+                await self.approvals.forget(approval_id)
                 continue
             record, checkpoint = loaded
-            assert record.worker is not None
-            if await self.approvals.worker_alive(record.worker):
+            if record.worker is None or await self.approvals.worker_alive(record.worker):
                 continue
             if (await self.approvals.mark_outcome_unknown(record, record.worker)).ok:
                 changed += 1
+                await self.approvals.forget(approval_id)
                 await self._after_outcome_unknown(record, checkpoint)
         return changed
 

@@ -1,10 +1,16 @@
 """Approvals in Redis: records with their checkpoints, the status machine, held messages,
-standing allow rules, worker liveness and the audit trail."""
+standing allow rules, worker liveness and the audit trail.
+
+Each session's audit stream is written by the status scripts themselves, atomically with the
+transition, so it is exact. The global sorted sets (`expiring`, `executing`) are only hints for
+the sweeper; they are cleaned up lazily when the sweeper finds a settled approval in them.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -15,7 +21,6 @@ from runtime.approval import scripts
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.store.keys import Keys
 
-AUDIT_MAXLEN = 100_000
 # Stored once as JSON; everything else lives in hash fields the scripts update.
 IMMUTABLE_FIELDS = {
     "id",
@@ -28,6 +33,7 @@ IMMUTABLE_FIELDS = {
     "call_hash",
     "reasons",
 }
+SESSION_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,13 @@ class Transition:
         return self.outcome == "ok"
 
 
+def _transition(reply: list[Any]) -> Transition:
+    outcome = str(reply[0])
+    status = str(reply[1]) if len(reply) > 1 and outcome != "ok" else None
+    decided_by = str(reply[2]) if len(reply) > 2 and reply[2] else None
+    return Transition(outcome, status, decided_by)
+
+
 class ApprovalStore:
     def __init__(
         self, redis: Redis, keys: Keys, timeout_s: float = 3600, grace_s: float = 7 * 86400
@@ -53,11 +66,11 @@ class ApprovalStore:
         self.timeout_ms = int(timeout_s * 1000)
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
         self.ttl_ms = self.timeout_ms + int(grace_s * 1000)
-        self._create = redis.register_script(scripts.CREATE)
         self._decide = redis.register_script(scripts.DECIDE)
-        self._move = redis.register_script(scripts.MOVE)
         self._hold = redis.register_script(scripts.HOLD)
         self._pop_held = redis.register_script(scripts.POP_HELD)
+        # approval id -> session never changes: remembering it saves a round trip per decision.
+        self._sessions: OrderedDict[str, str] = OrderedDict()
 
     def _session_keys(self, session: str, approval_id: str) -> list[str]:
         return [
@@ -66,39 +79,55 @@ class ApprovalStore:
             self.keys.session_audit(session),
         ]
 
+    def _pipeline(self) -> Pipeline:
+        # Scripts go into pipelines as EVAL with their text: registered scripts would make
+        # redis-py spend an extra SCRIPT EXISTS round trip on every execute.
+        return self.redis.pipeline(transaction=False)
+
     async def create(self, record: ApprovalRecord, checkpoint: Checkpoint) -> ApprovalRecord:
         """One atomic write of the record and its checkpoint (the CREATE script); the session is
-        marked pending. The id index, the expiry index and the global audit entry travel in the
-        same round trip: they live outside the session's hash slot."""
-        pipe = self.redis.pipeline(transaction=False)
+        marked pending. The id index and the sweeper's hint travel in the same round trip: they
+        live outside the session's hash slot."""
+        pipe = self._pipeline()
         pipe.set(self.keys.approval_index(record.id), record.session, px=self.ttl_ms, nx=True)
-        await self._create(  # queued in the pipeline
-            keys=self._session_keys(record.session, record.id),
-            args=[
-                record.id,
-                record.model_dump_json(include=IMMUTABLE_FIELDS),
-                checkpoint.model_dump_json(),
-                record.conversation.id,
-                record.call_hash,
-                self.timeout_ms,
-                self.ttl_ms,
-                record.requester.key,
-                record.tool,
-            ],
-            client=pipe,
+        keys = self._session_keys(record.session, record.id)
+        pipe.eval(
+            scripts.CREATE,
+            len(keys),
+            *keys,
+            record.id,
+            record.model_dump_json(include=IMMUTABLE_FIELDS),
+            checkpoint.model_dump_json(),
+            record.conversation.id,
+            record.call_hash,
+            self.timeout_ms,
+            self.ttl_ms,
+            record.requester.key,
+            record.tool,
         )
-        # A hint for the sweeper only: the script's server-time expiry is what counts.
+        # A hint only: the script's server-time expiry is what decisions check.
         pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + self.timeout_ms})
-        self._mirror(pipe, record.session, "requested", record.id, record.requester.key, "pending")
+        pipe.zadd(self.keys.audit_sessions(), {record.session: time.time() * 1000})
         indexed, reply, *_ = await pipe.execute()
         if not indexed or reply[0] != "ok":  # 64 random bits: practically never
             raise RuntimeError(f"approval id collision: {record.id}")
+        self._remember(record.id, record.session)
         created, expires = int(reply[1]), int(reply[2])
         return record.model_copy(update={"created_at": created, "expires_at": expires})
 
+    def _remember(self, approval_id: str, session: str) -> None:
+        self._sessions[approval_id] = session
+        if len(self._sessions) > SESSION_CACHE_SIZE:
+            self._sessions.popitem(last=False)
+
     async def session_of(self, approval_id: str) -> str | None:
+        if approval_id in self._sessions:
+            return self._sessions[approval_id]
         value = await self.redis.get(self.keys.approval_index(approval_id))
-        return None if value is None else str(value)
+        if value is None:
+            return None
+        self._remember(approval_id, str(value))
+        return str(value)
 
     async def load(self, approval_id: str) -> tuple[ApprovalRecord, Checkpoint] | None:
         session = await self.session_of(approval_id)
@@ -131,6 +160,8 @@ class ApprovalStore:
             self.keys.approval(record.session, record.id), "notice", json.dumps(notice)
         )
 
+    # --- transitions ------------------------------------------------------------------------
+
     async def decide(
         self,
         record: ApprovalRecord,
@@ -140,20 +171,13 @@ class ApprovalStore:
         conversation_id: str | None,
         expected_hash: str,
     ) -> Transition:
+        """pending -> approved | rejected (or expired, when it is found overdue)."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         reply = await self._decide(
             keys=self._session_keys(record.session, record.id),
             args=[record.id, status.value, actor, reason, conversation_id or "", expected_hash],
         )
-        result = _transition(reply)
-        if result.ok or result.outcome in ("expired", "wrong_conversation", "hash_mismatch"):
-            settled = result.ok or result.outcome == "expired"
-            await self._follow_up(
-                record,
-                (status.value if result.ok else result.outcome, actor, reason),
-                remove=self.keys.expiring() if settled else None,
-            )
-        return result
+        return _transition(reply)
 
     async def move(
         self,
@@ -166,81 +190,68 @@ class ApprovalStore:
         worker: str = "",
         release: bool = False,
         fields: dict[str, str] | None = None,
-        add: str | None = None,
-        remove: str | None = None,
-        remove_unless: frozenset[str] = frozenset(),
-        heartbeat: tuple[str, float] | None = None,
+        before: Pipeline | None = None,
     ) -> Transition:
-        """One status transition; on success (or for `remove`, unless the outcome is in
-        `remove_unless`) the global audit stream and the `add`/`remove` index follow."""
+        """One status transition (the MOVE script); `before` holds commands to send in the
+        same round trip, ahead of it."""
+        keys = self._session_keys(record.session, record.id)
         pairs = [item for kv in (fields or {}).items() for item in kv]
-        pipe = self.redis.pipeline(transaction=False)
-        if heartbeat is not None:
-            self._heartbeat(pipe, *heartbeat)
-        await self._move(  # queued in the pipeline
-            keys=self._session_keys(record.session, record.id),
-            args=[
-                record.id,
-                source.value,
-                target.value,
-                actor,
-                "1" if overdue_only else "0",
-                worker,
-                "1" if release else "0",
-                *pairs,
-            ],
-            client=pipe,
+        pipe = before if before is not None else self._pipeline()
+        pipe.eval(
+            scripts.MOVE,
+            len(keys),
+            *keys,
+            record.id,
+            source.value,
+            target.value,
+            actor,
+            "1" if overdue_only else "0",
+            worker,
+            "1" if release else "0",
+            *pairs,
         )
-        result = _transition((await pipe.execute())[-1])
-        removing = remove if remove and (result.ok or result.outcome not in remove_unless) else None
-        await self._follow_up(
-            record,
-            (target.value, actor, str(fields or "")) if result.ok else None,
-            add=(add, 0) if add and result.ok else None,
-            remove=removing,
-        )
-        return result
+        return _transition((await pipe.execute())[-1])
 
     async def claim(self, record: ApprovalRecord, worker: str, ttl_s: float) -> Transition:
         """approved -> executing, recorded before the side effect happens. The worker's
-        liveness key is written in the same round trip: recovery tells a crash by its absence."""
+        liveness key and the sweeper's hint are written in the same round trip: recovery
+        tells a crash by the liveness key's absence."""
+        pipe = self._pipeline()
+        pipe.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
+        pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
         return await self.move(
             record,
             ApprovalStatus.APPROVED,
             ApprovalStatus.EXECUTING,
             worker,
             fields={"worker": worker},
-            add=self.keys.executing(),
-            heartbeat=(worker, ttl_s),
+            before=pipe,
         )
 
     async def consume(self, record: ApprovalRecord, outcome: str) -> Transition:
-        result = await self.move(
+        """executing -> consumed: the approval was used, whatever the tool did."""
+        return await self.move(
             record,
             ApprovalStatus.EXECUTING,
             ApprovalStatus.CONSUMED,
             "runtime",
             release=True,
             fields={"outcome": outcome},
-            remove=self.keys.executing(),
         )
-        return result
 
     async def expire(self, record: ApprovalRecord) -> Transition:
-        result = await self.move(
+        return await self.move(
             record,
             ApprovalStatus.PENDING,
             ApprovalStatus.EXPIRED,
             "sweeper",
             overdue_only=True,
             release=True,
-            remove=self.keys.expiring(),
-            remove_unless=frozenset({"not_due"}),
         )
-        return result
 
     async def mark_outcome_unknown(self, record: ApprovalRecord, dead_worker: str) -> Transition:
-        result = await self.move(
+        """executing -> outcome_unknown: the executing process died; the call is never re-run."""
+        return await self.move(
             record,
             ApprovalStatus.EXECUTING,
             ApprovalStatus.OUTCOME_UNKNOWN,
@@ -248,23 +259,30 @@ class ApprovalStore:
             worker=dead_worker,
             release=True,
             fields={"outcome": f"unknown: worker {dead_worker} stopped while executing"},
-            remove=self.keys.executing(),
-            remove_unless=frozenset({"wrong_worker"}),
         )
-        return result
 
-    # --- sweeping ---------------------------------------------------------------------------
+    # --- what the sweeper looks at ----------------------------------------------------------
 
     async def overdue_ids(self, now_ms: int) -> list[str]:
         return [str(i) for i in await self.redis.zrangebyscore(self.keys.expiring(), 0, now_ms)]
 
-    async def open_ids(self) -> list[str]:
-        pending = await self.redis.zrange(self.keys.expiring(), 0, -1)
-        executing = await self.redis.zrange(self.keys.executing(), 0, -1)
-        return [str(i) for i in [*pending, *executing]]
-
     async def executing_ids(self) -> list[str]:
         return [str(i) for i in await self.redis.zrange(self.keys.executing(), 0, -1)]
+
+    async def open_ids(self) -> list[str]:
+        """Candidates for pending or executing approvals (filter by the record's status)."""
+        pipe = self._pipeline()
+        pipe.zrange(self.keys.expiring(), 0, -1)
+        pipe.zrange(self.keys.executing(), 0, -1)
+        pending, executing = await pipe.execute()
+        return list(dict.fromkeys(str(i) for i in [*pending, *executing]))
+
+    async def forget(self, approval_id: str) -> None:
+        """Drop a settled approval from the sweeper's hints."""
+        pipe = self._pipeline()
+        pipe.zrem(self.keys.expiring(), approval_id)
+        pipe.zrem(self.keys.executing(), approval_id)
+        await pipe.execute()
 
     async def server_time_ms(self) -> int:
         seconds, micros = await self.redis.time()
@@ -273,18 +291,10 @@ class ApprovalStore:
     # --- liveness of the processes that execute approved calls -----------------------------
 
     async def heartbeat(self, worker: str, ttl_s: float) -> None:
-        pipe = self.redis.pipeline(transaction=False)
-        self._heartbeat(pipe, worker, ttl_s)
-        await pipe.execute()
-
-    def _heartbeat(self, pipe: Pipeline, worker: str, ttl_s: float) -> None:
-        pipe.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
+        await self.redis.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
 
     async def worker_alive(self, worker: str) -> bool:
         return bool(await self.redis.exists(self.keys.worker(worker)))
-
-    async def retire(self, worker: str) -> None:
-        await self.redis.delete(self.keys.worker(worker))
 
     # --- held messages ----------------------------------------------------------------------
 
@@ -318,48 +328,17 @@ class ApprovalStore:
 
     async def audit(self, session: str, event: str, approval_id: str, actor: str, why: str) -> None:
         """Something the scripts did not record themselves (refusals decided in Python)."""
-        fields = {"event": event, "approval": approval_id, "actor": actor, "status": why}
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.xadd(self.keys.session_audit(session), fields)  # type: ignore[arg-type]
-        self._mirror(pipe, session, event, approval_id, actor, why)
-        await pipe.execute()
-
-    async def _follow_up(
-        self,
-        record: ApprovalRecord,
-        mirror: tuple[str, str, str] | None,
-        add: tuple[str, float] | None = None,
-        remove: str | None = None,
-    ) -> None:
-        """After a transition, in one round trip: the global audit entry and index upkeep."""
-        pipe = self.redis.pipeline(transaction=False)
-        if mirror is not None:
-            self._mirror(pipe, record.session, mirror[0], record.id, mirror[1], mirror[2])
-        if add is not None:
-            pipe.zadd(add[0], {record.id: add[1]})
-        if remove is not None:
-            pipe.zrem(remove, record.id)
-        if len(pipe):
-            await pipe.execute()
-
-    def _mirror(
-        self, pipe: Pipeline, session: str, event: str, approval_id: str, actor: str, detail: str
-    ) -> None:
-        """The global audit stream, for tailing across sessions; each session's own stream is
-        written atomically with the transition itself."""
         fields = {
             "event": event,
-            "session": session,
             "approval": approval_id,
             "actor": actor,
-            "detail": detail,
+            "status": why,
+            "at": str(int(time.time() * 1000)),
         }
-        pipe.xadd(
-            self.keys.audit(),
-            fields,  # type: ignore[arg-type]
-            maxlen=AUDIT_MAXLEN,
-            approximate=True,
-        )
+        pipe = self._pipeline()
+        pipe.xadd(self.keys.session_audit(session), fields)  # type: ignore[arg-type]
+        pipe.zadd(self.keys.audit_sessions(), {session: time.time() * 1000})
+        await pipe.execute()
 
     async def audit_entries(self, session: str) -> list[dict[str, str]]:
         entries = cast(
@@ -367,10 +346,3 @@ class ApprovalStore:
             await self.redis.xrange(self.keys.session_audit(session)),
         )
         return [fields for _, fields in entries]
-
-
-def _transition(reply: list[Any]) -> Transition:
-    outcome = str(reply[0])
-    status = str(reply[1]) if len(reply) > 1 and outcome != "ok" else None
-    decided_by = str(reply[2]) if len(reply) > 2 and reply[2] else None
-    return Transition(outcome, status, decided_by)

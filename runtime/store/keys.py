@@ -48,8 +48,9 @@ class Keys:
     def executing(self) -> str:
         return f"{self.prefix}:approvals:executing"
 
-    def audit(self) -> str:
-        return f"{self.prefix}:audit"
+    def audit_sessions(self) -> str:
+        """Sessions with audit entries, scored by last activity: where audit tailing starts."""
+        return f"{self.prefix}:audit-sessions"
 
     def rules(self, conversation_id: str) -> str:
         return f"{self.prefix}:rules:{conversation_id}"
