@@ -12,12 +12,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-from runtime.approval.risk import RiskPolicy
-
 from bot.settings import Settings
 from runtime.agent import Runtime, RuntimeConfig
 from runtime.approval.authz import ApproverPolicy
 from runtime.approval.middleware import HumanApprovalMiddleware
+from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
 from runtime.channel import Event
 from runtime.executor import ToolExecutor

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from runtime.approval.risk import RiskConfig
 
 

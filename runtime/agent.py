@@ -122,8 +122,12 @@ def _not_executed(call: ToolCall, why: str) -> ToolResult:
 
 def _transition_message(approval_id: str, transition: Transition) -> str:
     if transition.outcome in ("already", "wrong_status"):
-        who = f" by {transition.decided_by}" if transition.decided_by else ""
-        return f"approval {approval_id} was already {transition.status}{who}"
+        status = (transition.status or "settled").replace("_", " ")
+        if transition.decided_by:
+            return (
+                f"approval {approval_id} was already decided by {transition.decided_by} ({status})"
+            )
+        return f"approval {approval_id} is already {status}"
     template = _TRANSITION_MESSAGES.get(transition.outcome, "approval {id}: " + transition.outcome)
     return template.format(id=approval_id)
 

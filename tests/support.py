@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import redis.asyncio as aioredis
-from runtime.approval.risk import RiskPolicy
 
 from runtime.agent import Runtime, RuntimeConfig
 from runtime.approval.authz import ApproverPolicy
 from runtime.approval.middleware import HumanApprovalMiddleware
+from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
 from runtime.channel import ApprovalRequested, Event
 from runtime.models import Actor, ConversationRef

@@ -172,6 +172,6 @@ async def test_process_killed_while_executing_is_never_rerun(
     assert channel.of(ApprovalUpdated)[-1].notice.status == "outcome_unknown"
     assert "will not be run again" in channel.of(Reply)[-1].text
     again = await runtime.decide(approval_id, True, ADMIN, ORIGIN)
-    assert not again.accepted and "outcome_unknown" in again.message
+    assert not again.accepted and "outcome unknown" in again.message
     assert await runtime.sweep() == 0
     assert (workdir / "runs.txt").read_text() == "ran\n"  # ran once, never again

@@ -1,0 +1,933 @@
+"""The bash rules of the risk policy, and `command_signature` (the "approve always" key).
+
+`judge_bash` records why a command asks or is denied: wrappers are unwrapped, `sh -c` strings
+recursed into, and every program checked against the tables below. ALLOW needs every simple
+command to be a known read-only program used in a read-only way (see `runtime.approval.risk`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from runtime.approval.shell import Redirect, Segment, ShellAnalysis, parse_shell
+
+# -- program tables -----------------------------------------------------------------------------
+
+# Read-only programs without dangerous options (those with some: _BashJudge.read_only_checks).
+READ_ONLY = frozenset(
+    {
+        "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "pwd", "echo", "true",
+        "false", "whoami", "uname", "basename", "dirname", "realpath", "stat", "du", "df",
+        "cut", "tr", "diff", "cmp", "which", "type",
+    }
+)  # fmt: skip
+FIXED_REASONS = {
+    "rm": "rm deletes files",
+    "rmdir": "rmdir deletes directories",
+    "unlink": "unlink deletes files",
+    "shred": "shred destroys files",
+    "mv": "mv moves or overwrites files",
+    "cp": "cp copies over files",
+    "ln": "ln creates links",
+    "mkdir": "mkdir creates directories",
+    "touch": "touch creates or modifies files",
+    "truncate": "truncate changes file sizes",
+    "tee": "tee writes to files",
+    "dd": "dd writes raw data",
+    "chmod": "chmod changes file permissions",
+    "chown": "chown changes file ownership",
+    "chgrp": "chgrp changes file ownership",
+    "kill": "kill signals processes",
+    "pkill": "pkill signals processes",
+    "killall": "killall signals processes",
+    "curl": "curl accesses the network",
+    "wget": "wget accesses the network",
+}
+PACKAGE_MANAGERS = frozenset(
+    {
+        "pip", "pip3", "uv", "pipx", "poetry", "npm", "pnpm", "yarn", "apt", "apt-get", "dnf",
+        "yum", "apk", "brew", "gem", "cargo", "go",
+    }
+)  # fmt: skip
+INSTALL_WORDS = frozenset({"install", "add", "i", "ci", "reinstall", "upgrade", "sync"})
+RELEASE_WORDS = frozenset({"deploy", "publish", "release"})
+# Programs whose every positional word is a target or task name (`make build deploy`).
+TASK_RUNNERS = frozenset({"make", "just", "task", "rake", "invoke", "fab", "gradle", "mvn", "npx"})
+SCRIPT_RUNNERS = frozenset({"run", "run-script", "exec", "x"})  # `npm run deploy`
+# Checked read-only programs with options that make them write or run programs: an argument
+# only known when the command runs (`$x`, `*`) may turn into such an option.
+OPTION_SENSITIVE = frozenset(
+    {"find", "rg", "sort", "uniq", "tree", "file", "date", "printf", "git"}
+)
+# Programs that take a subcommand: command_signature keeps it (`git push`, `npm publish`).
+MULTI_COMMAND = frozenset(
+    {
+        "git", "npm", "pnpm", "yarn", "pip", "pip3", "uv", "poetry", "cargo", "go", "docker",
+        "kubectl", "helm", "make", "gh", "apt", "apt-get", "brew", "systemctl",
+    }
+)  # fmt: skip
+# Shells whose `-c` string is parsed as bash; others (fish, csh) have another syntax.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+OTHER_SHELLS = frozenset({"fish", "csh", "tcsh", "nu", "xonsh", "elvish", "pwsh"})
+INTERPRETERS = ("python", "perl", "ruby", "node", "php", "lua", "deno", "bun")
+SYSTEM_BIN_DIRS = frozenset(
+    {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"}
+)
+# Directories whose recursive deletion is refused: `/` itself, and these (or all they hold).
+CATASTROPHIC_DIRS = frozenset(
+    {
+        "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt",
+        "/proc", "/root", "/sbin", "/srv", "/sys", "/usr", "/var",
+    }
+)  # fmt: skip
+HOME_WORDS = ("~", "$HOME", "${HOME}")
+HARMLESS_DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+# Environment variables that cannot make a program run anything else; any other one can
+# (PATH, LD_PRELOAD, GIT_*, HOME for ~/.gitconfig, RIPGREP_CONFIG_PATH ...), so it asks.
+HARMLESS_ENV = frozenset(
+    {
+        "LANG", "LANGUAGE", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR",
+        "CLICOLOR", "CLICOLOR_FORCE", "POSIXLY_CORRECT",
+    }
+)  # fmt: skip
+PAGER_ENV = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER"})
+NOT_LITERAL = frozenset("$`*?{}")
+MAX_SHELL_DEPTH = 8  # sh -c 'sh -c ...' nesting analyzed before giving up
+
+SECRET_LOCATIONS: tuple[tuple[str, str], ...] = (
+    # The bash child's parent is clawgate itself: /proc/$PPID/environ holds its tokens.
+    ("/proc", "process details, including other processes' environments"),
+    ("environ", "a process environment, which may hold tokens"),
+    ("/sys/", "kernel and device details"),
+    ("/etc/shadow", "password hashes"),
+    ("/etc/gshadow", "password hashes"),
+    ("/etc/sudoers", "privilege configuration"),
+    (".ssh/", "SSH keys"),
+    ("id_rsa", "an SSH key"),
+    ("id_ed25519", "an SSH key"),
+    ("id_ecdsa", "an SSH key"),
+    (".aws/", "cloud credentials"),
+    (".netrc", "stored credentials"),
+    (".git-credentials", "stored credentials"),
+    (".docker/config.json", "registry credentials"),
+    (".kube/config", "cluster credentials"),
+    (".pem", "key material"),
+    (".env", "an environment file that may hold secrets"),
+    ("secret", "its name suggests secrets"),
+)
+
+# Fork bombs: a function whose body pipes into itself. This and the admin's patterns are the
+# only checks on raw text: a definition like this is easiest to recognize as written.
+FORK_BOMB = re.compile(
+    # Names start only at word boundaries and bodies are short: matching stays linear.
+    r"(?<![^\s;&|(){}])(?:function\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|([^\s(){}|&;<>]+)\s*\(\s*\))"
+    r"\s*\{[^}]{0,80}?(?:\1|\2)\s*\|\s*&?\s*(?:\1|\2)"
+)
+
+
+# -- option tables ------------------------------------------------------------------------------
+
+ENV_FLAGS = frozenset({"-i", "-", "-0", "-v", "--ignore-environment", "--null", "--debug"})
+ENV_VALUED = frozenset(
+    {"-u", "--unset", "-C", "--chdir", "--block-signal", "--default-signal", "--ignore-signal"}
+)
+TIME_FLAGS = frozenset(
+    {"-p", "-a", "-v", "-q", "--portability", "--append", "--verbose", "--quiet"}
+)
+TIME_VALUED = frozenset({"-f", "--format", "-o", "--output"})
+NICE_VALUED = frozenset({"-n", "--adjustment"})
+EXEC_FLAGS = frozenset({"-c", "-l", "-cl", "-lc"})
+TIMEOUT_FLAGS = frozenset({"--preserve-status", "--foreground", "-v", "--verbose"})
+TIMEOUT_VALUED = frozenset({"-s", "--signal", "-k", "--kill-after"})
+STDBUF_VALUED = frozenset({"-i", "-o", "-e", "--input", "--output", "--error"})
+IONICE_FLAGS = frozenset({"-t", "--ignore"})
+IONICE_VALUED = frozenset({"-c", "--class", "-n", "--classdata"})
+SUDO_FLAGS = frozenset(
+    {
+        "-A", "-b", "-E", "-H", "-i", "-K", "-k", "-l", "-n", "-P", "-S", "-s", "-V", "-v",
+        "-B", "-N", "-L", "--login", "--shell", "--preserve-env", "--non-interactive",
+        "--askpass", "--background", "--set-home", "--stdin", "--bell", "--no-update",
+    }
+)  # fmt: skip
+SUDO_VALUED = frozenset(
+    {
+        "-u", "-g", "-C", "-D", "-h", "-p", "-R", "-r", "-T", "-t", "-U", "--user", "--group",
+        "--close-from", "--chdir", "--host", "--prompt", "--chroot", "--role", "--type",
+        "--command-timeout", "--other-user",
+    }
+)  # fmt: skip
+GIT_GLOBAL_FLAGS = frozenset(
+    {
+        "-p", "-P", "--paginate", "--no-pager", "--bare", "--no-replace-objects",
+        "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
+        "--no-optional-locks", "--no-advice",
+    }
+)  # fmt: skip
+GIT_GLOBAL_VALUED = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+# Another repository's config can make git run programs (core.fsmonitor); -C only moves.
+GIT_ELSEWHERE = ("--git-dir", "--work-tree")
+GIT_BRANCH_LISTING = frozenset(
+    {"-a", "-r", "-v", "-vv", "--list", "-l", "--all", "--remotes", "--verbose", "--show-current"}
+)
+XARGS_VALUED = frozenset("adEILnPs")  # short options whose value may be the next word
+XARGS_ATTACHED = frozenset("eil")  # short options whose optional value must be attached
+XARGS_LONG_VALUED = frozenset(
+    {"--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}
+)
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+
+class Findings(Protocol):
+    """Where the judge records its reasons (the policy's findings collector)."""
+
+    def ask(self, reason: str) -> None: ...
+
+    def deny(self, reason: str) -> None: ...
+
+
+def judge_bash(command: str, safe_programs: frozenset[str], findings: Findings) -> None:
+    """Record in `findings` why `command` must be asked about or denied; nothing if it may run.
+    The rules work on the parse from `runtime.approval.shell`, never on the raw text, except
+    for the fork-bomb check here and the admin's patterns (checked by the policy)."""
+    if FORK_BOMB.search(command):
+        findings.deny("defines a fork bomb (a function that pipes into itself)")
+    _BashJudge(safe_programs, findings).judge(command)
+
+
+# -- the judge ----------------------------------------------------------------------------------
+
+Check = Callable[[Sequence[str]], None]
+
+
+class _Expanding(str):
+    """An argv word that bash expands (`$x`, `*`, see Segment.expandable), or that a
+    wrapper fills in (xargs input): its value when the command runs is unknown here."""
+
+    __slots__ = ()
+
+
+class _BashJudge:
+    """Judges every segment of a parsed command, recursing into `sh -c` strings."""
+
+    def __init__(self, safe_programs: frozenset[str], findings: Findings) -> None:
+        self.safe_programs = safe_programs
+        self.findings = findings
+        self.depth = 0
+        # For "downloads piped to a shell": the pieces may sit in different segments.
+        self.downloader: str | None = None
+        self.shell: str | None = None
+        self.piped = False
+        self.wrappers: dict[str, Callable[[list[str]], list[str]]] = {
+            "env": self._env,
+            "nohup": self._nohup,
+            "time": self._time,
+            "nice": self._nice,
+            "timeout": self._timeout,
+            "stdbuf": self._stdbuf,
+            "ionice": self._ionice,
+            "command": self._command,
+            "builtin": self._nohup,
+            "exec": self._exec,
+            "xargs": self._xargs,
+            "sudo": self._sudo,
+            "doas": self._sudo,
+        }
+        self.read_only_checks: dict[str, Check] = {
+            "find": self._find,
+            "rg": self._rg,
+            "sort": self._sort,
+            "uniq": self._uniq,
+            "tree": self._tree,
+            "file": self._file,
+            "date": self._date,
+            "printf": self._printf,
+            "test": self._test,
+            "[": self._test,
+            "git": self._git,
+        }
+
+    def ask(self, reason: str) -> None:
+        self.findings.ask(reason)
+
+    def deny(self, reason: str) -> None:
+        self.findings.deny(reason)
+
+    # -- walking the parse -------------------------------------------------------------------
+
+    def judge(self, command: str) -> None:
+        self.analysis(parse_shell(command))
+        if self.downloader and self.shell and self.piped:
+            self.ask(f"downloads piped to a shell ({self.downloader} | {self.shell})")
+
+    def analysis(self, analysis: ShellAnalysis) -> None:
+        if analysis.error is not None:
+            self.ask(f"could not parse the command: {analysis.error}")
+        if {"|", "|&"} & set(analysis.operators) or analysis.substitutions:
+            self.piped = True
+        for segment in analysis.segments:
+            self.segment(segment)
+
+    def segment(self, segment: Segment) -> None:
+        for redirect in segment.redirects:
+            self.redirect(redirect)
+        for assignment in segment.assignments:
+            self.assignment(assignment)
+        words = [*segment.argv[1:], *segment.assignments, *(r.target for r in segment.redirects)]
+        for word in words:
+            why = _secret_location(word)
+            if why:
+                self.ask(f"reads {word}: {why}")
+        expandable = segment.expandable
+        self.command([_Expanding(w) if i in expandable else w for i, w in enumerate(segment.argv)])
+
+    def command(self, words: Sequence[str]) -> None:
+        """Unwrap wrappers (`env`, `sudo`, `xargs` ...) and judge the program they run."""
+        argv = list(words)
+        while argv and _is_plain_program(argv[0]):
+            wrapper = self.wrappers.get(_basename(argv[0]))
+            if wrapper is None:
+                break
+            inner = wrapper(argv)
+            if inner == argv[len(argv) - len(inner) :]:  # not rebuilt (env -S, xargs)
+                self.wrapper_arguments(argv[0], argv[1 : len(argv) - len(inner)])
+            argv = inner
+        if argv and _is_plain_program(argv[0]) and _basename(argv[0]) in SHELLS:
+            self.shell_command(argv)
+        elif argv:
+            self.program(argv)
+
+    # -- redirections and assignments ------------------------------------------------------------
+
+    def redirect(self, redirect: Redirect) -> None:
+        op, target = redirect.op, redirect.target
+        shown = f"{op} {target}"
+        path = _normalize(target)
+        if ">" not in op:
+            if path.startswith(("/dev/tcp/", "/dev/udp/")):
+                self.ask(f"opens a network connection ({shown})")
+            return
+        if op.endswith("&") and _is_fd(target):
+            return  # 2>&1: duplicates a descriptor, writes no file
+        if path in HARMLESS_DEVICES or path.startswith("/dev/fd/"):
+            return
+        if path.startswith("/dev/"):
+            self.deny(f"writes to the device {target} through redirection ({shown})")
+        else:
+            self.ask(f"writes to {target} through redirection ({shown})")
+
+    def assignment(self, assignment: str) -> None:
+        name, _, value = assignment.partition("=")
+        name = name.removesuffix("+")
+        inert = not any(ch in value for ch in "$`[](){}")
+        if "[" in name:
+            self.ask(f"assigns the array element {name} (its index is evaluated)")
+        elif not inert:
+            self.ask(f"assigns a computed value to {name}")
+        elif name.islower():
+            return  # a shell variable: no program reads it unless it is exported
+        elif name in PAGER_ENV and value == "cat":
+            return
+        elif name not in HARMLESS_ENV and not name.startswith("LC_"):
+            self.ask(f"sets {name}, which can change what a program runs")
+
+    # -- wrappers: each returns the command it runs ----------------------------------------------
+
+    def wrapper_arguments(self, wrapper: str, words: Sequence[str]) -> None:
+        """A wrapper's own arguments must be known: `timeout $t ls` could split into
+        `timeout 5 rm -rf x ls`."""
+        for word in words:
+            if isinstance(word, _Expanding):
+                self.ask(f"{_basename(wrapper)} argument {word} may expand to other words")
+
+    def _env(self, argv: list[str]) -> list[str]:
+        index = 1
+        while index < len(argv):
+            arg = argv[index]
+            if arg in ("-S", "--split-string"):
+                text = argv[index + 1] if index + 1 < len(argv) else ""
+                return self._env_split(text, argv[index + 2 :])
+            if arg.startswith(("-S", "--split-string=")):
+                text = arg.partition("=")[2] if arg.startswith("--") else arg[2:]
+                return self._env_split(text, argv[index + 1 :])
+            skip = _option_skip(arg, ENV_FLAGS, ENV_VALUED)
+            if skip is None:
+                break
+            if skip < 0:
+                self.ask(f"env option {arg} is not understood")
+                skip = 1
+            index += skip
+        while index < len(argv) and _is_assignment_word(argv[index]):
+            self.assignment(argv[index])
+            index += 1
+        return argv[index:]
+
+    def _env_split(self, text: str, rest: list[str]) -> list[str]:
+        """env -S 'words': env splits the string into the command's first words."""
+        if isinstance(text, _Expanding):
+            self.ask(f"env -S runs words only known when it runs ({text})")
+        analysis = parse_shell(text)
+        if analysis.is_simple:
+            return [*analysis.segments[0].argv, *rest]
+        self.ask(f"env -S runs a command that could not be understood ({text})")
+        return []
+
+    def _nohup(self, argv: list[str]) -> list[str]:
+        return argv[2:] if argv[1:2] == ["--"] else argv[1:]
+
+    def _time(self, argv: list[str]) -> list[str]:
+        index = 1
+        while index < len(argv) and argv[index].startswith("-"):
+            arg = argv[index]
+            if arg == "--":
+                return argv[index + 1 :]
+            if arg in ("-o", "--output") or arg.startswith("--output="):
+                target = argv[index + 1] if arg in ("-o", "--output") else arg.partition("=")[2]
+                self.ask(f"writes to {target} (time -o)")
+            skip = _option_skip(arg, TIME_FLAGS, TIME_VALUED)
+            if skip is None or skip < 0:
+                self.ask(f"time option {arg} is not understood")
+                skip = 1
+            index += skip
+        return argv[index:]
+
+    def _nice(self, argv: list[str]) -> list[str]:
+        index = 1
+        while index < len(argv) and argv[index].startswith("-"):
+            arg = argv[index]
+            if arg == "--":
+                return argv[index + 1 :]
+            if arg.lstrip("-").lstrip("+").isdigit():
+                index += 1  # nice -10
+                continue
+            skip = _option_skip(arg, frozenset(), NICE_VALUED)
+            if skip is None or skip < 0:
+                self.ask(f"nice option {arg} is not understood")
+                skip = 1
+            index += skip
+        return argv[index:]
+
+    def _timeout(self, argv: list[str]) -> list[str]:
+        rest = self._skip_options("timeout", argv, TIMEOUT_FLAGS, TIMEOUT_VALUED)
+        return rest[1:]  # the duration
+
+    def _stdbuf(self, argv: list[str]) -> list[str]:
+        return self._skip_options("stdbuf", argv, frozenset(), STDBUF_VALUED)
+
+    def _ionice(self, argv: list[str]) -> list[str]:
+        if any(
+            arg in ("-p", "-P", "-u") or arg.startswith("--p") or arg == "--uid" for arg in argv
+        ):
+            self.ask("ionice changes the priority of other processes")
+            return []
+        return self._skip_options("ionice", argv, IONICE_FLAGS, IONICE_VALUED)
+
+    def _command(self, argv: list[str]) -> list[str]:
+        index = 1
+        while index < len(argv) and argv[index].startswith("-") and argv[index] != "--":
+            if "v" in argv[index] or "V" in argv[index]:
+                return []  # command -v: looks the name up, runs nothing
+            index += 1
+        return argv[index + 1 :] if argv[index : index + 1] == ["--"] else argv[index:]
+
+    def _exec(self, argv: list[str]) -> list[str]:
+        return self._skip_options("exec", argv, EXEC_FLAGS, frozenset({"-a"}))
+
+    def _xargs(self, argv: list[str]) -> list[str]:
+        """xargs appends its input to the command it runs: judge that command."""
+        index = 1
+        while index < len(argv) and argv[index].startswith("-") and argv[index] != "-":
+            arg = argv[index]
+            if arg == "--":
+                index += 1
+                break
+            index += _xargs_option_width(arg, has_next=index + 1 < len(argv))
+        self.wrapper_arguments(argv[0], argv[1:index])
+        replace = _xargs_replace_string(argv[1:index])
+        inner = argv[index:] or ["echo"]
+        if replace is None:
+            return [*inner, _Expanding("the input of xargs")]  # appended to the command
+        return [_Expanding(word) if replace in word else word for word in inner]
+
+    def _sudo(self, argv: list[str]) -> list[str]:
+        program = _basename(argv[0])
+        self.ask(f"runs as root ({program})")
+        rest = self._skip_options(program, argv, SUDO_FLAGS, SUDO_VALUED)
+        if not rest and any(arg in ("-s", "-i", "--shell", "--login") for arg in argv):
+            self.ask(f"opens a root shell ({program} {' '.join(argv[1:])})")
+        return rest
+
+    def _skip_options(
+        self,
+        program: str,
+        argv: list[str],
+        flags: frozenset[str],
+        valued: frozenset[str],
+    ) -> list[str]:
+        """The words after `program`'s own options; unknown options ask."""
+        index = 1
+        while index < len(argv) and argv[index].startswith("-") and argv[index] != "-":
+            arg = argv[index]
+            if arg == "--":
+                return argv[index + 1 :]
+            skip = _option_skip(arg, flags, valued)
+            if skip is None or skip < 0:
+                self.ask(f"{program} option {arg} is not understood")
+                skip = 1
+            index += skip
+        return argv[index:]
+
+    # -- shells ------------------------------------------------------------------------------
+
+    def shell_command(self, argv: Sequence[str]) -> None:
+        """`bash -c 'string'`: judge the string as a command; anything else runs code that
+        cannot be seen here (a script, or commands read from input)."""
+        name = _basename(argv[0])
+        self.shell = self.shell or name
+        has_c, index = False, 1
+        while index < len(argv) and argv[index][:1] in ("-", "+") and argv[index] not in ("-", "+"):
+            arg = argv[index]
+            index += 1
+            if arg == "--":
+                break
+            if arg in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                index += 1
+            if arg in ("--login", "--rcfile", "--init-file") or (
+                not arg.startswith("--") and ("l" in arg or "i" in arg)
+            ):
+                self.ask(f"{name} {arg} runs startup files")
+            has_c = has_c or (not arg.startswith("--") and "c" in arg)
+        operand = argv[index] if index < len(argv) else None
+        if has_c and operand is not None:
+            if isinstance(operand, _Expanding):
+                self.ask(f"{name} -c runs a command only known when it runs ({operand})")
+            self.nested_command(operand)
+        elif operand is None or operand in ("-", "/dev/stdin") or operand.startswith("<("):
+            self.ask(f"{name} runs commands from its input")
+        else:
+            self.ask(f"{name} runs the script {operand}")
+            self.release_words(name, [operand])
+
+    def nested_command(self, command: str) -> None:
+        if self.depth >= MAX_SHELL_DEPTH:
+            self.ask("shell commands are nested too deeply to check")
+            return
+        self.depth += 1
+        try:
+            self.analysis(parse_shell(command))
+        finally:
+            self.depth -= 1
+
+    # -- programs ----------------------------------------------------------------------------
+
+    def program(self, argv: Sequence[str]) -> None:
+        word = argv[0]
+        if isinstance(word, _Expanding) or not _is_literal(word):
+            self.ask(f"program name is not a literal ({word})")
+            return
+        name = _basename(word)
+        if not _is_system_word(word):
+            self.ask(f"runs {word}, a program given by path rather than an installed one")
+            self.release_words(name, argv[1:])
+            return
+        self.deny_rules(name, argv[1:])
+        if name in self.safe_programs or name in READ_ONLY or _is_mkfs(name):
+            return  # the admin's safe programs skip the ask rules, never the deny rules
+        if name in FIXED_REASONS:
+            self.ask(FIXED_REASONS[name])
+            if name in ("curl", "wget"):
+                self.downloader = self.downloader or name
+            return
+        check = self.read_only_checks.get(name)
+        if check is not None:
+            for arg in argv[1:] if name in OPTION_SENSITIVE else []:
+                if isinstance(arg, _Expanding):
+                    self.ask(f"{arg} may expand to an option of {name}")
+            check(argv[1:])
+            return
+        if name in OTHER_SHELLS:
+            self.ask(f"{name} runs commands in a syntax that is not analyzed")
+            return
+        if name.startswith(INTERPRETERS):
+            self.shell = self.shell or name
+        flagged = self.release_words(name, argv[1:])
+        flagged = self.package_install(name, argv[1:]) or flagged
+        if not flagged:
+            self.ask(f"{name} is not a known read-only program")
+
+    def deny_rules(self, name: str, args: Sequence[str]) -> None:
+        if name == "rm":
+            self.rm_catastrophe(args)
+        elif _is_mkfs(name):
+            self.deny(f"{name} formats a filesystem")
+        elif name == "dd":
+            for arg in args:
+                target = _normalize(arg.removeprefix("of=")) if arg.startswith("of=") else ""
+                if target.startswith("/dev/") and target not in HARMLESS_DEVICES:
+                    self.deny(f"dd writes to the device {arg[3:]}")
+
+    def rm_catastrophe(self, args: Sequence[str]) -> None:
+        recursive, options, targets = False, True, []
+        for arg in args:
+            if options and arg == "--":
+                options = False
+            elif options and arg.startswith("--"):
+                name = arg.partition("=")[0]
+                if len(name) >= 3 and "--no-preserve-root".startswith(name):
+                    self.deny("rm --no-preserve-root removes the protection of /")
+                recursive = recursive or (len(name) >= 3 and "--recursive".startswith(name))
+            elif options and arg.startswith("-") and len(arg) > 1:
+                recursive = recursive or "r" in arg or "R" in arg
+            else:
+                targets.append(arg)
+        for target in targets if recursive else []:
+            if _is_catastrophic(target):
+                self.deny(f"rm -r on {target} would delete a system or home directory")
+
+    def release_words(self, name: str, args: Sequence[str]) -> bool:
+        """Deploy, publish and release steps: `./deploy.sh`, `npm publish`, `make deploy`,
+        `gh release create`, `npm run deploy:prod`."""
+        positional = [arg for arg in args if not arg.startswith("-")]
+        if name in TASK_RUNNERS:
+            words = positional
+        elif positional and positional[0] in SCRIPT_RUNNERS:
+            words = positional[:2]
+        else:
+            words = positional[:1]
+        for word in [name, *words]:
+            if RELEASE_WORDS & set(re.split(r"[^a-z0-9]+", word.lower())):
+                shown = name if word == name else f"{name} {word}"
+                self.ask(f"looks like a deploy, publish or release step ({shown})")
+                return True
+        return False
+
+    def package_install(self, name: str, args: Sequence[str]) -> bool:
+        if name not in PACKAGE_MANAGERS:
+            return False
+        positional = [arg for arg in args if not arg.startswith("-")][:2]
+        verb = next((i for i, word in enumerate(positional) if word in INSTALL_WORDS), None)
+        if verb is None and not (name == "yarn" and not positional):  # bare `yarn` installs
+            return False
+        shown = [name, *positional[: 0 if verb is None else verb + 1]]
+        self.ask(f"installs packages ({' '.join(shown)})")
+        return True
+
+    # -- read-only programs with dangerous options ---------------------------------------------
+
+    def _find(self, args: Sequence[str]) -> None:
+        for index, arg in enumerate(args):
+            if arg in ("-exec", "-execdir", "-ok", "-okdir"):
+                self.ask(f"find {arg} runs a command on each file")
+                inner = list(args[index + 1 :])
+                end = next((i for i, word in enumerate(inner) if word in (";", "+")), len(inner))
+                self.command([word for word in inner[:end] if word != "{}"] or ["true"])
+            elif arg == "-delete":
+                self.ask("find -delete deletes files")
+            elif arg in ("-fprint", "-fprint0", "-fprintf", "-fls"):
+                self.ask(f"find {arg} writes to a file")
+
+    def _rg(self, args: Sequence[str]) -> None:
+        for arg in args:
+            option = arg.partition("=")[0]
+            if option == "--pre":
+                self.ask("rg --pre runs a preprocessor program on each file")
+            elif option == "--hostname-bin":
+                self.ask("rg --hostname-bin runs a program")
+
+    def _sort(self, args: Sequence[str]) -> None:
+        for arg in args:
+            if _long_option_is(arg, "--output") or _short_option_has(arg, "o", "kStT"):
+                self.ask(f"sort {arg} writes to a file")
+            if _long_option_is(arg, "--compress-program"):
+                self.ask(f"sort {arg} runs a compression program")
+
+    def _uniq(self, args: Sequence[str]) -> None:
+        positional: list[str] = []
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            if arg == "--":
+                positional.extend(args[index + 1 :])
+                break
+            if arg in ("-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"):
+                index += 1
+            elif not arg.startswith("-") or arg == "-":
+                positional.append(arg)
+            index += 1
+        if len(positional) >= 2:
+            self.ask(f"uniq writes its output to {positional[1]}")
+
+    def _tree(self, args: Sequence[str]) -> None:
+        for arg in args:
+            if _short_option_has(arg, "o", "LPIH") or arg == "--output":
+                self.ask(f"tree {arg} writes to a file")
+            elif _short_option_has(arg, "R", "LPIH"):
+                self.ask(f"tree {arg} writes files into each directory")
+
+    def _file(self, args: Sequence[str]) -> None:
+        if any(_short_option_has(arg, "C", "emFfmP") or arg == "--compile" for arg in args):
+            self.ask("file -C writes a compiled magic file")
+
+    def _date(self, args: Sequence[str]) -> None:
+        if any(_long_option_is(a, "--set") or _short_option_has(a, "s", "dfrI") for a in args):
+            self.ask("date -s sets the system clock")
+
+    def _printf(self, args: Sequence[str]) -> None:
+        if args and args[0].startswith("-v"):
+            self.ask("printf -v assigns a shell variable")
+
+    def _test(self, args: Sequence[str]) -> None:
+        # bash evaluates the subscript of `test -v 'a[$(cmd)]'`, running cmd.
+        for option, operand in zip(args, [*args[1:], ""], strict=True):
+            if option in ("-v", "-R") and ("[" in operand or isinstance(operand, _Expanding)):
+                self.ask(f"test {option} {operand} evaluates an array subscript")
+
+    # -- git ---------------------------------------------------------------------------------
+
+    def _git(self, args: Sequence[str]) -> None:
+        index = self._git_global_options(args)
+        if index >= len(args):
+            return  # `git`, `git --version`: usage and version
+        subcommand, rest = args[index], args[index + 1 :]
+        if subcommand in ("status", "rev-parse", "ls-files", "blame"):
+            return
+        if subcommand in ("diff", "log", "show"):
+            for arg in rest:
+                if _long_option_is(arg, "--output"):
+                    self.ask(f"git {subcommand} {arg} writes to a file")
+        elif subcommand == "grep":
+            for arg in rest:
+                if _long_option_is(arg, "--open-files-in-pager") or arg.startswith("-O"):
+                    self.ask(f"git grep {arg} opens the files in a program")
+        elif subcommand == "branch":
+            if any(arg not in GIT_BRANCH_LISTING for arg in rest):
+                self.ask(f"git branch {' '.join(rest)} changes branches")
+        else:
+            self._git_changes(subcommand, rest)
+
+    def _git_global_options(self, args: Sequence[str]) -> int:
+        """Index of the subcommand after git's own options; `-c` can make git run programs."""
+        index = 0
+        while index < len(args) and args[index].startswith("-"):
+            arg = args[index]
+            if arg.startswith(("-c", "--config-env", "--exec-path")):
+                self.ask(f"git {arg} changes configuration, which can run programs")
+            elif arg.startswith(GIT_ELSEWHERE):
+                self.ask(f"git {arg} uses another repository, whose config can run programs")
+            elif arg in ("--version", "--help", "-h", "-v"):
+                return len(args)
+            elif arg not in GIT_GLOBAL_FLAGS and arg.partition("=")[0] not in GIT_GLOBAL_VALUED:
+                self.ask(f"git option {arg} is not understood")
+            index += 2 if arg in GIT_GLOBAL_VALUED or arg in ("-c", "--config-env") else 1
+        return index
+
+    def _git_changes(self, subcommand: str, rest: Sequence[str]) -> None:
+        if subcommand == "reset" and "--hard" in rest:
+            self.ask("git reset --hard discards uncommitted changes")
+        elif subcommand == "clean":
+            self.ask("git clean deletes untracked files")
+        elif subcommand == "push" and _is_force_push(rest):
+            self.ask("git push --force rewrites remote history")
+        elif not self.release_words("git", [subcommand, *rest]):
+            self.ask(f"git {subcommand} is not a known read-only git subcommand")
+
+
+# -- option helpers -----------------------------------------------------------------------------
+
+
+def _option_skip(arg: str, flags: frozenset[str], valued: frozenset[str]) -> int | None:
+    """How many words an option takes: None if `arg` is not an option, -1 if unknown."""
+    if not arg.startswith("-") or (arg == "-" and "-" not in flags):
+        return None
+    if arg in flags:
+        return 1
+    if arg in valued:
+        return 2
+    name = arg.partition("=")[0]
+    if arg.startswith("--") and name in valued:
+        return 1  # --signal=KILL
+    if not arg.startswith("--") and arg[:2] in valued:
+        return 1  # -sKILL
+    return -1
+
+
+def _xargs_replace_string(options: Sequence[str]) -> str | None:
+    """The string xargs -I / -i / --replace replaces with each input line, if any."""
+    replace = None
+    for index, arg in enumerate(options):
+        if arg == "-I" and index + 1 < len(options):
+            replace = options[index + 1]
+        elif arg.startswith(("-I", "-i")) and not arg.startswith("--"):
+            replace = arg[2:] or "{}"
+        elif arg.startswith("--replace"):
+            replace = arg.partition("=")[2] or "{}"
+    return replace
+
+
+def _xargs_option_width(arg: str, has_next: bool) -> int:
+    if arg.startswith("--"):
+        return 2 if arg in XARGS_LONG_VALUED and has_next else 1
+    for position, letter in enumerate(arg[1:], start=1):
+        if letter in XARGS_ATTACHED:
+            return 1
+        if letter in XARGS_VALUED:
+            return 2 if position == len(arg) - 1 and has_next else 1
+    return 1
+
+
+def _long_option_is(arg: str, option: str) -> bool:
+    """`arg` is `option` or an abbreviation of it, as GNU getopt accepts (`--out=f`)."""
+    name = arg.partition("=")[0]
+    return name.startswith("--") and len(name) >= 3 and option.startswith(name)
+
+
+def _short_option_has(arg: str, letter: str, takes_value: str) -> bool:
+    """A cluster of short options (`-uo`) contains `letter` before any option that takes
+    the rest of the cluster as its value."""
+    if not arg.startswith("-") or arg.startswith("--"):
+        return False
+    for ch in arg[1:]:
+        if ch == letter:
+            return True
+        if ch in takes_value:
+            return False
+    return False
+
+
+def _is_force_push(args: Sequence[str]) -> bool:
+    for arg in args:
+        if arg.startswith("--force") or arg == "--mirror":
+            return True
+        if not arg.startswith("-") and arg.startswith("+"):
+            return True  # +main: a forced refspec
+        if arg.startswith("-") and not arg.startswith("--") and "f" in arg:
+            return True
+    return False
+
+
+# -- word and path helpers ----------------------------------------------------------------------
+
+
+def _is_plain_program(word: str) -> bool:
+    return not isinstance(word, _Expanding) and _is_literal(word) and _is_system_word(word)
+
+
+def _is_literal(word: str) -> bool:
+    """A program word bash will not expand: no variables, substitutions, globs or braces."""
+    if word in ("[", "[["):
+        return True
+    return bool(word) and not (set(word) & NOT_LITERAL or "[" in word or word.startswith("~"))
+
+
+def _is_system_word(word: str) -> bool:
+    """A bare name (looked up on PATH) or a path in a system bin directory, not `./ls`."""
+    return "/" not in word or _normalize(posixpath.dirname(word)) in SYSTEM_BIN_DIRS
+
+
+def _basename(word: str) -> str:
+    return word.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _normalize(path: str) -> str:
+    if not path.startswith("/"):
+        return path
+    return posixpath.normpath("/" + path.lstrip("/"))
+
+
+def _secret_location(word: str) -> str | None:
+    """Why reading `word` may expose secrets (read-only programs would otherwise run freely),
+    or None. Globs that reach outside the work directory are refused too: `/pro?/1/envir*`."""
+    lowered = word.lower()
+    for needle, why in SECRET_LOCATIONS:
+        if needle in lowered:
+            return why
+    if any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
+        return "a pattern that matches files outside the work directory"
+    return None
+
+
+def _is_fd(target: str) -> bool:
+    return target == "-" or target.rstrip("-").isdigit()
+
+
+def _is_mkfs(name: str) -> bool:
+    return name in ("mkfs", "mke2fs") or name.startswith("mkfs.")
+
+
+def _is_assignment_word(word: str) -> bool:
+    name, equals, _ = word.partition("=")
+    return bool(equals) and name.isidentifier() and name.isascii()
+
+
+def _is_catastrophic(target: str) -> bool:
+    """`/`, a top-level system directory, the home directory, or everything inside one."""
+    for home in HOME_WORDS:
+        if target == home or target.startswith(home + "/"):
+            return target[len(home) :].strip("/") in ("", "*", ".")
+    if not target.startswith("/"):
+        return False
+    path = _normalize(target)
+    base = path.removesuffix("/*") or "/"
+    if base in CATASTROPHIC_DIRS:
+        return True
+    # A glob at the top level (/u*, /[a-z]*) may match any of them.
+    return base.count("/") == 1 and any(ch in base for ch in "*?[")
+
+
+# -- "approve always" signatures ----------------------------------------------------------------
+
+
+def command_signature(command: str) -> str | None:
+    """The key for an "approve always" rule: the program, its subcommand for programs that
+    have them, and its sorted flags (`rm -rf`, `git push --force`). None when no standing
+    rule may cover the command: anything but one plain command, or one whose meaning the
+    flags do not capture (wrappers, shells, variables, programs run by path)."""
+    analysis = parse_shell(command)
+    if not analysis.is_simple:
+        return None
+    segment = analysis.segments[0]
+    if segment.assignments or segment.expandable or not segment.argv:
+        return None  # `rm *` may expand to `rm -rf ...`
+    word, rest = segment.argv[0], list(segment.argv[1:])
+    name = _basename(word)
+    if not _is_literal(word) or not _is_system_word(word) or name in NO_SIGNATURE:
+        return None
+    if name in MULTI_COMMAND and rest and rest[0].startswith("-"):
+        return None  # options before the subcommand (git -c ...) change what it means
+    if name == "git" and rest[:1] == ["push"] and any(arg.startswith("+") for arg in rest):
+        return None  # +refspec forces a push without any flag
+    positional = [arg for arg in rest if not arg.startswith("-")]
+    kept = _signature_words(name, positional)
+    flags = sorted({arg for arg in rest if arg.startswith("-")})
+    return " ".join([name, *kept, *flags])
+
+
+def _signature_words(name: str, positional: list[str]) -> list[str]:
+    """The positional words that change what a command does, so a rule approved for
+    `npm run test` or `make build` never covers `npm run deploy` or `make deploy`."""
+    if name in TASK_RUNNERS:
+        return positional
+    kept = positional[:1] if name in MULTI_COMMAND else []
+    if kept and kept[0] in SCRIPT_RUNNERS:
+        kept = positional[:2]
+    kept += [
+        word
+        for word in positional[len(kept) :]
+        if RELEASE_WORDS & set(re.split(r"[^a-z0-9]+", word.lower()))
+    ]
+    return kept
+
+
+NO_SIGNATURE = (
+    frozenset(
+        {
+            "env", "nohup", "time", "nice", "timeout", "stdbuf", "ionice", "command",
+            "builtin", "exec", "xargs", "sudo", "doas", "eval", "source", ".",
+        }
+    )
+    | SHELLS
+)  # fmt: skip
