@@ -163,7 +163,12 @@ class ToolExecutor:
         tool, call = invocation.tool, invocation.call
         await self._emit(ToolStarted(call.id, tool.name, tool.summarize(invocation.args)))
         chain = build_chain(self.registry.middlewares, self._invoke_tool)
-        result = self._shape(await chain(invocation))
+        try:
+            result = self._shape(await chain(invocation))
+        except Exception as exc:
+            # Fail closed: a broken policy check (or Redis going away) means "do not run".
+            log.exception("tool chain failed for %s", call.name)
+            result = _error(call, f"not executed: {type(exc).__name__} while checking the call")
         log.info("session %s: %s %s", invocation.context.session, tool.name, result.status.value)
         await self._emit(ToolFinished(call.id, tool.name, result.status, result.display))
         return result

@@ -382,3 +382,17 @@ def test_registry_refuses_tools_that_use_runtime_markers() -> None:
         assert "runtime-owned" in str(exc)
     else:
         raise AssertionError("a tool declaring 'approved' must be refused")
+
+
+async def test_a_crashing_middleware_fails_closed(workdir: Path) -> None:
+    echo = EchoTool()
+
+    async def broken(invocation: ToolInvocation, call_next: Handler) -> ToolResult:
+        raise ConnectionError("redis went away")
+
+    registry = ToolRegistry([echo])
+    registry.use(broken)
+    out = await ToolExecutor(registry).execute([call("echo", {"text": "x"})], ctx(workdir))
+    assert out.results[0].status is ToolStatus.ERROR
+    assert "not executed" in out.results[0].model_text
+    assert echo.runs == []

@@ -889,3 +889,36 @@ def test_reading_secret_locations_with_read_only_programs_asks(command: str, nee
 @pytest.mark.parametrize("command", ["cat README.md", "ls /usr/bin", "ls *.py", "grep -rn x ."])
 def test_ordinary_reads_still_run(command: str) -> None:
     assert RiskPolicy().assess("bash", {"command": command}).verdict is Verdict.ALLOW
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        ("time -o", "time -o"),  # used to crash the policy
+        ("env -S 'LD_PRELOAD=/tmp/x.so ls'", "LD_PRELOAD"),
+        ("env -S 'GIT_CONFIG_GLOBAL=x git status'", "GIT_CONFIG_GLOBAL"),
+        ("env -S 'find ${x}'", "env -S"),
+        ("path=/tmp ls", "sets path"),  # a prefix assignment reaches the program
+        ("http_proxy=http://evil curl x", "http_proxy"),
+    ],
+)
+def test_review_findings_ask(command: str, needle: str) -> None:
+    decision = RiskPolicy().assess("bash", {"command": command})
+    assert decision.verdict is Verdict.ASK
+    assert any(needle in reason for reason in decision.reasons), decision.reasons
+
+
+@pytest.mark.parametrize(
+    ("path", "verdict"),
+    [
+        ("src/keyboard.py", Verdict.ALLOW),
+        ("monkey.py", Verdict.ALLOW),
+        ("api_key.txt", Verdict.ASK),
+        ("apikey.txt", Verdict.ASK),
+        ("keys/prod.txt", Verdict.ASK),
+        ("config/key.json", Verdict.ASK),
+        ("secrets.yaml", Verdict.ASK),
+    ],
+)
+def test_key_in_a_path_means_a_key_not_any_word_containing_it(path: str, verdict: Verdict) -> None:
+    assert RiskPolicy().assess("write", {"path": path, "content": ""}).verdict is verdict

@@ -276,7 +276,7 @@ class _BashJudge:
         for redirect in segment.redirects:
             self.redirect(redirect)
         for assignment in segment.assignments:
-            self.assignment(assignment)
+            self.assignment(assignment, prefix=bool(segment.argv))
         words = [*segment.argv[1:], *segment.assignments, *(r.target for r in segment.redirects)]
         for word in words:
             why = _secret_location(word)
@@ -320,7 +320,9 @@ class _BashJudge:
         else:
             self.ask(f"writes to {target} through redirection ({shown})")
 
-    def assignment(self, assignment: str) -> None:
+    def assignment(self, assignment: str, prefix: bool = False) -> None:
+        """`prefix`: the assignment stands before a command, which gets it in its
+        environment (`http_proxy=... curl`), so lowercase names are not harmless there."""
         name, _, value = assignment.partition("=")
         name = name.removesuffix("+")
         inert = not any(ch in value for ch in "$`[](){}")
@@ -328,8 +330,8 @@ class _BashJudge:
             self.ask(f"assigns the array element {name} (its index is evaluated)")
         elif not inert:
             self.ask(f"assigns a computed value to {name}")
-        elif name.islower():
-            return  # a shell variable: no program reads it unless it is exported
+        elif name.islower() and not prefix:
+            return  # a plain shell variable: no program reads it unless it is exported
         elif name in PAGER_ENV and value == "cat":
             return
         elif name not in HARMLESS_ENV and not name.startswith("LC_"):
@@ -362,17 +364,21 @@ class _BashJudge:
                 skip = 1
             index += skip
         while index < len(argv) and _is_assignment_word(argv[index]):
-            self.assignment(argv[index])
+            self.assignment(argv[index], prefix=True)
             index += 1
         return argv[index:]
 
     def _env_split(self, text: str, rest: list[str]) -> list[str]:
-        """env -S 'words': env splits the string into the command's first words."""
+        """env -S 'words': env splits the string into the command's first words, with its own
+        assignments and `${VAR}` expansion, which the words alone would not show."""
         if isinstance(text, _Expanding):
             self.ask(f"env -S runs words only known when it runs ({text})")
         analysis = parse_shell(text)
-        if analysis.is_simple:
-            return [*analysis.segments[0].argv, *rest]
+        if analysis.is_simple and "$" not in text:
+            segment = analysis.segments[0]
+            for assignment in segment.assignments:
+                self.assignment(assignment, prefix=True)
+            return [*segment.argv, *rest]
         self.ask(f"env -S runs a command that could not be understood ({text})")
         return []
 
@@ -386,7 +392,12 @@ class _BashJudge:
             if arg == "--":
                 return argv[index + 1 :]
             if arg in ("-o", "--output") or arg.startswith("--output="):
-                target = argv[index + 1] if arg in ("-o", "--output") else arg.partition("=")[2]
+                valued = arg in ("-o", "--output")
+                target = (
+                    (argv[index + 1] if index + 1 < len(argv) else "?")
+                    if valued
+                    else (arg.partition("=")[2])
+                )
                 self.ask(f"writes to {target} (time -o)")
             skip = _option_skip(arg, TIME_FLAGS, TIME_VALUED)
             if skip is None or skip < 0:

@@ -113,7 +113,9 @@ PROTECTED: tuple[tuple[str, str], ...] = (
     (".tcshrc", "shell startup file"),
     (".config/fish/*", "shell startup file"),
 )
-SECRET_WORDS = ("secret", "key")
+# "secret" anywhere in a name; "key"/"keys" as a word of it (api_key, keys/, apikey) but not
+# inside other words (keyboard.py, monkey.py).
+SECRET_NAME = re.compile(r"secret|(?:^|[^a-z]|api)keys?(?:[^a-z]|$)")
 
 
 # -- the policy ---------------------------------------------------------------------------------
@@ -178,7 +180,7 @@ class RiskPolicy:
             for glob, why in self.protected
             if any(fnmatch.fnmatchcase(tail, glob.lower()) for tail in tails)
         ]
-        if any(word in part for part in parts for word in SECRET_WORDS):
+        if any(SECRET_NAME.search(part) for part in parts):
             reasons.append("its name suggests secrets or keys")
         return list(dict.fromkeys(reasons))
 
