@@ -174,6 +174,11 @@ class Runtime:
     ) -> RunResult:
         held = HeldMessage(text=text, actor=actor, conversation=conversation)
         count, approval_id = await self.approvals.hold(session, held.model_dump_json())
+        if count and not approval_id:
+            # Leftovers of an interrupted wait: they run first, in arrival order, then this one.
+            result = await self._release_held(session)
+            assert result is not None
+            return result
         if count:
             if count == 1:  # tell the sender once per wait, not for every message
                 await self._emitter(conversation)(
@@ -309,20 +314,38 @@ class Runtime:
     ) -> Decision:
         """`conversation` is where the decision was made; None only for the operator CLI."""
         try:
-            return await self._decide(approval_id, approve, actor, conversation, reason, always)
+            decided = await self._record_decision(approval_id, approve, actor, conversation, reason)
         except RedisError:
             log.exception("decision on %s failed: Redis unavailable", approval_id)
             return _refused(REDIS_DOWN)
+        if isinstance(decided, Decision):
+            return decided
+        record, checkpoint = decided
+        try:
+            await self._update_notice(record)
+            note = await self._add_standing_rule(record, actor) if approve and always else ""
+            result = await self._resume(record, checkpoint, actor, approve, reason)
+            await self._release_held(record.session)
+        except RedisError:
+            # Past the point of no return: say what is known, never "nothing was executed".
+            log.exception("approval %s: Redis failed after the decision", record.id)
+            return Decision(
+                True,
+                f"Approval {record.id} was recorded, but Redis became unreachable while the run "
+                "continued; the conversation may be incomplete.",
+            )
+        verb = "approved" if approve else "rejected"
+        return Decision(True, f"Approval {record.id} {verb}.{note}", result)
 
-    async def _decide(
+    async def _record_decision(
         self,
         approval_id: str,
         approve: bool,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
-        always: bool,
-    ) -> Decision:
+    ) -> Decision | tuple[ApprovalRecord, Checkpoint]:
+        """Check who may decide, then run the DECIDE script: a refusal, or the decided record."""
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
             return _refused(f"unknown approval id {approval_id!r}")
@@ -333,31 +356,25 @@ class Runtime:
         if refusal is not None:
             await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
             return _refused(f"You cannot decide approval {record.id}: {refusal}.")
-        expected = self._checkpoint_hash(checkpoint)
         transition = await self.approvals.decide(
             record,
             approve,
             actor.key,
             reason or "",
             None if conversation is None else conversation.id,
-            expected,
+            self._checkpoint_hash(checkpoint),
+            self.worker_id,
+            self.config.liveness_ttl,
         )
         if not transition.ok:
             if transition.outcome == "expired":
                 await self._after_expiry(record, checkpoint)
             return _refused(_transition_message(record.id, transition))
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-        record = record.model_copy(
+        decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )
-        await self._update_notice(record)
-        note = ""
-        if approve and always:
-            note = await self._add_standing_rule(record, actor)
-        result = await self._resume(record, checkpoint, actor, approve, reason)
-        await self._release_held(record.session)
-        verb = "approved" if approve else "rejected"
-        return Decision(True, f"Approval {record.id} {verb}.{note}", result)
+        return decided, checkpoint
 
     def _checkpoint_hash(self, checkpoint: Checkpoint) -> str:
         call = checkpoint.calls[checkpoint.index]
@@ -372,7 +389,9 @@ class Runtime:
                 " No standing rule was added: chains, redirections and substitutions are "
                 "approved once only."
             )
-        await self.approvals.add_rule(record.conversation.id, rule, actor.key, record.session)
+        await self.approvals.add_rule(
+            record.conversation.id, rule, record.reasons, actor.key, record.session
+        )
         shown = rule.replace("\x1f", " ")
         return f" Calls matching `{shown}` are now allowed in this conversation."
 
@@ -393,7 +412,16 @@ class Runtime:
         state = RunState(checkpoint.session, history, ctx, emit, step=checkpoint.step)
         call = checkpoint.calls[checkpoint.index]
         if approve:
+            self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
             first = await self._execute_approved(record, checkpoint, state)
+            if first is None:  # recovery settled it meanwhile and wrote its result
+                self._cancels.pop(state.session, None)
+                return RunResult(
+                    session=state.session,
+                    stop_reason=StopReason.ERROR,
+                    steps=state.step,
+                    error="the approval was settled by recovery while it ran",
+                )
         else:
             first = ToolResult(
                 call_id=call.id,
@@ -415,42 +443,56 @@ class Runtime:
                 [*checkpoint.prior_results, first],
                 head=[first.to_message()],
             )
+            # The decided call's result is in history: only now may other messages run.
+            await self.approvals.release(checkpoint.session, record.id)
             return stop if stop is not None else await self.loop.run(state)
 
         return await self._drive(state, continue_run())
 
     async def _execute_approved(
         self, record: ApprovalRecord, checkpoint: Checkpoint, state: RunState
-    ) -> ToolResult:
-        """approved -> executing (before the side effect) -> run the frozen call -> consumed."""
+    ) -> ToolResult | None:
+        """Run the frozen call (status `executing` since the decision) -> consumed. None when
+        recovery took the approval over meanwhile: then its result is not ours to write."""
         call = checkpoint.calls[checkpoint.index]
-        claim = await self.approvals.claim(record, self.worker_id, self.config.liveness_ttl)
-        if not claim.ok:
-            why = _transition_message(record.id, claim)
-            return _not_executed(call, f"could not claim the approval ({why})")
         async with self._alive():
             if self._checkpoint_hash(checkpoint) != record.call_hash:
                 result = _not_executed(call, "the approved call failed its integrity check")
             else:
                 try:
                     result = await self.loop.run_granted(state, call, record.id)
-                except BaseException as exc:
-                    await self.approvals.consume(record, f"interrupted: {type(exc).__name__}")
+                except BaseException:
+                    # Cancelled or crashed mid-call: whether it took effect is unknown.
+                    await asyncio.shield(self._interrupted(record, checkpoint))
                     raise
             # Consumed whatever the tool did: an approval is good for one execution.
-            await self.approvals.consume(record, result.status.value)
+            consumed = await self.approvals.consume(record, result.status.value)
+        if not consumed.ok:
+            log.warning("approval %s was settled by recovery while it ran", record.id)
+            return None
         return result
+
+    async def _interrupted(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
+        try:
+            if (await self.approvals.mark_outcome_unknown(record, self.worker_id)).ok:
+                await self.approvals.forget(record.id)
+                await self._after_outcome_unknown(record, checkpoint, run_held=False)
+        except Exception:
+            log.exception("approval %s: could not record an interrupted execution", record.id)
 
     @contextlib.asynccontextmanager
     async def _alive(self) -> AsyncIterator[None]:
-        """Keep this process's liveness key (first written by the claim) fresh while it
+        """Keep this process's liveness key (first written with the decision) fresh while it
         executes an approved call, so a crash is told apart from a slow tool."""
         ttl = self.config.liveness_ttl
 
         async def beat() -> None:
             while True:
                 await asyncio.sleep(ttl / 3)
-                await self.approvals.heartbeat(self.worker_id, ttl)
+                try:
+                    await self.approvals.heartbeat(self.worker_id, ttl)
+                except RedisError:
+                    log.warning("liveness heartbeat failed; retrying")
 
         task = asyncio.create_task(beat())
         try:
@@ -462,10 +504,12 @@ class Runtime:
 
     # --- held messages, cancel, pending ----------------------------------------------------
 
-    async def _release_held(self, session: str) -> None:
+    async def _release_held(self, session: str) -> RunResult | None:
         """Run messages that arrived during the wait, in order, until one suspends again."""
+        result = None
         while (raw := await self.approvals.pop_held(session)) is not None:
-            await self._run_message(session, HeldMessage.model_validate_json(raw))
+            result = await self._run_message(session, HeldMessage.model_validate_json(raw))
+        return result
 
     async def cancel(self, session: str, actor: Actor, conversation: ConversationRef) -> str:
         """Stop the session's running request (in this process) and withdraw its pending
@@ -495,22 +539,34 @@ class Runtime:
                 return f"You cannot cancel approval {record.id}: {refusal}."
         reason = f"cancelled by {actor.key}"
         transition = await self.approvals.decide(
-            record, False, actor.key, reason, conversation.id, self._checkpoint_hash(checkpoint)
+            record,
+            False,
+            actor.key,
+            reason,
+            conversation.id,
+            self._checkpoint_hash(checkpoint),
+            self.worker_id,
+            self.config.liveness_ttl,
         )
         if not transition.ok:
+            if transition.outcome == "expired":
+                await self._after_expiry(record, checkpoint)
             return _transition_message(record.id, transition)
         record = record.model_copy(
             update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
         )
         await self._update_notice(record)
-        await self._close_batch(checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
+        await self._close_batch(record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
         await self._emitter(checkpoint.conversation)(RunFinished(StopReason.CANCELLED, 0))
         await self._release_held(record.session)
         return f"Approval {record.id} withdrawn; the call was not executed."
 
-    async def _close_batch(self, checkpoint: Checkpoint, text: str, status: ToolStatus) -> None:
+    async def _close_batch(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, text: str, status: ToolStatus
+    ) -> None:
         """A run ends at its suspended call: give that call and the rest of its batch a result
-        in history, so the conversation stays well-formed for the model."""
+        in history, so the conversation stays well-formed for the model; then the session
+        stops waiting."""
         calls = checkpoint.calls[checkpoint.index :]
         messages = [
             ToolMessage(
@@ -522,6 +578,7 @@ class Runtime:
             for i, c in enumerate(calls)
         ]
         await self.history.append(checkpoint.session, *messages)
+        await self.approvals.release(checkpoint.session, record.id)
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
         """Open approvals (pending or executing), of one conversation or all of them."""
@@ -570,11 +627,13 @@ class Runtime:
         record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})
         await self._update_notice(record)
         await self._close_batch(
-            checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
+            record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
         )
         await self._release_held(record.session)
 
-    async def _after_outcome_unknown(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
+    async def _after_outcome_unknown(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, run_held: bool = True
+    ) -> None:
         record = record.model_copy(
             update={
                 "status": ApprovalStatus.OUTCOME_UNKNOWN,
@@ -589,8 +648,10 @@ class Runtime:
             )
         )
         await self._close_batch(
+            record,
             checkpoint,
             "outcome unknown: the process executing this call stopped; it was not run again",
             ToolStatus.ERROR,
         )
-        await self._release_held(record.session)
+        if run_held:
+            await self._release_held(record.session)

@@ -126,7 +126,12 @@ class ToolExecutor:
                 break
             group = self._parallel_group(prepared, duplicate_of, i)
             if len(group) > 1:
-                results.extend(await asyncio.gather(*(self._run_one(inv) for inv in group)))
+                ran = await asyncio.gather(*(self._run_one(inv) for inv in group))
+                for offset, result in enumerate(ran):
+                    results.append(result)
+                    if result.status is ToolStatus.SUSPENDED:
+                        # Its side-effect-free neighbours after it run again on resume.
+                        return BatchOutcome(results[start:], suspended_at=i + offset)
                 i += len(group)
                 continue
             item = prepared[i]

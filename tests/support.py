@@ -45,10 +45,12 @@ class RecordingChannel:
         return [e for _, e in self.events if isinstance(e, kind)]
 
 
-def default_registry(approvals: ApprovalStore, deny: Iterable[str] = ()) -> ToolRegistry:
-    registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), BashTool(timeout=20)])
+def default_registry(
+    approvals: ApprovalStore, deny: Iterable[str] = (), policy: RiskPolicy | None = None
+) -> ToolRegistry:
+    registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), BashTool(timeout=40)])
     registry.use(ToolPolicyMiddleware(deny=deny))
-    registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals))
+    registry.use(HumanApprovalMiddleware(policy or RiskPolicy(), approvals))
     return registry
 
 

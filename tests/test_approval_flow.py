@@ -12,12 +12,29 @@ import redis.asyncio as aioredis
 
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalStatus
+from runtime.approval.risk import RiskConfig, RiskPolicy
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Notice, Reply
-from runtime.models import Actor, ConversationRef, StopReason, ToolMessage, ToolStatus
+from runtime.middleware import Handler, ToolInvocation
+from runtime.models import (
+    Actor,
+    ConversationRef,
+    StopReason,
+    ToolMessage,
+    ToolResult,
+    ToolStatus,
+)
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from tests.fake_openai import FakeOpenAI, calls, reply
-from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
+from tests.support import (
+    ADMIN,
+    ALICE,
+    HERE,
+    PREFIX,
+    RecordingChannel,
+    default_registry,
+    make_runtime,
+)
 
 BOB = Actor(platform="slack", user_id="UBOB")
 ELSEWHERE = ConversationRef(platform="console", id="console:elsewhere")
@@ -394,3 +411,112 @@ async def test_pending_lists_open_approvals_of_the_conversation(
     assert [n.approval_id for n in here] == [approval_id]
     assert here[0].status == ApprovalStatus.PENDING.value
     assert await runtime.pending(ELSEWHERE) == []
+
+
+async def test_a_decider_that_dies_before_running_the_call_leaves_outcome_unknown(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel, approval_id = await suspend_rm(redis, workdir, liveness_ttl=0.2)
+    record, checkpoint = await runtime.approvals.load(approval_id) or (None, None)
+    assert record is not None and checkpoint is not None
+    # Another process recorded the approval and died before it could run the call.
+    transition = await runtime.approvals.decide(
+        record, True, ADMIN.key, "", HERE.id, record.call_hash, "dead-worker", 0.2
+    )
+    assert transition.ok
+    assert await status_of(redis, "s1", approval_id) == "executing"
+    await asyncio.sleep(0.3)
+    assert await runtime.sweep() == 1
+    assert await status_of(redis, "s1", approval_id) == "outcome_unknown"
+    assert (workdir / "victim.txt").exists()
+    assert "will not be run again" in channel.of(Reply)[-1].text
+    released = await runtime.run("s1", "read victim.txt", ALICE, HERE)
+    assert not released.held and released.final_text == "precious"
+
+
+async def test_recovery_taking_over_a_slow_call_is_not_answered_twice(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _, approval_id = await suspend_rm(redis, workdir)
+
+    async def stall(invocation: ToolInvocation, call_next: Handler) -> ToolResult:
+        result = await call_next(invocation)
+        if invocation.grant is not None:  # our liveness lapses mid-call; the sweeper acts
+            await redis.delete(f"{PREFIX}:worker:{runtime.worker_id}")
+            assert await runtime.sweep() == 1
+        return result
+
+    runtime.registry.use(stall)
+    decision = await runtime.decide(approval_id, True, ADMIN, HERE)
+    assert decision.run is not None and decision.run.stop_reason is StopReason.ERROR
+    assert await status_of(redis, "s1", approval_id) == "outcome_unknown"
+    history = await runtime.history.load("s1")
+    answers = [m for m in history if isinstance(m, ToolMessage)]
+    assert len(answers) == 1 and "outcome unknown" in answers[0].content
+
+
+async def test_cancel_of_an_overdue_approval_settles_it_as_expired(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel, _approval_id = await suspend_rm(redis, workdir, timeout_s=0.2)
+    held = await runtime.run("s1", "write a.txt: later", ALICE, HERE)
+    assert held.held
+    await asyncio.sleep(0.3)
+    said = await runtime.cancel("s1", ALICE, HERE)
+    assert "expired" in said
+    assert channel.of(ApprovalUpdated)[-1].notice.status == "expired"
+    assert (workdir / "a.txt").read_text() == "later\n"  # the held message ran
+    assert (workdir / "victim.txt").exists()
+
+
+async def test_interrupting_an_approved_call_marks_it_outcome_unknown(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    result = await runtime.run("s10", "run: echo started > started.txt; sleep 30", ALICE, HERE)
+    assert result.approval_id is not None
+    task = asyncio.create_task(runtime.decide(result.approval_id, True, ADMIN, HERE))
+    for _ in range(200):
+        if (workdir / "started.txt").exists():
+            break
+        await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await status_of(redis, "s10", result.approval_id) == "outcome_unknown"
+    assert "may or may not have taken effect" in channel.of(Reply)[-1].text
+    history = await runtime.history.load("s10")
+    assert isinstance(history[-1], ToolMessage) and "outcome unknown" in history[-1].content
+
+
+async def test_standing_rule_does_not_cover_new_risks(redis: aioredis.Redis, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("a")
+    (workdir / ".env").write_text("TOKEN=1")
+    runtime, _channel = make_runtime(redis, workdir, DemoProvider())
+    first = await runtime.run("s11", "run: cp a.txt b.txt", ALICE, HERE)
+    assert first.approval_id is not None
+    await runtime.decide(first.approval_id, True, ADMIN, HERE, always=True)
+    same = await runtime.run("s11", "run: cp a.txt c.txt", ALICE, HERE)
+    assert same.stop_reason is StopReason.FINAL and (workdir / "c.txt").exists()
+    leak = await runtime.run("s11", "run: cp .env leaked.txt", ALICE, HERE)
+    assert leak.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert not (workdir / "leaked.txt").exists()
+
+
+async def test_gated_parallel_calls_suspend_instead_of_slipping_through(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    for name in ("a.txt", "b.txt"):
+        (workdir / name).write_text(name)
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    strict = RiskPolicy(RiskConfig(safe_tools=[]))  # even reads ask
+    runtime.registry = default_registry(runtime.approvals, policy=strict)
+    runtime.loop.registry = runtime.registry
+    fake_openai.script = [
+        calls(("r1", "read", {"path": "a.txt"}), ("r2", "read", {"path": "b.txt"})),
+        reply("done"),
+    ]
+    result = await runtime.run("s12", "read both", ALICE, HERE)
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert len(channel.of(ApprovalRequested)) == 1
+    assert len(fake_openai.requests) == 1

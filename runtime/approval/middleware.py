@@ -59,6 +59,8 @@ class HumanApprovalMiddleware:
             return await call_next(invocation)
         conversation = invocation.context.conversation
         rule = standing_rule(invocation.tool.name, arguments)
-        if conversation and rule and await self.store.has_rule(conversation.id, rule):
-            return await call_next(invocation)
+        if conversation and rule:
+            approved = await self.store.rule_reasons(conversation.id, rule)
+            if approved is not None and set(decision.reasons) <= approved:
+                return await call_next(invocation)
         return suspended(invocation, decision.reasons)

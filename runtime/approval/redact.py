@@ -21,8 +21,16 @@ _SECRET_VALUES = [
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
 ]
 _ASSIGNMENT = re.compile(
-    r"(?i)\b([\w.-]*(secret|token|passw(or)?d|api[_-]?key)[\w.-]*)\s*([=:])\s*(\"[^\"]*\"|'[^']*'|\S+)"
+    r"(?i)\b([\w.-]*(secret|token|passw(or)?d|pass|pwd|api[_-]?key)[\w.-]*)\s*([=:])\s*"
+    r"(\"[^\"]*\"|'[^']*'|\S+)"
 )
+# `--password x`, `-p x` after login-ish commands, `curl -u user:pass`, HTTP auth headers.
+_FLAG_VALUES = [
+    re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api-key)[= ])(\S+)"),
+    re.compile(r"(?i)(\blogin\b.*?\s-p\s+)(\S+)"),
+    re.compile(r"(\s-u\s+[^:\s]+:)(\S+)"),
+    re.compile(r"(?i)(authorization:\s*\w+\s+)([^\s\"']+)"),
+]
 _URL_CREDENTIALS = re.compile(r"(://[^/\s:@]+):[^@\s/]+@")
 
 
@@ -30,6 +38,8 @@ def redact_text(text: str) -> str:
     for pattern in _SECRET_VALUES:
         text = pattern.sub(MASK, text)
     text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(4)}{MASK}", text)
+    for pattern in _FLAG_VALUES:
+        text = pattern.sub(lambda m: f"{m.group(1)}{MASK}", text)
     return _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
 
 

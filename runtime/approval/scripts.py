@@ -1,7 +1,7 @@
 """The approval status machine, one Lua script per kind of transition (atomic, server time).
 
     pending -> approved | rejected | expired
-    approved -> executing -> consumed
+    approved -> executing -> consumed     (approved -> executing in the deciding script)
     executing -> outcome_unknown          (the executing process died)
 
 Every script works on one session's keys only (one hash tag) and appends what it did to the
@@ -19,9 +19,6 @@ local function audit(event, actor, status, extra)
                  'at', tostring(now)}
   for i = 1, #extra do entry[#entry + 1] = extra[i] end
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', 10000, '*', unpack(entry))
-end
-local function release(id)
-  if redis.call('GET', KEYS[2]) == id then redis.call('DEL', KEYS[2]) end
 end
 """
 
@@ -44,7 +41,11 @@ return {'ok', tostring(now), tostring(expires)}
 )
 
 # KEYS: approval, pending, session audit
-# ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash
+# ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash,
+#       worker
+# An approval goes straight on to `executing` (both transitions audited) under the deciding
+# worker: there is no window in which it is approved but owned by nobody. The session stays
+# marked pending until the runtime has written the call's result to history (RELEASE).
 DECIDE = (
     _PRELUDE
     + """
@@ -55,7 +56,6 @@ local version = tonumber(f[6])
 if f[1] ~= 'pending' then return {'already', f[1], f[5] or ''} end
 if now >= tonumber(f[2]) then
   redis.call('HSET', KEYS[1], 'status', 'expired', 'decided_at', now, 'version', version + 1)
-  release(ARGV[1])
   audit('expired', ARGV[3], 'expired', {})
   return {'expired'}
 end
@@ -69,15 +69,19 @@ if ARGV[6] ~= f[4] then
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', ARGV[3], 'decided_at', now,
   'reason', ARGV[4], 'version', version + 1)
-if ARGV[2] == 'rejected' then release(ARGV[1]) end
 audit(ARGV[2], ARGV[3], ARGV[2], {'reason', ARGV[4]})
+if ARGV[2] == 'approved' then
+  redis.call('HSET', KEYS[1], 'status', 'executing', 'worker', ARGV[7], 'executing_at', now,
+    'version', version + 2)
+  audit('executing', ARGV[7], 'executing', {})
+end
 return {'ok', tostring(version + 1)}
 """
 )
 
 # KEYS: approval, pending, session audit
 # ARGV: id, from, to, actor, '1' = only when overdue, worker that must hold it ('' = any),
-#       '1' = release the session, then field/value pairs to set
+#       then field/value pairs to set
 MOVE = (
     _PRELUDE
     + """
@@ -88,12 +92,11 @@ if ARGV[5] == '1' and now < tonumber(f[2]) then return {'not_due'} end
 if ARGV[6] ~= '' and f[3] ~= ARGV[6] then return {'wrong_worker'} end
 local fields = {'status', ARGV[3], 'version', tonumber(f[4]) + 1, ARGV[3] .. '_at', now}
 local extra = {}
-for i = 8, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   fields[#fields + 1] = ARGV[i]; fields[#fields + 1] = ARGV[i + 1]
   extra[#extra + 1] = ARGV[i]; extra[#extra + 1] = ARGV[i + 1]
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-if ARGV[7] == '1' then release(ARGV[1]) end
 audit(ARGV[3], ARGV[4], ARGV[3], extra)
 return {'ok', tostring(now)}
 """
@@ -101,13 +104,14 @@ return {'ok', tostring(now)}
 
 # KEYS: pending, held
 # ARGV: message json, ttl ms
-# Holds a message while the session waits for a decision; returns the queue length (0: not held).
+# Holds a message while the session waits for a decision, or behind messages still held from an
+# interrupted wait; returns the queue length (0: not held) and the approval waited for.
 HOLD = """
 local id = redis.call('GET', KEYS[1])
-if not id then return {0, ''} end
+if not id and redis.call('LLEN', KEYS[2]) == 0 then return {0, ''} end
 local n = redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
-return {n, id}
+return {n, id or ''}
 """
 
 # KEYS: pending, held
@@ -115,4 +119,12 @@ return {n, id}
 POP_HELD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 return redis.call('LPOP', KEYS[2])
+"""
+
+# KEYS: pending
+# ARGV: approval id
+# The session stops waiting for this approval (not for a newer one).
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """

@@ -66,7 +66,7 @@ class ApprovalStore:
         self.timeout_ms = int(timeout_s * 1000)
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
         self.ttl_ms = self.timeout_ms + int(grace_s * 1000)
-        self._decide = redis.register_script(scripts.DECIDE)
+        self._release = redis.register_script(scripts.RELEASE)
         self._hold = redis.register_script(scripts.HOLD)
         self._pop_held = redis.register_script(scripts.POP_HELD)
         # approval id -> session never changes: remembering it saves a round trip per decision.
@@ -170,14 +170,36 @@ class ApprovalStore:
         reason: str,
         conversation_id: str | None,
         expected_hash: str,
+        worker: str,
+        liveness_ttl_s: float,
     ) -> Transition:
-        """pending -> approved | rejected (or expired, when it is found overdue)."""
+        """pending -> rejected, or pending -> approved -> executing under `worker` (or
+        expired, when it is found overdue). On approval the worker's liveness key and the
+        sweeper's hint travel in the same round trip: recovery tells a crash by the liveness
+        key's absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-        reply = await self._decide(
-            keys=self._session_keys(record.session, record.id),
-            args=[record.id, status.value, actor, reason, conversation_id or "", expected_hash],
+        keys = self._session_keys(record.session, record.id)
+        pipe = self._pipeline()
+        if approve:
+            pipe.set(self.keys.worker(worker), "alive", px=int(liveness_ttl_s * 1000))
+            pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
+        pipe.eval(
+            scripts.DECIDE,
+            len(keys),
+            *keys,
+            record.id,
+            status.value,
+            actor,
+            reason,
+            conversation_id or "",
+            expected_hash,
+            worker,
         )
-        return _transition(reply)
+        return _transition((await pipe.execute())[-1])
+
+    async def release(self, session: str, approval_id: str) -> None:
+        """The session stops waiting for this approval: call once its result is in history."""
+        await self._release(keys=[self.keys.pending(session)], args=[approval_id])
 
     async def move(
         self,
@@ -188,15 +210,12 @@ class ApprovalStore:
         *,
         overdue_only: bool = False,
         worker: str = "",
-        release: bool = False,
         fields: dict[str, str] | None = None,
-        before: Pipeline | None = None,
     ) -> Transition:
-        """One status transition (the MOVE script); `before` holds commands to send in the
-        same round trip, ahead of it."""
+        """One status transition (the MOVE script)."""
         keys = self._session_keys(record.session, record.id)
         pairs = [item for kv in (fields or {}).items() for item in kv]
-        pipe = before if before is not None else self._pipeline()
+        pipe = self._pipeline()
         pipe.eval(
             scripts.MOVE,
             len(keys),
@@ -207,26 +226,9 @@ class ApprovalStore:
             actor,
             "1" if overdue_only else "0",
             worker,
-            "1" if release else "0",
             *pairs,
         )
         return _transition((await pipe.execute())[-1])
-
-    async def claim(self, record: ApprovalRecord, worker: str, ttl_s: float) -> Transition:
-        """approved -> executing, recorded before the side effect happens. The worker's
-        liveness key and the sweeper's hint are written in the same round trip: recovery
-        tells a crash by the liveness key's absence."""
-        pipe = self._pipeline()
-        pipe.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
-        pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
-        return await self.move(
-            record,
-            ApprovalStatus.APPROVED,
-            ApprovalStatus.EXECUTING,
-            worker,
-            fields={"worker": worker},
-            before=pipe,
-        )
 
     async def consume(self, record: ApprovalRecord, outcome: str) -> Transition:
         """executing -> consumed: the approval was used, whatever the tool did."""
@@ -235,7 +237,6 @@ class ApprovalStore:
             ApprovalStatus.EXECUTING,
             ApprovalStatus.CONSUMED,
             "runtime",
-            release=True,
             fields={"outcome": outcome},
         )
 
@@ -246,7 +247,6 @@ class ApprovalStore:
             ApprovalStatus.EXPIRED,
             "sweeper",
             overdue_only=True,
-            release=True,
         )
 
     async def mark_outcome_unknown(self, record: ApprovalRecord, dead_worker: str) -> Transition:
@@ -257,7 +257,6 @@ class ApprovalStore:
             ApprovalStatus.OUTCOME_UNKNOWN,
             "recovery",
             worker=dead_worker,
-            release=True,
             fields={"outcome": f"unknown: worker {dead_worker} stopped while executing"},
         )
 
@@ -299,7 +298,7 @@ class ApprovalStore:
     # --- held messages ----------------------------------------------------------------------
 
     async def hold(self, session: str, message: str) -> tuple[int, str]:
-        """(queue length, pending approval id) if held; (0, "") when nothing is pending."""
+        """(queue length, pending approval id or "") if held; (0, "") when it may run now."""
         reply = await self._hold(
             keys=[self.keys.pending(session), self.keys.held(session)],
             args=[message, self.ttl_ms],
@@ -317,12 +316,18 @@ class ApprovalStore:
 
     # --- standing "approve always" rules ---------------------------------------------------
 
-    async def add_rule(self, conversation_id: str, rule: str, actor: str, session: str) -> None:
-        await self.redis.sadd(self.keys.rules(conversation_id), rule)
+    async def add_rule(
+        self, conversation_id: str, rule: str, reasons: list[str], actor: str, session: str
+    ) -> None:
+        """A standing rule covers later calls with the same key whose risk reasons are among
+        the ones a human approved here (so `cp a b` approved never covers `cp .env /tmp`)."""
+        await self.redis.hset(self.keys.rules(conversation_id), rule, json.dumps(reasons))
         await self.audit(session, "rule_added", "", actor, f"{conversation_id}: {rule}")
 
-    async def has_rule(self, conversation_id: str, rule: str) -> bool:
-        return bool(await self.redis.sismember(self.keys.rules(conversation_id), rule))
+    async def rule_reasons(self, conversation_id: str, rule: str) -> set[str] | None:
+        """The reasons approved with a standing rule, or None if there is no such rule."""
+        value = await self.redis.hget(self.keys.rules(conversation_id), rule)
+        return None if value is None else set(json.loads(value))
 
     # --- audit ------------------------------------------------------------------------------
 
