@@ -50,6 +50,7 @@ from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.models import (
     Actor,
     ConversationRef,
+    Message,
     RunResult,
     StopReason,
     ToolCall,
@@ -59,7 +60,7 @@ from runtime.models import (
     UserMessage,
 )
 from runtime.providers.base import Provider
-from runtime.store.history import HistoryStore
+from runtime.store.history import HistoryStore, encode_message, parse_history
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
 
@@ -173,33 +174,40 @@ class Runtime:
         self, session: str, text: str, actor: Actor, conversation: ConversationRef
     ) -> RunResult:
         held = HeldMessage(text=text, actor=actor, conversation=conversation)
-        count, approval_id = await self.approvals.hold(session, held.model_dump_json())
-        if count and not approval_id:
+        user = UserMessage(content=text, actor=actor.key)
+        count, approval_id, raw = await self.approvals.enter(
+            session, held.model_dump_json(), encode_message(user)
+        )
+        if not count:
+            return await self._run_message(session, held, parse_history(raw))
+        if not approval_id:
             # Leftovers of an interrupted wait: they run first, in arrival order, then this one.
             result = await self._release_held(session)
             assert result is not None
             return result
-        if count:
-            if count == 1:  # tell the sender once per wait, not for every message
-                await self._emitter(conversation)(
-                    Notice(
-                        f"Waiting for a decision on approval {approval_id}; your message will "
-                        "run after it."
-                    )
+        if count == 1:  # tell the sender once per wait, not for every message
+            await self._emitter(conversation)(
+                Notice(
+                    f"Waiting for a decision on approval {approval_id}; your message will "
+                    "run after it."
                 )
-            return RunResult(
-                session=session,
-                stop_reason=StopReason.APPROVAL_REQUIRED,
-                steps=0,
-                approval_id=approval_id,
-                held=True,
             )
-        return await self._run_message(session, held)
+        return RunResult(
+            session=session,
+            stop_reason=StopReason.APPROVAL_REQUIRED,
+            steps=0,
+            approval_id=approval_id,
+            held=True,
+        )
 
-    async def _run_message(self, session: str, message: HeldMessage) -> RunResult:
+    async def _run_message(
+        self, session: str, message: HeldMessage, history: list[Message] | None = None
+    ) -> RunResult:
+        """Run one message; `history` is given when the message is already appended to it."""
         emit = self._emitter(message.conversation)
-        user = UserMessage(content=message.text, actor=message.actor.key)
-        history = await self.history.append_and_load(session, user)
+        if history is None:
+            user = UserMessage(content=message.text, actor=message.actor.key)
+            history = await self.history.append_and_load(session, user)
         if self.provider.offline_demo and len(history) == 1:
             await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation)

@@ -102,16 +102,20 @@ return {'ok', tostring(now)}
 """
 )
 
-# KEYS: pending, held
-# ARGV: message json, ttl ms
-# Holds a message while the session waits for a decision, or behind messages still held from an
-# interrupted wait; returns the queue length (0: not held) and the approval waited for.
-HOLD = """
+# KEYS: pending, held, history
+# ARGV: held message json, ttl ms, user message json
+# A new message either waits (the session waits for a decision, or messages held during an
+# interrupted wait are still queued): {queue length, approval id}; or it enters the history
+# in the same step: {0, '', history}.
+ENTER = """
 local id = redis.call('GET', KEYS[1])
-if not id and redis.call('LLEN', KEYS[2]) == 0 then return {0, ''} end
-local n = redis.call('RPUSH', KEYS[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
-return {n, id or ''}
+if id or redis.call('LLEN', KEYS[2]) > 0 then
+  local n = redis.call('RPUSH', KEYS[2], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
+  return {n, id or '', {}}
+end
+redis.call('RPUSH', KEYS[3], ARGV[3])
+return {0, '', redis.call('LRANGE', KEYS[3], 0, -1)}
 """
 
 # KEYS: pending, held

@@ -67,7 +67,7 @@ class ApprovalStore:
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
         self.ttl_ms = self.timeout_ms + int(grace_s * 1000)
         self._release = redis.register_script(scripts.RELEASE)
-        self._hold = redis.register_script(scripts.HOLD)
+        self._enter = redis.register_script(scripts.ENTER)
         self._pop_held = redis.register_script(scripts.POP_HELD)
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
@@ -297,13 +297,14 @@ class ApprovalStore:
 
     # --- held messages ----------------------------------------------------------------------
 
-    async def hold(self, session: str, message: str) -> tuple[int, str]:
-        """(queue length, pending approval id or "") if held; (0, "") when it may run now."""
-        reply = await self._hold(
-            keys=[self.keys.pending(session), self.keys.held(session)],
-            args=[message, self.ttl_ms],
+    async def enter(self, session: str, held: str, user_message: str) -> tuple[int, str, list[str]]:
+        """Let a message in, or hold it. Held: (queue length, approval waited for or "", []).
+        Let in: (0, "", the session's raw history, now ending with `user_message`)."""
+        reply = await self._enter(
+            keys=[self.keys.pending(session), self.keys.held(session), self.keys.history(session)],
+            args=[held, self.ttl_ms, user_message],
         )
-        return int(reply[0]), str(reply[1])
+        return int(reply[0]), str(reply[1]), [str(item) for item in reply[2]]
 
     async def pop_held(self, session: str) -> str | None:
         """The next held message, unless the session waits for a decision again."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from redis.asyncio import Redis
 
 from runtime.models import MESSAGE_ADAPTER, Message
@@ -17,21 +19,28 @@ class HistoryStore:
         """Append in one command (all or nothing); returns the new length."""
         if not messages:
             return await self.length(session)
-        payload = [MESSAGE_ADAPTER.dump_json(m, exclude_none=True).decode() for m in messages]
+        payload = [encode_message(m) for m in messages]
         return int(await self.redis.rpush(self.keys.history(session), *payload))
 
     async def append_and_load(self, session: str, message: Message) -> list[Message]:
         """Append one message and return the whole history, in one round trip."""
         key = self.keys.history(session)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.rpush(key, MESSAGE_ADAPTER.dump_json(message, exclude_none=True).decode())
+        pipe.rpush(key, encode_message(message))
         pipe.lrange(key, 0, -1)
         _, raw = await pipe.execute()
-        return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
+        return parse_history(raw)
 
     async def load(self, session: str) -> list[Message]:
-        raw = await self.redis.lrange(self.keys.history(session), 0, -1)
-        return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
+        return parse_history(await self.redis.lrange(self.keys.history(session), 0, -1))
 
     async def length(self, session: str) -> int:
         return int(await self.redis.llen(self.keys.history(session)))
+
+
+def encode_message(message: Message) -> str:
+    return MESSAGE_ADAPTER.dump_json(message, exclude_none=True).decode()
+
+
+def parse_history(raw: Sequence[str | bytes]) -> list[Message]:
+    return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
