@@ -127,3 +127,21 @@ async def test_bench_approval_prints_round_trip_and_checkpoint_ratio(
     assert code == 0, err
     assert "approval round trip" in out
     assert "checkpoint write ratio 10,000 / 10" in out
+
+
+async def test_policy_file_risk_and_approver_tables_take_effect(workdir: Path) -> None:
+    (workdir / "clawgate.toml").write_text(
+        '[risk]\nsafe_programs = ["sleep"]\nask_patterns = ["echo\\\\s+launch"]\n\n'
+        '[approvals.conversations."console:console:local"]\napprovers = ["slack:U1"]\n'
+    )
+    code, out, _ = await chat("run: sleep 0\nrun: echo launch\n", workdir, clean_env(), "chat")
+    assert code == 0
+    assert out.count("[approval needed]") == 1  # sleep is now safe; the ask pattern asks
+    assert "matches the ask pattern" in out
+
+
+async def test_policy_file_mistakes_fail_at_start(workdir: Path) -> None:
+    (workdir / "clawgate.toml").write_text('[risk]\nask_patterns = ["("]\nunknown = 1\n')
+    code, _, err = await chat("", workdir, clean_env(), "chat")
+    assert code == 2
+    assert "risk.unknown" in err and "ask_patterns" in err
