@@ -111,6 +111,33 @@ _TRANSITION_MESSAGES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A recorded decision: the record, its checkpoint, the session's history right after the
+    decision, and for a rejection the result it recorded for the call."""
+
+    record: ApprovalRecord
+    checkpoint: Checkpoint
+    history: list[Message]
+    rejection: ToolResult | None
+
+
+def _is_last(checkpoint: Checkpoint) -> bool:
+    return checkpoint.index == len(checkpoint.calls) - 1
+
+
+def _rejection(call: ToolCall, decider: Actor, reason: str | None) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status=ToolStatus.DENIED,
+        model_text=(
+            f"rejected by {decider.key}: {reason or 'no reason given'}; the tool was not executed"
+        ),
+        display=f"{call.name} rejected by {decider.key}",
+    )
+
+
 def _not_executed(call: ToolCall, why: str) -> ToolResult:
     return ToolResult(
         call_id=call.id,
@@ -328,11 +355,11 @@ class Runtime:
             return _refused(REDIS_DOWN)
         if isinstance(decided, Decision):
             return decided
-        record, checkpoint = decided
+        record = decided.record
         try:
             await self._update_notice(record)
             note = await self._add_standing_rule(record, actor) if approve and always else ""
-            result = await self._resume(record, checkpoint, actor, approve, reason)
+            result = await self._resume(decided, actor)
             await self._release_held(record.session)
         except RedisError:
             # Past the point of no return: say what is known, never "nothing was executed".
@@ -352,8 +379,8 @@ class Runtime:
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
-    ) -> Decision | tuple[ApprovalRecord, Checkpoint]:
-        """Check who may decide, then run the DECIDE script: a refusal, or the decided record."""
+    ) -> Decision | Decided:
+        """Check who may decide, then run the DECIDE script: a refusal, or what was decided."""
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
             return _refused(f"unknown approval id {approval_id!r}")
@@ -364,7 +391,9 @@ class Runtime:
         if refusal is not None:
             await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
             return _refused(f"You cannot decide approval {record.id}: {refusal}.")
-        transition = await self.approvals.decide(
+        call = checkpoint.calls[checkpoint.index]
+        rejection = None if approve else _rejection(call, actor, reason)
+        transition, raw_history = await self.approvals.decide(
             record,
             approve,
             actor.key,
@@ -373,6 +402,8 @@ class Runtime:
             self._checkpoint_hash(checkpoint),
             self.worker_id,
             self.config.liveness_ttl,
+            rejection=encode_message(rejection.to_message()) if rejection else "",
+            last=_is_last(checkpoint),
         )
         if not transition.ok:
             if transition.outcome == "expired":
@@ -382,7 +413,7 @@ class Runtime:
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )
-        return decided, checkpoint
+        return Decided(decided, checkpoint, parse_history(raw_history), rejection)
 
     def _checkpoint_hash(self, checkpoint: Checkpoint) -> str:
         call = checkpoint.calls[checkpoint.index]
@@ -406,20 +437,17 @@ class Runtime:
     async def _update_notice(self, record: ApprovalRecord) -> None:
         await self.channel.send(record.conversation, ApprovalUpdated(self._notice(record)))
 
-    async def _resume(
-        self,
-        record: ApprovalRecord,
-        checkpoint: Checkpoint,
-        decider: Actor,
-        approve: bool,
-        reason: str | None,
-    ) -> RunResult:
+    async def _resume(self, decided: Decided, decider: Actor) -> RunResult:
+        """Continue the run from its checkpoint: the decided call's result (a rejection, or the
+        approved call's output) is already in history; the rest of its batch runs, then the
+        loop goes on."""
+        record, checkpoint = decided.record, decided.checkpoint
         emit = self._emitter(checkpoint.conversation)
-        history = await self.history.load(checkpoint.session)
         ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
-        state = RunState(checkpoint.session, history, ctx, emit, step=checkpoint.step)
+        state = RunState(checkpoint.session, decided.history, ctx, emit, step=checkpoint.step)
         call = checkpoint.calls[checkpoint.index]
-        if approve:
+        first = decided.rejection
+        if first is None:
             self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
             first = await self._execute_approved(record, checkpoint, state)
             if first is None:  # recovery settled it meanwhile and wrote its result
@@ -430,38 +458,32 @@ class Runtime:
                     steps=state.step,
                     error="the approval was settled by recovery while it ran",
                 )
+            state.history.append(first.to_message())
         else:
-            first = ToolResult(
-                call_id=call.id,
-                tool=call.name,
-                status=ToolStatus.DENIED,
-                model_text=(
-                    f"rejected by {decider.key}: {reason or 'no reason given'}; "
-                    "the tool was not executed"
-                ),
-                display=f"{call.name} rejected by {decider.key}",
-            )
             state.rejected[fingerprint(call)] = decider.key
 
         async def continue_run() -> tuple[RunResult, Suspension | None]:
-            stop = await self.loop.run_batch(
-                state,
-                checkpoint.calls,
-                checkpoint.index + 1,
-                [*checkpoint.prior_results, first],
-                head=[first.to_message()],
-            )
-            # The decided call's result is in history: only now may other messages run.
-            await self.approvals.release(checkpoint.session, record.id)
-            return stop if stop is not None else await self.loop.run(state)
+            if not _is_last(checkpoint):
+                stop = await self.loop.run_batch(
+                    state,
+                    checkpoint.calls,
+                    checkpoint.index + 1,
+                    [*checkpoint.prior_results, first],
+                )
+                # The whole batch is answered in history: only now may other messages run.
+                await self.approvals.release(checkpoint.session, record.id)
+                if stop is not None:
+                    return stop
+            return await self.loop.run(state)
 
         return await self._drive(state, continue_run())
 
     async def _execute_approved(
         self, record: ApprovalRecord, checkpoint: Checkpoint, state: RunState
     ) -> ToolResult | None:
-        """Run the frozen call (status `executing` since the decision) -> consumed. None when
-        recovery took the approval over meanwhile: then its result is not ours to write."""
+        """Run the frozen call (status `executing` since the decision) -> consumed, its result
+        recorded in history by the same script. None when recovery took the approval over
+        meanwhile: then the call's answer is not ours to write."""
         call = checkpoint.calls[checkpoint.index]
         async with self._alive():
             if self._checkpoint_hash(checkpoint) != record.call_hash:
@@ -473,8 +495,12 @@ class Runtime:
                     # Cancelled or crashed mid-call: whether it took effect is unknown.
                     await asyncio.shield(self._interrupted(record, checkpoint))
                     raise
-            # Consumed whatever the tool did: an approval is good for one execution.
-            consumed = await self.approvals.consume(record, result.status.value)
+            consumed = await self.approvals.consume(
+                record,
+                result.status.value,
+                encode_message(result.to_message()),
+                last=_is_last(checkpoint),
+            )
         if not consumed.ok:
             log.warning("approval %s was settled by recovery while it ran", record.id)
             return None
@@ -546,7 +572,7 @@ class Runtime:
             if refusal is not None:
                 return f"You cannot cancel approval {record.id}: {refusal}."
         reason = f"cancelled by {actor.key}"
-        transition = await self.approvals.decide(
+        transition, _ = await self.approvals.decide(
             record,
             False,
             actor.key,

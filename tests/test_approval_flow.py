@@ -420,7 +420,7 @@ async def test_a_decider_that_dies_before_running_the_call_leaves_outcome_unknow
     record, checkpoint = await runtime.approvals.load(approval_id) or (None, None)
     assert record is not None and checkpoint is not None
     # Another process recorded the approval and died before it could run the call.
-    transition = await runtime.approvals.decide(
+    transition, _ = await runtime.approvals.decide(
         record, True, ADMIN.key, "", HERE.id, record.call_hash, "dead-worker", 0.2
     )
     assert transition.ok

@@ -20,6 +20,12 @@ local function audit(event, actor, status, extra)
   for i = 1, #extra do entry[#entry + 1] = extra[i] end
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', 10000, '*', unpack(entry))
 end
+-- The decided call's result enters the history in the same step as the decision itself; when
+-- it was the last call of its batch the session stops waiting too.
+local function record_result(message, last)
+  if message ~= '' then redis.call('RPUSH', KEYS[4], message) end
+  if last == '1' and redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+end
 """
 
 # KEYS: approval, pending, session audit
@@ -40,12 +46,12 @@ return {'ok', tostring(now), tostring(expires)}
 """
 )
 
-# KEYS: approval, pending, session audit
+# KEYS: approval, pending, session audit, history
 # ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash,
-#       worker
+#       worker, rejection result message json ('' = none), '1' = last call of its batch
 # An approval goes straight on to `executing` (both transitions audited) under the deciding
-# worker: there is no window in which it is approved but owned by nobody. The session stays
-# marked pending until the runtime has written the call's result to history (RELEASE).
+# worker: there is no window in which it is approved but owned by nobody. A rejection records
+# the call's result in history at once.
 DECIDE = (
     _PRELUDE
     + """
@@ -74,6 +80,8 @@ if ARGV[2] == 'approved' then
   redis.call('HSET', KEYS[1], 'status', 'executing', 'worker', ARGV[7], 'executing_at', now,
     'version', version + 2)
   audit('executing', ARGV[7], 'executing', {})
+else
+  record_result(ARGV[8], ARGV[9])
 end
 return {'ok', tostring(version + 1)}
 """
@@ -124,6 +132,23 @@ POP_HELD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 return redis.call('LPOP', KEYS[2])
 """
+
+# KEYS: approval, pending, session audit, history
+# ARGV: id, outcome, result message json, '1' = last call of its batch
+# executing -> consumed, with the call's result recorded in history in the same step: exactly
+# one of this and recovery (MOVE to outcome_unknown) gets to answer the call.
+CONSUME = (
+    _PRELUDE
+    + """
+local f = redis.call('HMGET', KEYS[1], 'status', 'version', 'decided_by')
+if f[1] ~= 'executing' then return {'wrong_status', f[1] or '', f[3] or ''} end
+redis.call('HSET', KEYS[1], 'status', 'consumed', 'outcome', ARGV[2], 'consumed_at', now,
+  'version', tonumber(f[2]) + 1)
+audit('consumed', 'runtime', 'consumed', {'outcome', ARGV[2]})
+record_result(ARGV[3], ARGV[4])
+return {'ok', tostring(now)}
+"""
+)
 
 # KEYS: pending
 # ARGV: approval id

@@ -77,6 +77,7 @@ class ApprovalStore:
             self.keys.approval(session, approval_id),
             self.keys.pending(session),
             self.keys.session_audit(session),
+            self.keys.history(session),
         ]
 
     def _pipeline(self) -> Pipeline:
@@ -172,11 +173,15 @@ class ApprovalStore:
         expected_hash: str,
         worker: str,
         liveness_ttl_s: float,
-    ) -> Transition:
-        """pending -> rejected, or pending -> approved -> executing under `worker` (or
-        expired, when it is found overdue). On approval the worker's liveness key and the
-        sweeper's hint travel in the same round trip: recovery tells a crash by the liveness
-        key's absence."""
+        rejection: str = "",
+        last: bool = False,
+    ) -> tuple[Transition, list[str]]:
+        """pending -> rejected (with `rejection`, the call's result message, recorded in history
+        and the session released when `last`), or pending -> approved -> executing under
+        `worker` (or expired, when found overdue). Also returns the session's history as it
+        stands after the decision, read in the same round trip. On approval the worker's
+        liveness key and the sweeper's hint travel along: recovery tells a crash by the
+        liveness key's absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         keys = self._session_keys(record.session, record.id)
         pipe = self._pipeline()
@@ -194,8 +199,12 @@ class ApprovalStore:
             conversation_id or "",
             expected_hash,
             worker,
+            rejection,
+            "1" if last else "0",
         )
-        return _transition((await pipe.execute())[-1])
+        pipe.lrange(self.keys.history(record.session), 0, -1)
+        *_, reply, history = await pipe.execute()
+        return _transition(reply), [str(item) for item in history]
 
     async def release(self, session: str, approval_id: str) -> None:
         """The session stops waiting for this approval: call once its result is in history."""
@@ -230,15 +239,18 @@ class ApprovalStore:
         )
         return _transition((await pipe.execute())[-1])
 
-    async def consume(self, record: ApprovalRecord, outcome: str) -> Transition:
-        """executing -> consumed: the approval was used, whatever the tool did."""
-        return await self.move(
-            record,
-            ApprovalStatus.EXECUTING,
-            ApprovalStatus.CONSUMED,
-            "runtime",
-            fields={"outcome": outcome},
+    async def consume(
+        self, record: ApprovalRecord, outcome: str, result: str, last: bool
+    ) -> Transition:
+        """executing -> consumed, whatever the tool did (an approval is good for one
+        execution), with `result`, the call's result message, recorded in history in the same
+        step; the session is released when it was the last call of its batch."""
+        keys = self._session_keys(record.session, record.id)
+        pipe = self._pipeline()
+        pipe.eval(
+            scripts.CONSUME, len(keys), *keys, record.id, outcome, result, "1" if last else "0"
         )
+        return _transition((await pipe.execute())[-1])
 
     async def expire(self, record: ApprovalRecord) -> Transition:
         return await self.move(
