@@ -23,7 +23,9 @@ from runtime.executor import ToolExecutor
 from runtime.loop import RunState, Suspension
 from runtime.models import (
     Actor,
+    AssistantMessage,
     ConversationRef,
+    Message,
     RunResult,
     StopReason,
     ToolCall,
@@ -154,8 +156,8 @@ async def bench_approval_round_trips(rounds: int, settings: Settings, workdir: P
 async def bench_checkpoint_writes(
     writes: int, prior_messages: int, settings: Settings, workdir: Path
 ) -> list[float]:
-    """Time of the suspension step (approval record + checkpoint write, notice) in a session
-    that already holds `prior_messages` messages."""
+    """Time of the suspension step (approval record + checkpoint + the turn's history write,
+    notice) in a session that already holds `prior_messages` messages."""
     async with _bench_runtime(settings, workdir, gated=True) as runtime:
         session = f"bench:cp{prior_messages}"
         filler = [UserMessage(content=f"message {i}") for i in range(prior_messages)]
@@ -175,7 +177,8 @@ async def bench_checkpoint_writes(
                 model_text="",
                 display="",
             )
-            suspension = Suspension(1, [call], 0, [], pending)
+            turn: list[Message] = [AssistantMessage(tool_calls=[call])]
+            suspension = Suspension(1, [call], 0, [], pending, turn)
             t0 = time.perf_counter_ns()
             await runtime.suspend(state, suspension, result)
             samples.append((time.perf_counter_ns() - t0) / 1000)

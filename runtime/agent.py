@@ -120,6 +120,7 @@ class Decided:
     checkpoint: Checkpoint
     history: list[Message]
     rejection: ToolResult | None
+    held: int  # messages held when a rejection released the session
 
 
 def _is_last(checkpoint: Checkpoint) -> bool:
@@ -286,7 +287,7 @@ class Runtime:
             calls=suspension.calls,
             index=suspension.index,
             prior_results=suspension.prior,
-            history_len=len(state.history),
+            history_len=len(state.history) + len(suspension.unsaved),
         )
         arguments = canonical_arguments(call)
         record = ApprovalRecord(
@@ -300,8 +301,9 @@ class Runtime:
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
             reasons=suspension.result.reasons,
         )
+        unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
-            record = await self.approvals.create(record, checkpoint)
+            record = await self.approvals.create(record, checkpoint, unsaved)
         except RedisError:
             log.exception("session %s: could not store an approval request", state.session)
             text = (
@@ -310,6 +312,7 @@ class Runtime:
             )
             await state.emit(Reply(text))
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
+        state.history.extend(suspension.unsaved)
         ref = await self.channel.send(ctx.conversation, ApprovalRequested(self._notice(record)))
         if ref:
             await self.approvals.set_notice(record, ref)
@@ -359,8 +362,9 @@ class Runtime:
         try:
             await self._update_notice(record)
             note = await self._add_standing_rule(record, actor) if approve and always else ""
-            result = await self._resume(decided, actor)
-            await self._release_held(record.session)
+            result, held = await self._resume(decided, actor)
+            if held:
+                await self._release_held(record.session)
         except RedisError:
             # Past the point of no return: say what is known, never "nothing was executed".
             log.exception("approval %s: Redis failed after the decision", record.id)
@@ -413,7 +417,7 @@ class Runtime:
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )
-        return Decided(decided, checkpoint, parse_history(raw_history), rejection)
+        return Decided(decided, checkpoint, parse_history(raw_history), rejection, transition.held)
 
     def _checkpoint_hash(self, checkpoint: Checkpoint) -> str:
         call = checkpoint.calls[checkpoint.index]
@@ -437,30 +441,34 @@ class Runtime:
     async def _update_notice(self, record: ApprovalRecord) -> None:
         await self.channel.send(record.conversation, ApprovalUpdated(self._notice(record)))
 
-    async def _resume(self, decided: Decided, decider: Actor) -> RunResult:
+    async def _resume(self, decided: Decided, decider: Actor) -> tuple[RunResult, int]:
         """Continue the run from its checkpoint: the decided call's result (a rejection, or the
         approved call's output) is already in history; the rest of its batch runs, then the
-        loop goes on."""
+        loop goes on. Also returns how many messages were held when the session was
+        released."""
         record, checkpoint = decided.record, decided.checkpoint
         emit = self._emitter(checkpoint.conversation)
         ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
         state = RunState(checkpoint.session, decided.history, ctx, emit, step=checkpoint.step)
         call = checkpoint.calls[checkpoint.index]
-        first = decided.rejection
+        first, held = decided.rejection, decided.held
         if first is None:
             self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
-            first = await self._execute_approved(record, checkpoint, state)
-            if first is None:  # recovery settled it meanwhile and wrote its result
+            executed = await self._execute_approved(record, checkpoint, state)
+            if executed is None:  # recovery settled it meanwhile and wrote its result
                 self._cancels.pop(state.session, None)
-                return RunResult(
+                failed = RunResult(
                     session=state.session,
                     stop_reason=StopReason.ERROR,
                     steps=state.step,
                     error="the approval was settled by recovery while it ran",
                 )
+                return failed, 1
+            first, held = executed
             state.history.append(first.to_message())
         else:
             state.rejected[fingerprint(call)] = decider.key
+        released = [held]
 
         async def continue_run() -> tuple[RunResult, Suspension | None]:
             if not _is_last(checkpoint):
@@ -471,16 +479,16 @@ class Runtime:
                     [*checkpoint.prior_results, first],
                 )
                 # The whole batch is answered in history: only now may other messages run.
-                await self.approvals.release(checkpoint.session, record.id)
+                released[0] = await self.approvals.release(checkpoint.session, record.id)
                 if stop is not None:
                     return stop
             return await self.loop.run(state)
 
-        return await self._drive(state, continue_run())
+        return await self._drive(state, continue_run()), released[0]
 
     async def _execute_approved(
         self, record: ApprovalRecord, checkpoint: Checkpoint, state: RunState
-    ) -> ToolResult | None:
+    ) -> tuple[ToolResult, int] | None:
         """Run the frozen call (status `executing` since the decision) -> consumed, its result
         recorded in history by the same script. None when recovery took the approval over
         meanwhile: then the call's answer is not ours to write."""
@@ -504,7 +512,7 @@ class Runtime:
         if not consumed.ok:
             log.warning("approval %s was settled by recovery while it ran", record.id)
             return None
-        return result
+        return result, consumed.held
 
     async def _interrupted(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
         try:

@@ -49,6 +49,7 @@ class Suspension:
     index: int
     prior: list[ToolResult]  # results of calls[:index]
     result: ToolResult  # the suspended call's result, with the risk reasons
+    unsaved: list[Message]  # the turn so far, for history: written with the checkpoint
 
 
 def fingerprint(call: ToolCall) -> str:
@@ -139,17 +140,25 @@ class AgentLoop:
         head: Sequence[Message] = (),
         grants: dict[str, str] | None = None,
     ) -> tuple[RunResult, Suspension | None] | None:
-        """Run `calls[start:]` and append `head` plus their results in one history write.
-        Returns how the run stopped, or None when the loop should ask the model again."""
+        """Run `calls[start:]` and append `head` plus their results in one history write (on
+        suspension the caller writes them with the checkpoint). Returns how the run stopped,
+        or None when the loop should ask the model again."""
         executor = ToolExecutor(self.registry, self.max_tool_result_chars, state.emit)
         outcome = await executor.execute(calls, state.ctx, start=start, prior=prior, grants=grants)
         done = outcome.results if outcome.suspended_at is None else outcome.results[:-1]
-        await self._append(state, [*head, *(r.to_message() for r in done)])
+        produced = [*head, *(r.to_message() for r in done)]
         if outcome.suspended_at is not None:
+            # Not appended here: the checkpoint write appends them in the same atomic step.
             suspension = Suspension(
-                state.step, calls, outcome.suspended_at, [*prior, *done], outcome.results[-1]
+                state.step,
+                calls,
+                outcome.suspended_at,
+                [*prior, *done],
+                outcome.results[-1],
+                produced,
             )
             return self._result(state, StopReason.APPROVAL_REQUIRED), suspension
+        await self._append(state, produced)
         if outcome.cancelled:
             return self._result(state, StopReason.CANCELLED), None
         return None

@@ -28,9 +28,10 @@ local function record_result(message, last)
 end
 """
 
-# KEYS: approval, pending, session audit
+# KEYS: approval, pending, session audit, history
 # ARGV: id, record json, checkpoint json, conversation id, call hash, timeout ms, ttl ms,
-#       requester, tool
+#       requester, tool, then the turn's messages to append to history
+# The checkpoint and the history it points into are written together.
 CREATE = (
     _PRELUDE
     + """
@@ -41,12 +42,13 @@ redis.call('HSET', KEYS[1], 'record', ARGV[2], 'checkpoint', ARGV[3], 'conversat
   'version', 1)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
 redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[7]))
+for i = 10, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
 audit('requested', ARGV[8], 'pending', {'tool', ARGV[9]})
 return {'ok', tostring(now), tostring(expires)}
 """
 )
 
-# KEYS: approval, pending, session audit, history
+# KEYS: approval, pending, session audit, history, held
 # ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash,
 #       worker, rejection result message json ('' = none), '1' = last call of its batch
 # An approval goes straight on to `executing` (both transitions audited) under the deciding
@@ -83,7 +85,7 @@ if ARGV[2] == 'approved' then
 else
   record_result(ARGV[8], ARGV[9])
 end
-return {'ok', tostring(version + 1)}
+return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5])}
 """
 )
 
@@ -133,8 +135,9 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 return redis.call('LPOP', KEYS[2])
 """
 
-# KEYS: approval, pending, session audit, history
+# KEYS: approval, pending, session audit, history, held
 # ARGV: id, outcome, result message json, '1' = last call of its batch
+# Answers how many messages are held, so the caller knows whether to release any.
 # executing -> consumed, with the call's result recorded in history in the same step: exactly
 # one of this and recovery (MOVE to outcome_unknown) gets to answer the call.
 CONSUME = (
@@ -146,14 +149,15 @@ redis.call('HSET', KEYS[1], 'status', 'consumed', 'outcome', ARGV[2], 'consumed_
   'version', tonumber(f[2]) + 1)
 audit('consumed', 'runtime', 'consumed', {'outcome', ARGV[2]})
 record_result(ARGV[3], ARGV[4])
-return {'ok', tostring(now)}
+return {'ok', tostring(now), '', redis.call('LLEN', KEYS[5])}
 """
 )
 
-# KEYS: pending
+# KEYS: pending, held
 # ARGV: approval id
-# The session stops waiting for this approval (not for a newer one).
+# The session stops waiting for this approval (not for a newer one); answers how many messages
+# are held.
 RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LLEN', KEYS[2])
 """

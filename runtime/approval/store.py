@@ -44,6 +44,7 @@ class Transition:
     outcome: str
     status: str | None = None  # the status found, for `already` / `wrong_status`
     decided_by: str | None = None
+    held: int = 0  # messages held in the session, when the transition released it
 
     @property
     def ok(self) -> bool:
@@ -54,7 +55,8 @@ def _transition(reply: list[Any]) -> Transition:
     outcome = str(reply[0])
     status = str(reply[1]) if len(reply) > 1 and outcome != "ok" else None
     decided_by = str(reply[2]) if len(reply) > 2 and reply[2] else None
-    return Transition(outcome, status, decided_by)
+    held = int(reply[3]) if len(reply) > 3 else 0
+    return Transition(outcome, status, decided_by, held)
 
 
 class ApprovalStore:
@@ -78,6 +80,7 @@ class ApprovalStore:
             self.keys.pending(session),
             self.keys.session_audit(session),
             self.keys.history(session),
+            self.keys.held(session),
         ]
 
     def _pipeline(self) -> Pipeline:
@@ -85,10 +88,12 @@ class ApprovalStore:
         # redis-py spend an extra SCRIPT EXISTS round trip on every execute.
         return self.redis.pipeline(transaction=False)
 
-    async def create(self, record: ApprovalRecord, checkpoint: Checkpoint) -> ApprovalRecord:
-        """One atomic write of the record and its checkpoint (the CREATE script); the session is
-        marked pending. The id index and the sweeper's hint travel in the same round trip: they
-        live outside the session's hash slot."""
+    async def create(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, messages: list[str]
+    ) -> ApprovalRecord:
+        """One atomic write of the record, its checkpoint and the turn's `messages` appended to
+        history (the CREATE script); the session is marked pending. The id index and the
+        sweeper's hint travel in the same round trip: they live outside the session's slot."""
         pipe = self._pipeline()
         pipe.set(self.keys.approval_index(record.id), record.session, px=self.ttl_ms, nx=True)
         keys = self._session_keys(record.session, record.id)
@@ -105,6 +110,7 @@ class ApprovalStore:
             self.ttl_ms,
             record.requester.key,
             record.tool,
+            *messages,
         )
         # A hint only: the script's server-time expiry is what decisions check.
         pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + self.timeout_ms})
@@ -206,9 +212,11 @@ class ApprovalStore:
         *_, reply, history = await pipe.execute()
         return _transition(reply), [str(item) for item in history]
 
-    async def release(self, session: str, approval_id: str) -> None:
-        """The session stops waiting for this approval: call once its result is in history."""
-        await self._release(keys=[self.keys.pending(session)], args=[approval_id])
+    async def release(self, session: str, approval_id: str) -> int:
+        """The session stops waiting for this approval: call once its batch is answered in
+        history. Returns how many messages are held."""
+        keys = [self.keys.pending(session), self.keys.held(session)]
+        return int(await self._release(keys=keys, args=[approval_id]))
 
     async def move(
         self,
