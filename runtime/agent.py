@@ -578,6 +578,7 @@ class Runtime:
         if actor.key != record.requester.key:
             refusal = self.approvers.refusal(actor, record)
             if refusal is not None:
+                await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
                 return f"You cannot cancel approval {record.id}: {refusal}."
         reason = f"cancelled by {actor.key}"
         transition, _ = await self.approvals.decide(

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.models import ToolCall, ToolResult
+from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.tools.base import Tool, ToolArgs, ToolContext
 
 
@@ -29,6 +29,24 @@ class Middleware(Protocol):
     """Return `await call_next(invocation)` to pass on, or a `ToolResult` to short-circuit."""
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult: ...
+
+
+def stop_here(
+    invocation: ToolInvocation,
+    status: ToolStatus,
+    model_text: str,
+    display: str,
+    reasons: Sequence[str] = (),
+) -> ToolResult:
+    """The result of a middleware that short-circuits: the tool does not run."""
+    return ToolResult(
+        call_id=invocation.call.id,
+        tool=invocation.tool.name,
+        status=status,
+        model_text=model_text,
+        display=display,
+        reasons=list(reasons),
+    )
 
 
 def build_chain(middlewares: Sequence[Middleware], endpoint: Handler) -> Handler:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from runtime.middleware import Handler, ToolInvocation
+from runtime.middleware import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
 
 
-def denied(invocation: ToolInvocation, reason: str) -> ToolResult:
-    return ToolResult(
-        call_id=invocation.call.id,
-        tool=invocation.tool.name,
-        status=ToolStatus.DENIED,
-        model_text=f"{reason}; the tool was not executed",
-        display=f"{invocation.tool.name} denied: {reason}",
+def denied(invocation: ToolInvocation, reason: str, reasons: Sequence[str] = ()) -> ToolResult:
+    return stop_here(
+        invocation,
+        ToolStatus.DENIED,
+        f"{reason}; the tool was not executed",
+        f"{invocation.tool.name} denied: {reason}",
+        reasons,
     )
 
 

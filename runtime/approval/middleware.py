@@ -8,7 +8,7 @@ from typing import Any
 
 from runtime.approval.risk import RiskPolicy, Verdict, command_signature
 from runtime.approval.store import ApprovalStore
-from runtime.middleware import Handler, ToolInvocation
+from runtime.middleware import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
 from runtime.tool_policy import denied
 
@@ -31,13 +31,12 @@ def standing_rule(tool: str, arguments: dict[str, Any]) -> str | None:
 
 def suspended(invocation: ToolInvocation, reasons: tuple[str, ...]) -> ToolResult:
     why = "; ".join(reasons)
-    return ToolResult(
-        call_id=invocation.call.id,
-        tool=invocation.tool.name,
-        status=ToolStatus.SUSPENDED,
-        model_text=f"waiting for a human to approve this call ({why})",
-        display=f"{invocation.tool.name} needs approval: {why}",
-        reasons=list(reasons),
+    return stop_here(
+        invocation,
+        ToolStatus.SUSPENDED,
+        f"waiting for a human to approve this call ({why})",
+        f"{invocation.tool.name} needs approval: {why}",
+        reasons,
     )
 
 
@@ -51,10 +50,8 @@ class HumanApprovalMiddleware:
         decision = self.policy.assess(invocation.tool.name, arguments)
         if decision.verdict is Verdict.DENY:
             # Even an approval cannot let a catastrophic call through.
-            result = denied(
-                invocation, "refused by the risk policy: " + "; ".join(decision.reasons)
-            )
-            return result.model_copy(update={"reasons": list(decision.reasons)})
+            why = "refused by the risk policy: " + "; ".join(decision.reasons)
+            return denied(invocation, why, decision.reasons)
         if decision.verdict is Verdict.ALLOW or invocation.grant is not None:
             return await call_next(invocation)
         conversation = invocation.context.conversation
