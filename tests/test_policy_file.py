@@ -1,0 +1,24 @@
+"""The policy file: the shipped example loads, and mistakes are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.policy_file import PolicyFileError, load_policy_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_shipped_example_loads() -> None:
+    policy = load_policy_file(REPO / "deploy" / "clawgate.toml")
+    assert policy.risk.ask_patterns == [r"terraform\s+apply"]
+    assert policy.approvals.requester_may_approve is False
+
+
+def test_a_typo_is_an_error_not_a_silently_looser_policy(tmp_path: Path) -> None:
+    path = tmp_path / "clawgate.toml"
+    path.write_text('[tools]\ndenny = ["bash"]\n')
+    with pytest.raises(PolicyFileError, match=r"tools\.denny"):
+        load_policy_file(path)
