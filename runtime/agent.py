@@ -208,11 +208,17 @@ class Runtime:
         )
         if not count:
             return await self._run_message(session, held, parse_history(raw))
+        waiting = RunResult(
+            session=session,
+            stop_reason=StopReason.APPROVAL_REQUIRED,
+            steps=0,
+            approval_id=approval_id or None,
+            held=True,
+        )
         if not approval_id:
-            # Leftovers of an interrupted wait: they run first, in arrival order, then this one.
-            result = await self._release_held(session)
-            assert result is not None
-            return result
+            # Leftovers of an interrupted wait: they run first, in arrival order, then this one
+            # (unless the session started waiting again meanwhile: then all of them wait).
+            return await self._release_held(session) or waiting
         if count == 1:  # tell the sender once per wait, not for every message
             await self._emitter(conversation)(
                 Notice(
@@ -220,13 +226,7 @@ class Runtime:
                     "run after it."
                 )
             )
-        return RunResult(
-            session=session,
-            stop_reason=StopReason.APPROVAL_REQUIRED,
-            steps=0,
-            approval_id=approval_id,
-            held=True,
-        )
+        return waiting
 
     async def _run_message(
         self, session: str, message: HeldMessage, history: list[Message] | None = None
