@@ -281,9 +281,9 @@ async def test_expired_approval_is_refused_and_its_notice_updated(
 
 
 async def test_sweeper_expires_overdue_approvals(redis: aioredis.Redis, workdir: Path) -> None:
-    runtime, channel, approval_id = await suspend_rm(redis, workdir, timeout_s=0.2)
-    assert await runtime.sweep() == 0
-    await asyncio.sleep(0.3)
+    runtime, channel, approval_id = await suspend_rm(redis, workdir, timeout_s=1.5)
+    assert await runtime.sweep() == 0  # not yet due
+    await asyncio.sleep(1.6)
     assert await runtime.sweep() == 1
     assert await status_of(redis, "s1", approval_id) == "expired"
     assert channel.of(ApprovalUpdated)[-1].notice.status == "expired"
