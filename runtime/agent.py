@@ -78,6 +78,10 @@ DEMO_NOTICE = (
 )
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
+REDIS_DOWN_RUN = (
+    "Sorry, I cannot reach my storage (Redis) right now, so your request was not (fully) "
+    "processed; please try again shortly."
+)
 REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
 
 
@@ -199,6 +203,20 @@ class Runtime:
     # --- messages ---------------------------------------------------------------------------
 
     async def run(
+        self, session: str, text: str, actor: Actor, conversation: ConversationRef
+    ) -> RunResult:
+        """Handle one message. If Redis is unreachable the sender is told; a message that could
+        not even be recorded never ran."""
+        try:
+            return await self._enter(session, text, actor, conversation)
+        except RedisError:
+            log.exception("session %s: Redis unavailable", session)
+            await self._emitter(conversation)(Reply(REDIS_DOWN_RUN))
+            return RunResult(
+                session=session, stop_reason=StopReason.ERROR, steps=0, error=REDIS_DOWN_RUN
+            )
+
+    async def _enter(
         self, session: str, text: str, actor: Actor, conversation: ConversationRef
     ) -> RunResult:
         held = HeldMessage(text=text, actor=actor, conversation=conversation)

@@ -520,3 +520,15 @@ async def test_gated_parallel_calls_suspend_instead_of_slipping_through(
     assert result.stop_reason is StopReason.APPROVAL_REQUIRED
     assert len(channel.of(ApprovalRequested)) == 1
     assert len(fake_openai.requests) == 1
+
+
+async def test_redis_outage_on_a_new_message_is_told_not_crashed(workdir: Path) -> None:
+    dead = aioredis.from_url("redis://127.0.0.1:9/0", decode_responses=True)
+    try:
+        offline, channel = make_runtime(dead, workdir, DemoProvider())
+        result = await offline.run("s13", "write a.txt: x", ALICE, HERE)
+    finally:
+        await dead.aclose()
+    assert result.stop_reason is StopReason.ERROR
+    assert "cannot reach my storage" in channel.of(Reply)[-1].text
+    assert not (workdir / "a.txt").exists()

@@ -10,6 +10,8 @@ import signal
 import threading
 from typing import TextIO
 
+from redis.exceptions import RedisError
+
 from adapters.commands import Command, CommandError, parse_command
 from adapters.console.channel import render_pending
 from runtime.agent import Runtime
@@ -129,10 +131,17 @@ class ConsoleChat:
             if not decision.accepted or command.scope == "always":
                 self._say(decision.message)
         elif command.name == "pending":
-            notices = await self.runtime.pending(self.conversation)
+            try:
+                notices = await self.runtime.pending(self.conversation)
+            except RedisError:
+                self._say("Cannot reach Redis; try again shortly.")
+                return None
             self._say("\n".join(map(render_pending, notices)) or "No approvals are pending.")
         elif command.name == "cancel":
-            self._say(await self.runtime.cancel(self.session, self.actor, self.conversation))
+            try:
+                self._say(await self.runtime.cancel(self.session, self.actor, self.conversation))
+            except RedisError:
+                self._say("Cannot reach Redis, so nothing was cancelled; try again shortly.")
         else:
             self._say(f"/{command.name} is not supported in the console yet.")
         return None
