@@ -496,6 +496,10 @@ class Runtime:
                     checkpoint.index + 1,
                     [*checkpoint.prior_results, first],
                 )
+                if stop is not None and stop[1] is not None:
+                    # Suspended again: the session keeps waiting (the new checkpoint takes the
+                    # pending mark over) until the rest of the batch is answered.
+                    return stop
                 # The whole batch is answered in history: only now may other messages run.
                 released[0] = await self.approvals.release(checkpoint.session, record.id)
                 if stop is not None:

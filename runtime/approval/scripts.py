@@ -41,7 +41,9 @@ redis.call('HSET', KEYS[1], 'record', ARGV[2], 'checkpoint', ARGV[3], 'conversat
   'call_hash', ARGV[5], 'status', 'pending', 'created_at', now, 'expires_at', expires,
   'version', 1)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
-redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[7]))
+-- The waiting mark outlives the approval's own timeout by two hours (time to execute): a
+-- session can never stay stuck behind a mark that nothing will clear.
+redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[6]) + 7200000)
 for i = 10, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
 audit('requested', ARGV[8], 'pending', {'tool', ARGV[9]})
 return {'ok', tostring(now), tostring(expires)}
