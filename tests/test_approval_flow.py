@@ -170,12 +170,18 @@ async def test_two_gated_calls_in_one_batch_suspend_one_after_the_other(
     second_id = one.run.approval_id
     assert second_id is not None and second_id != first.approval_id
     assert channel.of(ApprovalRequested)[-1].notice.arguments == "rm b.txt"
+    # The batch is not answered yet: a new message waits instead of slipping in between.
+    fake_openai.script.append(reply("after"))
+    waiting = await runtime.run("s4", "and then?", ALICE, HERE)
+    assert waiting.held
 
     two = await runtime.decide(second_id, True, ADMIN, HERE)
     assert two.run is not None and two.run.stop_reason is StopReason.FINAL
     assert not (workdir / "b.txt").exists()
+    history = await runtime.history.load("s4")
+    assert [m.role for m in history][-3:] == ["assistant", "user", "assistant"]
     # The model saw all three results, in its own order, and exactly once each.
-    sent = fake_openai.requests[-1]["messages"]
+    sent = fake_openai.requests[-2]["messages"]
     tool_ids = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
     assert tool_ids == ["call_a", "call_r", "call_b"]
     assert [m for m in sent if m["role"] == "tool"][1]["content"] == "b.txt"
