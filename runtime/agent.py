@@ -328,6 +328,7 @@ class Runtime:
                 f"Could not store the approval request for {call.name} (Redis unavailable); "
                 "it was not executed."
             )
+            await self._abandon(state, suspension, f"not executed: {text}")
             await state.emit(Reply(text))
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
         state.history.extend(suspension.unsaved)
@@ -335,6 +336,26 @@ class Runtime:
         if ref:
             await self.approvals.set_notice(record, ref)
         return result.model_copy(update={"approval_id": record.id})
+
+    async def _abandon(self, state: RunState, suspension: Suspension, text: str) -> None:
+        """Best effort after a failed checkpoint: keep what already ran in history, answer the
+        rest of the batch as not executed, and stop waiting for the approval being resumed."""
+        rest = suspension.calls[suspension.index :]
+        messages = [
+            *suspension.unsaved,
+            *(
+                ToolMessage(tool_call_id=c.id, name=c.name, content=text, status=ToolStatus.ERROR)
+                for c in rest
+            ),
+        ]
+        try:
+            if state.resumed_from is not None:
+                encoded = [encode_message(m) for m in messages]
+                await self.approvals.close(state.session, state.resumed_from, encoded)
+            else:
+                await self.history.append(state.session, *messages)
+        except RedisError:
+            log.warning("session %s: the interrupted turn could not be saved", state.session)
 
     def _notice(self, record: ApprovalRecord) -> ApprovalNotice:
         try:
@@ -467,12 +488,23 @@ class Runtime:
         record, checkpoint = decided.record, decided.checkpoint
         emit = self._emitter(checkpoint.conversation)
         ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
-        state = RunState(checkpoint.session, decided.history, ctx, emit, step=checkpoint.step)
+        state = RunState(
+            checkpoint.session,
+            decided.history,
+            ctx,
+            emit,
+            step=checkpoint.step,
+            resumed_from=record.id,
+        )
         call = checkpoint.calls[checkpoint.index]
         first, held = decided.rejection, decided.held
         if first is None:
             self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
-            executed = await self._execute_approved(record, checkpoint, state)
+            try:
+                executed = await self._execute_approved(record, checkpoint, state)
+            except BaseException:
+                self._cancels.pop(state.session, None)
+                raise
             if executed is None:  # recovery settled it meanwhile and wrote its result
                 self._cancels.pop(state.session, None)
                 failed = RunResult(
@@ -642,8 +674,9 @@ class Runtime:
             )
             for i, c in enumerate(calls)
         ]
-        await self.history.append(checkpoint.session, *messages)
-        await self.approvals.release(checkpoint.session, record.id)
+        await self.approvals.close(
+            checkpoint.session, record.id, [encode_message(m) for m in messages]
+        )
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
         """Open approvals (pending or executing), of one conversation or all of them."""

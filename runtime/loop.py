@@ -40,6 +40,8 @@ class RunState:
     step: int = 0
     # Calls a human just rejected (tool + canonical arguments): asking again is pointless.
     rejected: dict[str, str] = field(default_factory=dict)
+    # The approval whose batch this run continues (the session still waits for it).
+    resumed_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +59,9 @@ def fingerprint(call: ToolCall) -> str:
 
 
 def paired_tool_results(history: Sequence[Message]) -> list[Message]:
-    """Every assistant tool call needs a tool message before the next turn, or the model API
-    refuses the conversation; fill the gaps a crash may have left."""
+    """Every assistant tool call needs exactly one tool message before the next turn, or the
+    model API refuses the conversation: fill the gaps a crash may have left and drop answers
+    that arrived too late."""
     out: list[Message] = []
     open_calls: list[tuple[str, str]] = []
 
@@ -71,6 +74,8 @@ def paired_tool_results(history: Sequence[Message]) -> list[Message]:
 
     for message in history:
         if isinstance(message, ToolMessage):
+            if all(c[0] != message.tool_call_id for c in open_calls):
+                continue  # an orphan (answer to no open call): the model API would refuse it
             open_calls[:] = [c for c in open_calls if c[0] != message.tool_call_id]
         else:
             close_open()

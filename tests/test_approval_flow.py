@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalStatus
@@ -538,3 +539,27 @@ async def test_redis_outage_on_a_new_message_is_told_not_crashed(workdir: Path) 
     assert result.stop_reason is StopReason.ERROR
     assert "cannot reach my storage" in channel.of(Reply)[-1].text
     assert not (workdir / "a.txt").exists()
+
+
+async def test_a_checkpoint_that_cannot_be_stored_keeps_history_answerable(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    fake_openai.script = [
+        calls(("c1", "read", {"path": "a.txt"}), ("c2", "bash", {"command": "rm a.txt"})),
+        reply("noted"),
+    ]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RedisConnectionError("gone")
+
+    monkeypatch.setattr(runtime.approvals, "create", broken)
+    result = await runtime.run("s14", "go", ALICE, HERE)
+    assert result.stop_reason is StopReason.ERROR
+    assert "not executed" in channel.of(Reply)[-1].text
+    assert (workdir / "a.txt").exists()
+    history = await runtime.history.load("s14")
+    answers = [m for m in history if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == ["c1", "c2"]
+    assert answers[0].content == "a" and "not executed" in answers[1].content

@@ -278,3 +278,14 @@ async def test_sessions_keep_separate_histories_under_their_hash_tag(
     assert keys == ["cgtest:{feishu:oc_1}:history", "cgtest:{slack:T1:C1:1.2}:history"]
     raw = await redis.lindex("cgtest:{feishu:oc_1}:history", 0)
     assert raw is not None and json.loads(raw)["content"] == "hello"
+
+
+def test_paired_tool_results_drops_late_answers() -> None:
+    messages: list[Message] = [
+        AssistantMessage(tool_calls=[ToolCall(id="a", name="read")]),
+        UserMessage(content="meanwhile"),
+        ToolMessage(tool_call_id="a", name="read", content="late", status=ToolStatus.COMPLETED),
+    ]
+    repaired = paired_tool_results(messages)
+    assert [m.role for m in repaired] == ["assistant", "tool", "user"]
+    assert isinstance(repaired[1], ToolMessage) and repaired[1].content == INTERRUPTED

@@ -55,7 +55,7 @@ return {'ok', tostring(now), tostring(expires)}
 #       worker, rejection result message json ('' = none), '1' = last call of its batch
 # An approval goes straight on to `executing` (both transitions audited) under the deciding
 # worker: there is no window in which it is approved but owned by nobody. A rejection records
-# the call's result in history at once.
+# the call's result in history at once. A decision answers with the history as it now stands.
 DECIDE = (
     _PRELUDE
     + """
@@ -87,7 +87,8 @@ if ARGV[2] == 'approved' then
 else
   record_result(ARGV[8], ARGV[9])
 end
-return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5])}
+return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5]),
+  redis.call('LRANGE', KEYS[4], 0, -1)}
 """
 )
 
@@ -161,5 +162,18 @@ return {'ok', tostring(now), '', redis.call('LLEN', KEYS[5])}
 # are held.
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LLEN', KEYS[2])
+"""
+
+# KEYS: pending, held, history
+# ARGV: approval id, then the tool messages that end the suspended batch
+# Ends a batch whose approval was settled without running it (expired, withdrawn, outcome
+# unknown): the messages are written only while the session still waits for this approval, so
+# a late call can never put orphan results after newer turns. Answers how many are held.
+CLOSE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  for i = 2, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+  redis.call('DEL', KEYS[1])
+end
 return redis.call('LLEN', KEYS[2])
 """

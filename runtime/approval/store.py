@@ -69,6 +69,7 @@ class ApprovalStore:
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
         self.ttl_ms = self.timeout_ms + int(grace_s * 1000)
         self._release = redis.register_script(scripts.RELEASE)
+        self._close = redis.register_script(scripts.CLOSE)
         self._enter = redis.register_script(scripts.ENTER)
         self._pop_held = redis.register_script(scripts.POP_HELD)
         # approval id -> session never changes: remembering it saves a round trip per decision.
@@ -185,7 +186,7 @@ class ApprovalStore:
         """pending -> rejected (with `rejection`, the call's result message, recorded in history
         and the session released when `last`), or pending -> approved -> executing under
         `worker` (or expired, when found overdue). Also returns the session's history as it
-        stands after the decision, read in the same round trip. On approval the worker's
+        stands after the decision, read by the same script. On approval the worker's
         liveness key and the sweeper's hint travel along: recovery tells a crash by the
         liveness key's absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
@@ -208,9 +209,15 @@ class ApprovalStore:
             rejection,
             "1" if last else "0",
         )
-        pipe.lrange(self.keys.history(record.session), 0, -1)
-        *_, reply, history = await pipe.execute()
+        reply = (await pipe.execute())[-1]
+        history = reply[4] if len(reply) > 4 else []
         return _transition(reply), [str(item) for item in history]
+
+    async def close(self, session: str, approval_id: str, messages: list[str]) -> int:
+        """Write the messages ending a settled batch and release the session, but only while it
+        still waits for this approval. Returns how many messages are held."""
+        keys = [self.keys.pending(session), self.keys.held(session), self.keys.history(session)]
+        return int(await self._close(keys=keys, args=[approval_id, *messages]))
 
     async def release(self, session: str, approval_id: str) -> int:
         """The session stops waiting for this approval: call once its batch is answered in
