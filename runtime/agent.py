@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,22 @@ def _rejection(call: ToolCall, decider: Actor, reason: str | None) -> ToolResult
         ),
         display=f"{call.name} rejected by {decider.key}",
     )
+
+
+def _unanswered(
+    calls: Sequence[ToolCall], text: str, status: ToolStatus, rest: str | None = None
+) -> list[Message]:
+    """Answers for calls that will not run: `text` for the first, `rest` (else `text`) for
+    the others, so every call of a batch keeps exactly one tool message."""
+    return [
+        ToolMessage(
+            tool_call_id=c.id,
+            name=c.name,
+            content=text if i == 0 or rest is None else rest,
+            status=status,
+        )
+        for i, c in enumerate(calls)
+    ]
 
 
 def _not_executed(call: ToolCall, why: str) -> ToolResult:
@@ -341,13 +357,7 @@ class Runtime:
         """Best effort after a failed checkpoint: keep what already ran in history, answer the
         rest of the batch as not executed, and stop waiting for the approval being resumed."""
         rest = suspension.calls[suspension.index :]
-        messages = [
-            *suspension.unsaved,
-            *(
-                ToolMessage(tool_call_id=c.id, name=c.name, content=text, status=ToolStatus.ERROR)
-                for c in rest
-            ),
-        ]
+        messages = [*suspension.unsaved, *_unanswered(rest, text, ToolStatus.ERROR)]
         try:
             if state.resumed_from is not None:
                 encoded = [encode_message(m) for m in messages]
@@ -665,15 +675,9 @@ class Runtime:
         in history, so the conversation stays well-formed for the model; then the session
         stops waiting."""
         calls = checkpoint.calls[checkpoint.index :]
-        messages = [
-            ToolMessage(
-                tool_call_id=c.id,
-                name=c.name,
-                content=text if i == 0 else "not executed: the run ended before this call",
-                status=status,
-            )
-            for i, c in enumerate(calls)
-        ]
+        messages = _unanswered(
+            calls, text, status, rest="not executed: the run ended before this call"
+        )
         await self.approvals.close(
             checkpoint.session, record.id, [encode_message(m) for m in messages]
         )
