@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="chat with the assistant in this terminal")
     chat.add_argument("--session", default="local", help="session name (default: local)")
 
+    sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
+    sub.add_parser("worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)")
+
     approvals = sub.add_parser("approvals", help="list and decide approvals (needs REDIS_URL)")
     verbs = approvals.add_subparsers(dest="verb", required=True)
     verbs.add_parser("list", help="open approvals (pending or executing)")
@@ -82,6 +85,14 @@ async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
         return await run_approvals_command(runtime, args, sys.stdout)
 
 
+async def _serve(settings: Settings, http: bool) -> int:
+    if not http and not settings.redis_url:
+        raise SettingsError("REDIS_URL: required for `clawgate worker` (workers share a server)")
+    from bot.server import run  # noqa: PLC0415 - the platform SDKs load only when serving
+
+    return await run(settings, load_policy_file(settings.policy_file), http)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -95,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_chat(settings, args.session))
         if args.command == "approvals":
             return asyncio.run(_approvals(settings, args))
+        if args.command in ("serve", "worker"):
+            return asyncio.run(_serve(settings, http=args.command == "serve"))
         from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
 
         return asyncio.run(run_bench(settings, args.target, args.calls, args.turns))

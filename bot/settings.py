@@ -42,6 +42,18 @@ class Settings(BaseSettings):
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)
     bash_output_limit: int = Field(256_000, alias="CLAWGATE_BASH_OUTPUT_LIMIT", ge=1024)
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
+    # Serving: the inbox and its workers.
+    worker_concurrency: int = Field(64, alias="CLAWGATE_WORKER_CONCURRENCY", ge=1, le=10_000)
+    reclaim_idle: float = Field(30.0, alias="CLAWGATE_RECLAIM_IDLE", ge=1)
+    dedupe_ttl: float = Field(86_400, alias="CLAWGATE_DEDUPE_TTL", ge=8 * 3600)
+    shutdown_grace: float = Field(20.0, alias="CLAWGATE_SHUTDOWN_GRACE", ge=0)
+    # Slack: enabled when SLACK_BOT_TOKEN is set.
+    slack_bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(None, alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(
+        "https://slack.com/api/", alias="SLACK_API_URL", pattern=r"^https?://\S+/$"
+    )
 
     @field_validator("enabled_tools", "admins", "approvers", mode="before")
     @classmethod
@@ -86,6 +98,29 @@ class Settings(BaseSettings):
             self.policy_file = DEFAULT_POLICY_FILE.resolve()
         return self
 
+    @model_validator(mode="after")
+    def _slack_credentials(self) -> Settings:
+        token, app_token = self.slack_bot_token, self.slack_app_token
+        problems = []
+        if token is None and (self.slack_signing_secret or app_token):
+            problems.append("SLACK_BOT_TOKEN: required when other SLACK_* settings are set")
+        if token is not None and not token.get_secret_value().startswith("xoxb-"):
+            problems.append("SLACK_BOT_TOKEN: expected a bot token starting with xoxb-")
+        if app_token is not None and not app_token.get_secret_value().startswith("xapp-"):
+            problems.append("SLACK_APP_TOKEN: expected an app-level token starting with xapp-")
+        if token is not None and self.slack_signing_secret is None and app_token is None:
+            problems.append(
+                "SLACK_SIGNING_SECRET: required to receive Slack requests over HTTP "
+                "(or set SLACK_APP_TOKEN for Socket Mode)"
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def slack_enabled(self) -> bool:
+        return self.slack_bot_token is not None
+
     @property
     def uses_demo_model(self) -> bool:
         return self.openai_api_key is None and not self.openai_base_url
@@ -97,6 +132,9 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            name = ".".join(str(p) for p in err["loc"]) or "settings"
+            if not err["loc"]:  # a check across settings names its settings itself
+                lines.extend(err["msg"].removeprefix("Value error, ").splitlines())
+                continue
+            name = ".".join(str(p) for p in err["loc"])
             lines.append(f"{name}: {err['msg']}")
         raise SettingsError("\n".join(lines)) from exc

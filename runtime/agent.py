@@ -47,6 +47,7 @@ from runtime.channel import (
 )
 from runtime.executor import Emit, canonical_arguments
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
+from runtime.metrics import APPROVALS, RUNS
 from runtime.models import (
     Actor,
     ConversationRef,
@@ -299,6 +300,7 @@ class Runtime:
             result.stop_reason.value,
             result.steps,
         )
+        RUNS.labels(result.stop_reason.value).inc()
         await state.emit(RunFinished(result.stop_reason, result.steps, result.error))
         return result
 
@@ -348,6 +350,7 @@ class Runtime:
             await state.emit(Reply(text))
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
         state.history.extend(suspension.unsaved)
+        APPROVALS.labels("requested").inc()
         ref = await self.channel.send(ctx.conversation, ApprovalRequested(self._notice(record)))
         if ref:
             await self.approvals.set_notice(record, ref)
@@ -443,6 +446,7 @@ class Runtime:
             refusal = "decisions must come from the conversation that requested them"
         if refusal is not None:
             await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
+            APPROVALS.labels("refused").inc()
             return _refused(f"You cannot decide approval {record.id}: {refusal}.")
         call = checkpoint.calls[checkpoint.index]
         rejection = None if approve else _rejection(call, actor, reason)
@@ -461,8 +465,10 @@ class Runtime:
         if not transition.ok:
             if transition.outcome == "expired":
                 await self._after_expiry(record, checkpoint)
+            APPROVALS.labels("refused").inc()
             return _refused(_transition_message(record.id, transition))
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+        APPROVALS.labels(status.value).inc()
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )
@@ -608,6 +614,10 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def knows(self, session: str) -> bool:
+        """Whether the session has a history (the bot has taken part in it)."""
+        return await self.history.length(session) > 0
+
     # --- held messages, cancel, pending ----------------------------------------------------
 
     async def _release_held(self, session: str) -> RunResult | None:
@@ -662,6 +672,7 @@ class Runtime:
         record = record.model_copy(
             update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
         )
+        APPROVALS.labels("cancelled").inc()
         await self._update_notice(record)
         await self._close_batch(record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
         await self._emitter(checkpoint.conversation)(RunFinished(StopReason.CANCELLED, 0))
@@ -727,6 +738,7 @@ class Runtime:
 
     async def _after_expiry(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
         record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})
+        APPROVALS.labels("expired").inc()
         await self._update_notice(record)
         await self._close_batch(
             record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
@@ -742,6 +754,7 @@ class Runtime:
                 "outcome": "the process executing it stopped",
             }
         )
+        APPROVALS.labels("outcome_unknown").inc()
         await self._update_notice(record)
         await self._emitter(record.conversation)(
             Reply(

@@ -10,24 +10,18 @@ import signal
 import threading
 from typing import TextIO
 
-from redis.exceptions import RedisError
-
-from adapters.commands import Command, CommandError, parse_command
-from adapters.console.channel import render_pending
+from adapters.dispatch import HELP as DISPATCH_HELP
+from adapters.dispatch import dispatch
 from runtime.agent import Runtime
-from runtime.models import Actor, ConversationRef
+from runtime.models import Actor, ConversationRef, RunResult
 from runtime.providers.demo import GRAMMAR
 
 log = logging.getLogger(__name__)
 
-HELP = """Commands:
-  /approve <id> [once|always]   run a call that waits for approval (always: also allow
-                                calls like it in this conversation from now on)
-  /reject <id> [reason]         refuse it; the model is told who refused and why
-  /pending                      approvals waiting in this conversation
-  /cancel                       withdraw this session's pending approval
-  /help                         this list
-Anything else is a message to the assistant. Ctrl-C stops a running request, Ctrl-D quits."""
+HELP = DISPATCH_HELP.replace(
+    "Anything else is a message to the assistant.",
+    "Anything else is a message to the assistant. Ctrl-C stops a running request, Ctrl-D quits.",
+)
 
 
 def _start_line_reader(stdin: TextIO, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[str | None]:
@@ -54,7 +48,7 @@ class ConsoleChat:
         self.stdin = stdin
         self.stdout = stdout
         self.interactive = stdin.isatty()
-        self._current: asyncio.Future[object] | None = None
+        self._current: asyncio.Task[RunResult | None] | None = None
         self._lock = asyncio.Lock()
 
     def _say(self, text: str) -> None:
@@ -89,21 +83,18 @@ class ConsoleChat:
     async def handle(self, text: str) -> None:
         if not text:
             return
-        try:
-            command = parse_command(text)
-        except CommandError as exc:
-            self._say(str(exc))
-            return
-        work = (
-            self.runtime.run(self.session, text, self.actor, self.conversation)
-            if command is None
-            else self._command(command)
+        help_text = HELP + ("\n\n" + GRAMMAR if self.runtime.provider.offline_demo else "")
+        work = dispatch(
+            self.runtime, self.session, text, self.actor, self.conversation, self._tell, help_text
         )
         async with self._lock:  # one thing at a time, also against the sweeper
-            self._current = asyncio.ensure_future(work)
+            self._current = current = asyncio.ensure_future(work)
             with contextlib.suppress(asyncio.CancelledError):
-                await self._current
+                await current
             self._current = None
+
+    async def _tell(self, text: str) -> None:
+        self._say(text)
 
     async def sweep_forever(self, interval: float) -> None:
         """Expire overdue approvals and settle crashed executions while the chat is open."""
@@ -114,34 +105,3 @@ class ConsoleChat:
                     await self.runtime.sweep()
                 except Exception:
                     log.exception("approval sweep failed")
-
-    async def _command(self, command: Command) -> object:
-        if command.name == "help":
-            self._say(HELP + ("\n\n" + GRAMMAR if self.runtime.provider.offline_demo else ""))
-        elif command.name in ("approve", "reject"):
-            assert command.approval_id is not None
-            decision = await self.runtime.decide(
-                command.approval_id,
-                command.name == "approve",
-                self.actor,
-                self.conversation,
-                reason=command.reason,
-                always=command.scope == "always",
-            )
-            if not decision.accepted or command.scope == "always":
-                self._say(decision.message)
-        elif command.name == "pending":
-            try:
-                notices = await self.runtime.pending(self.conversation)
-            except RedisError:
-                self._say("Cannot reach Redis; try again shortly.")
-                return None
-            self._say("\n".join(map(render_pending, notices)) or "No approvals are pending.")
-        elif command.name == "cancel":
-            try:
-                self._say(await self.runtime.cancel(self.session, self.actor, self.conversation))
-            except RedisError:
-                self._say("Cannot reach Redis, so nothing was cancelled; try again shortly.")
-        else:
-            self._say(f"/{command.name} is not supported in the console yet.")
-        return None

@@ -55,5 +55,15 @@ class Keys:
     def rules(self, conversation_id: str) -> str:
         return f"{self.prefix}:rules:{conversation_id}"
 
+    # The inbox: one stream, its lanes and dedupe marks share one hash tag for the enqueue script.
+    def inbox_stream(self) -> str:
+        return f"{self.prefix}:{{inbox}}:stream"
+
+    def inbox_lane(self, lane: str) -> str:
+        return f"{self.prefix}:{{inbox}}:lane:{check_session_id(lane)}"
+
+    def inbox_seen(self, dedupe_key: str) -> str:
+        return f"{self.prefix}:{{inbox}}:seen:{dedupe_key}"
+
     def worker(self, worker_id: str) -> str:
         return f"{self.prefix}:worker:{worker_id}"

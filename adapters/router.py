@@ -1,0 +1,44 @@
+"""One `Channel` over every enabled platform: each event goes to the adapter of the
+conversation's platform."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Protocol
+
+from runtime.channel import Event, MessageRef
+from runtime.models import Actor, ConversationRef
+
+log = logging.getLogger(__name__)
+
+
+class PlatformChannel(Protocol):
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None: ...
+
+    async def tell(
+        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+    ) -> None:
+        """Say something only `actor` sees; `reply` is what the adapter put in the Inbound."""
+
+
+class Router:
+    def __init__(self, channels: Mapping[str, PlatformChannel]) -> None:
+        self.channels = dict(channels)
+
+    def _channel(self, conversation: ConversationRef) -> PlatformChannel | None:
+        channel = self.channels.get(conversation.platform)
+        if channel is None:
+            log.error("no adapter for platform %r: event dropped", conversation.platform)
+        return channel
+
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        channel = self._channel(conversation)
+        return None if channel is None else await channel.send(conversation, event)
+
+    async def tell(
+        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+    ) -> None:
+        channel = self._channel(conversation)
+        if channel is not None:
+            await channel.tell(conversation, actor, text, reply)

@@ -1,0 +1,235 @@
+"""The Slack endpoint: slack-bolt's `AsyncApp` routes events, slash commands and clicks to
+listeners that only normalize and ingest (work happens in the worker), behind strict checks
+of our own: size (413), signature and timestamp (401), shape (400), Redis (503).
+
+The same app serves Socket Mode (`socket_mode_handler`), so both feed one pipeline."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import web
+from pydantic import ValidationError
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.blocks import reject_modal
+from adapters.slack.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    COMMANDS,
+    REJECT,
+    REJECT_VIEW,
+    SlackIdentity,
+    action_inbound,
+    action_thread,
+    command_inbound,
+    message_inbound,
+    rejection_inbound,
+)
+from adapters.slack.payloads import (
+    BlockActions,
+    EventCallback,
+    MessageEvent,
+    RejectContext,
+    SlashCommand,
+    ViewSubmission,
+)
+from runtime.inbound import Inbound
+from runtime.ingest import IngestUnavailable
+from runtime.metrics import INBOUND
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+Ingest = Callable[[Inbound], Awaitable[bool]]
+
+
+class Malformed(Exception):
+    """A signed request whose content is not what Slack sends."""
+
+
+def _validate(model: type[Any], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise Malformed(str(exc).splitlines()[0]) from exc
+
+
+def _kind(body: str, content_type: str) -> tuple[str, dict[str, Any]]:
+    """What kind of request this is, and its parsed body; raises `Malformed`."""
+    try:
+        if content_type.startswith("application/json"):
+            parsed = json.loads(body)
+            if not isinstance(parsed, dict):
+                raise Malformed("expected a JSON object")
+            return str(parsed.get("type") or "unknown"), parsed
+        form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+        if "payload" in form:
+            payload = json.loads(form["payload"])
+            if not isinstance(payload, dict):
+                raise Malformed("expected a JSON object in payload")
+            return "interactive", payload
+        if "command" in form:
+            return "command", form
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Malformed("body is neither JSON nor a form") from exc
+    raise Malformed("unrecognized request")
+
+
+class SlackAdapter:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        identity: SlackIdentity,
+        ingest: Ingest,
+        signing_secret: str | None,
+    ) -> None:
+        self.client = client
+        self.identity = identity
+        self.ingest = ingest
+        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.app = AsyncApp(
+            client=client,
+            authorize=self._authorize,
+            # Verified in `handle_http` (with our own status codes); Socket Mode needs none.
+            request_verification_enabled=False,
+            # Listeners only ingest: the answer must wait until the input is safely queued.
+            process_before_response=True,
+            raise_error_for_unhandled_request=False,
+        )
+        self._register()
+
+    async def _authorize(self, **_: Any) -> AuthorizeResult:
+        me = self.identity
+        return AuthorizeResult(
+            enterprise_id=None,
+            team_id=me.team_id,
+            bot_token=self.client.token,
+            bot_user_id=me.bot_user_id,
+            bot_id=me.bot_id,
+        )
+
+    # --- listeners -------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        app = self.app
+        app.event("app_mention")(self._on_message)
+        app.event("message")(self._on_message)
+        app.event(re.compile(".*"))(self._on_other_event)  # acknowledged, so never retried
+        for command in COMMANDS:
+            app.command(command)(self._on_command)
+        app.action(APPROVE_ONCE)(self._on_approve)
+        app.action(APPROVE_ALWAYS)(self._on_approve)
+        app.action(REJECT)(self._on_reject_click)
+        app.view(REJECT_VIEW)(self._on_reject_submit)
+        app.error(self._on_error)
+
+    async def _on_message(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        envelope = _validate(EventCallback, body)
+        event = _validate(MessageEvent, envelope.event)
+        inbound = message_inbound(event, envelope.event_id, envelope.team_id, self.identity)
+        if inbound is not None:
+            await self.ingest(inbound)
+        await ack()
+
+    async def _on_other_event(self, ack: AsyncAck) -> None:
+        await ack()
+
+    async def _on_command(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        await self.ingest(command_inbound(_validate(SlashCommand, body)))
+        await ack()
+
+    async def _on_approve(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        inbound = action_inbound(_validate(BlockActions, body))
+        if inbound is not None:
+            await self.ingest(inbound)
+        await ack()
+
+    async def _on_reject_click(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        """Ask for a reason in a modal (its trigger is valid for 3 s, so here, not later);
+        the submitted modal is the decision, checked like any other."""
+        payload: BlockActions = _validate(BlockActions, body)
+        await ack()
+        context = RejectContext(
+            approval_id=payload.actions[0].value,
+            channel=payload.channel.id,
+            thread_ts=action_thread(payload),
+        )
+        await self.client.views_open(trigger_id=payload.trigger_id, view=reject_modal(context))
+
+    async def _on_reject_submit(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        submission = _validate(ViewSubmission, body)
+        try:
+            inbound = rejection_inbound(submission)
+        except ValidationError as exc:
+            raise Malformed("bad private_metadata") from exc
+        await self.ingest(inbound)
+        await ack()
+
+    async def _on_error(self, error: Exception) -> BoltResponse:
+        if isinstance(error, IngestUnavailable):
+            log.warning("slack: cannot queue the request (%s): answering 503", error)
+            return BoltResponse(status=503, body="storage unavailable, retry later")
+        if isinstance(error, Malformed):
+            return BoltResponse(status=400, body=f"malformed request: {error}")
+        log.error("slack: listener failed: %s", error, exc_info=error)
+        return BoltResponse(status=500, body="")
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    async def handle_http(self, request: web.Request) -> web.Response:
+        kind, outcome = "unknown", "rejected"
+        try:
+            response, kind = await self._checked(request)
+            outcome = _OUTCOMES.get(response.status, str(response.status))
+            return response
+        finally:
+            INBOUND.labels("slack", kind, outcome).inc()
+
+    async def _checked(self, request: web.Request) -> tuple[web.Response, str]:
+        if (request.content_length or 0) > MAX_BODY:
+            return web.Response(status=413, text="request body too large"), "unknown"
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return web.Response(status=413, text="request body too large"), "unknown"
+        if len(raw) > MAX_BODY:
+            return web.Response(status=413, text="request body too large"), "unknown"
+        if self.verifier is None:
+            return web.Response(status=404, text="Slack HTTP mode is not configured"), "unknown"
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not self.verifier.is_valid(raw, timestamp, signature):
+            return web.Response(status=401, text="invalid signature or stale timestamp"), "unknown"
+        try:
+            body = raw.decode()
+            kind, _ = _kind(body, request.headers.get("Content-Type", ""))
+        except (Malformed, UnicodeDecodeError) as exc:
+            return web.Response(status=400, text=f"malformed request: {exc}"), "unknown"
+        bolt = await self.app.async_dispatch(
+            AsyncBoltRequest(body=body, headers={k: [v] for k, v in request.headers.items()})
+        )
+        return _to_aiohttp(bolt), kind
+
+    def socket_mode_handler(self, app_token: str) -> AsyncSocketModeHandler:
+        return AsyncSocketModeHandler(self.app, app_token=app_token)
+
+
+_OUTCOMES = {200: "accepted", 400: "malformed", 401: "unauthorized", 413: "too_large"}
+_OUTCOMES |= {404: "unhandled", 500: "error", 503: "unavailable"}
+
+
+def _to_aiohttp(bolt: BoltResponse) -> web.Response:
+    headers = {k: v[0] for k, v in bolt.headers.items() if v and k.lower() != "content-length"}
+    return web.Response(status=bolt.status, body=bolt.body, headers=headers)

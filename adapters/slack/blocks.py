@@ -1,0 +1,147 @@
+"""Block Kit for approval notices (buttons while pending, the outcome after) and the reject
+modal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from adapters.slack.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    REASON_BLOCK,
+    REASON_INPUT,
+    REJECT,
+    REJECT_VIEW,
+)
+from adapters.slack.payloads import RejectContext
+from adapters.slack.text import escape
+from runtime.channel import ApprovalNotice
+
+Block = dict[str, Any]
+SECTION_LIMIT = 3_000
+
+
+def person(key: str) -> str:
+    """`slack:U1` as a Slack mention; anyone else (operator, console) by their key."""
+    platform, _, user = key.partition(":")
+    return f"<@{user}>" if platform == "slack" else escape(key)
+
+
+def _expiry(notice: ApprovalNotice) -> str:
+    seconds = notice.expires_at // 1000
+    fallback = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{seconds}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def _code(text: str) -> str:
+    return "```" + escape(text).replace("```", "'''") + "```"
+
+
+def _details(notice: ApprovalNotice) -> str:
+    reasons = "\n".join(f"• {escape(reason)}" for reason in notice.reasons) or "• risky call"
+    text = (
+        f"*Tool:* `{escape(notice.tool)}`\n*Arguments:*\n{_code(notice.arguments)}\n"
+        f"*Why it needs approval:*\n{reasons}\n"
+        f"*Requested by:* {person(notice.requester)}   *Expires:* {_expiry(notice)}\n"
+        f"*ID:* `{notice.approval_id}`"
+    )
+    return text[:SECTION_LIMIT]
+
+
+def outcome_line(notice: ApprovalNotice) -> str:
+    by = f" by {person(notice.decided_by)}" if notice.decided_by else ""
+    reason = f": {escape(notice.reason)}" if notice.reason else ""
+    status = notice.status
+    if status == "approved":
+        return f":white_check_mark: Approved{by}"
+    if status == "executing":
+        return f":hourglass_flowing_sand: Approved{by}; running"
+    if status == "consumed":
+        return f":white_check_mark: Approved{by}; it ran"
+    if status == "rejected":
+        return f":no_entry: Rejected{by}{reason}"
+    if status == "expired":
+        return ":alarm_clock: Expired; nothing was executed"
+    if status == "outcome_unknown":
+        outcome = f" ({escape(notice.outcome)})" if notice.outcome else ""
+        return f":warning: Outcome unknown{outcome}; it will not be run again"
+    return f"Status: {escape(status)}"
+
+
+def fallback_text(notice: ApprovalNotice) -> str:
+    """The notification text (and what screen readers and old clients show)."""
+    if notice.status == "pending":
+        return f"Approval needed for {notice.tool} ({notice.approval_id})"
+    return f"Approval {notice.approval_id} ({notice.tool}): {notice.status.replace('_', ' ')}"
+
+
+def approval_blocks(notice: ApprovalNotice) -> list[Block]:
+    i = notice.approval_id
+    header = ":lock: *Approval needed*" if notice.status == "pending" else "*Approval*"
+    blocks: list[Block] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": header}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _details(notice)}},
+    ]
+    if notice.status != "pending":
+        blocks.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": outcome_line(notice)}]}
+        )
+        return blocks
+    blocks.append(
+        {
+            "type": "actions",
+            "block_id": "clawgate_approval",
+            "elements": [
+                _button("Approve once", APPROVE_ONCE, i, "primary"),
+                _button("Approve always", APPROVE_ALWAYS, i, None),
+                _button("Reject", REJECT, i, "danger"),
+            ],
+        }
+    )
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": f"or type `/approve {i}` or `/reject {i} <reason>`"}
+            ],
+        }
+    )
+    return blocks
+
+
+def _button(label: str, action_id: str, value: str, style: str | None) -> Block:
+    button: Block = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label},
+        "action_id": action_id,
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def reject_modal(context: RejectContext) -> Block:
+    return {
+        "type": "modal",
+        "callback_id": REJECT_VIEW,
+        "private_metadata": context.model_dump_json(),
+        "title": {"type": "plain_text", "text": "Reject the call"},
+        "submit": {"type": "plain_text", "text": "Reject"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "optional": True,
+                "label": {"type": "plain_text", "text": "Why? (told to the assistant)"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_INPUT,
+                    "multiline": True,
+                    "max_length": 500,
+                },
+            }
+        ],
+    }

@@ -1,0 +1,211 @@
+"""Runtime events to Slack: answers in the thread, one "working" message updated as tools
+run, approval notices as Block Kit updated in place after the decision."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import ClientError
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from adapters.slack.blocks import approval_blocks, fallback_text
+from adapters.slack.text import MAX_TEXT, escape, split_text
+from runtime.channel import (
+    ApprovalRequested,
+    ApprovalUpdated,
+    Event,
+    MessageRef,
+    Notice,
+    Reply,
+    RunFinished,
+    ToolFinished,
+    ToolStarted,
+)
+from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
+
+log = logging.getLogger(__name__)
+
+# Errors after which Slack may or may not have acted: an update is safe to repeat, a post is
+# not (it would appear twice), so only updates are retried on them.
+_TRANSIENT = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+UPDATE_ATTEMPTS = 3
+
+_MARKS = {
+    ToolStatus.COMPLETED: ":white_check_mark:",
+    ToolStatus.DENIED: ":no_entry:",
+    ToolStatus.SUSPENDED: ":lock:",
+    ToolStatus.ERROR: ":x:",
+    ToolStatus.CANCELLED: ":heavy_minus_sign:",
+}
+_STOPS = {
+    StopReason.FINAL: "Done",
+    StopReason.APPROVAL_REQUIRED: "Paused: waiting for approval",
+    StopReason.MAX_STEPS: "Stopped: step limit reached",
+    StopReason.CANCELLED: "Cancelled",
+    StopReason.ERROR: "Stopped by an error",
+}
+
+
+def web_client(token: str, base_url: str) -> AsyncWebClient:
+    """Connection errors and 429s (after Retry-After) are retried by slack_sdk itself: in both
+    cases Slack did not act, so nothing is posted twice."""
+    return AsyncWebClient(
+        token=token,
+        base_url=base_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=4),
+        ],
+    )
+
+
+@dataclass
+class _Progress:
+    ts: str | None = None
+    lines: dict[str, str] = field(default_factory=dict)  # call id -> line
+
+
+def _where(conversation: ConversationRef) -> dict[str, str]:
+    where = {"channel": conversation.data["channel"]}
+    if conversation.data.get("thread_ts"):
+        where["thread_ts"] = conversation.data["thread_ts"]
+    return where
+
+
+class SlackChannel:
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+        self._progress: dict[tuple[str, str], _Progress] = {}
+
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        where = _where(conversation)
+        if isinstance(event, Reply):
+            for piece in split_text(event.text):
+                await self._post(where, text=escape(piece))
+        elif isinstance(event, Notice):
+            await self._post(where, text=f":information_source: {escape(event.text)}")
+        elif isinstance(event, ApprovalRequested):
+            notice = event.notice
+            ts = await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
+            return {"channel": where["channel"], "ts": ts} if ts else None
+        elif isinstance(event, ApprovalUpdated):
+            notice = event.notice
+            if notice.message.get("ts"):
+                await self._update(
+                    notice.message["channel"],
+                    notice.message["ts"],
+                    text=fallback_text(notice),
+                    blocks=approval_blocks(notice),
+                )
+            else:  # the notice was never posted: say it anew
+                await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
+        elif isinstance(event, ToolStarted | ToolFinished | RunFinished):
+            await self._report(where, event)
+        return None
+
+    async def tell(
+        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+    ) -> None:
+        """Say something only `actor` sees (command answers, refusals): through the slash
+        command's response_url when there is one (works where the bot is not a member)."""
+        if reply.get("response_url"):
+            webhook = AsyncWebhookClient(reply["response_url"])
+            try:
+                await webhook.send(text=escape(text[:MAX_TEXT]), response_type="ephemeral")
+            except (ClientError, TimeoutError) as exc:
+                log.error("response_url failed: %s", type(exc).__name__)
+            return
+        where = _where(conversation)
+        for piece in split_text(text):
+            await self._call(
+                self.client.chat_postEphemeral(
+                    channel=where["channel"],
+                    thread_ts=where.get("thread_ts"),
+                    user=actor.user_id,
+                    text=escape(piece),
+                ),
+                "chat.postEphemeral",
+            )
+
+    # --- the working message ---------------------------------------------------------------
+
+    async def _report(self, where: dict[str, str], event: Event) -> None:
+        key = (where["channel"], where.get("thread_ts", ""))
+        progress = self._progress.setdefault(key, _Progress())
+        if isinstance(event, ToolStarted):
+            line = f":hourglass_flowing_sand: `{event.tool}` {escape(event.summary[:200])}"
+            progress.lines[event.call_id] = line
+        elif isinstance(event, ToolFinished):
+            display = escape(event.display[:200])
+            mark = _MARKS.get(event.status, "")
+            progress.lines[event.call_id] = f"{mark} `{event.tool}` {display}"
+        elif isinstance(event, RunFinished):
+            del self._progress[key]
+            quiet = event.stop_reason in (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
+            if progress.ts is None and quiet:
+                return  # nothing ran: the answer or the notice says it all
+            footer = _STOPS[event.stop_reason]
+            if event.error:
+                footer += f": {escape(event.error[:300])}"
+            text = "\n".join([*progress.lines.values(), f"_{footer}_"])
+            if progress.ts is None:
+                await self._post(where, text=text)
+            else:
+                await self._update(where["channel"], progress.ts, text=text)
+            return
+        text = "\n".join(["_Working…_", *progress.lines.values()])
+        if progress.ts is None:
+            progress.ts = await self._post(where, text=text)
+        else:
+            await self._update(where["channel"], progress.ts, text=text)
+
+    # --- Web API calls ---------------------------------------------------------------------
+
+    async def _post(self, where: dict[str, str], **fields: Any) -> str | None:
+        response = await self._call(
+            self.client.chat_postMessage(
+                channel=where["channel"], thread_ts=where.get("thread_ts"), **fields
+            ),
+            "chat.postMessage",
+        )
+        return str(response["ts"]) if response is not None else None
+
+    async def _update(self, channel: str, ts: str, **fields: Any) -> None:
+        for attempt in range(1, UPDATE_ATTEMPTS + 1):
+            try:
+                await self.client.chat_update(channel=channel, ts=ts, **fields)
+                return
+            except SlackApiError as exc:
+                error = str(exc.response.get("error", ""))
+                if error not in _TRANSIENT and exc.response.status_code < 500:
+                    log.error("chat.update failed: %s", error)
+                    return
+                log.warning("chat.update failed (%s), attempt %d", error, attempt)
+            except (ClientError, TimeoutError) as exc:
+                log.warning("chat.update failed (%s), attempt %d", type(exc).__name__, attempt)
+            await asyncio.sleep(0.2 * attempt)
+        log.error("chat.update gave up after %d attempts", UPDATE_ATTEMPTS)
+
+    async def _call(
+        self, call: Awaitable[AsyncSlackResponse], method: str
+    ) -> AsyncSlackResponse | None:
+        """A failed post is logged, never raised into the run: the run's state is in Redis
+        and `/pending` still shows a notice that could not be posted."""
+        try:
+            return await call
+        except SlackApiError as exc:
+            log.error("%s failed: %s", method, exc.response.get("error", "unknown error"))
+        except (ClientError, TimeoutError) as exc:
+            log.error("%s failed: %s", method, type(exc).__name__)
+        return None

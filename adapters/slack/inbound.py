@@ -1,0 +1,155 @@
+"""Slack payloads to `Inbound`: which session (thread) an input belongs to, who sent it and
+what they said. Pure functions: the same payload always gives the same `Inbound`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adapters.slack.payloads import (
+    BlockActions,
+    MessageEvent,
+    RejectContext,
+    SlashCommand,
+    ViewSubmission,
+)
+from adapters.slack.text import clean_text, mentions
+from runtime.inbound import Inbound
+from runtime.models import Actor, ConversationRef
+
+PLATFORM = "slack"
+APPROVE_ONCE = "clawgate_approve_once"
+APPROVE_ALWAYS = "clawgate_approve_always"
+REJECT = "clawgate_reject"
+REJECT_VIEW = "clawgate_reject"
+REASON_BLOCK = "reason"
+REASON_INPUT = "reason"
+COMMANDS = ("/approve", "/reject", "/clawgate")
+# Message subtypes that are people talking; edits, joins, deletions and the like are not.
+_SPOKEN_SUBTYPES = (None, "thread_broadcast", "file_share")
+
+
+@dataclass(frozen=True, slots=True)
+class SlackIdentity:
+    """The bot as Slack knows it (from `auth.test`)."""
+
+    team_id: str
+    bot_user_id: str
+    bot_id: str
+
+
+def conversation(team: str, channel: str, thread_ts: str | None) -> ConversationRef:
+    data = {"channel": channel}
+    if thread_ts:
+        data["thread_ts"] = thread_ts
+    return ConversationRef(platform=PLATFORM, id=f"slack:{team}:{channel}", data=data)
+
+
+def session_of(team: str, channel: str, thread_ts: str | None) -> str:
+    return f"slack:{team}:{channel}" + (f":{thread_ts}" if thread_ts else "")
+
+
+def _actor(user: str) -> Actor:
+    return Actor(platform=PLATFORM, user_id=user)
+
+
+def _is_dm(event: MessageEvent) -> bool:
+    return event.channel_type == "im" or event.channel.startswith("D")
+
+
+def message_inbound(
+    event: MessageEvent, event_id: str, team: str, me: SlackIdentity
+) -> Inbound | None:
+    """A mention, a DM or a reply in a thread; None for what the bot should not answer (its
+    own and other bots' messages, edits, channel chatter that does not mention it)."""
+    if event.bot_id or event.subtype not in _SPOKEN_SUBTYPES or not event.user:
+        return None
+    if event.user == me.bot_user_id:
+        return None
+    mentioned = event.type == "app_mention" or mentions(event.text, me.bot_user_id)
+    needs_session = False
+    if _is_dm(event):
+        thread = event.thread_ts
+    elif mentioned:
+        thread = event.thread_ts or event.ts  # a top-level mention starts a thread
+    elif event.thread_ts:
+        thread, needs_session = event.thread_ts, True  # only threads the bot is part of
+    else:
+        return None
+    text = clean_text(event.text, me.bot_user_id)
+    if not text:
+        return None
+    return Inbound(
+        platform=PLATFORM,
+        event_id=event_id,
+        # The same message arrives as `app_mention` and as `message` (different event ids).
+        dedupe_keys=(f"slack:event:{event_id}", f"slack:message:{event.channel}:{event.ts}"),
+        session=session_of(team, event.channel, thread),
+        conversation=conversation(team, event.channel, thread),
+        actor=_actor(event.user),
+        text=text,
+        needs_session=needs_session,
+    )
+
+
+def command_inbound(command: SlashCommand) -> Inbound:
+    """`/approve …`, `/reject …`, `/clawgate …`. Slack does not say which thread a slash
+    command was typed in, so it belongs to the channel (or DM) as a whole."""
+    return Inbound(
+        platform=PLATFORM,
+        event_id=command.trigger_id,
+        dedupe_keys=(f"slack:trigger:{command.trigger_id}",),
+        session=session_of(command.team_id, command.channel_id, None),
+        conversation=conversation(command.team_id, command.channel_id, None),
+        actor=_actor(command.user_id),
+        text=f"{command.command} {command.text}".strip(),
+        reply={"response_url": command.response_url or ""},
+    )
+
+
+def action_thread(payload: BlockActions) -> str | None:
+    message = payload.message
+    return (
+        payload.container.thread_ts
+        or (message.thread_ts if message else None)
+        or payload.container.message_ts
+    )
+
+
+def action_inbound(payload: BlockActions) -> Inbound | None:
+    """An Approve button: the same as typing `/approve <id> [always]` in the thread."""
+    action = payload.actions[0]
+    if action.action_id not in (APPROVE_ONCE, APPROVE_ALWAYS) or not action.value:
+        return None
+    scope = " always" if action.action_id == APPROVE_ALWAYS else ""
+    team, channel, thread = payload.team.id, payload.channel.id, action_thread(payload)
+    return Inbound(
+        platform=PLATFORM,
+        event_id=payload.trigger_id,
+        dedupe_keys=(f"slack:trigger:{payload.trigger_id}",),
+        session=session_of(team, channel, thread),
+        conversation=conversation(team, channel, thread),
+        actor=_actor(payload.user.id),
+        text=f"/approve {action.value}{scope}",
+    )
+
+
+def reason_of(submission: ViewSubmission) -> str:
+    values = submission.view.state.get("values", {})
+    field = values.get(REASON_BLOCK, {}).get(REASON_INPUT, {})
+    value = field.get("value") if isinstance(field, dict) else None
+    return " ".join(str(value or "").split())
+
+
+def rejection_inbound(submission: ViewSubmission) -> Inbound:
+    """The reject modal, submitted: `/reject <id> <reason>` from the thread of the notice."""
+    context = RejectContext.model_validate_json(submission.view.private_metadata)
+    team = submission.team.id
+    return Inbound(
+        platform=PLATFORM,
+        event_id=submission.view.id,
+        dedupe_keys=(f"slack:view:{submission.view.id}",),
+        session=session_of(team, context.channel, context.thread_ts),
+        conversation=conversation(team, context.channel, context.thread_ts),
+        actor=_actor(submission.user.id),
+        text=f"/reject {context.approval_id} {reason_of(submission)}".strip(),
+    )

@@ -1,0 +1,97 @@
+"""Pydantic models of the Slack payloads clawgate reads: what is required is checked here, so
+a malformed request is refused (400) before anything is queued. Unknown fields are ignored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class MessageEvent(_Payload):
+    """`app_mention` and `message` events (all subtypes)."""
+
+    type: str
+    channel: str = Field(min_length=1)
+    ts: str = Field(min_length=1)
+    user: str | None = None
+    text: str = ""
+    thread_ts: str | None = None
+    channel_type: str | None = None
+    subtype: str | None = None
+    bot_id: str | None = None
+
+
+class EventCallback(_Payload):
+    type: str
+    event_id: str = Field(min_length=1)
+    team_id: str = Field(min_length=1)
+    event: dict[str, Any]
+
+
+class SlashCommand(_Payload):
+    command: str = Field(pattern=r"^/\w+$")
+    text: str = ""
+    user_id: str = Field(min_length=1)
+    channel_id: str = Field(min_length=1)
+    team_id: str = Field(min_length=1)
+    trigger_id: str = Field(min_length=1)
+    response_url: str | None = None
+
+
+class _Id(_Payload):
+    id: str = Field(min_length=1)
+
+
+class _Container(_Payload):
+    message_ts: str | None = None
+    thread_ts: str | None = None
+    channel_id: str | None = None
+
+
+class _Message(_Payload):
+    ts: str
+    thread_ts: str | None = None
+
+
+class Action(_Payload):
+    action_id: str
+    value: str = ""
+    action_ts: str = ""
+
+
+class BlockActions(_Payload):
+    type: str
+    user: _Id
+    team: _Id
+    channel: _Id
+    container: _Container = Field(default_factory=_Container)
+    message: _Message | None = None
+    actions: list[Action] = Field(min_length=1)
+    trigger_id: str = Field(min_length=1)
+
+
+class View(_Payload):
+    id: str = Field(min_length=1)
+    callback_id: str = ""
+    private_metadata: str = ""
+    state: dict[str, Any] = Field(default_factory=dict)
+
+
+class ViewSubmission(_Payload):
+    type: str
+    user: _Id
+    team: _Id
+    view: View
+
+
+class RejectContext(_Payload):
+    """What the reject modal carries in `private_metadata`: which approval, from where."""
+
+    approval_id: str
+    channel: str
+    thread_ts: str | None = None

@@ -1,0 +1,193 @@
+"""`clawgate serve` and `clawgate worker`: the HTTP endpoints, the in-process worker, Socket
+Mode, and a graceful stop on SIGTERM (stop accepting, finish or hand back work in hand)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_sdk.errors import SlackApiError
+
+from adapters.dispatch import handle_inbound
+from adapters.router import PlatformChannel, Router
+from adapters.slack.app import MAX_BODY, SlackAdapter
+from adapters.slack.channel import SlackChannel, web_client
+from adapters.slack.inbound import SlackIdentity
+from bot.policy_file import PolicyFile
+from bot.settings import Settings, SettingsError
+from bot.wiring import build_runtime
+from bot.worker import Worker, sweep_forever
+from runtime.agent import Runtime
+from runtime.inbound import Inbound
+from runtime.ingest import Ingest
+from runtime.store.connection import connect
+from runtime.store.inbox import Inbox, Job
+from runtime.store.keys import Keys
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL = 5.0
+QUEUE_LAG = Histogram(
+    "clawgate_queue_lag_seconds",
+    "Time from accepting an input to a worker starting on it",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+QUEUE_DEPTH = Gauge("clawgate_queue_depth", "Inputs waiting in the inbox", ["state"])
+
+
+@dataclass
+class Service:
+    """Everything one process runs: the runtime, its worker, and the platform adapters."""
+
+    redis: Redis
+    inbox: Inbox
+    runtime: Runtime
+    worker: Worker
+    slack: SlackAdapter | None
+
+
+async def _slack_identity(settings: Settings) -> SlackIdentity:
+    assert settings.slack_bot_token is not None
+    client = web_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
+    try:
+        auth = await client.auth_test()
+    except SlackApiError as exc:
+        raise SettingsError(
+            f"SLACK_BOT_TOKEN: auth.test failed ({exc.response.get('error', 'unknown')})"
+        ) from exc
+    except OSError as exc:
+        url = settings.slack_api_url
+        raise SettingsError(f"SLACK_API_URL: cannot reach {url} ({exc})") from exc
+    return SlackIdentity(str(auth["team_id"]), str(auth["user_id"]), str(auth.get("bot_id", "")))
+
+
+async def build_service(settings: Settings, policy: PolicyFile) -> Service:
+    redis = connect(settings.redis_url)
+    keys = Keys(settings.redis_prefix)
+    inbox = Inbox(redis, keys, dedupe_ttl_s=settings.dedupe_ttl)
+    channels: dict[str, PlatformChannel] = {}
+    slack = None
+    if settings.slack_enabled:
+        assert settings.slack_bot_token is not None
+        client = web_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
+        identity = await _slack_identity(settings)
+        secret = settings.slack_signing_secret
+        slack = SlackAdapter(
+            client, identity, Ingest(inbox), secret.get_secret_value() if secret else None
+        )
+        channels["slack"] = SlackChannel(client)
+    router = Router(channels)
+    runtime = build_runtime(settings, policy, redis, router)
+
+    async def handle(job: Job) -> None:
+        inbound = Inbound.model_validate_json(job.payload)
+        QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
+        await handle_inbound(runtime, router, inbound)
+
+    worker = Worker(
+        inbox,
+        handle,
+        runtime.worker_id,
+        concurrency=settings.worker_concurrency,
+        reclaim_idle=settings.reclaim_idle,
+    )
+    return Service(redis, inbox, runtime, worker, slack)
+
+
+def build_app(service: Service) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        problems = []
+        try:
+            await service.redis.ping()
+        except (RedisError, OSError):
+            problems.append("redis unreachable")
+        if not service.worker.alive():
+            problems.append("worker not polling")
+        if problems:
+            return web.Response(status=503, text="; ".join(problems) + "\n")
+        return web.Response(text="ready\n")
+
+    async def metrics(_: web.Request) -> web.Response:
+        with contextlib.suppress(RedisError, OSError):
+            waiting, in_hand = await service.inbox.depth()
+            QUEUE_DEPTH.labels("waiting").set(waiting)
+            QUEUE_DEPTH.labels("in_progress").set(in_hand)
+        return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    if service.slack is not None:
+        app.router.add_post("/slack/events", service.slack.handle_http)
+    return app
+
+
+def _stop_signal() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
+    """Serve until SIGTERM/SIGINT. `http=False` is `clawgate worker`: no endpoints."""
+    service = await build_service(settings, policy)
+    stop = _stop_signal()
+    runner: web.AppRunner | None = None
+    socket_mode: AsyncSocketModeHandler | None = None
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await service.worker.start()
+        tasks.append(asyncio.create_task(sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)))
+        if http:
+            runner = web.AppRunner(build_app(service), handle_signals=False)
+            await runner.setup()
+            await web.TCPSite(runner, settings.host, settings.port).start()
+        if service.slack is not None and settings.slack_app_token is not None:
+            socket_mode = service.slack.socket_mode_handler(
+                settings.slack_app_token.get_secret_value()
+            )
+            await socket_mode.connect_async()  # type: ignore[no-untyped-call]
+        _announce(settings, service, http)
+        await stop.wait()
+        print("clawgate: stopping", file=sys.stderr, flush=True)
+    finally:
+        if socket_mode is not None:
+            await socket_mode.close_async()  # type: ignore[no-untyped-call]
+        if runner is not None:
+            await runner.cleanup()  # stop accepting; requests in flight finish
+        await service.worker.stop(settings.shutdown_grace)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await service.redis.aclose()
+    return 0
+
+
+def _announce(settings: Settings, service: Service, http: bool) -> None:
+    platforms = []
+    if service.slack is not None:
+        platforms.append("slack (socket mode)" if settings.slack_app_token else "slack")
+    where = f"listening on http://{settings.host}:{settings.port}" if http else "worker"
+    print(
+        f"clawgate: {where}; platforms: {', '.join(platforms) or 'none'}; "
+        f"worker {service.runtime.worker_id}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,189 @@
+"""The worker: consumes the inbox, one job at a time per lane (session) and many lanes at
+once, acknowledging each job only after it was handled. Shared by `clawgate serve` (in
+process) and `clawgate worker` (no HTTP); any number of them share one consumer group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from redis.exceptions import RedisError
+
+from runtime.store.inbox import Inbox, Job
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Job], Awaitable[None]]
+MAX_DELIVERIES = 5  # a job that keeps killing its workers is dropped, not retried forever
+
+
+class Worker:
+    def __init__(
+        self,
+        inbox: Inbox,
+        handle: Handler,
+        consumer: str,
+        *,
+        concurrency: int = 64,
+        reclaim_idle: float = 30.0,
+        lane_poll: float = 0.02,
+    ) -> None:
+        self.inbox = inbox
+        self.handle = handle
+        self.consumer = consumer
+        self.concurrency = concurrency
+        self.reclaim_idle = reclaim_idle
+        self.lane_poll = lane_poll
+        self.last_poll = 0.0  # monotonic time of the last successful read: /readyz
+        self._held: dict[str, dict[str, Job]] = {}  # lane -> jobs this worker holds
+        self._lanes: dict[str, asyncio.Task[None]] = {}
+        self._space = asyncio.Event()
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def in_flight(self) -> int:
+        return sum(map(len, self._held.values()))
+
+    def alive(self, within: float = 10.0) -> bool:
+        return not self._stopping and time.monotonic() - self.last_poll < within
+
+    async def start(self) -> None:
+        await self.inbox.ensure_group()
+        self.last_poll = time.monotonic()
+        self._tasks = [
+            asyncio.create_task(self._read_forever(), name="inbox-reader"),
+            asyncio.create_task(self._keep_forever(), name="inbox-keepalive"),
+            asyncio.create_task(self._reclaim_forever(), name="inbox-reclaimer"),
+        ]
+
+    async def stop(self, grace: float = 20.0) -> None:
+        """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
+        stays pending in the group and another worker reclaims it."""
+        self._stopping = True
+        for task in self._tasks[:1]:
+            task.cancel()
+        lanes = list(self._lanes.values())
+        if lanes:
+            _, late = await asyncio.wait(lanes, timeout=grace)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- taking jobs -----------------------------------------------------------------------
+
+    async def _read_forever(self) -> None:
+        while not self._stopping:
+            room = self.concurrency - self.in_flight
+            if room <= 0:
+                self._space.clear()
+                await self._space.wait()
+                continue
+            try:
+                jobs = await self.inbox.read(self.consumer, room, block_ms=1000)
+            except RedisError as exc:
+                log.warning("inbox read failed (%s); retrying", exc)
+                await asyncio.sleep(1.0)
+                continue
+            self.last_poll = time.monotonic()
+            for job in jobs:
+                self._take(job)
+
+    async def _reclaim_forever(self) -> None:
+        idle_ms = int(self.reclaim_idle * 1000)
+        while True:
+            await asyncio.sleep(self.reclaim_idle / 2)
+            try:
+                jobs = await self.inbox.reclaim(self.consumer, idle_ms)
+            except RedisError as exc:
+                log.warning("inbox reclaim failed (%s)", exc)
+                continue
+            for job in jobs:
+                if job.deliveries > MAX_DELIVERIES:
+                    log.error("dropping job %s: delivered %d times", job.id, job.deliveries)
+                    await self._ack(job)
+                else:
+                    log.warning("reclaimed job %s of a stopped worker", job.id)
+                    self._take(job)
+
+    async def _keep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.reclaim_idle / 3)
+            ids = [job_id for jobs in self._held.values() for job_id in jobs]
+            try:
+                await self.inbox.keep(self.consumer, ids)
+            except RedisError as exc:
+                log.warning("inbox keepalive failed (%s)", exc)
+
+    def _take(self, job: Job) -> None:
+        self._held.setdefault(job.lane, {})[job.id] = job
+        if job.lane not in self._lanes:
+            self._lanes[job.lane] = asyncio.create_task(self._run_lane(job.lane))
+
+    # --- one lane --------------------------------------------------------------------------
+
+    async def _run_lane(self, lane: str) -> None:
+        """Handle this worker's jobs of one lane, each only when it heads the lane: an earlier
+        job held by another worker is waited for."""
+        held = self._held[lane]
+        try:
+            while held:
+                try:
+                    head = await self.inbox.head(lane)
+                except RedisError as exc:
+                    log.warning("lane %s: cannot read its head (%s)", lane, exc)
+                    await asyncio.sleep(1.0)
+                    continue
+                if head is None:  # everything we hold was finished elsewhere
+                    held.clear()
+                elif head in held:
+                    job = held[head]
+                    await self._handle(job)
+                    await self._ack(job)
+                    held.pop(head, None)
+                else:
+                    await asyncio.sleep(self.lane_poll)
+        finally:
+            del self._held[lane]
+            del self._lanes[lane]
+            self._space.set()
+
+    async def _handle(self, job: Job) -> None:
+        try:
+            await self.handle(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Acknowledged anyway: a job that fails the same way every time must not loop.
+            log.exception("job %s failed", job.id)
+
+    async def _ack(self, job: Job) -> None:
+        """Retry until Redis takes it: an unacknowledged finished job would run again."""
+        delay = 0.1
+        while True:
+            try:
+                await self.inbox.ack(job)
+                return
+            except RedisError as exc:
+                log.warning("ack of job %s failed (%s); retrying", job.id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+async def sweep_forever(sweep: Callable[[], Awaitable[int]], interval: float) -> None:
+    """Expire overdue approvals and settle crashed executions (every worker may do this)."""
+    while True:
+        await asyncio.sleep(interval)
+        with contextlib.suppress(RedisError):
+            try:
+                await sweep()
+            except RedisError:
+                raise
+            except Exception:
+                log.exception("approval sweep failed")

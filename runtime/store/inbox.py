@@ -1,0 +1,127 @@
+"""The durable inbox: a Redis Stream read by a consumer group, with dedupe and per-lane order.
+
+Adapters `put` inputs; workers `read` them, process a job only while it is at the head of
+its lane (its session), and `ack` it when done. A lane is a Redis list of stream ids written
+in the same script as the stream entry, so lane order is arrival order whichever process
+reads which entry. Jobs a dead consumer left pending are `reclaim`ed after an idle timeout;
+live consumers `keep` theirs fresh so long jobs are not stolen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from runtime.store.keys import Keys
+
+GROUP = "workers"
+
+# KEYS: stream, lane, dedupe keys...   ARGV: dedupe ttl ms, lane, payload
+# A duplicate still marks the keys it lacked: a later delivery through another event type
+# (same message, new event id) is recognized too.
+PUT = """
+local dup = false
+for i = 3, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then dup = true end
+end
+for i = 3, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[1], 'NX') end
+if dup then return false end
+local id = redis.call('XADD', KEYS[1], '*', 'lane', ARGV[2], 'job', ARGV[3])
+redis.call('RPUSH', KEYS[2], id)
+return id
+"""
+
+# KEYS: stream, lane   ARGV: group, id
+ACK = """
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('LREM', KEYS[2], 1, ARGV[2])
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    lane: str
+    payload: str
+    deliveries: int = 1
+
+
+def _jobs(entries: Sequence[Any]) -> list[Job]:
+    jobs = []
+    for entry_id, fields in entries:
+        if fields:  # a deleted entry still pending shows up without fields
+            jobs.append(Job(entry_id, fields["lane"], fields["job"]))
+    return jobs
+
+
+class Inbox:
+    def __init__(self, redis: Redis, keys: Keys, dedupe_ttl_s: float = 86_400) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.dedupe_ttl_ms = int(dedupe_ttl_s * 1000)
+        self.stream = keys.inbox_stream()
+
+    async def put(self, lane: str, payload: str, dedupe: Sequence[str]) -> str | None:
+        """Append a job unless any dedupe key was seen; returns its id, None for a duplicate."""
+        keys = [self.stream, self.keys.inbox_lane(lane), *map(self.keys.inbox_seen, dedupe)]
+        result = await self.redis.eval(PUT, len(keys), *keys, self.dedupe_ttl_ms, lane, payload)
+        return str(result) if result else None
+
+    async def ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def read(self, consumer: str, count: int, block_ms: int) -> list[Job]:
+        reply: Any = await self.redis.xreadgroup(
+            GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms
+        )
+        return [job for _, entries in reply or [] for job in _jobs(entries)]
+
+    async def head(self, lane: str) -> str | None:
+        head = await self.redis.lindex(self.keys.inbox_lane(lane), 0)
+        return None if head is None else str(head)
+
+    async def ack(self, job: Job) -> None:
+        keys = [self.stream, self.keys.inbox_lane(job.lane)]
+        await self.redis.eval(ACK, 2, *keys, GROUP, job.id)
+
+    async def keep(self, consumer: str, ids: Sequence[str]) -> None:
+        """Reset the idle time of jobs this consumer still works on or waits to work on."""
+        if ids:
+            await self.redis.xclaim(self.stream, GROUP, consumer, 0, list(ids), justid=True)
+
+    async def reclaim(self, consumer: str, min_idle_ms: int, count: int = 50) -> list[Job]:
+        """Take over jobs idle for `min_idle_ms` (their consumer died), with delivery counts."""
+        reply: list[Any] = await self.redis.xautoclaim(
+            self.stream, GROUP, consumer, min_idle_ms, start_id="0-0", count=count
+        )
+        jobs = _jobs(reply[1])
+        if not jobs:
+            return []
+        pending = await self.redis.xpending_range(
+            self.stream,
+            GROUP,
+            min=jobs[0].id,
+            max=jobs[-1].id,
+            count=len(jobs) * 2,
+            consumername=consumer,
+        )
+        times = {p["message_id"]: int(p["times_delivered"]) for p in pending}
+        return [Job(j.id, j.lane, j.payload, times.get(j.id, 1)) for j in jobs]
+
+    async def depth(self) -> tuple[int, int]:
+        """(jobs not yet read, jobs read but not acknowledged)."""
+        groups = await self.redis.xinfo_groups(self.stream)
+        for group in groups:
+            if group["name"] == GROUP:
+                lag = group.get("lag")
+                return int(lag or 0), int(group["pending"])
+        return int(await self.redis.xlen(self.stream)), 0

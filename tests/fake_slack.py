@@ -1,0 +1,1268 @@
+"""A fake Slack (Web API, Socket Mode, response_url) plus builders of signed inbound requests.
+
+`FakeSlack` serves on 127.0.0.1 from its own thread and event loop, so it keeps answering while
+a test blocks and is reachable from worker subprocesses. Point the real clients at it:
+
+    with FakeSlack() as fake:
+        client = AsyncWebClient(token="xoxb-test", base_url=fake.base_url)  # SLACK_API_URL
+        ...
+        post = fake.wait_for(lambda: fake.posts(channel="C111"))[0]
+
+Web API: `POST /api/{method}` (JSON or form body, plus query string), needs
+`Authorization: Bearer xoxb-...` (`xapp-...` for `apps.connections.open`), answers HTTP 200 JSON
+like Slack. Socket Mode: `GET /socket` says hello, `send_envelope` pushes envelopes, `acks()`
+holds what the client sent back. `POST /response/{id}` stands in for `response_url`s.
+
+The module-level builders produce the exact bodies Slack posts to an app (`event_body`,
+`command_body`, `block_action_body`, `view_submission_body`) and `sign` / `signed_headers` sign them
+the way Slack does. The `*_payload` variants return the dicts that Socket Mode envelopes carry.
+
+Every `ts` handed out (bot messages here, inbound events from the builders) comes from one
+process-wide counter, so they are unique and strictly increasing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any, Self, TypeVar, overload
+from urllib.parse import parse_qsl, urlencode
+
+import aiohttp
+from aiohttp import WSCloseCode, WSMsgType, web
+
+T = TypeVar("T")
+
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+TEAM_ID = "T111"
+APP_ID = "A111"
+BOT_NAME = "clawgate"
+
+JSON_CONTENT_TYPE = "application/json"
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+DEFAULT_RESPONSE_URL = "https://hooks.slack.com/commands/T111/1/fake"
+
+_TS_BASE = 1_700_000_000_000_100  # microseconds; first ts is "1700000000.000101"
+_counter_lock = threading.Lock()
+_ts_counter = itertools.count(1)
+_id_counter = itertools.count(1)
+
+
+def next_ts() -> str:
+    """A new message ts, unique in this process and strictly increasing ("1700000000.000101")."""
+    with _counter_lock:
+        micros = _TS_BASE + next(_ts_counter)
+    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+def _next_id() -> int:
+    with _counter_lock:
+        return next(_id_counter)
+
+
+def new_trigger_id() -> str:
+    n = _next_id()
+    return f"{1000000 + n}.{2000000 + n}.{uuid.uuid4().hex[:32]}"
+
+
+def new_event_id() -> str:
+    return f"Ev{_next_id():010d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Signing
+# ---------------------------------------------------------------------------------------------
+
+
+def sign(secret: str, body: bytes | str, timestamp: int | None = None) -> dict[str, str]:
+    """The two headers Slack adds to every request it sends an app.
+
+    `X-Slack-Signature` is `"v0=" + hmac_sha256(secret, f"v0:{ts}:{body}")`, identical to
+    `slack_sdk.signature.SignatureVerifier(secret).generate_signature(timestamp=..., body=...)`:
+
+    >>> from slack_sdk.signature import SignatureVerifier
+    >>> h = sign("s3cret", '{"a":1}', timestamp=1700000000)
+    >>> h["X-Slack-Signature"] == SignatureVerifier("s3cret").generate_signature(
+    ...     timestamp="1700000000", body='{"a":1}')
+    True
+
+    Slack (and bolt) reject timestamps more than 300 s away from now; pass an old `timestamp` to
+    test that.
+    """
+    ts = int(time.time()) if timestamp is None else int(timestamp)
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    digest = hmac.new(
+        secret.encode("utf-8"), f"v0:{ts}:{text}".encode(), hashlib.sha256
+    ).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": f"v0={digest}"}
+
+
+def content_type_of(body: bytes | str) -> str:
+    """JSON for Events API bodies, form-encoded for commands and interactions (as Slack sends)."""
+    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    return JSON_CONTENT_TYPE if text.lstrip().startswith("{") else FORM_CONTENT_TYPE
+
+
+def signed_headers(
+    secret: str,
+    body: bytes | str,
+    *,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+    retry_reason: str = "http_timeout",
+) -> dict[str, str]:
+    """Content-Type + signature headers (+ `X-Slack-Retry-Num/Reason` for a redelivery)."""
+    headers = {"Content-Type": content_type_of(body), **sign(secret, body, timestamp)}
+    if retry_num is not None:
+        headers["X-Slack-Retry-Num"] = str(retry_num)
+        headers["X-Slack-Retry-Reason"] = retry_reason
+    return headers
+
+
+async def post_signed(
+    url: str,
+    secret: str,
+    body: str,
+    *,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, str]:
+    """POST a signed body to an app's HTTP endpoint; returns (status, response text)."""
+    headers = signed_headers(secret, body, timestamp=timestamp, retry_num=retry_num)
+    headers.update(extra_headers or {})
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+        session.post(url, data=body.encode("utf-8"), headers=headers) as resp,
+    ):
+        return resp.status, await resp.text()
+
+
+def post_signed_sync(
+    url: str,
+    secret: str,
+    body: str,
+    *,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, str]:
+    """Blocking `post_signed` (urllib, no proxies); HTTP errors are returned, not raised."""
+    headers = signed_headers(secret, body, timestamp=timestamp, retry_num=retry_num)
+    headers.update(extra_headers or {})
+    request = urllib.request.Request(url, data=body.encode("utf-8"), headers=headers)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as resp:
+            return int(resp.status), resp.read().decode("utf-8")
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Inbound bodies (HTTP mode) and payloads (Socket Mode)
+# ---------------------------------------------------------------------------------------------
+
+
+def mention_event(
+    text: str,
+    *,
+    user: str = "U_ALICE",
+    channel: str = "C111",
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    team_id: str = TEAM_ID,
+    bot_user_id: str = BOT_USER_ID,
+) -> dict[str, Any]:
+    """An `app_mention` event. `<@UBOT> ` is prepended unless `text` already mentions the bot.
+
+    Slack escapes `&`, `<`, `>` in message text (`&amp;`, `&lt;`, `&gt;`); pass text escaped
+    the same way to be realistic. `ts` defaults to a fresh unique ts.
+    """
+    mention = f"<@{bot_user_id}>"
+    full_text = text if mention in text else f"{mention} {text}"
+    ts = ts or next_ts()
+    event: dict[str, Any] = {
+        "type": "app_mention",
+        "client_msg_id": str(uuid.uuid4()),
+        "user": user,
+        "text": full_text,
+        "ts": ts,
+        "team": team_id,
+        "channel": channel,
+        "event_ts": ts,
+    }
+    if thread_ts is not None:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message_event(
+    text: str,
+    *,
+    user: str = "U_ALICE",
+    channel: str = "C111",
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    channel_type: str = "channel",
+    bot_id: str | None = None,
+    subtype: str | None = None,
+    team_id: str = TEAM_ID,
+) -> dict[str, Any]:
+    """A `message` event (`channel_type` "im" for DMs, "channel"/"group"/"mpim" otherwise)."""
+    ts = ts or next_ts()
+    event: dict[str, Any] = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "team": team_id,
+        "channel": channel,
+        "event_ts": ts,
+        "channel_type": channel_type,
+    }
+    if bot_id is None:
+        event["client_msg_id"] = str(uuid.uuid4())
+    else:
+        event["bot_id"] = bot_id
+    if subtype is not None:
+        event["subtype"] = subtype
+    if thread_ts is not None:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def event_payload(
+    event: dict[str, Any],
+    *,
+    event_id: str | None = None,
+    team_id: str = TEAM_ID,
+    api_app_id: str = APP_ID,
+    event_time: int | None = None,
+    bot_user_id: str = BOT_USER_ID,
+) -> dict[str, Any]:
+    """The `event_callback` body Slack posts (also the payload of an `events_api` envelope)."""
+    return {
+        "token": "legacy",
+        "team_id": team_id,
+        "context_team_id": team_id,
+        "context_enterprise_id": None,
+        "api_app_id": api_app_id,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or new_event_id(),
+        "event_time": int(time.time()) if event_time is None else event_time,
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": team_id,
+                "user_id": bot_user_id,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+        "event_context": f"4-{uuid.uuid4().hex}",
+    }
+
+
+def event_body(
+    event: dict[str, Any],
+    *,
+    event_id: str | None = None,
+    team_id: str = TEAM_ID,
+    api_app_id: str = APP_ID,
+    event_time: int | None = None,
+    bot_user_id: str = BOT_USER_ID,
+) -> str:
+    """JSON body of an Events API request (content type `application/json`)."""
+    return json.dumps(
+        event_payload(
+            event,
+            event_id=event_id,
+            team_id=team_id,
+            api_app_id=api_app_id,
+            event_time=event_time,
+            bot_user_id=bot_user_id,
+        )
+    )
+
+
+def command_payload(
+    command: str,
+    text: str,
+    *,
+    user_id: str = "U_ALICE",
+    user_name: str = "alice",
+    channel_id: str = "C111",
+    channel_name: str = "general",
+    team_id: str = TEAM_ID,
+    team_domain: str = "example",
+    api_app_id: str = APP_ID,
+    response_url: str = DEFAULT_RESPONSE_URL,
+    trigger_id: str | None = None,
+) -> dict[str, str]:
+    """Slash command fields (a `slash_commands` Socket Mode payload is exactly this dict)."""
+    return {
+        "token": "legacy",
+        "team_id": team_id,
+        "team_domain": team_domain,
+        "channel_id": channel_id,
+        "channel_name": channel_name,
+        "user_id": user_id,
+        "user_name": user_name,
+        "command": command,
+        "text": text,
+        "api_app_id": api_app_id,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id or new_trigger_id(),
+    }
+
+
+def command_body(
+    command: str,
+    text: str,
+    *,
+    user_id: str = "U_ALICE",
+    user_name: str = "alice",
+    channel_id: str = "C111",
+    channel_name: str = "general",
+    team_id: str = TEAM_ID,
+    team_domain: str = "example",
+    api_app_id: str = APP_ID,
+    response_url: str = DEFAULT_RESPONSE_URL,
+    trigger_id: str | None = None,
+) -> str:
+    """Form-encoded slash command body. Use `FakeSlack.new_response_url()` for `response_url`."""
+    return urlencode(
+        command_payload(
+            command,
+            text,
+            user_id=user_id,
+            user_name=user_name,
+            channel_id=channel_id,
+            channel_name=channel_name,
+            team_id=team_id,
+            team_domain=team_domain,
+            api_app_id=api_app_id,
+            response_url=response_url,
+            trigger_id=trigger_id,
+        )
+    )
+
+
+def block_action_payload(
+    action_id: str,
+    value: str,
+    *,
+    user: str = "U_ALICE",
+    user_name: str = "alice",
+    channel: str = "C111",
+    message_ts: str,
+    thread_ts: str | None = None,
+    team_id: str = TEAM_ID,
+    api_app_id: str = APP_ID,
+    block_id: str = "approval",
+    message_text: str = "",
+    message_blocks: list[dict[str, Any]] | None = None,
+    response_url: str = DEFAULT_RESPONSE_URL,
+    trigger_id: str | None = None,
+) -> dict[str, Any]:
+    """A `block_actions` payload for a button click on the message at `message_ts`.
+
+    bolt reads user from `user.id`, team from `team.id`, channel from `channel.id` and the thread
+    from `message.thread_ts` (there is no top-level thread_ts in real payloads).
+    """
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": message_ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    message: dict[str, Any] = {
+        "type": "message",
+        "user": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "ts": message_ts,
+        "text": message_text,
+        "blocks": message_blocks or [],
+    }
+    if thread_ts is not None:
+        container["thread_ts"] = thread_ts
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user_name, "name": user_name, "team_id": team_id},
+        "api_app_id": api_app_id,
+        "token": "legacy",
+        "container": container,
+        "trigger_id": trigger_id or new_trigger_id(),
+        "team": {"id": team_id, "domain": "example"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": "general"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": block_id,
+                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                "value": value,
+                "action_ts": next_ts(),
+            }
+        ],
+    }
+
+
+def block_action_body(
+    action_id: str,
+    value: str,
+    *,
+    user: str = "U_ALICE",
+    user_name: str = "alice",
+    channel: str = "C111",
+    message_ts: str,
+    thread_ts: str | None = None,
+    team_id: str = TEAM_ID,
+    api_app_id: str = APP_ID,
+    block_id: str = "approval",
+    message_text: str = "",
+    message_blocks: list[dict[str, Any]] | None = None,
+    response_url: str = DEFAULT_RESPONSE_URL,
+    trigger_id: str | None = None,
+) -> str:
+    """Form-encoded `payload=<json>` body, as Slack posts interactions."""
+    return urlencode(
+        {
+            "payload": json.dumps(
+                block_action_payload(
+                    action_id,
+                    value,
+                    user=user,
+                    user_name=user_name,
+                    channel=channel,
+                    message_ts=message_ts,
+                    thread_ts=thread_ts,
+                    team_id=team_id,
+                    api_app_id=api_app_id,
+                    block_id=block_id,
+                    message_text=message_text,
+                    message_blocks=message_blocks,
+                    response_url=response_url,
+                    trigger_id=trigger_id,
+                )
+            )
+        }
+    )
+
+
+def view_submission_payload(
+    callback_id: str,
+    private_metadata: str,
+    values: dict[str, Any],
+    *,
+    user: str = "U_ALICE",
+    user_name: str = "alice",
+    team_id: str = TEAM_ID,
+    api_app_id: str = APP_ID,
+    view_id: str = "V1",
+    trigger_id: str | None = None,
+) -> dict[str, Any]:
+    """A `view_submission` payload. `values` is `view.state.values`:
+    `{block_id: {action_id: {"type": "plain_text_input", "value": "..."}}}`.
+
+    There is no channel in a view submission; carry it in `private_metadata`.
+    """
+    return {
+        "type": "view_submission",
+        "team": {"id": team_id, "domain": "example"},
+        "user": {"id": user, "username": user_name, "name": user_name, "team_id": team_id},
+        "api_app_id": api_app_id,
+        "token": "legacy",
+        "trigger_id": trigger_id or new_trigger_id(),
+        "view": {
+            "id": view_id,
+            "team_id": team_id,
+            "type": "modal",
+            "blocks": [],
+            "private_metadata": private_metadata,
+            "callback_id": callback_id,
+            "state": {"values": values},
+            "hash": uuid.uuid4().hex[:20],
+            "title": {"type": "plain_text", "text": "clawgate"},
+            "app_id": api_app_id,
+            "app_installed_team_id": team_id,
+            "bot_id": BOT_ID,
+        },
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def view_submission_body(
+    callback_id: str,
+    private_metadata: str,
+    values: dict[str, Any],
+    *,
+    user: str = "U_ALICE",
+    user_name: str = "alice",
+    team_id: str = TEAM_ID,
+    api_app_id: str = APP_ID,
+    view_id: str = "V1",
+    trigger_id: str | None = None,
+) -> str:
+    """Form-encoded `payload=<json>` body of a modal submission."""
+    return urlencode(
+        {
+            "payload": json.dumps(
+                view_submission_payload(
+                    callback_id,
+                    private_metadata,
+                    values,
+                    user=user,
+                    user_name=user_name,
+                    team_id=team_id,
+                    api_app_id=api_app_id,
+                    view_id=view_id,
+                    trigger_id=trigger_id,
+                )
+            )
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake server
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One Web API request. `params` merges query string and JSON/form body (a JSON-looking
+    `blocks`/`attachments`/`metadata` form value is decoded); `token` never appears in it."""
+
+    method: str
+    params: dict[str, Any]
+    headers: dict[str, str]
+    status: int = 200
+    response: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and bool(self.response.get("ok"))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    channel: str
+    ts: str
+    text: str | None
+    blocks: list[Any] | None
+    thread_ts: str | None = None
+    edits: int = 0
+
+
+@dataclass(frozen=True)
+class ResponseCall:
+    """A POST to a fake `response_url`; `body` is the decoded JSON (or `{"raw": text}`)."""
+
+    response_id: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int
+    error: str
+    retry_after: int | None
+
+
+_JSON_PARAMS = ("blocks", "attachments", "metadata", "view")
+
+
+class FakeSlack:
+    """Fake Slack Web API + Socket Mode + response_url endpoint, served from its own thread."""
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+        team_id: str = TEAM_ID,
+        app_id: str = APP_ID,
+        bot_name: str = BOT_NAME,
+    ) -> None:
+        self.latency = latency
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.team_id = team_id
+        self.app_id = app_id
+        self.bot_name = bot_name
+        self.port = 0
+        self._lock = threading.Lock()
+        self._calls: list[Call] = []
+        self._attempts: list[Call] = []
+        self._messages: dict[tuple[str, str], StoredMessage] = {}
+        self._faults: dict[str, deque[_Fault]] = {}
+        self._overrides: dict[str, dict[str, Any]] = {}
+        self._responses: list[ResponseCall] = []
+        self._acks: list[dict[str, Any]] = []
+        self._sockets: list[web.WebSocketResponse] = []
+        self._socket_connects = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Origin, e.g. "http://127.0.0.1:PORT"."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """Web API base for `AsyncWebClient(base_url=...)` / SLACK_API_URL (ends with /api/)."""
+        return f"{self.url}/api/"
+
+    @property
+    def socket_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/socket"
+
+    def start(self) -> Self:
+        if self._thread is not None:
+            raise RuntimeError("FakeSlack already started")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        sock.setblocking(False)
+        self.port = int(sock.getsockname()[1])
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._serve(sock))
+            except BaseException as exc:
+                errors.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self._cleanup())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"fake-slack-{self.port}", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("FakeSlack did not start")
+        if errors:
+            self._thread.join(5)
+            self._thread = None
+            raise RuntimeError("FakeSlack failed to start") from errors[0]
+        return self
+
+    def stop(self) -> None:
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        if not loop.is_closed():
+            with contextlib.suppress(Exception):
+                self._run(self._close_sockets(), timeout=5)
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(15)
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
+        app.router.add_get("/socket", self._socket)
+        app.router.add_post("/response/{id}", self._response_url)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+
+    async def _cleanup(self) -> None:
+        await self._close_sockets()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
+        """Run a coroutine on the server loop from any other thread and wait for it."""
+        loop = self._loop
+        if loop is None or self._thread is None:
+            coro.close()
+            raise RuntimeError("FakeSlack is not running")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("blocking FakeSlack call from its own server thread")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+    # -- Web API ------------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params: dict[str, Any] = dict(request.query)
+        params.update(await _read_params(request))
+        for key in _JSON_PARAMS:
+            value = params.get(key)
+            if isinstance(value, str) and value[:1] in ("[", "{"):
+                with contextlib.suppress(ValueError):
+                    params[key] = json.loads(value)
+        headers = dict(request.headers)
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+
+        auth = request.headers.get("Authorization", "")
+        prefix = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
+        if not auth.startswith(prefix) or len(auth) <= len(prefix):
+            body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
+            self._record(Call(method, params, headers, 200, body), handled=False)
+            return web.json_response(body)
+
+        with self._lock:
+            queue = self._faults.get(method)
+            fault = queue.popleft() if queue else None
+        if fault is not None:
+            body = {"ok": False, "error": fault.error}
+            extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            self._record(Call(method, params, headers, fault.status, body), handled=False)
+            return web.json_response(body, status=fault.status, headers=extra)
+
+        with self._lock:
+            body = self._handle(method, params)
+            self._calls.append(Call(method, params, headers, 200, body))
+            self._attempts.append(Call(method, params, headers, 200, body))
+        return web.json_response(body)
+
+    def _record(self, call: Call, *, handled: bool) -> None:
+        with self._lock:
+            self._attempts.append(call)
+            if handled:
+                self._calls.append(call)
+
+    def _handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Method logic; runs under self._lock."""
+        if method in self._overrides:
+            return dict(self._overrides[method])
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://example.slack.com/",
+                "team": "Example",
+                "user": self.bot_name,
+                "team_id": self.team_id,
+                "user_id": self.bot_user_id,
+                "bot_id": self.bot_id,
+                "is_enterprise_install": False,
+            }
+        if method == "apps.connections.open":
+            return {"ok": True, "url": self.socket_url}
+        if method == "chat.postMessage":
+            channel = params.get("channel")
+            if not channel:
+                return {"ok": False, "error": "channel_not_found"}
+            if not params.get("text") and not params.get("blocks"):
+                return {"ok": False, "error": "no_text"}
+            ts = next_ts()
+            thread_ts = params.get("thread_ts") or None
+            self._messages[(channel, ts)] = StoredMessage(
+                channel=channel,
+                ts=ts,
+                text=params.get("text"),
+                blocks=params.get("blocks"),
+                thread_ts=thread_ts,
+            )
+            message = {
+                **{k: v for k, v in params.items() if k != "channel"},
+                "type": "message",
+                "user": self.bot_user_id,
+                "bot_id": self.bot_id,
+                "ts": ts,
+            }
+            return {"ok": True, "channel": channel, "ts": ts, "message": message}
+        if method == "chat.update":
+            channel, ts = params.get("channel", ""), params.get("ts", "")
+            stored = self._messages.get((channel, ts))
+            if stored is None:
+                return {"ok": False, "error": "message_not_found"}
+            self._messages[(channel, ts)] = replace(
+                stored,
+                text=params.get("text", stored.text),
+                blocks=params.get("blocks", stored.blocks),
+                edits=stored.edits + 1,
+            )
+            return {
+                "ok": True,
+                "channel": channel,
+                "ts": ts,
+                "text": params.get("text", stored.text or ""),
+                "message": {"text": params.get("text", stored.text or ""), "ts": ts},
+            }
+        if method == "chat.delete":
+            channel, ts = params.get("channel", ""), params.get("ts", "")
+            self._messages.pop((channel, ts), None)
+            return {"ok": True, "channel": channel, "ts": ts}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": next_ts()}
+        if method == "views.open":
+            return {"ok": True, "view": {"id": "V1"}}
+        return {"ok": True}
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        text = await request.text()
+        try:
+            decoded = json.loads(text)
+            body = decoded if isinstance(decoded, dict) else {"raw": decoded}
+        except ValueError:
+            body = {"raw": text}
+        with self._lock:
+            self._responses.append(
+                ResponseCall(request.match_info["id"], body, dict(request.headers))
+            )
+        return web.Response(text="ok", content_type="text/plain")
+
+    # -- Socket Mode --------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(timeout=2.0)
+        await ws.prepare(request)
+        with self._lock:
+            self._sockets.append(ws)
+            self._socket_connects += 1
+        try:
+            await ws.send_json(
+                {
+                    "type": "hello",
+                    "num_connections": 1,
+                    "debug_info": {"host": "fake-slack", "approximate_connection_time": 3600},
+                    "connection_info": {"app_id": self.app_id},
+                }
+            )
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    frame = json.loads(msg.data)
+                except ValueError:
+                    frame = {"raw": msg.data}
+                with self._lock:
+                    self._acks.append(frame if isinstance(frame, dict) else {"raw": frame})
+        finally:
+            with self._lock:
+                if ws in self._sockets:
+                    self._sockets.remove(ws)
+        return ws
+
+    async def _close_sockets(self) -> None:
+        with self._lock:
+            sockets = list(self._sockets)
+        for ws in sockets:
+            with contextlib.suppress(Exception):
+                await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server closed")
+
+    async def _broadcast(self, frame: dict[str, Any]) -> int:
+        with self._lock:
+            sockets = [ws for ws in self._sockets if not ws.closed]
+        if not sockets:
+            raise RuntimeError("no Socket Mode client is connected to FakeSlack")
+        for ws in sockets:
+            await ws.send_json(frame)
+        return len(sockets)
+
+    @property
+    def connection_count(self) -> int:
+        with self._lock:
+            return sum(1 for ws in self._sockets if not ws.closed)
+
+    @property
+    def connects(self) -> int:
+        """How many Socket Mode connections were ever accepted (grows on reconnects)."""
+        with self._lock:
+            return self._socket_connects
+
+    def _envelope(
+        self,
+        type_: str,
+        payload: dict[str, Any],
+        accepts_response_payload: bool,
+        envelope_id: str | None,
+        retry_attempt: int | None,
+        retry_reason: str | None,
+    ) -> dict[str, Any]:
+        frame: dict[str, Any] = {
+            "envelope_id": envelope_id or str(uuid.uuid4()),
+            "type": type_,
+            "payload": payload,
+            "accepts_response_payload": accepts_response_payload,
+        }
+        if retry_attempt is not None:
+            frame["retry_attempt"] = retry_attempt
+            frame["retry_reason"] = retry_reason or "timeout"
+        return frame
+
+    def send_envelope(
+        self,
+        type_: str,
+        payload: dict[str, Any],
+        accepts_response_payload: bool = False,
+        *,
+        envelope_id: str | None = None,
+        retry_attempt: int | None = None,
+        retry_reason: str | None = None,
+    ) -> str:
+        """Push an envelope to every connected client; returns its envelope_id.
+
+        `type_` is "events_api" (payload: `event_payload(...)`), "slash_commands"
+        (`command_payload(...)`) or "interactive" (`block_action_payload(...)`, ...). Slack sets
+        `accepts_response_payload` true for commands and interactions. Raises RuntimeError when no
+        client is connected. Thread-safe; do not call from the fake's own thread.
+        """
+        frame = self._envelope(
+            type_, payload, accepts_response_payload, envelope_id, retry_attempt, retry_reason
+        )
+        self._run(self._broadcast(frame))
+        return str(frame["envelope_id"])
+
+    async def asend_envelope(
+        self,
+        type_: str,
+        payload: dict[str, Any],
+        accepts_response_payload: bool = False,
+        *,
+        envelope_id: str | None = None,
+        retry_attempt: int | None = None,
+        retry_reason: str | None = None,
+    ) -> str:
+        """`send_envelope` without blocking the caller's event loop."""
+        return await asyncio.to_thread(
+            self.send_envelope,
+            type_,
+            payload,
+            accepts_response_payload,
+            envelope_id=envelope_id,
+            retry_attempt=retry_attempt,
+            retry_reason=retry_reason,
+        )
+
+    def send_disconnect(self, reason: str = "refresh_requested") -> None:
+        """Ask clients to reconnect the way Slack does (`{"type":"disconnect"}` frame)."""
+        self._run(
+            self._broadcast(
+                {"type": "disconnect", "reason": reason, "debug_info": {"host": "fake-slack"}}
+            )
+        )
+
+    def disconnect_all(self) -> None:
+        """Close every Socket Mode connection from the server side (clients should reconnect).
+
+        Waits for the close handshake: in an async test use `adisconnect_all`.
+        """
+        self._run(self._close_sockets())
+
+    async def adisconnect_all(self) -> None:
+        await asyncio.to_thread(self.disconnect_all)
+
+    def acks(self) -> list[dict[str, Any]]:
+        """Frames received from Socket Mode clients (`{"envelope_id": ..., "payload"?: ...}`)."""
+        with self._lock:
+            return list(self._acks)
+
+    def ack_for(self, envelope_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return next((a for a in self._acks if a.get("envelope_id") == envelope_id), None)
+
+    def wait_for_ack(self, envelope_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        return self.wait_for(
+            lambda: self.ack_for(envelope_id), timeout, what=f"ack of envelope {envelope_id}"
+        )
+
+    async def await_ack(self, envelope_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        return await self.await_for(
+            lambda: self.ack_for(envelope_id), timeout, what=f"ack of envelope {envelope_id}"
+        )
+
+    def wait_connected(self, timeout: float = 10.0, count: int = 1) -> None:
+        self.wait_for(
+            lambda: self.connection_count >= count, timeout, what=f"{count} socket connection(s)"
+        )
+
+    async def await_connected(self, timeout: float = 10.0, count: int = 1) -> None:
+        await self.await_for(
+            lambda: self.connection_count >= count, timeout, what=f"{count} socket connection(s)"
+        )
+
+    # -- fault injection and overrides --------------------------------------------------------
+
+    def fail_next(
+        self, method: str, *, status: int = 429, retry_after: int = 1, times: int = 1
+    ) -> None:
+        """Answer the next `times` calls of `method` with HTTP `status` (429), a `Retry-After`
+        header (whole seconds; slack_sdk parses it with int(); 0 is allowed) and
+        `{"ok":false,"error":"ratelimited"}`. Those show up in `attempts()`, not `calls()`."""
+        with self._lock:
+            queue = self._faults.setdefault(method, deque())
+            queue.extend(_Fault(status, "ratelimited", retry_after) for _ in range(times))
+
+    def error_next(
+        self, method: str, error: str = "internal_error", status: int = 200, times: int = 1
+    ) -> None:
+        """Answer the next `times` calls of `method` with `{"ok":false,"error":error}`."""
+        with self._lock:
+            queue = self._faults.setdefault(method, deque())
+            queue.extend(_Fault(status, error, None) for _ in range(times))
+
+    def respond_with(self, method: str, body: dict[str, Any] | None) -> None:
+        """Fixed HTTP 200 body for `method` from now on (None restores the default)."""
+        with self._lock:
+            if body is None:
+                self._overrides.pop(method, None)
+            else:
+                self._overrides[method] = dict(body)
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def calls(self, method: str | None = None) -> list[Call]:
+        """Calls the fake answered normally (injected faults and invalid_auth excluded)."""
+        with self._lock:
+            return [c for c in self._calls if method is None or c.method == method]
+
+    def attempts(self, method: str | None = None) -> list[Call]:
+        """Every request that reached /api/, including injected faults and auth failures."""
+        with self._lock:
+            return [c for c in self._attempts if method is None or c.method == method]
+
+    def posts(self, channel: str | None = None, thread_ts: str | None = None) -> list[Call]:
+        """Successful chat.postMessage calls, optionally filtered by channel / thread_ts."""
+        return [
+            c
+            for c in self.calls("chat.postMessage")
+            if c.ok
+            and (channel is None or c.params.get("channel") == channel)
+            and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
+        ]
+
+    def updates(self, channel: str | None = None, ts: str | None = None) -> list[Call]:
+        """Successful chat.update calls."""
+        return [
+            c
+            for c in self.calls("chat.update")
+            if c.ok
+            and (channel is None or c.params.get("channel") == channel)
+            and (ts is None or c.params.get("ts") == ts)
+        ]
+
+    def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[Call]:
+        """Successful chat.postEphemeral calls."""
+        return [
+            c
+            for c in self.calls("chat.postEphemeral")
+            if c.ok
+            and (channel is None or c.params.get("channel") == channel)
+            and (user is None or c.params.get("user") == user)
+        ]
+
+    def message(self, channel: str, ts: str) -> StoredMessage | None:
+        """Current state of a bot message (after updates; None once deleted)."""
+        with self._lock:
+            return self._messages.get((channel, ts))
+
+    def messages(
+        self, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[StoredMessage]:
+        with self._lock:
+            found = [
+                m
+                for m in self._messages.values()
+                if (channel is None or m.channel == channel)
+                and (thread_ts is None or m.thread_ts == thread_ts)
+            ]
+        return sorted(found, key=lambda m: m.ts)
+
+    def new_response_url(self) -> str:
+        """A fresh `response_url` served by this fake (`POST /response/<n>`)."""
+        return f"{self.url}/response/{_next_id()}"
+
+    def responses(self, url_or_id: str | None = None) -> list[ResponseCall]:
+        """Bodies posted to response_urls (filter by the full URL or its id)."""
+        key = None if url_or_id is None else url_or_id.rstrip("/").rsplit("/", 1)[-1]
+        with self._lock:
+            return [r for r in self._responses if key is None or r.response_id == key]
+
+    def clear(self) -> None:
+        """Forget calls, attempts, messages, faults, overrides, responses and acks."""
+        with self._lock:
+            self._calls.clear()
+            self._attempts.clear()
+            self._messages.clear()
+            self._faults.clear()
+            self._overrides.clear()
+            self._responses.clear()
+            self._acks.clear()
+
+    def describe(self) -> str:
+        """Human-readable log of what the fake saw (used in timeout messages)."""
+        with self._lock:
+            attempts = list(self._attempts)
+            acks = list(self._acks)
+            responses = list(self._responses)
+            connected = sum(1 for ws in self._sockets if not ws.closed)
+        lines = [f"{len(attempts)} API request(s):"]
+        for c in attempts:
+            shown = {
+                k: v
+                for k, v in c.params.items()
+                if k in ("channel", "ts", "thread_ts", "text", "user", "trigger_id")
+            }
+            result = "ok" if c.ok else f"{c.status} {c.response.get('error')}"
+            lines.append(f"  {c.method} [{result}] {_short(shown)}")
+        lines.append(f"{len(responses)} response_url post(s):")
+        lines.extend(f"  {r.response_id}: {_short(r.body)}" for r in responses)
+        lines.append(f"socket connections: {connected}; {len(acks)} socket frame(s) received:")
+        lines.extend(f"  {_short(a)}" for a in acks)
+        return "\n".join(lines)
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    def wait_for(
+        self,
+        predicate: Callable[[], T | None],
+        timeout: float = 10.0,
+        *,
+        what: str | None = None,
+        interval: float = 0.02,
+    ) -> T:
+        """Poll `predicate` (blocking) until it returns something truthy; return that value.
+
+        Use `await_for` inside async tests so their event loop keeps running.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if time.monotonic() >= deadline:
+                raise AssertionError(self._timeout_message(predicate, timeout, what))
+            time.sleep(interval)
+
+    @overload
+    async def await_for(
+        self,
+        predicate: Callable[[], Awaitable[T | None]],
+        timeout: float = 10.0,
+        *,
+        what: str | None = None,
+        interval: float = 0.02,
+    ) -> T: ...
+
+    @overload
+    async def await_for(
+        self,
+        predicate: Callable[[], T | None],
+        timeout: float = 10.0,
+        *,
+        what: str | None = None,
+        interval: float = 0.02,
+    ) -> T: ...
+
+    async def await_for(
+        self,
+        predicate: Callable[[], T | None] | Callable[[], Awaitable[T | None]],
+        timeout: float = 10.0,
+        *,
+        what: str | None = None,
+        interval: float = 0.02,
+    ) -> T:
+        """Async `wait_for`: polls with asyncio.sleep; `predicate` may be sync or async."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            result: T | None = await value if isinstance(value, Awaitable) else value
+            if result:
+                return result
+            if time.monotonic() >= deadline:
+                raise AssertionError(self._timeout_message(predicate, timeout, what))
+            await asyncio.sleep(interval)
+
+    def _timeout_message(self, predicate: object, timeout: float, what: str | None) -> str:
+        name = what or getattr(predicate, "__qualname__", repr(predicate))
+        return f"FakeSlack: timed out after {timeout}s waiting for {name}\n{self.describe()}"
+
+
+async def _read_params(request: web.Request) -> dict[str, Any]:
+    if request.content_type.startswith("multipart/"):
+        form = await request.post()
+        return {k: v for k, v in form.items() if isinstance(v, str)}
+    raw = await request.text()
+    if not raw:
+        return {}
+    if request.content_type == JSON_CONTENT_TYPE or raw.lstrip().startswith("{"):
+        try:
+            decoded = json.loads(raw)
+        except ValueError:
+            return {}
+        return decoded if isinstance(decoded, dict) else {}
+    return dict(parse_qsl(raw, keep_blank_values=True))
+
+
+def _short(value: object, limit: int = 160) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."

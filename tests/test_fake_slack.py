@@ -1,0 +1,170 @@
+"""The fake Slack works with the real slack_sdk / slack_bolt clients."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from tests.fake_slack import (
+    FakeSlack,
+    block_action_body,
+    event_payload,
+    mention_event,
+    sign,
+)
+
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+SECRET = "test-signing-secret"
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
+    for var in PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    with FakeSlack() as server:
+        yield server
+
+
+async def test_post_and_update_are_recorded(fake: FakeSlack) -> None:
+    client = AsyncWebClient(token="xoxb-test", base_url=fake.base_url)
+    auth = await client.auth_test()
+    assert auth["user_id"] == "UBOT"
+
+    first = await client.chat_postMessage(channel="C111", text="hello", thread_ts="1.000001")
+    second = await client.chat_postMessage(channel="C111", text="again")
+    assert float(second["ts"]) > float(first["ts"])
+    assert first["message"]["text"] == "hello"
+    await client.chat_update(channel="C111", ts=first["ts"], text="edited", blocks=[])
+    with pytest.raises(SlackApiError) as missing:
+        await client.chat_update(channel="C111", ts="9.999999", text="x")
+    assert missing.value.response["error"] == "message_not_found"
+
+    assert [c.params["text"] for c in fake.posts(channel="C111")] == ["hello", "again"]
+    assert [c.params["text"] for c in fake.posts(thread_ts="1.000001")] == ["hello"]
+    assert [c.params["ts"] for c in fake.updates()] == [first["ts"]]
+    stored = fake.message("C111", first["ts"])
+    assert stored is not None and stored.text == "edited" and stored.thread_ts == "1.000001"
+    assert fake.calls("chat.postMessage")[0].headers["Authorization"] == "Bearer xoxb-test"
+
+    bad = AsyncWebClient(token="xapp-wrong-kind", base_url=fake.base_url)
+    with pytest.raises(SlackApiError) as denied:
+        await bad.chat_postMessage(channel="C111", text="nope")
+    assert denied.value.response["error"] == "invalid_auth"
+    assert len(fake.posts()) == 2 and len(fake.attempts("chat.postMessage")) == 3
+
+
+async def test_rate_limit_is_retried_after_retry_after(fake: FakeSlack) -> None:
+    client = AsyncWebClient(
+        token="xoxb-test",
+        base_url=fake.base_url,
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)],
+    )
+    fake.fail_next("chat.postMessage", retry_after=0)
+    started = time.monotonic()
+    response = await client.chat_postMessage(channel="C111", text="eventually")
+    assert response["ok"] and time.monotonic() - started < 5
+    attempts = fake.attempts("chat.postMessage")
+    assert [a.status for a in attempts] == [429, 200]
+    assert [c.params["text"] for c in fake.posts()] == ["eventually"]
+
+    fake.fail_next("chat.postMessage", retry_after=0, times=2)
+    with pytest.raises(SlackApiError) as limited:
+        await client.chat_postMessage(channel="C111", text="gives up")
+    assert limited.value.response.status_code == 429
+    assert limited.value.response.headers["Retry-After"] == "0"
+
+    fake.error_next("chat.update", "cant_update_message")
+    with pytest.raises(SlackApiError) as failed:
+        await client.chat_update(channel="C111", ts=response["ts"], text="x")
+    assert failed.value.response["error"] == "cant_update_message"
+    assert len(fake.posts()) == 1 and fake.updates() == []
+
+
+async def test_signed_block_action_verifies_and_reaches_bolt(fake: FakeSlack) -> None:
+    body = block_action_body(
+        "approve", "ap-1", user="U_BOB", message_ts="1.000002", thread_ts="1.000001"
+    )
+    headers = sign(SECRET, body)
+    verifier = SignatureVerifier(SECRET)
+    assert verifier.is_valid_request(body, headers)
+    assert headers["X-Slack-Signature"] == verifier.generate_signature(
+        timestamp=headers["X-Slack-Request-Timestamp"], body=body
+    )
+    assert not verifier.is_valid_request(body, sign(SECRET, body, int(time.time()) - 600))
+
+    async def authorize(**_: Any) -> AuthorizeResult:
+        return AuthorizeResult(
+            enterprise_id=None, team_id="T111", bot_token="xoxb-t", bot_user_id="UBOT"
+        )
+
+    app = AsyncApp(
+        signing_secret=SECRET,
+        client=AsyncWebClient(token="xoxb-t", base_url=fake.base_url),
+        authorize=authorize,
+    )
+    seen: dict[str, Any] = {}
+
+    @app.action("approve")
+    async def on_approve(ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
+        await ack()
+        seen.update(
+            value=body["actions"][0]["value"],
+            user=context["user_id"],
+            channel=context["channel_id"],
+            thread=context["thread_ts"],
+        )
+
+    request = AsyncBoltRequest(
+        body=body, headers={"content-type": "application/x-www-form-urlencoded", **headers}
+    )
+    response = await app.async_dispatch(request)
+    assert response.status == 200
+    assert seen == {"value": "ap-1", "user": "U_BOB", "channel": "C111", "thread": "1.000001"}
+
+
+async def test_socket_mode_envelope_and_ack(fake: FakeSlack) -> None:
+    client = SocketModeClient(
+        app_token="xapp-1",
+        web_client=AsyncWebClient(token="xoxb-x", base_url=fake.base_url),
+        ping_interval=1,
+    )
+    received: list[SocketModeRequest] = []
+
+    async def listener(sm: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
+        received.append(req)
+        await sm.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+
+    client.socket_mode_request_listeners.append(listener)
+    try:
+        await client.connect()  # type: ignore[no-untyped-call]  # untyped in slack_sdk
+        await fake.await_connected(timeout=5)
+        payload = event_payload(mention_event("hi", ts="1.000003"), event_id="Ev1")
+        envelope_id = await fake.asend_envelope("events_api", payload)
+        ack = await fake.await_ack(envelope_id, timeout=5)
+        assert ack == {"envelope_id": envelope_id}
+        assert received[0].payload["event"]["text"] == "<@UBOT> hi"
+
+        await fake.adisconnect_all()
+        await fake.await_for(lambda: fake.connects >= 2 and fake.connection_count == 1, 10)
+        second = await fake.asend_envelope("events_api", payload, retry_attempt=1)
+        await fake.await_ack(second, timeout=5)
+        assert received[-1].retry_attempt == 1
+    finally:
+        await client.close()  # type: ignore[no-untyped-call]
+    assert fake.calls("apps.connections.open")[0].headers["Authorization"] == "Bearer xapp-1"
+    await asyncio.sleep(0)
