@@ -5,7 +5,6 @@ process) and `clawgate worker` (no HTTP); any number of them share one consumer 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -180,10 +179,9 @@ async def sweep_forever(sweep: Callable[[], Awaitable[int]], interval: float) ->
     """Expire overdue approvals and settle crashed executions (every worker may do this)."""
     while True:
         await asyncio.sleep(interval)
-        with contextlib.suppress(RedisError):
-            try:
-                await sweep()
-            except RedisError:
-                raise
-            except Exception:
-                log.exception("approval sweep failed")
+        try:
+            await sweep()
+        except RedisError as exc:
+            log.warning("approval sweep skipped: %s", exc)
+        except Exception:
+            log.exception("approval sweep failed")

@@ -52,6 +52,15 @@ from runtime.metrics import INBOUND
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
+
+
+def _bolt_logger() -> logging.Logger:
+    """Bolt's logger, minus its start-up warnings that the SLACK_* variables it would read by
+    itself are ignored: clawgate passes everything explicitly."""
+    logger = logging.getLogger("slack_bolt.clawgate")
+    if not logger.filters:
+        logger.addFilter(lambda record: "will be " not in record.getMessage())
+    return logger
 Ingest = Callable[[Inbound], Awaitable[bool]]
 
 
@@ -99,41 +108,65 @@ class SlackAdapter:
         self.identity = identity
         self.ingest = ingest
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        async def authorize() -> AuthorizeResult:
+            return self._authorization
+
+        self._authorization = AuthorizeResult(
+            enterprise_id=None,
+            team_id=identity.team_id,
+            bot_token=client.token,
+            bot_user_id=identity.bot_user_id,
+            bot_id=identity.bot_id,
+        )
         self.app = AsyncApp(
             client=client,
-            authorize=self._authorize,
+            authorize=authorize,
             # Verified in `handle_http` (with our own status codes); Socket Mode needs none.
             request_verification_enabled=False,
             # Listeners only ingest: the answer must wait until the input is safely queued.
             process_before_response=True,
             raise_error_for_unhandled_request=False,
+            logger=_bolt_logger(),
         )
         self._register()
-
-    async def _authorize(self, **_: Any) -> AuthorizeResult:
-        me = self.identity
-        return AuthorizeResult(
-            enterprise_id=None,
-            team_id=me.team_id,
-            bot_token=self.client.token,
-            bot_user_id=me.bot_user_id,
-            bot_id=me.bot_id,
-        )
 
     # --- listeners -------------------------------------------------------------------------
 
     def _register(self) -> None:
+        """Bolt passes listener arguments by parameter name, so it gets plain functions."""
         app = self.app
-        app.event("app_mention")(self._on_message)
-        app.event("message")(self._on_message)
-        app.event(re.compile(".*"))(self._on_other_event)  # acknowledged, so never retried
+
+        async def on_message(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_message(body, ack)
+
+        async def on_other_event(ack: AsyncAck) -> None:
+            await ack()  # acknowledged, so Slack does not retry it
+
+        async def on_command(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_command(body, ack)
+
+        async def on_approve(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_approve(body, ack)
+
+        async def on_reject_click(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_reject_click(body, ack)
+
+        async def on_reject_submit(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_reject_submit(body, ack)
+
+        async def on_error(error: Exception) -> BoltResponse:
+            return self._on_error(error)
+
+        app.event("app_mention")(on_message)
+        app.event("message")(on_message)
+        app.event(re.compile(".*"))(on_other_event)
         for command in COMMANDS:
-            app.command(command)(self._on_command)
-        app.action(APPROVE_ONCE)(self._on_approve)
-        app.action(APPROVE_ALWAYS)(self._on_approve)
-        app.action(REJECT)(self._on_reject_click)
-        app.view(REJECT_VIEW)(self._on_reject_submit)
-        app.error(self._on_error)
+            app.command(command)(on_command)
+        app.action(APPROVE_ONCE)(on_approve)
+        app.action(APPROVE_ALWAYS)(on_approve)
+        app.action(REJECT)(on_reject_click)
+        app.view(REJECT_VIEW)(on_reject_submit)
+        app.error(on_error)
 
     async def _on_message(self, body: dict[str, Any], ack: AsyncAck) -> None:
         envelope = _validate(EventCallback, body)
@@ -141,9 +174,6 @@ class SlackAdapter:
         inbound = message_inbound(event, envelope.event_id, envelope.team_id, self.identity)
         if inbound is not None:
             await self.ingest(inbound)
-        await ack()
-
-    async def _on_other_event(self, ack: AsyncAck) -> None:
         await ack()
 
     async def _on_command(self, body: dict[str, Any], ack: AsyncAck) -> None:
@@ -177,7 +207,7 @@ class SlackAdapter:
         await self.ingest(inbound)
         await ack()
 
-    async def _on_error(self, error: Exception) -> BoltResponse:
+    def _on_error(self, error: Exception) -> BoltResponse:
         if isinstance(error, IngestUnavailable):
             log.warning("slack: cannot queue the request (%s): answering 503", error)
             return BoltResponse(status=503, body="storage unavailable, retry later")
