@@ -1,0 +1,160 @@
+"""Slack payloads to `Inbound`: sessions, mentions, what is ignored, command text."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.slack.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    SlackIdentity,
+    action_inbound,
+    command_inbound,
+    message_inbound,
+    rejection_inbound,
+)
+from adapters.slack.payloads import (
+    BlockActions,
+    MessageEvent,
+    RejectContext,
+    SlashCommand,
+    ViewSubmission,
+)
+from adapters.slack.text import clean_text, escape, split_text
+
+ME = SlackIdentity(team_id="T1", bot_user_id="UBOT", bot_id="BBOT")
+
+
+def event(**fields: str | None) -> MessageEvent:
+    base: dict[str, str | None] = {"type": "message", "channel": "C1", "ts": "10.1", "user": "U1"}
+    return MessageEvent.model_validate(base | fields)
+
+
+def test_clean_text_strips_the_bot_mention_and_unescapes() -> None:
+    raw = "<@UBOT> run: echo a &gt;&gt; f &amp;&amp; cat &lt;in"
+    assert clean_text(raw, "UBOT") == "run: echo a >> f && cat <in"
+
+
+def test_clean_text_makes_markup_plain() -> None:
+    raw = "<@UBOT> ask <@U2|bob> in <#C9|general> about <https://x.io/a|the doc> <!here>"
+    assert clean_text(raw, "UBOT") == "ask @U2 in #general about https://x.io/a @here"
+
+
+def test_escape_and_split() -> None:
+    assert escape("a<b>&c") == "a&lt;b&gt;&amp;c"
+    pieces = split_text("line\n" * 2000, limit=1000)
+    assert all(len(p) <= 1000 for p in pieces)
+    assert "".join(p + "\n" for p in pieces).count("line") == 2000
+
+
+def test_top_level_mention_starts_a_thread_session() -> None:
+    inbound = message_inbound(event(type="app_mention", text="<@UBOT> hi"), "Ev1", "T1", ME)
+    assert inbound is not None
+    assert inbound.session == "slack:T1:C1:10.1"
+    assert inbound.conversation.id == "slack:T1:C1"
+    assert inbound.conversation.data == {"channel": "C1", "thread_ts": "10.1"}
+    assert inbound.text == "hi"
+    assert inbound.actor.key == "slack:U1"
+    assert not inbound.needs_session
+
+
+def test_mention_and_message_events_share_a_dedupe_key() -> None:
+    mention = message_inbound(event(type="app_mention", text="<@UBOT> hi"), "Ev1", "T1", ME)
+    message = message_inbound(event(text="<@UBOT> hi", channel_type="channel"), "Ev2", "T1", ME)
+    assert mention is not None and message is not None
+    assert set(mention.dedupe_keys) & set(message.dedupe_keys)
+    assert mention.session == message.session
+
+
+def test_reply_in_thread_without_mention_needs_an_existing_session() -> None:
+    inbound = message_inbound(event(text="and then?", thread_ts="9.0"), "Ev1", "T1", ME)
+    assert inbound is not None
+    assert inbound.needs_session
+    assert inbound.session == "slack:T1:C1:9.0"
+
+
+def test_dm_is_one_session_unless_threaded() -> None:
+    top = message_inbound(event(channel="D1", channel_type="im", text="hi"), "Ev1", "T1", ME)
+    threaded = message_inbound(
+        event(channel="D1", channel_type="im", text="hi", thread_ts="5.0"), "Ev2", "T1", ME
+    )
+    assert top is not None and threaded is not None
+    assert top.session == "slack:T1:D1"
+    assert "thread_ts" not in top.conversation.data
+    assert threaded.session == "slack:T1:D1:5.0"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"text": "just chatting"},  # channel chatter without a mention
+        {"text": "<@UBOT> hi", "user": "UBOT"},  # the bot itself
+        {"text": "<@UBOT> hi", "bot_id": "B2"},  # another bot
+        {"text": "<@UBOT> hi", "subtype": "message_changed"},  # an edit
+        {"text": "<@UBOT>  "},  # nothing but the mention
+    ],
+)
+def test_ignored_messages(fields: dict[str, str]) -> None:
+    assert message_inbound(event(**fields), "Ev1", "T1", ME) is None
+
+
+def test_slash_command_belongs_to_the_channel() -> None:
+    command = SlashCommand(
+        command="/approve",
+        text="abc123 always",
+        user_id="U1",
+        channel_id="C1",
+        team_id="T1",
+        trigger_id="tr1",
+        response_url="http://127.0.0.1/r",
+    )
+    inbound = command_inbound(command)
+    assert inbound.text == "/approve abc123 always"
+    assert inbound.session == "slack:T1:C1"
+    assert inbound.reply == {"response_url": "http://127.0.0.1/r"}
+
+
+def _actions(action_id: str, thread_ts: str | None = "9.0") -> BlockActions:
+    return BlockActions.model_validate(
+        {
+            "type": "block_actions",
+            "user": {"id": "U2"},
+            "team": {"id": "T1"},
+            "channel": {"id": "C1"},
+            "container": {"message_ts": "9.5", "thread_ts": thread_ts},
+            "actions": [{"action_id": action_id, "value": "abc123"}],
+            "trigger_id": "tr2",
+        }
+    )
+
+
+def test_buttons_are_approve_commands_in_the_notice_thread() -> None:
+    once = action_inbound(_actions(APPROVE_ONCE))
+    always = action_inbound(_actions(APPROVE_ALWAYS, thread_ts=None))
+    assert once is not None and always is not None
+    assert once.text == "/approve abc123"
+    assert once.session == "slack:T1:C1:9.0"
+    assert always.text == "/approve abc123 always"
+    assert always.session == "slack:T1:C1:9.5"  # falls back to the notice's own ts
+    assert action_inbound(_actions("someone_elses_button")) is None
+
+
+def test_reject_modal_submission_carries_the_reason() -> None:
+    context = RejectContext(approval_id="abc123", channel="C1", thread_ts="9.0")
+    submission = ViewSubmission.model_validate(
+        {
+            "type": "view_submission",
+            "user": {"id": "U2"},
+            "team": {"id": "T1"},
+            "view": {
+                "id": "V1",
+                "callback_id": "clawgate_reject",
+                "private_metadata": context.model_dump_json(),
+                "state": {"values": {"reason": {"reason": {"value": "  not   now "}}}},
+            },
+        }
+    )
+    inbound = rejection_inbound(submission)
+    assert inbound.text == "/reject abc123 not now"
+    assert inbound.session == "slack:T1:C1:9.0"
+    assert inbound.actor.key == "slack:U2"
