@@ -186,7 +186,7 @@ def _announce(settings: Settings, service: Service, http: bool) -> None:
         platforms.append("slack (socket mode)" if settings.slack_app_token else "slack")
     where = f"listening on http://{settings.host}:{settings.port}" if http else "worker"
     print(
-        f"clawgate: {where}; platforms: {', '.join(platforms) or 'none'}; "
+        f"clawgate: {where}; platforms: {', '.join(platforms) or 'none (set SLACK_BOT_TOKEN)'}; "
         f"worker {service.runtime.worker_id}",
         file=sys.stderr,
         flush=True,

@@ -48,7 +48,10 @@ class Worker:
         return sum(map(len, self._held.values()))
 
     def alive(self, within: float = 10.0) -> bool:
-        return not self._stopping and time.monotonic() - self.last_poll < within
+        """Reading recently, or busy with as much work as it may take (which is not stuck)."""
+        if self._stopping or not self._tasks or self._tasks[0].done():
+            return False
+        return time.monotonic() - self.last_poll < within or self.in_flight >= self.concurrency
 
     async def start(self) -> None:
         await self.inbox.ensure_group()
