@@ -1,0 +1,837 @@
+"""`clawgate serve` for Slack, end to end: the real aiohttp server, slack-bolt and slack_sdk
+against FakeSlack, a real Redis, inbound requests signed the way Slack signs them, the
+in-process worker. Every test checks what a user would notice: what was posted where, what
+ran in the workdir, what was refused, and what is queued in Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+from aiohttp.test_utils import TestServer
+from prometheus_client.parser import text_string_to_metric_families
+from redis.exceptions import RedisError, ResponseError
+
+from adapters.slack.inbound import APPROVE_ALWAYS, APPROVE_ONCE, REJECT, REJECT_VIEW
+from bot.policy_file import load_policy_file
+from bot.server import Service, build_app, build_service
+from bot.settings import Settings, SettingsError, load_settings
+from tests.conftest import _unavailable, free_port
+from tests.fake_slack import (
+    BOT_ID,
+    BOT_USER_ID,
+    TEAM_ID,
+    Call,
+    FakeSlack,
+    block_action_body,
+    command_body,
+    event_body,
+    mention_event,
+    message_event,
+    new_event_id,
+    next_ts,
+    post_signed,
+    view_submission_body,
+)
+
+SECRET = "test-signing-secret"
+CHANNEL = "C111"
+ADMIN = "U_ADMIN"
+APPROVER = "U_CAROL"
+ALICE = "U_ALICE"  # the requester in these tests; may not approve her own calls
+BOB = "U_BOB"  # neither admin nor approver
+NOTES = "Quarterly notes: the fox jumped over the lazy dog.\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The harness: one service (runtime + worker + Slack adapter) behind a real HTTP server
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Harness:
+    fake: FakeSlack
+    service: Service
+    server: TestServer
+    workdir: Path
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return str(self.server.make_url("/slack/events"))
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        return self.service.redis
+
+    async def post(
+        self,
+        body: str,
+        *,
+        secret: str = SECRET,
+        timestamp: int | None = None,
+        retry_num: int | None = None,
+    ) -> tuple[int, str]:
+        return await post_signed(self.url, secret, body, timestamp=timestamp, retry_num=retry_num)
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(self.server.make_url(path)) as resp,
+        ):
+            return resp.status, await resp.text()
+
+    # --- what is in Redis ----------------------------------------------------------------
+
+    async def enqueued(self) -> int:
+        """Inputs ever appended to the inbox stream (handled ones are deleted from it)."""
+        try:
+            info: dict[str, Any] = await self.redis.xinfo_stream(self.service.inbox.stream)
+        except ResponseError:  # no stream at all
+            return 0
+        return int(info["entries-added"])
+
+    async def seen_keys(self) -> list[str]:
+        return [key async for key in self.redis.scan_iter(f"{self.prefix}:{{inbox}}:seen:*")]
+
+    async def drained(self) -> None:
+        """Wait until every queued input was handled and acknowledged."""
+
+        async def empty() -> bool:
+            waiting, in_hand = await self.service.inbox.depth()
+            length = await self.redis.xlen(self.service.inbox.stream)
+            return waiting == 0 and in_hand == 0 and length == 0
+
+        await self.fake.await_for(empty, 15, what="an empty inbox")
+
+    async def approval_status(self, session: str, approval_id: str) -> str | None:
+        key = f"{self.prefix}:{{{session}}}:approval:{approval_id}"
+        value = await self.redis.hget(key, "status")
+        return None if value is None else str(value)
+
+    async def history_length(self, session: str) -> int:
+        return await self.service.runtime.history.length(session)
+
+    # --- what was posted -----------------------------------------------------------------
+
+    def texts(self, channel: str = CHANNEL, thread_ts: str | None = None) -> list[str]:
+        return [str(c.params.get("text", "")) for c in self.fake.posts(channel, thread_ts)]
+
+    async def await_post(
+        self, predicate: Callable[[Call], bool], what: str, channel: str = CHANNEL
+    ) -> Call:
+        def found() -> Call | None:
+            return next((c for c in self.fake.posts(channel) if predicate(c)), None)
+
+        return await self.fake.await_for(found, 15, what=what)
+
+
+def session_of(thread_ts: str, channel: str = CHANNEL) -> str:
+    return f"slack:{TEAM_ID}:{channel}:{thread_ts}"
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    fake: FakeSlack,
+    workdir: Path,
+    redis_url: str,
+    *,
+    start_worker: bool = True,
+    **overrides: str,
+) -> AsyncIterator[Harness]:
+    prefix = f"cgslack{uuid.uuid4().hex[:10]}"
+    values: dict[str, Any] = {
+        "REDIS_URL": redis_url,
+        "CLAWGATE_REDIS_PREFIX": prefix,
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": fake.base_url,
+        "CLAWGATE_WORKDIR": str(workdir),
+        "CLAWGATE_ADMINS": f"slack:{ADMIN}",
+        "CLAWGATE_APPROVERS": f"slack:{APPROVER}",
+        "CLAWGATE_BASH_TIMEOUT": "20",
+        **overrides,
+    }
+    settings = Settings(**values)
+    service = await build_service(settings, load_policy_file(None))
+    server = TestServer(build_app(service), host="127.0.0.1", port=free_port())
+    await server.start_server()
+    if start_worker:
+        await service.worker.start()
+    try:
+        yield Harness(fake, service, server, workdir, prefix)
+    finally:
+        await service.worker.stop(1)
+        await server.close()
+        await service.redis.aclose()
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REDIS_URL", "CLAWGATE_POLICY_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture
+async def h(fake: FakeSlack, workdir: Path, redis_url: str) -> AsyncIterator[Harness]:
+    (workdir / "notes.txt").write_text(NOTES)
+    async with serving(fake, workdir, redis_url) as harness:
+        yield harness
+
+
+def blocks_of(call: Call) -> list[dict[str, Any]]:
+    blocks = call.params.get("blocks")
+    assert isinstance(blocks, list), call.params
+    return blocks
+
+
+def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for b in blocks if b.get("type") == "actions" for e in b["elements"]]
+
+
+def block_text(blocks: list[dict[str, Any]] | None) -> str:
+    parts = []
+    for block in blocks or []:
+        if "text" in block:
+            parts.append(str(block["text"].get("text", "")))
+        for element in block.get("elements", []):
+            if isinstance(element.get("text"), str):
+                parts.append(element["text"])
+    return "\n".join(parts)
+
+
+@dataclass
+class Pending:
+    thread_ts: str
+    notice: Call
+    approval_id: str
+
+    @property
+    def notice_ts(self) -> str:
+        return str(self.notice.response["ts"])
+
+    @property
+    def session(self) -> str:
+        return session_of(self.thread_ts)
+
+
+async def request_risky(h: Harness, slack_text: str, user: str = ALICE) -> Pending:
+    """Mention the bot with a risky request; wait for the approval notice in its thread."""
+    ts = next_ts()
+    status, _ = await h.post(event_body(mention_event(slack_text, user=user, ts=ts)))
+    assert status == 200
+    notice = await h.await_post(
+        lambda c: c.params.get("thread_ts") == ts and bool(c.params.get("blocks")),
+        "the approval notice",
+    )
+    (button, *_) = buttons(blocks_of(notice))
+    return Pending(ts, notice, str(button["value"]))
+
+
+async def click(
+    h: Harness, pending: Pending, action_id: str, user: str, trigger_id: str | None = None
+) -> tuple[int, str]:
+    body = block_action_body(
+        action_id,
+        pending.approval_id,
+        user=user,
+        message_ts=pending.notice_ts,
+        thread_ts=pending.thread_ts,
+        message_blocks=blocks_of(pending.notice),
+        trigger_id=trigger_id,
+    )
+    return await h.post(body)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], h: Harness, what: str) -> None:
+    await h.fake.await_for(check, 15, what=what)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. A mention is answered in its thread
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_mention_is_answered_in_its_thread(h: Harness) -> None:
+    ts = next_ts()
+    status, _ = await h.post(event_body(mention_event("read notes.txt", ts=ts)))
+    assert status == 200
+
+    answer = await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    assert answer.params["channel"] == CHANNEL and answer.params["thread_ts"] == ts
+    await h.drained()
+
+    in_thread = h.fake.posts(CHANNEL, ts)
+    assert all(c.params.get("thread_ts") == ts for c in h.fake.posts())  # nothing elsewhere
+    working = [c for c in in_thread if str(c.params["text"]).startswith("_Working…_")]
+    assert len(working) == 1, h.fake.describe()
+    assert "`read`" in working[0].params["text"] and "notes.txt" in working[0].params["text"]
+    progress_ts = str(working[0].response["ts"])
+    assert h.fake.updates(CHANNEL, progress_ts), "the progress message was never updated"
+    final = h.fake.message(CHANNEL, progress_ts)
+    assert final is not None and final.text is not None
+    assert ":white_check_mark: `read`" in final.text and "_Done_" in final.text
+    assert [c for c in in_thread if "lazy dog" in str(c.params["text"])] == [answer]
+    assert await h.history_length(session_of(ts)) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 2-5. Human approval through Block Kit buttons, slash commands and the reject modal
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_risky_call_waits_for_approve_button_then_runs_once(h: Harness) -> None:
+    # Slack escapes > as &gt;: the model must still see a redirection (a risky write).
+    pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
+    log = h.workdir / "log.txt"
+
+    notice = pending.notice
+    assert notice.params["channel"] == CHANNEL and notice.params["thread_ts"] == pending.thread_ts
+    assert [b["action_id"] for b in buttons(blocks_of(notice))] == [
+        APPROVE_ONCE,
+        APPROVE_ALWAYS,
+        REJECT,
+    ]
+    assert {b["value"] for b in buttons(blocks_of(notice))} == {pending.approval_id}
+    details = block_text(blocks_of(notice))
+    assert pending.approval_id in details and "log.txt" in details and "redirection" in details
+    await h.drained()
+    assert not log.exists()  # nothing ran while waiting
+    assert await h.approval_status(pending.session, pending.approval_id) == "pending"
+
+    status, _ = await click(h, pending, APPROVE_ONCE, APPROVER)
+    assert status == 200
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and str(c.params.get("text")) == "[exit code 0]"
+        ),
+        "the answer after the approval",
+    )
+    await h.drained()
+
+    assert log.read_text() == "ran\n"  # ran exactly once
+    updated = h.fake.message(CHANNEL, pending.notice_ts)
+    assert updated is not None and updated.edits >= 1
+    assert buttons(updated.blocks or []) == []
+    assert f"Approved by <@{APPROVER}>" in block_text(updated.blocks)
+    assert await h.approval_status(pending.session, pending.approval_id) == "consumed"
+
+    # A second click on the stale button is refused and runs nothing.
+    status, _ = await click(h, pending, APPROVE_ONCE, ADMIN)
+    assert status == 200
+    refusal = await h.fake.await_for(
+        lambda: h.fake.ephemerals(CHANNEL, ADMIN), 15, what="the refusal"
+    )
+    assert "already decided" in refusal[0].params["text"]
+    await h.drained()
+    assert log.read_text() == "ran\n"
+
+
+async def test_button_of_someone_who_may_not_approve_is_refused(h: Harness) -> None:
+    victim = h.workdir / "victim.txt"
+    victim.write_text("precious")
+    pending = await request_risky(h, "run: rm -f victim.txt")
+    await h.drained()
+    posts_before = len(h.fake.posts())
+
+    for user in (BOB, ALICE):  # a bystander, and the requester herself
+        status, _ = await click(h, pending, APPROVE_ONCE, user)
+        assert status == 200
+        told = await h.fake.await_for(
+            functools.partial(h.fake.ephemerals, CHANNEL, user), 15, what=f"refusal to {user}"
+        )
+        assert len(told) == 1
+        assert told[0].params["thread_ts"] == pending.thread_ts
+        assert f"You cannot decide approval {pending.approval_id}" in told[0].params["text"]
+        await h.drained()
+
+    assert victim.read_text() == "precious"
+    assert h.fake.updates(CHANNEL, pending.notice_ts) == []  # the notice still has its buttons
+    assert len(h.fake.posts()) == posts_before
+    assert await h.approval_status(pending.session, pending.approval_id) == "pending"
+    assert len(h.fake.ephemerals()) == 2  # only the two people who clicked were told
+
+    # Anyone may still see what waits, privately.
+    url = h.fake.new_response_url()
+    status, _ = await h.post(command_body("/clawgate", "pending", user_id=BOB, response_url=url))
+    assert status == 200
+    (listed,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="/pending")
+    assert pending.approval_id in listed.body["text"] and "rm -f victim.txt" in listed.body["text"]
+    assert listed.body.get("response_type") == "ephemeral"
+
+
+async def test_typed_approve_of_a_consumed_id_is_refused(h: Harness) -> None:
+    pending = await request_risky(h, "run: echo once &gt;&gt; log.txt")
+    log = h.workdir / "log.txt"
+    first = h.fake.new_response_url()
+    status, _ = await h.post(
+        command_body("/approve", pending.approval_id, user_id=ADMIN, response_url=first)
+    )
+    assert status == 200
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and str(c.params.get("text")) == "[exit code 0]"
+        ),
+        "the answer after /approve",
+    )
+    await h.drained()
+    assert log.read_text() == "once\n"
+    assert h.fake.responses(first) == []  # an accepted decision is shown on the notice
+    updated = h.fake.message(CHANNEL, pending.notice_ts)
+    assert updated is not None and f"Approved by <@{ADMIN}>" in block_text(updated.blocks)
+
+    again = h.fake.new_response_url()
+    status, _ = await h.post(
+        command_body("/approve", pending.approval_id, user_id=APPROVER, response_url=again)
+    )
+    assert status == 200
+    (response,) = await h.fake.await_for(lambda: h.fake.responses(again), 15, what="a reply")
+    text = response.body["text"]
+    assert f"approval {pending.approval_id} was already decided by slack:{ADMIN}" in text
+    assert response.body.get("response_type") == "ephemeral"
+    await h.drained()
+    assert log.read_text() == "once\n"
+    assert h.fake.ephemerals() == []  # answered through the response_url only
+    assert await h.approval_status(pending.session, pending.approval_id) == "consumed"
+
+
+async def test_reject_button_opens_a_modal_and_the_reason_reaches_the_model(
+    h: Harness,
+) -> None:
+    victim = h.workdir / "victim.txt"
+    victim.write_text("precious")
+    pending = await request_risky(h, "run: rm -f victim.txt")
+    trigger = f"{uuid.uuid4().int % 10**9}.1.{uuid.uuid4().hex}"
+
+    status, _ = await click(h, pending, REJECT, ADMIN, trigger_id=trigger)
+    assert status == 200
+    (opened,) = h.fake.calls("views.open")  # opened before the click was acknowledged
+    assert opened.params["trigger_id"] == trigger
+    view = opened.params["view"]
+    assert view["callback_id"] == REJECT_VIEW and view["type"] == "modal"
+    assert [b["block_id"] for b in view["blocks"]] == ["reason"]
+    metadata = json.loads(view["private_metadata"])
+    assert metadata["approval_id"] == pending.approval_id
+    assert metadata["thread_ts"] == pending.thread_ts
+    await h.drained()
+    assert await h.approval_status(pending.session, pending.approval_id) == "pending"
+
+    # A message in the thread meanwhile waits for the decision (the sender is told).
+    held = message_event("read notes.txt", thread_ts=pending.thread_ts)
+    assert (await h.post(event_body(held)))[0] == 200
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and f"Waiting for a decision on approval {pending.approval_id}" in str(c.params["text"])
+        ),
+        "the notice that the message waits",
+    )
+    await h.drained()
+    assert not [t for t in h.texts(thread_ts=pending.thread_ts) if "lazy dog" in t]
+
+    values = {"reason": {"reason": {"type": "plain_text_input", "value": "not on a Friday"}}}
+    body = view_submission_body(
+        REJECT_VIEW,
+        view["private_metadata"],
+        values,
+        user=ADMIN,
+        view_id=f"V{uuid.uuid4().hex[:10].upper()}",
+    )
+    status, _ = await h.post(body)
+    assert status == 200
+    answer = await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and "did not complete" in str(c.params.get("text"))
+        ),
+        "the answer after the rejection",
+    )
+    await h.drained()
+
+    assert f"rejected by slack:{ADMIN}: not on a Friday" in answer.params["text"]
+    assert "the tool was not executed" in answer.params["text"]
+    # The held message ran after the rejected run, in the same thread.
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and "lazy dog" in str(c.params.get("text"))
+        ),
+        "the held message's answer",
+    )
+    await h.drained()
+    texts = h.texts(thread_ts=pending.thread_ts)
+    assert texts.index(answer.params["text"]) < texts.index(NOTES.rstrip("\n"))
+    assert victim.read_text() == "precious"
+    updated = h.fake.message(CHANNEL, pending.notice_ts)
+    assert updated is not None and buttons(updated.blocks or []) == []
+    assert f"Rejected by <@{ADMIN}>: not on a Friday" in block_text(updated.blocks)
+    assert await h.approval_status(pending.session, pending.approval_id) == "rejected"
+
+
+async def test_url_verification_challenge_is_answered(h: Harness) -> None:
+    body = json.dumps({"token": "legacy", "challenge": "chal-123", "type": "url_verification"})
+    status, text = await h.post(body)
+    assert status == 200 and json.loads(text) == {"challenge": "chal-123"}
+    assert (await h.post(body, secret="wrong"))[0] == 401
+    assert await h.enqueued() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Redeliveries run once
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_retried_and_doubled_deliveries_run_once(h: Harness) -> None:
+    ts = next_ts()
+    body = event_body(mention_event("read notes.txt", ts=ts))
+    assert (await h.post(body))[0] == 200
+    assert (await h.post(body, retry_num=1))[0] == 200
+    assert (await h.post(body, retry_num=2))[0] == 200
+    await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    await h.drained()
+    assert await h.enqueued() == 1
+    assert [t for t in h.texts(thread_ts=ts) if "lazy dog" in t] == [NOTES.rstrip("\n")]
+    one_run = await h.history_length(session_of(ts))
+
+    # One message, two events: `app_mention` and `message` (different event ids, same ts).
+    ts2 = next_ts()
+    mention = mention_event("read notes.txt", ts=ts2)
+    as_message = message_event(str(mention["text"]), ts=ts2)
+    assert (await h.post(event_body(mention, event_id=new_event_id())))[0] == 200
+    assert (await h.post(event_body(as_message, event_id=new_event_id())))[0] == 200
+    await h.await_post(
+        lambda c: c.params.get("thread_ts") == ts2 and "lazy dog" in str(c.params.get("text")),
+        "the second answer",
+    )
+    await h.drained()
+    assert await h.enqueued() == 2
+    assert [t for t in h.texts(thread_ts=ts2) if "lazy dog" in t] == [NOTES.rstrip("\n")]
+    assert await h.history_length(session_of(ts2)) == one_run
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Bad requests: refused, nothing queued, nothing posted
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_bad_requests_are_refused_and_never_queued(h: Harness) -> None:
+    good = event_body(mention_event("read notes.txt"))
+
+    assert (await h.post(good, secret="wrong-secret"))[0] == 401
+    assert (await h.post(good, timestamp=int(time.time()) - 600))[0] == 401
+    headers = {"Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(h.url, data=good, headers=headers) as resp,  # no signature at all
+    ):
+        assert resp.status == 401
+
+    assert (await h.post('{"type": "event_callback", "event": '))[0] == 400
+    missing_ts = json.loads(good)
+    del missing_ts["event"]["ts"]
+    assert (await h.post(json.dumps(missing_ts)))[0] == 400
+    assert (await h.post("just some text"))[0] == 400
+
+    huge = event_body(mention_event("read notes.txt " + "x" * (1024 * 1024)))
+    assert (await h.post(huge))[0] == 413
+
+    # Inputs are queued before the answer: a wrongly accepted one would be in the stream now.
+    assert await h.enqueued() == 0
+    assert await h.seen_keys() == []
+    assert h.fake.posts() == [] and h.fake.ephemerals() == []
+
+
+async def test_redis_down_answers_503_and_queues_nothing(
+    fake: FakeSlack, workdir: Path, tmp_path: Path
+) -> None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        _unavailable("redis-server is not installed: this test starts and kills its own")
+        return
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        await wait_until_up(url, fake)
+        (workdir / "notes.txt").write_text(NOTES)
+        async with serving(fake, workdir, url) as h:
+            assert (await h.get("/readyz"))[0] == 200
+            ts = next_ts()
+            assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+            await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "an answer")
+            await h.drained()
+            posted = len(h.fake.posts())
+
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            status, text = await h.post(event_body(mention_event("read notes.txt")))
+            assert status == 503, text
+            status, _ = await h.post(command_body("/approve", "abc123", user_id=ADMIN))
+            assert status == 503
+            status, text = await h.get("/readyz")
+            assert status == 503 and "redis unreachable" in text
+            assert (await h.get("/healthz"))[0] == 200  # the process itself is fine
+            assert len(h.fake.posts()) == posted  # nothing was queued, so nothing ran
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+async def wait_until_up(url: str, fake: FakeSlack) -> None:
+    probe = aioredis.from_url(url)
+
+    async def up() -> bool:
+        try:
+            return bool(await probe.ping())
+        except RedisError:
+            return False
+
+    try:
+        await fake.await_for(up, 10, what="redis-server to start")
+    finally:
+        await probe.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Which messages the bot answers
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_threads_dms_and_bots(h: Harness) -> None:
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+    await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    await h.drained()
+
+    # A follow-up in that thread, without a mention, is answered in the thread.
+    (h.workdir / "more.txt").write_text("second file body\n")
+    follow_up = message_event("read more.txt", thread_ts=ts)
+    assert (await h.post(event_body(follow_up)))[0] == 200
+    answer = await h.await_post(
+        lambda c: "second file body" in str(c.params.get("text")), "the follow-up answer"
+    )
+    assert answer.params["thread_ts"] == ts
+    await h.drained()
+
+    # A thread the bot never joined: queued (Redis decides), then ignored.
+    stranger = next_ts()
+    before = await h.enqueued()
+    elsewhere = message_event("read notes.txt", thread_ts=stranger)
+    assert (await h.post(event_body(elsewhere)))[0] == 200
+    await h.drained()
+    assert await h.enqueued() == before + 1
+    assert h.fake.posts(CHANNEL, stranger) == [] and h.fake.ephemerals() == []
+    assert await h.history_length(session_of(stranger)) == 0
+
+    # The bot's own messages and other bots' messages are not even queued.
+    before = await h.enqueued()
+    own = message_event("read notes.txt", user=BOT_USER_ID, thread_ts=ts, bot_id=BOT_ID)
+    other_bot = message_event("read notes.txt", user="U_OTHERBOT", thread_ts=ts, bot_id="B999")
+    bot_message = message_event(
+        "read notes.txt", thread_ts=ts, bot_id="B999", subtype="bot_message"
+    )
+    bot_message.pop("user")
+    for event in (own, other_bot, bot_message):
+        assert (await h.post(event_body(event)))[0] == 200
+    await h.drained()
+    assert await h.enqueued() == before
+    assert len([t for t in h.texts(thread_ts=ts) if "lazy dog" in t]) == 1
+
+    # A DM is answered at the top level of the DM.
+    dm = message_event("read notes.txt", channel="D0DM", channel_type="im")
+    assert (await h.post(event_body(dm)))[0] == 200
+    reply = await h.await_post(
+        lambda c: "lazy dog" in str(c.params.get("text")), "the DM answer", channel="D0DM"
+    )
+    assert reply.params.get("thread_ts") is None
+    await h.drained()
+    assert all(c.params.get("thread_ts") is None for c in h.fake.posts("D0DM"))
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. Rate limits
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_rate_limited_reply_is_posted_once(h: Harness) -> None:
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+    await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    await h.drained()
+
+    # The follow-up's only message is its answer (no tool ran): rate limit exactly that post.
+    h.fake.fail_next("chat.postMessage", status=429, retry_after=0)
+    before = len(h.fake.posts())
+    assert (await h.post(event_body(message_event("hello there", thread_ts=ts))))[0] == 200
+    await h.await_post(lambda c: "offline demo model" in str(c.params.get("text")), "the reply")
+    await h.drained()
+
+    attempts = h.fake.attempts("chat.postMessage")
+    assert [a.status for a in attempts[before:]] == [429, 200]
+    assert attempts[before].params == attempts[before + 1].params
+    grammar = [t for t in h.texts(thread_ts=ts) if t.startswith("I am the offline demo model")]
+    assert len(grammar) == 1
+    assert len(h.fake.posts()) == before + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. Health, readiness and metrics
+# ---------------------------------------------------------------------------------------------
+
+
+def sample(metrics: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(metrics):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return 0.0
+
+
+async def test_health_readiness_and_metrics(fake: FakeSlack, workdir: Path, redis_url: str) -> None:
+    (workdir / "notes.txt").write_text(NOTES)
+    async with serving(fake, workdir, redis_url, start_worker=False) as h:
+        assert await h.get("/healthz") == (200, "ok\n")
+        status, text = await h.get("/readyz")
+        assert status == 503 and "worker not polling" in text
+        await h.service.worker.start()
+        assert await h.get("/readyz") == (200, "ready\n")
+
+        _, before = await h.get("/metrics")
+        ts = next_ts()
+        body = event_body(mention_event("read notes.txt", ts=ts))
+        assert (await h.post(body))[0] == 200
+        assert (await h.post(body, retry_num=1))[0] == 200
+        assert (await h.post(body, secret="nope"))[0] == 401
+        await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+        pending = await request_risky(h, "run: rm -f victim.txt")
+        await h.drained()
+        status, after = await h.get("/metrics")
+        assert status == 200
+
+        def grew(name: str, **labels: str) -> float:
+            return sample(after, name, **labels) - sample(before, name, **labels)
+
+        inbound = "clawgate_inbound_requests_total"
+        assert grew(inbound, platform="slack", kind="event_callback", outcome="accepted") == 3
+        assert grew(inbound, platform="slack", kind="unknown", outcome="unauthorized") == 1
+        assert grew("clawgate_dedupe_hits_total", platform="slack") == 1
+        assert grew("clawgate_runs_total", stop_reason="final") == 1
+        assert grew("clawgate_runs_total", stop_reason="approval_required") == 1
+        assert grew("clawgate_approvals_total", outcome="requested") == 1
+        assert "clawgate_queue_depth{" in after
+        assert sample(after, "clawgate_queue_depth", state="waiting") == 0
+        assert pending.approval_id
+
+        await h.service.worker.stop(1)
+        status, text = await h.get("/readyz")
+        assert status == 503 and "worker not polling" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Bad Slack settings fail at start, one line each
+# ---------------------------------------------------------------------------------------------
+
+SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLACK_API_URL")
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-1"},
+            ["SLACK_SIGNING_SECRET: required to receive Slack requests over HTTP"],
+        ),
+        (
+            {"SLACK_BOT_TOKEN": "xoxp-user-token", "SLACK_SIGNING_SECRET": "s"},
+            ["SLACK_BOT_TOKEN: expected a bot token starting with xoxb-"],
+        ),
+        (
+            {"SLACK_BOT_TOKEN": "xoxp-user", "SLACK_APP_TOKEN": "xoxb-not-an-app-token"},
+            [
+                "SLACK_BOT_TOKEN: expected a bot token starting with xoxb-",
+                "SLACK_APP_TOKEN: expected an app-level token starting with xapp-",
+            ],
+        ),
+        (
+            {"SLACK_SIGNING_SECRET": "s"},
+            ["SLACK_BOT_TOKEN: required when other SLACK_* settings are set"],
+        ),
+    ],
+)
+def test_bad_slack_settings_name_every_problem(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], expected: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for var in SLACK_VARS:
+        monkeypatch.delenv(var, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    lines = str(raised.value).splitlines()
+    assert len(lines) == len(expected), lines
+    for line, start in zip(lines, expected, strict=True):
+        assert line.startswith(start), lines
+
+
+def test_slack_settings_that_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    for var in SLACK_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")  # Socket Mode needs no signing secret
+    assert load_settings().slack_enabled
+
+
+def test_serve_with_bad_slack_settings_exits_2(tmp_path: Path) -> None:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLACK_", "CLAWGATE_", "OPENAI_", "REDIS_"))
+        and "proxy" not in key.lower()
+    }
+    env |= {"SLACK_BOT_TOKEN": "xoxp-not-a-bot", "CLAWGATE_PORT": str(free_port())}
+    clawgate = Path(sys.executable).parent / "clawgate"
+    command = [str(clawgate)] if clawgate.exists() else [sys.executable, "-m", "bot.cli"]
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run(
+            [*command, "serve"],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines == [
+        "clawgate: SLACK_BOT_TOKEN: expected a bot token starting with xoxb-",
+        "clawgate: SLACK_SIGNING_SECRET: required to receive Slack requests over HTTP "
+        "(or set SLACK_APP_TOKEN for Socket Mode)",
+    ]
