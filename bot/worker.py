@@ -101,11 +101,15 @@ class Worker:
         idle_ms = int(self.reclaim_idle * 1000)
         while True:
             await asyncio.sleep(self.reclaim_idle / 2)
+            if self._stopping:  # jobs taken now would be cut off when the grace time ends
+                return
             try:
                 jobs = await self.inbox.reclaim(self.consumer, idle_ms)
             except RedisError as exc:
                 log.warning("inbox reclaim failed (%s)", exc)
                 continue
+            if self._stopping:  # left pending: a live worker reclaims them in turn
+                return
             for job in jobs:
                 if job.deliveries > MAX_DELIVERIES:
                     log.error("dropping job %s: delivered %d times", job.id, job.deliveries)

@@ -79,10 +79,21 @@ class Inbox:
             if "BUSYGROUP" not in str(exc):
                 raise
 
+    async def _regroup(self, exc: ResponseError) -> None:
+        """The group is gone (Redis restarted empty, or the stream was deleted) while inputs
+        keep arriving: create it again, or the workers would never read anything again."""
+        if "NOGROUP" not in str(exc):
+            raise exc
+        await self.ensure_group()
+
     async def read(self, consumer: str, count: int, block_ms: int) -> list[Job]:
-        reply: Any = await self.redis.xreadgroup(
-            GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms
-        )
+        try:
+            reply: Any = await self.redis.xreadgroup(
+                GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms
+            )
+        except ResponseError as exc:
+            await self._regroup(exc)
+            return []
         return [job for _, entries in reply or [] for job in _jobs(entries)]
 
     async def head(self, lane: str) -> str | None:
@@ -100,9 +111,13 @@ class Inbox:
 
     async def reclaim(self, consumer: str, min_idle_ms: int, count: int = 50) -> list[Job]:
         """Take over jobs idle for `min_idle_ms` (their consumer died), with delivery counts."""
-        reply: list[Any] = await self.redis.xautoclaim(
-            self.stream, GROUP, consumer, min_idle_ms, start_id="0-0", count=count
-        )
+        try:
+            reply: list[Any] = await self.redis.xautoclaim(
+                self.stream, GROUP, consumer, min_idle_ms, start_id="0-0", count=count
+            )
+        except ResponseError as exc:
+            await self._regroup(exc)
+            return []
         jobs = _jobs(reply[1])
         if not jobs:
             return []

@@ -1,0 +1,342 @@
+"""The durable inbox on a real Redis: dedupe, consumer-group delivery, lane order, ack,
+reclaim of a dead consumer's jobs; and `Worker`s sharing one inbox in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.settings import Settings
+from bot.worker import Worker
+from runtime.store.inbox import GROUP, Inbox, Job
+from runtime.store.keys import Keys
+
+PREFIX = "cginbox"
+EIGHT_HOURS_MS = 8 * 3600 * 1000
+
+
+@pytest.fixture
+async def inbox(redis: aioredis.Redis) -> Inbox:
+    box = Inbox(redis, Keys(PREFIX))
+    await box.ensure_group()
+    return box
+
+
+async def put(inbox: Inbox, lane: str, payload: str, *dedupe: str) -> str:
+    job_id = await inbox.put(lane, payload, dedupe or (f"key-{lane}-{payload}",))
+    assert job_id is not None
+    return job_id
+
+
+async def pending_ids(redis: aioredis.Redis, inbox: Inbox) -> dict[str, str]:
+    """id -> consumer for every job read but not acknowledged."""
+    rows = await redis.xpending_range(inbox.stream, GROUP, min="-", max="+", count=1000)
+    return {str(row["message_id"]): str(row["consumer"]) for row in rows}
+
+
+# --- Inbox ---------------------------------------------------------------------------------
+
+
+async def test_put_dedupes_on_any_shared_key_and_marks_the_missing_ones(
+    redis: aioredis.Redis, inbox: Inbox
+) -> None:
+    keys = Keys(PREFIX)
+    first = await inbox.put("lane-a", "one", ["event:1", "message:C1:1.1"])
+    assert first is not None
+    # Another delivery of the same message under a new event id: one key overlaps.
+    assert await inbox.put("lane-a", "one again", ["event:2", "message:C1:1.1"]) is None
+    assert await redis.exists(keys.inbox_seen("event:2"))  # marked although refused
+    # ...so a third delivery known only by that new key is refused too.
+    assert await inbox.put("lane-a", "one more", ["event:2"]) is None
+    second = await inbox.put("lane-a", "other", ["event:3", "message:C1:1.2"])
+    assert second is not None
+
+    assert await redis.xlen(inbox.stream) == 2
+    assert await redis.lrange(keys.inbox_lane("lane-a"), 0, -1) == [first, second]
+    for key in ("event:1", "event:2", "event:3", "message:C1:1.1", "message:C1:1.2"):
+        assert await redis.pttl(keys.inbox_seen(key)) >= EIGHT_HOURS_MS
+
+
+async def test_dedupe_window_is_never_shorter_than_eight_hours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAWGATE_DEDUPE_TTL", str(8 * 3600 - 1))
+    with pytest.raises(ValueError, match="CLAWGATE_DEDUPE_TTL"):
+        Settings()
+    monkeypatch.delenv("CLAWGATE_DEDUPE_TTL")
+    assert Settings().dedupe_ttl >= 8 * 3600
+
+
+async def test_two_consumers_get_disjoint_jobs(redis: aioredis.Redis, inbox: Inbox) -> None:
+    ids = [await put(inbox, f"lane-{n % 3}", str(n)) for n in range(10)]
+    a = await inbox.read("A", count=4, block_ms=100)
+    b = await inbox.read("B", count=100, block_ms=100)
+    assert len(a) == 4 and len(b) == 6
+    assert {j.id for j in a}.isdisjoint({j.id for j in b})
+    assert sorted(j.id for j in a + b) == sorted(ids)
+    assert {j.payload: j.lane for j in a + b} == {str(n): f"lane-{n % 3}" for n in range(10)}
+    assert await inbox.read("A", count=10, block_ms=50) == []
+    assert await inbox.read("B", count=10, block_ms=50) == []
+    pending = await pending_ids(redis, inbox)
+    assert {i for i, c in pending.items() if c == "A"} == {j.id for j in a}
+    assert {i for i, c in pending.items() if c == "B"} == {j.id for j in b}
+    assert await inbox.depth() == (0, 10)
+
+
+async def test_lane_heads_follow_put_order(redis: aioredis.Redis, inbox: Inbox) -> None:
+    a1 = await put(inbox, "a", "a1")
+    b1 = await put(inbox, "b", "b1")
+    a2 = await put(inbox, "a", "a2")
+    a3 = await put(inbox, "a", "a3")
+    b2 = await put(inbox, "b", "b2")
+    assert await redis.lrange(Keys(PREFIX).inbox_lane("a"), 0, -1) == [a1, a2, a3]
+    assert (await inbox.head("a"), await inbox.head("b")) == (a1, b1)
+    assert await inbox.head("empty") is None
+
+    jobs = {j.payload: j for j in await inbox.read("A", count=10, block_ms=100)}
+    await inbox.ack(jobs["a3"])  # out of order: the head stays
+    assert await inbox.head("a") == a1
+    await inbox.ack(jobs["a1"])
+    assert await inbox.head("a") == a2
+    await inbox.ack(jobs["b1"])
+    assert await inbox.head("b") == b2
+    await inbox.ack(jobs["a2"])
+    assert await inbox.head("a") is None
+
+
+async def test_ack_removes_the_job_from_stream_lane_and_pending(
+    redis: aioredis.Redis, inbox: Inbox
+) -> None:
+    job_id = await put(inbox, "lane", "payload")
+    assert await inbox.depth() == (1, 0)
+    [job] = await inbox.read("A", count=10, block_ms=100)
+    assert job == Job(job_id, "lane", "payload", 1)
+    assert await inbox.depth() == (0, 1)
+    await inbox.ack(job)
+    assert await redis.xlen(inbox.stream) == 0
+    assert await redis.llen(Keys(PREFIX).inbox_lane("lane")) == 0
+    assert await pending_ids(redis, inbox) == {}
+    assert await inbox.depth() == (0, 0)
+    # Acknowledged means gone: nobody reclaims it, a second ack is harmless.
+    await asyncio.sleep(0.05)
+    assert await inbox.reclaim("B", min_idle_ms=1) == []
+    await inbox.ack(job)
+
+
+async def test_unacked_job_is_reclaimed_only_after_the_idle_time(
+    redis: aioredis.Redis, inbox: Inbox
+) -> None:
+    job_id = await put(inbox, "lane", "work")
+    [job] = await inbox.read("A", count=1, block_ms=100)
+    assert await inbox.reclaim("B", min_idle_ms=600) == []  # A may still be working on it
+    await asyncio.sleep(0.7)
+    [taken] = await inbox.reclaim("B", min_idle_ms=600)
+    assert taken == Job(job_id, "lane", "work", deliveries=2)
+    assert await pending_ids(redis, inbox) == {job_id: "B"}
+    assert await inbox.reclaim("C", min_idle_ms=600) == []  # B owns it now, freshly
+    await asyncio.sleep(0.7)
+    [again] = await inbox.reclaim("C", min_idle_ms=600)
+    assert again.deliveries == 3
+    await inbox.ack(job)
+    assert await pending_ids(redis, inbox) == {}
+
+
+async def test_keep_prevents_reclaim(redis: aioredis.Redis, inbox: Inbox) -> None:
+    job_id = await put(inbox, "lane", "long job")
+    await inbox.read("A", count=1, block_ms=100)
+    for _ in range(3):
+        await asyncio.sleep(0.35)
+        await inbox.keep("A", [job_id])
+        assert await inbox.reclaim("B", min_idle_ms=500) == []
+    await inbox.keep("A", [])  # nothing to keep: no call
+    assert await pending_ids(redis, inbox) == {job_id: "A"}
+    await asyncio.sleep(0.6)  # A stopped keeping it
+    [taken] = await inbox.reclaim("B", min_idle_ms=500)
+    assert (taken.id, taken.deliveries) == (job_id, 2)  # keep() is not a delivery
+
+
+async def test_a_lost_group_is_created_again(redis: aioredis.Redis, inbox: Inbox) -> None:
+    """Redis restarted empty (or the stream was deleted): readers recreate the group instead
+    of failing forever while new inputs pile up unread."""
+    await put(inbox, "lane", "before")
+    await redis.flushdb()
+    assert await inbox.reclaim("A", min_idle_ms=0) == []
+    assert await inbox.read("A", count=10, block_ms=10) == []
+    await redis.delete(inbox.stream)
+    job_id = await put(inbox, "lane", "after")  # the stream exists again, without the group
+    assert await inbox.read("A", count=10, block_ms=10) == []  # recreates it...
+    [job] = await inbox.read("A", count=10, block_ms=10)  # ...from the start of the stream
+    assert (job.id, job.payload) == (job_id, "after")
+
+
+# --- Workers -------------------------------------------------------------------------------
+
+
+class Recorder:
+    """A handler that records (worker, lane, payload) when each job starts and ends."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, str, str]] = []
+        self.done: list[tuple[str, str, str]] = []
+        self.deliveries: dict[str, int] = {}
+        self.busy: set[str] = set()  # lanes with a job in progress
+        self.overlaps: list[str] = []
+        self.delays: dict[str, float] = {}
+        self.fail: set[str] = set()
+        self.block: dict[str, asyncio.Event] = {}
+
+    def handler(self, worker: str) -> Callable[[Job], Awaitable[None]]:
+        async def handle(job: Job) -> None:
+            if job.lane in self.busy:
+                self.overlaps.append(job.payload)
+            self.busy.add(job.lane)
+            self.started.append((worker, job.lane, job.payload))
+            self.deliveries[job.payload] = job.deliveries
+            try:
+                delay = self.delays.get(job.lane, 0.005)
+                for _ in range(3):  # a few awaits, so other jobs can interleave
+                    await asyncio.sleep(delay / 3)
+                if job.payload in self.block:
+                    await self.block[job.payload].wait()
+                if job.payload in self.fail:
+                    raise RuntimeError(f"handler failed on {job.payload}")
+            finally:
+                self.busy.discard(job.lane)
+            self.done.append((worker, job.lane, job.payload))
+
+        return handle
+
+    def order(self, lane: str) -> list[str]:
+        return [payload for _, done_lane, payload in self.done if done_lane == lane]
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the workers")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[list[Worker]]:
+    """Workers a test starts; all stopped at the end."""
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        await worker.stop(grace=0)
+
+
+async def start(
+    workers: list[Worker], inbox: Inbox, recorder: Recorder, name: str, reclaim_idle: float = 30
+) -> Worker:
+    worker = Worker(inbox, recorder.handler(name), name, reclaim_idle=reclaim_idle)
+    await worker.start()
+    workers.append(worker)
+    return worker
+
+
+async def test_two_workers_keep_lane_order_and_lanes_run_concurrently(
+    inbox: Inbox, workers: list[Worker]
+) -> None:
+    recorder = Recorder()
+    recorder.delays = {"slow": 0.3}
+    await start(workers, inbox, recorder, "w1")
+    await start(workers, inbox, recorder, "w2")
+    lanes = ["slow", "fast-1", "fast-2"]
+    expected: dict[str, list[str]] = {lane: [] for lane in lanes}
+    for n in range(6):
+        for lane in lanes:
+            payload = f"{lane}#{n}"
+            expected[lane].append(payload)
+            await put(inbox, lane, payload)
+            await asyncio.sleep(0.002)  # arrivals spread out, so both workers read some
+
+    await wait_until(lambda: len(recorder.done) == 18)
+    for lane in lanes:
+        assert recorder.order(lane) == expected[lane]
+    assert recorder.overlaps == []  # never two jobs of one lane at once, across workers
+    assert sorted(p for _, _, p in recorder.started) == sorted(
+        p for lane in lanes for p in expected[lane]
+    )
+    # The slow lane (6 x 0.3 s) did not hold the others up: they were done before its 2nd job.
+    done = [payload for _, _, payload in recorder.done]
+    assert done.index("fast-1#5") < done.index("slow#1")
+    assert done.index("fast-2#5") < done.index("slow#1")
+    assert {w for w, _, _ in recorder.done} == {"w1", "w2"}
+    assert await inbox.depth() == (0, 0)
+
+
+async def test_a_failing_job_is_acknowledged_not_retried(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    recorder = Recorder()
+    recorder.fail = {"boom"}
+    await start(workers, inbox, recorder, "w1", reclaim_idle=1)
+    await start(workers, inbox, recorder, "w2", reclaim_idle=1)
+    await put(inbox, "lane", "boom")
+    await put(inbox, "lane", "after")
+    await wait_until(lambda: len(recorder.done) == 1)
+    assert recorder.order("lane") == ["after"]  # the failure did not block the lane
+    await asyncio.sleep(1.6)  # longer than the reclaim idle time: nothing comes back
+    assert [p for _, _, p in recorder.started] == ["boom", "after"]
+    assert await inbox.depth() == (0, 0)
+    assert await pending_ids(redis, inbox) == {}
+    assert await inbox.head("lane") is None
+
+
+async def test_stopped_worker_leaves_its_job_pending_for_another(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    recorder = Recorder()
+    recorder.block = {"stuck": asyncio.Event()}  # never set: the job cannot finish
+    first = await start(workers, inbox, recorder, "w1", reclaim_idle=1)
+    stuck = await put(inbox, "lane", "stuck")
+    after = await put(inbox, "lane", "after")  # same lane: must wait for "stuck"
+    await wait_until(lambda: recorder.started == [("w1", "lane", "stuck")])
+    await wait_until(lambda: first.in_flight == 2)
+
+    await first.stop(grace=0.2)
+    assert recorder.done == []
+    assert await pending_ids(redis, inbox) == {stuck: "w1", after: "w1"}
+    assert await inbox.head("lane") == stuck
+
+    recorder.block.clear()  # the next worker can finish it
+    stopped_at = time.monotonic()
+    await start(workers, inbox, recorder, "w2", reclaim_idle=1)
+    await wait_until(lambda: len(recorder.done) == 2, timeout=10)
+    assert time.monotonic() - stopped_at >= 0.9  # only once idle for reclaim_idle
+    assert recorder.done == [("w2", "lane", "stuck"), ("w2", "lane", "after")]
+    assert recorder.deliveries == {"stuck": 2, "after": 2}
+    assert await inbox.depth() == (0, 0)
+
+
+async def test_a_stopping_worker_takes_no_more_jobs_of_dead_workers(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    """While it finishes what it holds, a stopping worker leaves others' orphans alone: what
+    it took now would only be cut off at the end of the grace time (one more delivery each)."""
+    recorder = Recorder()
+    release = asyncio.Event()
+    recorder.block = {"finishing": release}
+    orphan = await put(inbox, "lane-2", "orphan")
+    [job] = await inbox.read("dead", count=1, block_ms=100)  # a worker that then died
+    assert job.id == orphan
+    first = await start(workers, inbox, recorder, "w1", reclaim_idle=1)
+    await put(inbox, "lane-1", "finishing")
+    await wait_until(lambda: [p for _, _, p in recorder.started] == ["finishing"])
+
+    stopping = asyncio.create_task(first.stop(grace=10))
+    await asyncio.sleep(2.2)  # the orphan is idle > 1 s: reclaimable during the grace time
+    release.set()
+    await stopping
+    assert [p for _, _, p in recorder.started] == ["finishing"]
+    assert await pending_ids(redis, inbox) == {orphan: "dead"}
+
+    await start(workers, inbox, recorder, "w2", reclaim_idle=1)
+    await wait_until(lambda: recorder.order("lane-2") == ["orphan"])
+    assert recorder.deliveries["orphan"] == 2
