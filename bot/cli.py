@@ -8,7 +8,8 @@ import contextlib
 import getpass
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 from redis.asyncio import Redis
 
@@ -22,6 +23,7 @@ from runtime.models import Actor
 from runtime.store.connection import connect
 
 SWEEP_INTERVAL = 5.0
+_N = TypeVar("_N", int, float)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,10 +48,54 @@ def _parser() -> argparse.ArgumentParser:
     reject.add_argument("reason", nargs="*", help="why (told to the model)")
 
     bench = sub.add_parser("bench", help="measure performance")
-    bench.add_argument("target", choices=["runtime", "approval"], help="what to measure")
+    bench.add_argument("target", choices=["runtime", "approval", "ingest"], help="what to measure")
     bench.add_argument("--calls", type=int, default=20_000, help="tool calls to time (runtime)")
-    bench.add_argument("--turns", type=int, default=500, help="turns or round trips to time")
+    bench.add_argument(
+        "--turns",
+        type=_positive(int),
+        default=None,
+        help="turns or round trips to time (default 500; ingest: per thread, default 20)",
+    )
+    bench.add_argument(
+        "--rates",
+        type=_rates,
+        default=[100, 250, 500, 750, 1000, 1500],
+        help="ingest: requests per second to step through (default 100,250,500,750,1000,1500)",
+    )
+    bench.add_argument(
+        "--duration",
+        type=_positive(float),
+        default=3.0,
+        help="ingest: seconds per rate (default 3)",
+    )
+    bench.add_argument(
+        "--threads",
+        type=_positive(int),
+        default=50,
+        help="ingest: concurrent Slack threads for the end-to-end test (default 50)",
+    )
     return parser
+
+
+def _positive(kind: Callable[[str], _N]) -> Callable[[str], _N]:
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+
+    return parse
+
+
+def _rates(text: str) -> list[int]:
+    parse = _positive(int)
+    rates = [parse(item.strip()) for item in text.split(",") if item.strip()]
+    if not rates:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of rates, like 100,500")
+    return rates
 
 
 @contextlib.asynccontextmanager
@@ -93,6 +139,19 @@ async def _serve(settings: Settings, http: bool) -> int:
     return await run(settings, load_policy_file(settings.policy_file), http)
 
 
+def _bench(settings: Settings, args: argparse.Namespace) -> int:
+    if args.target == "ingest":
+        from bot.bench_ingest import run_ingest_bench  # noqa: PLC0415 - only the bench needs it
+
+        turns = args.turns or 20
+        return asyncio.run(
+            run_ingest_bench(settings, args.rates, args.duration, args.threads, turns)
+        )
+    from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
+
+    return asyncio.run(run_bench(settings, args.target, args.calls, args.turns or 500))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -108,9 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_approvals(settings, args))
         if args.command in ("serve", "worker"):
             return asyncio.run(_serve(settings, http=args.command == "serve"))
-        from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
-
-        return asyncio.run(run_bench(settings, args.target, args.calls, args.turns))
+        return _bench(settings, args)
     except (SettingsError, PolicyFileError) as exc:
         for line in str(exc).splitlines():
             print(f"clawgate: {line}", file=sys.stderr)

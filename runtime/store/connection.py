@@ -9,6 +9,9 @@ from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
+MAX_CONNECTIONS = 100  # per process
+POOL_TIMEOUT = 10.0  # seconds a command may wait for a connection before it fails
+
 EMBEDDED_WARNING = (
     "REDIS_URL is not set: using the embedded in-process store "
     "(single process, nothing is persisted; set REDIS_URL for real use)"
@@ -19,7 +22,17 @@ def connect(url: str | None) -> Redis:
     """A `redis.asyncio` client for `url`; without one, an embedded store speaking the same
     protocol (with Lua) so the same code runs with zero setup."""
     if url:
-        return aioredis.from_url(url, decode_responses=True, health_check_interval=30)
+        # A blocking pool: under a burst, a command waits for a free connection instead of
+        # failing at once with "Too many connections" (redis-py's default pool holds 100), which
+        # turned healthy load into 503s and "Redis unavailable" answers.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            decode_responses=True,
+            health_check_interval=30,
+            max_connections=MAX_CONNECTIONS,
+            timeout=POOL_TIMEOUT,
+        )
+        return aioredis.Redis.from_pool(pool)
     import fakeredis  # noqa: TID251, PLC0415 - the one place the embedded store is chosen
 
     log.warning(EMBEDDED_WARNING)

@@ -1,0 +1,753 @@
+"""`clawgate bench ingest`: the real `clawgate serve` under signed Slack event traffic.
+
+Three processes: this one (load generator and end-to-end client), the server under test
+(`python -m bot.cli serve` as a subprocess, demo model, its worker in process, keys under a
+unique Redis prefix that is deleted afterwards) and a minimal fake Slack Web API in its own
+process (multiprocessing, spawn), so neither the fake's CPU nor the generator's runs inside the
+server. All three are on this machine and share its cores with Redis.
+
+ack: an open-loop generator sends freshly signed `app_mention` event callbacks, spread over
+many threads, at fixed intervals for each rate, whatever the answers; the latency of a request
+runs from its scheduled time to its HTTP 200, so queueing (in the server or in this client)
+counts. Every accepted event also runs the agent in the server's worker: that is real load on
+the same event loop, and the worker's backlog is drained between rates.
+
+end-to-end: `--threads` closed loops, each posting a mention in its own thread and waiting until
+the fake Slack received the answer (`chat.postMessage` with the demo model's text), timed from
+the mention being sent to the answer arriving at the fake (both on the system-wide monotonic
+clock). One unmeasured turn per thread first: it starts the thread (and gets the demo notice).
+
+Set CLAWGATE_BENCH_PROFILE=<file> to run the server under cProfile; the stats are written to
+<file> when the server stops (`python -m pstats <file>`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import aiohttp
+from aiohttp import web
+from redis.exceptions import RedisError
+from slack_sdk.signature import SignatureVerifier
+
+from bot.bench import _line, percentile
+from bot.settings import Settings, SettingsError
+from runtime.providers.demo import GRAMMAR
+from runtime.store.connection import connect
+from runtime.store.keys import Keys
+
+TOKEN = "xoxb-bench"  # noqa: S105 - the fake Slack's, not a credential
+SECRET = "clawgate-bench-signing-secret"  # noqa: S105 - signs only the bench's requests
+TEAM = "TBENCH"
+BOT_USER = "UBENCHBOT"
+BOT_ID = "BBENCHBOT"
+CHANNEL = "CBENCH"
+QUESTION = "hello"  # the demo model answers it at once, without tools
+ANSWER = GRAMMAR.splitlines()[0]  # how its answer starts (no characters Slack escapes)
+
+DEFAULT_RATES = (100, 250, 500, 750, 1000, 1500)
+ACK_THREADS = 500  # threads the ack traffic of one rate is spread over (fresh per rate)
+TARGET_RATE = 500
+TARGET_ACK_P99_MS = 10.0
+TARGET_E2E_P99_MS = 50.0
+SUSTAINED_P99_MS = 100.0
+KEPT_UP_S = 0.25
+GIVE_UP_P99_MS = 1000.0  # a rate this slow ends the ramp: higher rates cannot be sustained
+WARMUP_REQUESTS = 25
+REQUEST_TIMEOUT = 30.0
+REPLY_TIMEOUT = 30.0
+DRAIN_TIMEOUT = 180.0
+PROFILE_ENV = "CLAWGATE_BENCH_PROFILE"
+
+
+class BenchError(Exception):
+    """The bench could not run (the server did not start, a reply never came...)."""
+
+
+# --- the fake Slack Web API (its own process) ---------------------------------------------
+
+
+class _FakeSlack:
+    """auth.test, chat.postMessage (increasing ts), chat.update, chat.postEphemeral; records
+    when each answer arrived, per thread, and lets the bench wait for them."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.answers: dict[str, list[float]] = {}  # thread ts -> monotonic arrival times
+        self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._ts = itertools.count(1)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self.api)
+        app.router.add_get("/bench/answers", self.wait_answers)
+        app.router.add_get("/bench/stats", self.stats)
+        return app
+
+    def _next_ts(self) -> str:
+        n = next(self._ts)
+        return f"{1_700_000_000 + n // 1_000_000}.{n % 1_000_000:06d}"
+
+    async def api(self, request: web.Request) -> web.Response:
+        arrived = time.monotonic()
+        method = request.match_info["method"]
+        if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        params: dict[str, Any] = dict(request.query)
+        raw = await request.text()
+        if raw.lstrip().startswith("{"):
+            params.update(json.loads(raw))
+        elif raw:
+            params.update(parse_qsl(raw, keep_blank_values=True))
+        self.calls[method] += 1
+        channel = str(params.get("channel", ""))
+        if method == "auth.test":
+            body = {"ok": True, "user_id": BOT_USER, "bot_id": BOT_ID, "team_id": TEAM}
+        elif method == "chat.postMessage":
+            ts = self._next_ts()
+            text = str(params.get("text", ""))
+            if params.get("thread_ts") and text.startswith(ANSWER):
+                self._answered(str(params["thread_ts"]), arrived)
+            message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": text}
+            body = {"ok": True, "channel": channel, "ts": ts, "message": message | {"ts": ts}}
+        elif method == "chat.update":
+            body = {"ok": True, "channel": channel, "ts": params.get("ts", "")}
+        elif method == "chat.postEphemeral":
+            body = {"ok": True, "message_ts": self._next_ts()}
+        else:
+            body = {"ok": True}
+        return web.json_response(body)
+
+    def _answered(self, thread: str, arrived: float) -> None:
+        times = self.answers.setdefault(thread, [])
+        times.append(arrived)
+        waiting = self._waiters.get(thread, [])
+        for count, future in waiting:
+            if len(times) >= count and not future.done():
+                future.set_result(None)
+        self._waiters[thread] = [(c, f) for c, f in waiting if not f.done()]
+
+    async def wait_answers(self, request: web.Request) -> web.Response:
+        """Arrival times of a thread's answers, once it has `count` of them (or on timeout)."""
+        thread, count = request.query["thread"], int(request.query["count"])
+        timeout = float(request.query.get("timeout", REPLY_TIMEOUT))
+        if len(self.answers.get(thread, [])) < count:
+            future = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(thread, []).append((count, future))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, timeout)
+        return web.json_response({"times": self.answers.get(thread, [])})
+
+    async def stats(self, _: web.Request) -> web.Response:
+        answers = sum(map(len, self.answers.values()))
+        return web.json_response({"calls": dict(self.calls), "answers": answers})
+
+
+def _fake_slack_main(conn: Connection) -> None:
+    """The fake's process (spawned): serve on a free port, say which, until terminated."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops us
+
+    async def serve() -> None:
+        runner = web.AppRunner(_FakeSlack().app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        conn.send(runner.addresses[0][1])
+        conn.close()
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+@contextlib.asynccontextmanager
+async def _fake_slack() -> AsyncIterator[tuple[str, int]]:
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_fake_slack_main, args=(sender,), name="clawgate-bench-fake-slack", daemon=True
+    )
+    process.start()
+    sender.close()
+    try:
+        if not await asyncio.to_thread(receiver.poll, 30):
+            raise BenchError("the fake Slack Web API did not start")
+        try:
+            port = int(receiver.recv())
+        except EOFError:
+            raise BenchError("the fake Slack Web API process died while starting") from None
+        assert process.pid is not None
+        yield f"http://127.0.0.1:{port}", process.pid
+    finally:
+        receiver.close()
+        process.terminate()
+        await asyncio.to_thread(process.join, 5)
+        if process.is_alive():
+            process.kill()
+            await asyncio.to_thread(process.join, 5)
+
+
+# --- the server under test ----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _server_env(
+    redis_url: str, prefix: str, fake_url: str, port: int, workdir: Path
+) -> dict[str, str]:
+    """This environment without Slack, model and proxy settings (the demo model answers; the
+    Slack client would send 127.0.0.1 through a proxy), plus the bench's own."""
+    dropped = ("SLACK_", "OPENAI_", "CLAWGATE_")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(dropped) and not k.lower().endswith("_proxy")
+    }
+    keep = ("CLAWGATE_WORKER_CONCURRENCY", "CLAWGATE_RECLAIM_IDLE")  # tunables worth comparing
+    env |= {k: os.environ[k] for k in keep if k in os.environ}
+    # `-m bot.cli` from the temporary working directory: this checkout, installed or not
+    source = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
+    return env | {
+        "REDIS_URL": redis_url,
+        "CLAWGATE_REDIS_PREFIX": prefix,
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": f"{fake_url}/api/",
+        "CLAWGATE_HOST": "127.0.0.1",
+        "CLAWGATE_PORT": str(port),
+        "CLAWGATE_WORKDIR": str(workdir),
+        "CLAWGATE_LOG_LEVEL": "WARNING",
+        "CLAWGATE_SHUTDOWN_GRACE": "5",
+    }
+
+
+@contextlib.asynccontextmanager
+async def _server(
+    redis_url: str, prefix: str, fake_url: str, workdir: Path
+) -> AsyncIterator[tuple[str, int]]:
+    """`clawgate serve` in a subprocess; yields its base URL and pid once /readyz answers."""
+    port = _free_port()
+    env = _server_env(redis_url, prefix, fake_url, port, workdir)
+    command = [sys.executable, "-m", "bot.cli", "serve"]
+    profile = os.environ.get(PROFILE_ENV)
+    if profile:
+        command[1:1] = ["-m", "cProfile", "-o", os.path.abspath(profile)]  # noqa: ASYNC240
+    log_path = workdir / "server.log"
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            *command, env=env, cwd=workdir, stdout=log, stderr=asyncio.subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await _wait_ready(url, process, log_path)
+        yield url, process.pid
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+async def _wait_ready(url: str, process: asyncio.subprocess.Process, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+        while time.monotonic() < deadline:
+            if process.returncode is not None:
+                raise BenchError(f"the server exited ({process.returncode}):\n{_tail(log)}")
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(f"{url}/readyz") as resp:
+                    if resp.status == 200:
+                        return
+            await asyncio.sleep(0.1)
+    raise BenchError(f"the server was not ready within 60 s:\n{_tail(log)}")
+
+
+async def _delete_prefix(redis_url: str, prefix: str) -> int:
+    redis = connect(redis_url)
+    deleted = 0
+    try:
+        batch: list[str] = []
+        async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += await redis.delete(*batch)
+                batch.clear()
+        if batch:
+            deleted += await redis.delete(*batch)
+    finally:
+        await redis.aclose()
+    return deleted
+
+
+# --- signed requests ----------------------------------------------------------------------
+
+
+class _Mentions:
+    """Freshly signed `app_mention` event callbacks with unique event ids and message ts."""
+
+    def __init__(self) -> None:
+        self._verifier = SignatureVerifier(SECRET)
+        self._n = itertools.count(1)
+        self._base_us = int(time.time()) * 1_000_000
+
+    def ts(self) -> str:
+        micros = self._base_us + next(self._n)
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+    def request(self, user: int, thread_ts: str | None = None) -> tuple[str, bytes, dict[str, str]]:
+        """(message ts, body, headers) of a mention, in `thread_ts` or starting a thread."""
+        ts = self.ts()
+        event: dict[str, Any] = {
+            "type": "app_mention",
+            "user": f"U{user:08d}",
+            "text": f"<@{BOT_USER}> {QUESTION}",
+            "ts": ts,
+            "team": TEAM,
+            "channel": CHANNEL,
+            "event_ts": ts,
+        }
+        if thread_ts is not None:
+            event["thread_ts"] = thread_ts
+        now = int(time.time())
+        body = json.dumps(
+            {
+                "token": "bench",
+                "team_id": TEAM,
+                "api_app_id": "ABENCH",
+                "event": event,
+                "type": "event_callback",
+                "event_id": f"Ev{ts.replace('.', '')}",
+                "event_time": now,
+                "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
+            }
+        )
+        signature = self._verifier.generate_signature(timestamp=str(now), body=body)
+        assert signature is not None
+        headers = {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": str(now),
+            "X-Slack-Signature": signature,
+        }
+        return ts, body.encode(), headers
+
+    def spread(self, count: int, threads: int) -> list[tuple[bytes, dict[str, str]]]:
+        """`count` mentions round-robin over `threads` new threads."""
+        roots: list[str] = []
+        requests = []
+        for i in range(count):
+            thread = i % threads
+            ts, body, headers = self.request(thread, roots[thread] if i >= threads else None)
+            if i < threads:
+                roots.append(ts)
+            requests.append((body, headers))
+        return requests
+
+
+# --- ack latency: open loop ---------------------------------------------------------------
+
+
+@dataclass
+class AckStep:
+    rate: int
+    sent: int
+    latencies_us: list[float] = field(default_factory=list)  # of HTTP 200s, from schedule
+    lag_us: list[float] = field(default_factory=list)  # how late this client sent
+    errors: Counter[str] = field(default_factory=Counter)
+    span_s: float = 0.0  # first scheduled send to last answer
+    backlog: int = 0  # events still queued for the worker when the step ended
+    drain_s: float = 0.0
+
+    @property
+    def ok(self) -> int:
+        return len(self.latencies_us)
+
+    @property
+    def achieved(self) -> float:
+        return self.ok / self.span_s if self.span_s else 0.0
+
+    @property
+    def p99_ms(self) -> float:
+        return percentile(self.latencies_us, 0.99) / 1000 if self.latencies_us else float("inf")
+
+    @property
+    def sustained(self) -> bool:
+        return not self.errors and self.ok == self.sent and self.p99_ms < SUSTAINED_P99_MS
+
+
+async def _send(
+    session: aiohttp.ClientSession,
+    url: str,
+    request: tuple[bytes, dict[str, str]],
+    due: float,
+    step: AckStep,
+) -> float:
+    """One request scheduled at `due`; returns when its answer came."""
+    step.lag_us.append((time.monotonic() - due) * 1e6)
+    body, headers = request
+    try:
+        async with session.post(url, data=body, headers=headers) as resp:
+            await resp.read()
+            status = resp.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        step.errors[type(exc).__name__] += 1
+        return time.monotonic()
+    done = time.monotonic()
+    if status == 200:
+        step.latencies_us.append((done - due) * 1e6)
+    else:
+        step.errors[f"HTTP {status}"] += 1
+    return done
+
+
+async def _open_loop(
+    session: aiohttp.ClientSession,
+    url: str,
+    requests: Sequence[tuple[bytes, dict[str, str]]],
+    rate: float,
+) -> AckStep:
+    step = AckStep(rate=int(rate), sent=len(requests))
+    interval = 1.0 / rate
+    start = time.monotonic() + 0.01
+    tasks = []
+    for i, request in enumerate(requests):
+        due = start + i * interval
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(_send(session, url, request, due, step)))
+    finished = await asyncio.gather(*tasks)
+    step.span_s = max(finished) - start if finished else 0.0
+    return step
+
+
+async def _drain(redis_url: str, prefix: str, limit_s: float = DRAIN_TIMEOUT) -> tuple[int, float]:
+    """Wait until the worker finished every queued event (acknowledged jobs are deleted from
+    the stream, so its length is what is left); returns (backlog at the start, seconds)."""
+    redis = connect(redis_url)
+    stream = Keys(prefix).inbox_stream()
+    started = time.monotonic()
+    try:
+        backlog = left = int(await redis.xlen(stream))
+        while left:
+            if time.monotonic() - started > limit_s:
+                raise BenchError(f"the worker still had {left} events queued after {limit_s:.0f} s")
+            await asyncio.sleep(0.05)
+            left = int(await redis.xlen(stream))
+    finally:
+        await redis.aclose()
+    return backlog, time.monotonic() - started
+
+
+# --- end to end: closed loops ---------------------------------------------------------------
+
+
+async def _thread_loop(
+    session: aiohttp.ClientSession,
+    events_url: str,
+    fake_url: str,
+    mentions: _Mentions,
+    user: int,
+    turns: int,
+) -> list[float]:
+    """One thread: a mention, wait for its answer, again; the first turn is not measured."""
+    root: str | None = None
+    samples = []
+    for turn in range(turns + 1):
+        ts, body, headers = mentions.request(user, root)
+        root = root or ts
+        sent = time.monotonic()
+        async with session.post(events_url, data=body, headers=headers) as resp:
+            await resp.read()
+            if resp.status != 200:
+                raise BenchError(f"a mention was answered with HTTP {resp.status}")
+        query = {"thread": root, "count": str(turn + 1), "timeout": str(REPLY_TIMEOUT)}
+        async with session.get(f"{fake_url}/bench/answers", params=query) as resp:
+            times = (await resp.json())["times"]
+        if len(times) <= turn:
+            raise BenchError(f"no answer in thread {root} within {REPLY_TIMEOUT:.0f} s")
+        if turn:
+            samples.append((times[turn] - sent) * 1e6)
+    return samples
+
+
+# --- the bench ----------------------------------------------------------------------------
+
+
+@dataclass
+class IngestReport:
+    steps: list[AckStep]
+    e2e_us: list[float]
+    e2e_turns: int  # with the unmeasured first turn of each thread
+    e2e_s: float
+    e2e_cpu_ms: dict[str, float]  # per turn
+    fake_calls: dict[str, int]
+    keys_deleted: int = 0
+
+    def step(self, rate: int) -> AckStep | None:
+        return next((s for s in self.steps if s.rate == rate), None)
+
+    @property
+    def sustained(self) -> int | None:
+        """The highest rate held (ack p99 under 100 ms, no errors) with every lower rate too."""
+        return _streak(self.steps, lambda step: step.sustained)
+
+    @property
+    def worker_kept_up(self) -> int | None:
+        """The highest rate after which less than a quarter second of traffic was queued."""
+        return _streak(self.steps, lambda step: step.backlog <= step.rate * KEPT_UP_S)
+
+
+def _streak(steps: Sequence[AckStep], held: Callable[[AckStep], bool]) -> int | None:
+    best = None
+    for step in sorted(steps, key=lambda s: s.rate):
+        if not held(step):
+            break
+        best = step.rate
+    return best
+
+
+def _connector() -> aiohttp.TCPConnector:
+    return aiohttp.TCPConnector(limit=512, limit_per_host=512)
+
+
+def _ack_line(step: AckStep) -> str:
+    label = f"ack at {step.rate}/s (achieved {step.achieved:.0f}/s)"
+    errors = ", ".join(f"{n} {kind}" for kind, n in step.errors.items()) or "0"
+    head = _line(label, step.latencies_us) if step.latencies_us else f"{label:<44} no answers"
+    late = percentile(step.lag_us, 0.99) / 1000 if step.lag_us else 0.0
+    tail = f"   max {max(step.latencies_us, default=0) / 1000:7.1f} ms   errors {errors}"
+    return head + tail + (f"   (this client sent up to {late:.0f} ms late)" if late > 5 else "")
+
+
+class _Cpu:
+    """CPU seconds used so far by each process of the bench: the server and the fake (from
+    /proc, Linux only), Redis (INFO, all its clients) and this client."""
+
+    def __init__(self, redis_url: str, server_pid: int, fake_pid: int) -> None:
+        self.redis = connect(redis_url)
+        self.pids = {"server": server_pid, "fake Slack": fake_pid}
+
+    async def read(self) -> dict[str, float]:
+        used = {name: cpu for name, pid in self.pids.items() if (cpu := _proc_cpu(pid)) is not None}
+        with contextlib.suppress(RedisError, OSError):
+            info = await self.redis.info("cpu")
+            used["redis"] = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+        used["bench client"] = time.process_time()
+        return used
+
+    async def per_event(self, before: dict[str, float], events: int) -> dict[str, float]:
+        """CPU milliseconds per event since `before`."""
+        after = await self.read()
+        return {k: (after[k] - before[k]) * 1000 / max(1, events) for k in after if k in before}
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+
+
+def _proc_cpu(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_line(cpu_ms: dict[str, float], wall_s: float, events: int, per: str = "event") -> str:
+    """CPU per event of each process, and how busy the server's one event loop was."""
+    parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu_ms.items())
+    busy = cpu_ms.get("server", 0.0) * events / 1000 / wall_s if wall_s else 0.0
+    return f"     CPU ms per {per}: {parts}; server busy {busy:.0%} of one core"
+
+
+async def bench_ingest(
+    redis_url: str,
+    prefix: str,
+    *,
+    rates: Sequence[int] = DEFAULT_RATES,
+    duration: float = 3.0,
+    threads: int = 50,
+    turns: int = 20,
+    out: Callable[[str], None] = print,
+) -> IngestReport:
+    mentions = _Mentions()
+    steps: list[AckStep] = []
+    with tempfile.TemporaryDirectory(prefix="clawgate-bench-") as tmp:
+        try:
+            async with (
+                _fake_slack() as (fake_url, fake_pid),
+                _server(redis_url, prefix, fake_url, Path(tmp)) as (server_url, server_pid),
+                aiohttp.ClientSession(
+                    connector=_connector(),
+                    timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+                ) as session,
+            ):
+                cpu = _Cpu(redis_url, server_pid, fake_pid)
+                try:
+                    events_url = f"{server_url}/slack/events"
+                    warmup = mentions.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
+                    warm = await _open_loop(session, events_url, warmup, 50)
+                    if warm.errors:
+                        raise BenchError(f"warm-up requests failed: {dict(warm.errors)}")
+                    await _drain(redis_url, prefix)
+                    out(
+                        "ack: signed app_mention events, open loop, latency from the scheduled "
+                        "send to HTTP 200;"
+                    )
+                    out(
+                        "     the server's worker runs the agent for every accepted event on the "
+                        "same event loop (real load); its backlog is drained between rates"
+                    )
+                    for rate in rates:
+                        count = max(1, round(rate * duration))
+                        requests = mentions.spread(count, min(ACK_THREADS, count))
+                        before, started = await cpu.read(), time.monotonic()
+                        step = await _open_loop(session, events_url, requests, rate)
+                        step.backlog, step.drain_s = await _drain(redis_url, prefix)
+                        cpu_ms = await cpu.per_event(before, count)
+                        steps.append(step)
+                        out(_ack_line(step))
+                        out(_cpu_line(cpu_ms, time.monotonic() - started, count))
+                        out(
+                            f"     worker backlog at the end: {step.backlog} events, "
+                            f"drained in {step.drain_s:.1f} s"
+                        )
+                        if step.p99_ms >= GIVE_UP_P99_MS:
+                            out(f"     (stopping the ramp: p99 >= {GIVE_UP_P99_MS:.0f} ms)")
+                            break
+                    before, started = await cpu.read(), time.monotonic()
+                    loops = [
+                        _thread_loop(session, events_url, fake_url, mentions, 10_000 + i, turns)
+                        for i in range(threads)
+                    ]
+                    e2e = [s for samples in await asyncio.gather(*loops) for s in samples]
+                    e2e_s = time.monotonic() - started
+                    all_turns = threads * (turns + 1)
+                    e2e_cpu = await cpu.per_event(before, all_turns)
+                    async with session.get(f"{fake_url}/bench/stats") as resp:
+                        stats = await resp.json()
+                finally:
+                    await cpu.aclose()
+        finally:
+            deleted = await _delete_prefix(redis_url, prefix)
+            _show_server_log(Path(tmp) / "server.log", out)
+    return IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, stats["calls"], deleted)
+
+
+def _show_server_log(path: Path, out: Callable[[str], None], limit: int = 8) -> None:
+    """What the server logged (warnings and worse), distinct lines first seen, counted."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return
+    quiet = ("clawgate: listening", "clawgate: stopping")
+    seen = Counter(line for line in lines if line.strip() and not line.startswith(quiet))
+    if not seen:
+        return
+    out(f"server log: {sum(seen.values())} line(s), {len(seen)} distinct; the first ones:")
+    for line, n in itertools.islice(seen.items(), limit):
+        out(f"  {n:6d} x {line[:200]}")
+
+
+def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
+    lines = []
+    sustained, kept_up = report.sustained, report.worker_kept_up
+    lines.append(
+        f"highest rate sustained (ack p99 < {SUSTAINED_P99_MS:.0f} ms, no errors, every lower "
+        "rate too): " + (f"{sustained}/s" if sustained else "none of the rates tried")
+    )
+    lines.append(
+        f"highest rate the worker kept up with (< {KEPT_UP_S} s of traffic queued at the end): "
+        + (f"{kept_up}/s" if kept_up else "none of the rates tried")
+    )
+    if report.e2e_us:
+        lines.append(
+            _line(f"end to end, {threads} threads x {turns} turns", report.e2e_us)
+            + f"   max {max(report.e2e_us) / 1000:7.1f} ms"
+            + f"   ({report.e2e_turns / report.e2e_s:.0f} turns/s)"
+        )
+        lines.append(_cpu_line(report.e2e_cpu_ms, report.e2e_s, report.e2e_turns, "turn"))
+    target = report.step(TARGET_RATE)
+    if target is None:
+        lines.append(
+            f"verdict: ack p99 at {TARGET_RATE}/s: not measured ({TARGET_RATE} not in --rates)"
+        )
+    else:
+        ok = target.sustained and target.p99_ms <= TARGET_ACK_P99_MS
+        lines.append(
+            f"verdict: ack p99 at {TARGET_RATE}/s = {target.p99_ms:.1f} ms "
+            f"(target <= {TARGET_ACK_P99_MS:.0f} ms): {'PASS' if ok else 'FAIL'}"
+        )
+    if report.e2e_us:
+        p99 = percentile(report.e2e_us, 0.99) / 1000
+        verdict = "PASS" if p99 <= TARGET_E2E_P99_MS else "FAIL"
+        lines.append(
+            f"verdict: end-to-end p99 = {p99:.1f} ms "
+            f"(target <= {TARGET_E2E_P99_MS:.0f} ms): {verdict}"
+        )
+    return lines
+
+
+async def run_ingest_bench(
+    settings: Settings, rates: Sequence[int], duration: float, threads: int, turns: int
+) -> int:
+    if not settings.redis_url:
+        raise SettingsError(
+            "REDIS_URL: required for `clawgate bench ingest` (the server under test and the "
+            "bench share it; keys go under a throwaway prefix, deleted afterwards)"
+        )
+    prefix = f"{settings.redis_prefix}-bench-ingest-{time.time_ns()}"
+    print(
+        f"clawgate serve (demo model) against a fake Slack in its own process; "
+        f"redis {settings.redis_url}, prefix {prefix} (deleted afterwards)"
+    )
+    print(
+        f"this machine has {os.cpu_count()} CPUs, shared by the server, Redis, the fake Slack "
+        "and this load generator"
+    )
+    try:
+        report = await bench_ingest(
+            settings.redis_url,
+            prefix,
+            rates=rates,
+            duration=duration,
+            threads=threads,
+            turns=turns,
+        )
+    except (BenchError, aiohttp.ClientError, RedisError, OSError) as exc:
+        for line in (str(exc) or type(exc).__name__).splitlines():
+            print(f"clawgate: bench ingest: {line}", file=sys.stderr)
+        return 1
+    for line in _verdicts(report, threads, turns):
+        print(line)
+    return 0

@@ -1,0 +1,52 @@
+"""`clawgate bench ingest` in a tiny configuration: it runs the real server against its own fake
+Slack and finishes with every request accepted and every answer seen (no timing asserts)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.bench_ingest import bench_ingest
+from bot.cli import main
+
+
+async def test_tiny_ingest_bench_completes(redis_url: str) -> None:
+    prefix = f"bench-test-{time.time_ns()}"
+    lines: list[str] = []
+    report = await bench_ingest(
+        redis_url, prefix, rates=[50], duration=0.5, threads=2, turns=2, out=lines.append
+    )
+
+    [step] = report.steps
+    assert step.rate == 50
+    assert step.sent == 25
+    assert not step.errors, step.errors
+    assert step.ok == step.sent  # every request answered 200
+    assert len(report.e2e_us) == 2 * 2  # every answer seen by the fake Slack
+    # 25 warm-up + 25 measured + 2 x (1 + 2) end-to-end mentions, one answer each
+    assert report.fake_calls["auth.test"] == 1
+    assert report.fake_calls["chat.postMessage"] >= 25 + 25 + 6
+    assert any(line.startswith("ack at 50/s") for line in lines), lines
+    assert not any("Traceback" in line for line in lines), lines
+
+    client = aioredis.from_url(redis_url, decode_responses=True)
+    try:
+        assert [k async for k in client.scan_iter(match=f"{prefix}:*")] == []
+    finally:
+        await client.aclose()
+
+
+def test_ingest_bench_needs_redis(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert main(["bench", "ingest", "--rates", "10", "--duration", "0.1"]) == 2
+    assert "REDIS_URL: required for `clawgate bench ingest`" in capsys.readouterr().err
+
+
+def test_bench_rates_must_be_positive_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "ingest", "--rates", "100,abc"])
+    assert "not a number" in capsys.readouterr().err
