@@ -18,7 +18,8 @@ the mention being sent to the answer arriving at the fake (both on the system-wi
 clock). One unmeasured turn per thread first: it starts the thread (and gets the demo notice).
 
 Set CLAWGATE_BENCH_PROFILE=<file> to run the server under cProfile; the stats are written to
-<file> when the server stops (`python -m pstats <file>`).
+<file> when the server stops (`python -m pstats <file>`); with --split the worker's go to
+<file>.worker.
 """
 
 from __future__ import annotations
@@ -243,25 +244,22 @@ def _server_env(
 
 
 @contextlib.asynccontextmanager
-async def _server(
-    redis_url: str, prefix: str, fake_url: str, workdir: Path
-) -> AsyncIterator[tuple[str, int]]:
-    """`clawgate serve` in a subprocess; yields its base URL and pid once /readyz answers."""
-    port = _free_port()
-    env = _server_env(redis_url, prefix, fake_url, port, workdir)
-    command = [sys.executable, "-m", "bot.cli", "serve"]
+async def _process(
+    command: str, env: dict[str, str], workdir: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`clawgate <command>` in a subprocess logging to <workdir>/<command>.log; terminated
+    (SIGTERM, then SIGKILL after 30 s) on exit."""
+    argv = [sys.executable, "-m", "bot.cli", command]
     profile = os.environ.get(PROFILE_ENV)
     if profile:
-        command[1:1] = ["-m", "cProfile", "-o", os.path.abspath(profile)]  # noqa: ASYNC240
-    log_path = workdir / "server.log"
-    with log_path.open("wb") as log:
+        target = os.path.abspath(profile if command == "serve" else f"{profile}.{command}")  # noqa: ASYNC240
+        argv[1:1] = ["-m", "cProfile", "-o", target]
+    with (workdir / f"{command}.log").open("wb") as log:
         process = await asyncio.create_subprocess_exec(
-            *command, env=env, cwd=workdir, stdout=log, stderr=asyncio.subprocess.STDOUT
+            *argv, env=env, cwd=workdir, stdout=log, stderr=asyncio.subprocess.STDOUT
         )
-    url = f"http://127.0.0.1:{port}"
     try:
-        await _wait_ready(url, process, log_path)
-        yield url, process.pid
+        yield process
     finally:
         if process.returncode is None:
             process.terminate()
@@ -270,6 +268,26 @@ async def _server(
             except TimeoutError:
                 process.kill()
                 await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def _server(
+    redis_url: str, prefix: str, fake_url: str, workdir: Path, split: bool
+) -> AsyncIterator[tuple[str, dict[str, int]]]:
+    """`clawgate serve` in a subprocess (with `split`: without its worker, plus one
+    `clawgate worker` process); yields its base URL and the pids once /readyz answers."""
+    port = _free_port()
+    env = _server_env(redis_url, prefix, fake_url, port, workdir)
+    url = f"http://127.0.0.1:{port}"
+    if not split:
+        async with _process("serve", env, workdir) as serve:
+            await _wait_ready(url, serve, workdir / "serve.log")
+            yield url, {"server": serve.pid}
+        return
+    env["CLAWGATE_INPROCESS_WORKER"] = "false"
+    async with _process("worker", env, workdir) as worker, _process("serve", env, workdir) as serve:
+        await _wait_ready(url, serve, workdir / "serve.log")
+        yield url, {"server": serve.pid, "worker": worker.pid}
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -553,9 +571,9 @@ class _Cpu:
     """CPU seconds used so far by each process of the bench: the server and the fake (from
     /proc, Linux only), Redis (INFO, all its clients) and this client."""
 
-    def __init__(self, redis_url: str, server_pid: int, fake_pid: int) -> None:
+    def __init__(self, redis_url: str, pids: dict[str, int]) -> None:
         self.redis = connect(redis_url)
-        self.pids = {"server": server_pid, "fake Slack": fake_pid}
+        self.pids = pids
 
     async def read(self) -> dict[str, float]:
         used = {name: cpu for name, pid in self.pids.items() if (cpu := _proc_cpu(pid)) is not None}
@@ -598,6 +616,7 @@ async def bench_ingest(
     duration: float = 3.0,
     threads: int = 50,
     turns: int = 20,
+    split: bool = False,
     out: Callable[[str], None] = print,
 ) -> IngestReport:
     mentions = _Mentions()
@@ -606,13 +625,13 @@ async def bench_ingest(
         try:
             async with (
                 _fake_slack() as (fake_url, fake_pid),
-                _server(redis_url, prefix, fake_url, Path(tmp)) as (server_url, server_pid),
+                _server(redis_url, prefix, fake_url, Path(tmp), split) as (server_url, pids),
                 aiohttp.ClientSession(
                     connector=_connector(),
                     timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
                 ) as session,
             ):
-                cpu = _Cpu(redis_url, server_pid, fake_pid)
+                cpu = _Cpu(redis_url, pids | {"fake Slack": fake_pid})
                 try:
                     events_url = f"{server_url}/slack/events"
                     warmup = mentions.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
@@ -625,8 +644,11 @@ async def bench_ingest(
                         "send to HTTP 200;"
                     )
                     out(
-                        "     the server's worker runs the agent for every accepted event on the "
-                        "same event loop (real load); its backlog is drained between rates"
+                        "     a worker process runs the agent for every accepted event (real "
+                        "load); its backlog is drained between rates"
+                        if split
+                        else "     the server's worker runs the agent for every accepted event "
+                        "on the same event loop (real load); its backlog is drained between rates"
                     )
                     for rate in rates:
                         count = max(1, round(rate * duration))
@@ -660,7 +682,8 @@ async def bench_ingest(
                     await cpu.aclose()
         finally:
             deleted = await _delete_prefix(redis_url, prefix)
-            _show_server_log(Path(tmp) / "server.log", out)
+            for name in ("serve", "worker"):
+                _show_server_log(Path(tmp) / f"{name}.log", out)
     return IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, stats["calls"], deleted)
 
 
@@ -670,11 +693,11 @@ def _show_server_log(path: Path, out: Callable[[str], None], limit: int = 8) -> 
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return
-    quiet = ("clawgate: listening", "clawgate: stopping")
+    quiet = ("clawgate: listening", "clawgate: worker", "clawgate: stopping")
     seen = Counter(line for line in lines if line.strip() and not line.startswith(quiet))
     if not seen:
         return
-    out(f"server log: {sum(seen.values())} line(s), {len(seen)} distinct; the first ones:")
+    out(f"{path.stem} log: {sum(seen.values())} line(s), {len(seen)} distinct; the first ones:")
     for line, n in itertools.islice(seen.items(), limit):
         out(f"  {n:6d} x {line[:200]}")
 
@@ -719,7 +742,12 @@ def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
 
 
 async def run_ingest_bench(
-    settings: Settings, rates: Sequence[int], duration: float, threads: int, turns: int
+    settings: Settings,
+    rates: Sequence[int],
+    duration: float,
+    threads: int,
+    turns: int,
+    split: bool = False,
 ) -> int:
     if not settings.redis_url:
         raise SettingsError(
@@ -727,8 +755,13 @@ async def run_ingest_bench(
             "bench share it; keys go under a throwaway prefix, deleted afterwards)"
         )
     prefix = f"{settings.redis_prefix}-bench-ingest-{time.time_ns()}"
+    topology = (
+        "clawgate serve without its worker + one clawgate worker process"
+        if split
+        else "clawgate serve with its in-process worker"
+    )
     print(
-        f"clawgate serve (demo model) against a fake Slack in its own process; "
+        f"{topology} (demo model) against a fake Slack in its own process; "
         f"redis {settings.redis_url}, prefix {prefix} (deleted afterwards)"
     )
     print(
@@ -743,6 +776,7 @@ async def run_ingest_bench(
             duration=duration,
             threads=threads,
             turns=turns,
+            split=split,
         )
     except (BenchError, aiohttp.ClientError, RedisError, OSError) as exc:
         for line in (str(exc) or type(exc).__name__).splitlines():

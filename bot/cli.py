@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
         help="ingest: seconds per rate (default 3)",
     )
     bench.add_argument(
+        "--split",
+        action="store_true",
+        help="ingest: serve without its worker (CLAWGATE_INPROCESS_WORKER=false) + one worker",
+    )
+    bench.add_argument(
         "--threads",
         type=_positive(int),
         default=50,
@@ -145,7 +150,9 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
 
         turns = args.turns or 20
         return asyncio.run(
-            run_ingest_bench(settings, args.rates, args.duration, args.threads, turns)
+            run_ingest_bench(
+                settings, args.rates, args.duration, args.threads, turns, split=args.split
+            )
         )
     from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
 

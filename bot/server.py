@@ -11,12 +11,13 @@ import sys
 import time
 from dataclasses import dataclass
 
-from aiohttp import web
+from aiohttp import ClientSession, web
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.dispatch import handle_inbound
 from adapters.router import PlatformChannel, Router
@@ -37,6 +38,7 @@ from runtime.store.keys import Keys
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
+WORKER_SILENCE = 10.0  # seconds without polling after which a worker counts as gone
 QUEUE_LAG = Histogram(
     "clawgate_queue_lag_seconds",
     "Time from accepting an input to a worker starting on it",
@@ -52,13 +54,30 @@ class Service:
     redis: Redis
     inbox: Inbox
     runtime: Runtime
-    worker: Worker
+    worker: Worker | None  # None: this process only ingests (CLAWGATE_INPROCESS_WORKER=false)
     slack: SlackAdapter | None
+    http: ClientSession  # shared by the platform clients: connections are kept open
+
+    async def aclose(self) -> None:
+        await self.http.close()
+        await self.redis.aclose()
+
+    async def ready(self) -> list[str]:
+        """What keeps this process from doing its job; empty when ready."""
+        try:
+            await self.redis.ping()
+        except (RedisError, OSError):
+            return ["redis unreachable"]
+        if self.worker is not None:
+            return [] if self.worker.alive() else ["worker not polling"]
+        try:
+            polling = await self.inbox.workers_polling(WORKER_SILENCE)
+        except (RedisError, OSError):
+            return ["redis unreachable"]
+        return [] if polling else ["no worker is polling the inbox"]
 
 
-async def _slack_identity(settings: Settings) -> SlackIdentity:
-    assert settings.slack_bot_token is not None
-    client = web_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
+async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackIdentity:
     try:
         auth = await client.auth_test()
     except SlackApiError as exc:
@@ -71,16 +90,34 @@ async def _slack_identity(settings: Settings) -> SlackIdentity:
     return SlackIdentity(str(auth["team_id"]), str(auth["user_id"]), str(auth.get("bot_id", "")))
 
 
-async def build_service(settings: Settings, policy: PolicyFile) -> Service:
+async def build_service(settings: Settings, policy: PolicyFile, worker: bool = True) -> Service:
     redis = connect(settings.redis_url)
     keys = Keys(settings.redis_prefix)
     inbox = Inbox(redis, keys, dedupe_ttl_s=settings.dedupe_ttl)
+    http = ClientSession()
+    try:
+        return await _build(settings, policy, redis, inbox, http, worker)
+    except BaseException:
+        await http.close()
+        await redis.aclose()
+        raise
+
+
+async def _build(
+    settings: Settings,
+    policy: PolicyFile,
+    redis: Redis,
+    inbox: Inbox,
+    http: ClientSession,
+    with_worker: bool,
+) -> Service:
     channels: dict[str, PlatformChannel] = {}
     slack = None
     if settings.slack_enabled:
         assert settings.slack_bot_token is not None
-        client = web_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url)
-        identity = await _slack_identity(settings)
+        token = settings.slack_bot_token.get_secret_value()
+        client = web_client(token, settings.slack_api_url, http)
+        identity = await _slack_identity(client, settings)
         secret = settings.slack_signing_secret
         slack = SlackAdapter(
             client, identity, Ingest(inbox), secret.get_secret_value() if secret else None
@@ -94,14 +131,16 @@ async def build_service(settings: Settings, policy: PolicyFile) -> Service:
         QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
         await handle_inbound(runtime, router, inbound)
 
-    worker = Worker(
-        inbox,
-        handle,
-        runtime.worker_id,
-        concurrency=settings.worker_concurrency,
-        reclaim_idle=settings.reclaim_idle,
-    )
-    return Service(redis, inbox, runtime, worker, slack)
+    worker = None
+    if with_worker:
+        worker = Worker(
+            inbox,
+            handle,
+            runtime.worker_id,
+            concurrency=settings.worker_concurrency,
+            reclaim_idle=settings.reclaim_idle,
+        )
+    return Service(redis, inbox, runtime, worker, slack, http)
 
 
 def build_app(service: Service) -> web.Application:
@@ -111,13 +150,7 @@ def build_app(service: Service) -> web.Application:
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
-        problems = []
-        try:
-            await service.redis.ping()
-        except (RedisError, OSError):
-            problems.append("redis unreachable")
-        if not service.worker.alive():
-            problems.append("worker not polling")
+        problems = await service.ready()
         if problems:
             return web.Response(status=503, text="; ".join(problems) + "\n")
         return web.Response(text="ready\n")
@@ -147,14 +180,16 @@ def _stop_signal() -> asyncio.Event:
 
 async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
     """Serve until SIGTERM/SIGINT. `http=False` is `clawgate worker`: no endpoints."""
-    service = await build_service(settings, policy)
+    service = await build_service(settings, policy, worker=settings.inprocess_worker or not http)
     stop = _stop_signal()
     runner: web.AppRunner | None = None
     socket_mode: AsyncSocketModeHandler | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
-        await service.worker.start()
-        tasks.append(asyncio.create_task(sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)))
+        if service.worker is not None:
+            await service.worker.start()
+            sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)
+            tasks.append(asyncio.create_task(sweeper))
         if http:
             runner = web.AppRunner(build_app(service), handle_signals=False)
             await runner.setup()
@@ -172,11 +207,12 @@ async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
             await socket_mode.close_async()  # type: ignore[no-untyped-call]
         if runner is not None:
             await runner.cleanup()  # stop accepting; requests in flight finish
-        await service.worker.stop(settings.shutdown_grace)
+        if service.worker is not None:
+            await service.worker.stop(settings.shutdown_grace)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await service.redis.aclose()
+        await service.aclose()
     return 0
 
 
@@ -185,9 +221,10 @@ def _announce(settings: Settings, service: Service, http: bool) -> None:
     if service.slack is not None:
         platforms.append("slack (socket mode)" if settings.slack_app_token else "slack")
     where = f"listening on http://{settings.host}:{settings.port}" if http else "worker"
+    worker = "no worker here" if service.worker is None else f"worker {service.runtime.worker_id}"
     print(
         f"clawgate: {where}; platforms: {', '.join(platforms) or 'none (set SLACK_BOT_TOKEN)'}; "
-        f"worker {service.runtime.worker_id}",
+        f"{worker}",
         file=sys.stderr,
         flush=True,
     )

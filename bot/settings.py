@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     bash_output_limit: int = Field(256_000, alias="CLAWGATE_BASH_OUTPUT_LIMIT", ge=1024)
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
     # Serving: the inbox and its workers.
+    inprocess_worker: bool = Field(True, alias="CLAWGATE_INPROCESS_WORKER")
     worker_concurrency: int = Field(64, alias="CLAWGATE_WORKER_CONCURRENCY", ge=1, le=10_000)
     reclaim_idle: float = Field(30.0, alias="CLAWGATE_RECLAIM_IDLE", ge=1)
     dedupe_ttl: float = Field(86_400, alias="CLAWGATE_DEDUPE_TTL", ge=8 * 3600)
@@ -115,6 +116,15 @@ class Settings(BaseSettings):
             )
         if problems:
             raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _a_worker_somewhere(self) -> Settings:
+        if not self.inprocess_worker and not self.redis_url:
+            raise ValueError(
+                "CLAWGATE_INPROCESS_WORKER: false needs REDIS_URL (a `clawgate worker` "
+                "elsewhere must share the queue; the embedded store lives in this process)"
+            )
         return self
 
     @property

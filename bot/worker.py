@@ -16,6 +16,7 @@ from runtime.store.inbox import Inbox, Job
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], Awaitable[None]]
+BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
 MAX_DELIVERIES = 5  # a job that keeps killing its workers is dropped, not retried forever
 
 
@@ -39,6 +40,7 @@ class Worker:
         self.last_poll = 0.0  # monotonic time of the last successful read: /readyz
         self._held: dict[str, dict[str, Job]] = {}  # lane -> jobs this worker holds
         self._lanes: dict[str, asyncio.Task[None]] = {}
+        self._running: set[str] = set()  # ids being handled right now
         self._space = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -55,12 +57,19 @@ class Worker:
 
     async def start(self) -> None:
         await self.inbox.ensure_group()
+        await self._beat()
         self.last_poll = time.monotonic()
         self._tasks = [
             asyncio.create_task(self._read_forever(), name="inbox-reader"),
             asyncio.create_task(self._keep_forever(), name="inbox-keepalive"),
             asyncio.create_task(self._reclaim_forever(), name="inbox-reclaimer"),
         ]
+
+    async def _beat(self) -> None:
+        try:
+            await self.inbox.beat(self.consumer)
+        except RedisError as exc:
+            log.warning("inbox heartbeat failed (%s)", exc)
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
@@ -93,6 +102,8 @@ class Worker:
                 log.warning("inbox read failed (%s); retrying", exc)
                 await asyncio.sleep(1.0)
                 continue
+            if time.monotonic() - self.last_poll > BEAT_INTERVAL:
+                await self._beat()
             self.last_poll = time.monotonic()
             for job in jobs:
                 self._take(job)
@@ -123,9 +134,16 @@ class Worker:
             await asyncio.sleep(self.reclaim_idle / 3)
             ids = [job_id for jobs in self._held.values() for job_id in jobs]
             try:
-                await self.inbox.keep(self.consumer, ids)
+                lost = await self.inbox.keep(self.consumer, ids)
             except RedisError as exc:
                 log.warning("inbox keepalive failed (%s)", exc)
+                continue
+            for jobs in self._held.values():
+                for job_id in lost:
+                    # Taken over while this process stalled: the new owner runs it.
+                    if job_id in jobs and job_id not in self._running:
+                        log.warning("job %s was taken over by another worker", job_id)
+                        del jobs[job_id]
 
     def _take(self, job: Job) -> None:
         self._held.setdefault(job.lane, {})[job.id] = job
@@ -138,23 +156,30 @@ class Worker:
         """Handle this worker's jobs of one lane, each only when it heads the lane: an earlier
         job held by another worker is waited for."""
         held = self._held[lane]
+        head: str | None = None
         try:
             while held:
-                try:
-                    head = await self.inbox.head(lane)
-                except RedisError as exc:
-                    log.warning("lane %s: cannot read its head (%s)", lane, exc)
-                    await asyncio.sleep(1.0)
-                    continue
+                if head not in held:
+                    try:
+                        head = await self.inbox.head(lane)
+                    except RedisError as exc:
+                        log.warning("lane %s: cannot read its head (%s)", lane, exc)
+                        await asyncio.sleep(1.0)
+                        continue
                 if head is None:  # everything we hold was finished elsewhere
                     held.clear()
                 elif head in held:
                     job = held[head]
-                    await self._handle(job)
-                    await self._ack(job)
-                    held.pop(head, None)
+                    self._running.add(job.id)
+                    try:
+                        await self._handle(job)
+                        head = await self._ack(job)
+                    finally:
+                        self._running.discard(job.id)
+                        held.pop(job.id, None)
                 else:
                     await asyncio.sleep(self.lane_poll)
+                    head = None
         finally:
             del self._held[lane]
             del self._lanes[lane]
@@ -169,13 +194,13 @@ class Worker:
             # Acknowledged anyway: a job that fails the same way every time must not loop.
             log.exception("job %s failed", job.id)
 
-    async def _ack(self, job: Job) -> None:
-        """Retry until Redis takes it: an unacknowledged finished job would run again."""
+    async def _ack(self, job: Job) -> str | None:
+        """Retry until Redis takes it (an unacknowledged finished job would run again);
+        returns the lane's next head."""
         delay = 0.1
         while True:
             try:
-                await self.inbox.ack(job)
-                return
+                return await self.inbox.ack(job)
             except RedisError as exc:
                 log.warning("ack of job %s failed (%s); retrying", job.id, exc)
                 await asyncio.sleep(delay)

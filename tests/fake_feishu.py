@@ -285,15 +285,14 @@ def message_event(
 
     `text` is the raw text as Feishu delivers it: a mention is a placeholder key such as
     `"@_user_1 /approve abc"`, resolved through `mentions` = [(key, open_id, name), ...], e.g.
-    `[("@_user_1", "ou_bot", "clawgate")]`. `chat_type` is "group" or "p2p". The message is
-    remembered process-wide so that a `FakeFeishu` reply to it lands in `chat_id`.
+    `[("@_user_1", "ou_bot", "clawgate")]`. `chat_type` is "group" or "p2p". root_id /
+    parent_id / thread_id are left out unless given (a top-level message has none). The message
+    is remembered process-wide so that a `FakeFeishu` reply to it lands in `chat_id`.
     """
     message_id = message_id or new_message_id()
     created = _now_ms() if create_time is None else str(create_time)
     message: dict[str, Any] = {
         "message_id": message_id,
-        "root_id": root_id or "",
-        "parent_id": parent_id or "",
         "create_time": created,
         "update_time": created,
         "chat_id": chat_id,
@@ -306,8 +305,9 @@ def message_event(
         ],
         "user_agent": "Mozilla/5.0 Lark/7.0.0",
     }
-    if thread_id is not None:
-        message["thread_id"] = thread_id
+    for key, value in (("root_id", root_id), ("parent_id", parent_id), ("thread_id", thread_id)):
+        if value:
+            message[key] = value
     with _lock:
         _INBOUND[message_id] = _Origin(chat_id, root_id or None, thread_id)
     return {
@@ -1469,8 +1469,7 @@ class FakeFeishu:
                 if k in ("receive_id", "msg_type", "content", "uuid", "reply_in_thread", "app_id")
             }
             result = "ok" if c.ok else f"{c.status} code={c.code}"
-            target = f" {c.target_id}" if c.target_id else ""
-            lines.append(f"  {c.kind} {c.method} {c.path}{target} [{result}] {_short(shown)}")
+            lines.append(f"  {c.kind} {c.method} {c.path} [{result}] {_short(shown)}")
         lines.append(
             f"long connections: {connected} open, {connects} accepted, {pings} ping(s); "
             f"{len(acks)} ack(s):"

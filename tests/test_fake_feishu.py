@@ -426,6 +426,8 @@ def test_long_connection_delivers_acks_and_reconnects(fake: FakeFeishu) -> None:
     received: list[tuple[str, str, str]] = []
 
     def on_message(data: Any) -> None:
+        if "boom" in data.event.message.content:
+            raise RuntimeError("handler failed")
         received.append(
             (data.header.event_id, data.event.message.content, threading.current_thread().name)
         )
@@ -453,9 +455,12 @@ def test_long_connection_delivers_acks_and_reconnects(fake: FakeFeishu) -> None:
         assert (ack.code, ack.data, ack.type) == (200, None, "event")
         assert received == [(envelope["header"]["event_id"], '{"text": "hello"}', "lark-ws")]
 
+        failing = event_envelope("im.message.receive_v1", message_event("boom"), token="")
+        assert fake.wait_for_ack(fake.send_event(failing)).code == 500
+
         split = fake.send_event(envelope, parts=3)
         assert fake.wait_for_ack(split).code == 200
-        assert len(received) == 2 and len(fake.acks()) == 2
+        assert len(received) == 2 and len(fake.acks()) == 3
 
         click = card_action_event({"id": "abc"}, open_message_id="om_card")
         card_frame = fake.send_event(event_envelope("card.action.trigger", click, token=""))
@@ -477,10 +482,16 @@ def test_long_connection_delivers_acks_and_reconnects(fake: FakeFeishu) -> None:
     fake.wait_for(lambda: fake.connection_count == 0, timeout=5, what="client gone")
 
 
-def test_long_connection_with_wrong_secret_fails_start(fake: FakeFeishu) -> None:
-    app_id, _ = fake.new_app()
+def test_long_connection_start_raises_client_exceptions(fake: FakeFeishu) -> None:
+    app_id, secret = fake.new_app()
     handler = lark.EventDispatcherHandler.builder("", "").build()
     runner = WsClientThread(fake, app_id, "wrong-secret", handler).start()
     runner.join()
     assert isinstance(runner.error, ClientException) and runner.error.code == 10014
+
+    # Handshake refused for the connection limit: also a ClientException, no retry.
+    fake.fail_next("ws_connect", code=514, http_status=403, auth_code=1000040350, msg="limit")
+    runner = WsClientThread(fake, app_id, secret, handler).start()
+    runner.join()
+    assert isinstance(runner.error, ClientException) and str(runner.error) == "514: limit"
     assert fake.connects == 0

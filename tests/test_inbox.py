@@ -159,6 +159,59 @@ async def test_keep_prevents_reclaim(redis: aioredis.Redis, inbox: Inbox) -> Non
     assert (taken.id, taken.deliveries) == (job_id, 2)  # keep() is not a delivery
 
 
+async def test_keep_reports_jobs_another_consumer_took_over(
+    redis: aioredis.Redis, inbox: Inbox
+) -> None:
+    """A stalled worker must not take back (and run again) what another one reclaimed."""
+    mine = await put(inbox, "lane-1", "mine")
+    lost = await put(inbox, "lane-2", "lost")
+    await inbox.read("A", count=2, block_ms=100)
+    await asyncio.sleep(0.3)
+    [taken] = await inbox.reclaim("B", min_idle_ms=200, count=1)
+    assert taken.id == mine
+    assert await inbox.keep("B", [mine, lost]) == [lost]  # B keeps only what it owns
+    assert await pending_ids(redis, inbox) == {mine: "B", lost: "A"}
+
+
+async def test_reclaim_counts_deliveries_per_job(redis: aioredis.Redis, inbox: Inbox) -> None:
+    ids = [await put(inbox, f"lane-{n}", str(n)) for n in range(3)]
+    await inbox.read("A", count=3, block_ms=100)
+    await asyncio.sleep(0.25)
+    await inbox.reclaim("B", min_idle_ms=200, count=1)  # the first job: 2 deliveries
+    await asyncio.sleep(0.25)
+    jobs = await inbox.reclaim("C", min_idle_ms=200)
+    assert [(j.id, j.deliveries) for j in jobs] == [(ids[0], 3), (ids[1], 2), (ids[2], 2)]
+
+
+async def test_ack_returns_the_next_head_of_the_lane(inbox: Inbox) -> None:
+    first = await put(inbox, "lane", "1")
+    second = await put(inbox, "lane", "2")
+    jobs = await inbox.read("A", count=2, block_ms=100)
+    assert await inbox.ack(jobs[0]) == second
+    assert await inbox.ack(jobs[1]) is None
+    assert first != second
+
+
+async def test_workers_polling_sees_a_worker_that_beat_recently(inbox: Inbox) -> None:
+    assert not await inbox.workers_polling(10)  # nobody ever polled
+    await inbox.beat("A")
+    assert await inbox.workers_polling(10)
+    await asyncio.sleep(0.3)
+    assert not await inbox.workers_polling(0.2)
+
+
+async def test_a_started_worker_counts_as_polling(inbox: Inbox) -> None:
+    async def nothing(job: Job) -> None:
+        return None
+
+    worker = Worker(inbox, nothing, "W1", reclaim_idle=5)
+    await worker.start()
+    try:
+        assert await inbox.workers_polling(5)
+    finally:
+        await worker.stop(0)
+
+
 async def test_a_lost_group_is_created_again(redis: aioredis.Redis, inbox: Inbox) -> None:
     """Redis restarted empty (or the stream was deleted): readers recreate the group instead
     of failing forever while new inputs pile up unread."""

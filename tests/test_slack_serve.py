@@ -5,6 +5,7 @@ ran in the workdir, what was refused, and what is queued in Redis."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -71,6 +72,7 @@ class Harness:
     server: TestServer
     workdir: Path
     prefix: str
+    settings: Settings
 
     @property
     def url(self) -> str:
@@ -169,17 +171,20 @@ async def serving(
         **overrides,
     }
     settings = Settings(**values)
-    service = await build_service(settings, load_policy_file(None))
+    service = await build_service(
+        settings, load_policy_file(None), worker=settings.inprocess_worker
+    )
     server = TestServer(build_app(service), host="127.0.0.1", port=free_port())
     await server.start_server()
-    if start_worker:
+    if start_worker and service.worker is not None:
         await service.worker.start()
     try:
-        yield Harness(fake, service, server, workdir, prefix)
+        yield Harness(fake, service, server, workdir, prefix, settings)
     finally:
-        await service.worker.stop(1)
+        if service.worker is not None:
+            await service.worker.stop(1)
         await server.close()
-        await service.redis.aclose()
+        await service.aclose()
 
 
 @pytest.fixture
@@ -718,6 +723,7 @@ async def test_health_readiness_and_metrics(fake: FakeSlack, workdir: Path, redi
         assert await h.get("/healthz") == (200, "ok\n")
         status, text = await h.get("/readyz")
         assert status == 503 and "worker not polling" in text
+        assert h.service.worker is not None
         await h.service.worker.start()
         assert await h.get("/readyz") == (200, "ready\n")
 
@@ -835,3 +841,30 @@ def test_serve_with_bad_slack_settings_exits_2(tmp_path: Path) -> None:
         "clawgate: SLACK_SIGNING_SECRET: required to receive Slack requests over HTTP "
         "(or set SLACK_APP_TOKEN for Socket Mode)",
     ]
+
+
+async def test_serve_without_its_worker_only_ingests(
+    fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    """CLAWGATE_INPROCESS_WORKER=false: the HTTP process only queues; a worker elsewhere (here
+    another service on the same Redis) answers. /readyz needs some worker to be polling."""
+    (workdir / "notes.txt").write_text(NOTES)
+    async with serving(fake, workdir, redis_url, CLAWGATE_INPROCESS_WORKER="false") as h:
+        assert h.service.worker is None
+        status, text = await h.get("/readyz")
+        assert status == 503 and "no worker is polling" in text
+        ts = next_ts()
+        assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+        await asyncio.sleep(0.3)
+        assert h.fake.posts(CHANNEL, ts) == []  # queued, not run: nobody works here
+        assert await h.enqueued() == 1
+
+        elsewhere = await build_service(h.settings, load_policy_file(None), worker=True)
+        assert elsewhere.worker is not None
+        await elsewhere.worker.start()
+        try:
+            await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+            assert await h.get("/readyz") == (200, "ready\n")
+        finally:
+            await elsewhere.worker.stop(1)
+            await elsewhere.aclose()

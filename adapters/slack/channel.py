@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import ClientError
+from aiohttp import ClientError, ClientSession
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -57,12 +57,14 @@ _STOPS = {
 }
 
 
-def web_client(token: str, base_url: str) -> AsyncWebClient:
+def web_client(token: str, base_url: str, session: ClientSession | None = None) -> AsyncWebClient:
     """Connection errors and 429s (after Retry-After) are retried by slack_sdk itself: in both
-    cases Slack did not act, so nothing is posted twice."""
+    cases Slack did not act, so nothing is posted twice. Pass a `session` to keep connections
+    open across calls (slack_sdk otherwise opens one per call)."""
     return AsyncWebClient(
         token=token,
         base_url=base_url,
+        session=session,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=4),

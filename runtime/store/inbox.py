@@ -35,12 +35,44 @@ redis.call('RPUSH', KEYS[2], id)
 return id
 """
 
-# KEYS: stream, lane   ARGV: group, id
+# KEYS: stream, lane   ARGV: group, id.  Returns the lane's new head, saving a round trip.
 ACK = """
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('LREM', KEYS[2], 1, ARGV[2])
+return redis.call('LINDEX', KEYS[2], 0)
 """
+
+# KEYS: stream   ARGV: group, consumer, ids...  Resets the idle time of the jobs the consumer
+# still owns; returns those it lost (reclaimed by another worker while this one stalled).
+KEEP = """
+local lost = {}
+for i = 3, #ARGV do
+  local entry = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)[1]
+  if entry and entry[2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost
+"""
+
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+# KEYS: workers zset   ARGV: consumer.  Workers silent for an hour are forgotten.
+BEAT = (
+    _NOW
+    + """
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 3600000)
+"""
+)
+# KEYS: workers zset   ARGV: window ms
+POLLING = _NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +132,19 @@ class Inbox:
         head = await self.redis.lindex(self.keys.inbox_lane(lane), 0)
         return None if head is None else str(head)
 
-    async def ack(self, job: Job) -> None:
+    async def ack(self, job: Job) -> str | None:
+        """Finish a job; returns the id now heading its lane."""
         keys = [self.stream, self.keys.inbox_lane(job.lane)]
-        await self.redis.eval(ACK, 2, *keys, GROUP, job.id)
+        head = await self.redis.eval(ACK, 2, *keys, GROUP, job.id)
+        return None if head is None else str(head)
 
-    async def keep(self, consumer: str, ids: Sequence[str]) -> None:
-        """Reset the idle time of jobs this consumer still works on or waits to work on."""
-        if ids:
-            await self.redis.xclaim(self.stream, GROUP, consumer, 0, list(ids), justid=True)
+    async def keep(self, consumer: str, ids: Sequence[str]) -> list[str]:
+        """Reset the idle time of jobs this consumer works on or waits to work on; returns
+        the ids another consumer took over meanwhile."""
+        if not ids:
+            return []
+        lost = await self.redis.eval(KEEP, 1, self.stream, GROUP, consumer, *ids)
+        return [str(job_id) for job_id in lost or []]
 
     async def reclaim(self, consumer: str, min_idle_ms: int, count: int = 50) -> list[Job]:
         """Take over jobs idle for `min_idle_ms` (their consumer died), with delivery counts."""
@@ -121,16 +158,23 @@ class Inbox:
         jobs = _jobs(reply[1])
         if not jobs:
             return []
-        pending = await self.redis.xpending_range(
-            self.stream,
-            GROUP,
-            min=jobs[0].id,
-            max=jobs[-1].id,
-            count=len(jobs) * 2,
-            consumername=consumer,
-        )
-        times = {p["message_id"]: int(p["times_delivered"]) for p in pending}
-        return [Job(j.id, j.lane, j.payload, times.get(j.id, 1)) for j in jobs]
+        pipe = self.redis.pipeline(transaction=False)
+        for job in jobs:
+            pipe.xpending_range(self.stream, GROUP, min=job.id, max=job.id, count=1)
+        pending = await pipe.execute()
+        return [
+            Job(job.id, job.lane, job.payload, int(entry[0]["times_delivered"]) if entry else 1)
+            for job, entry in zip(jobs, pending, strict=True)
+        ]
+
+    async def beat(self, consumer: str) -> None:
+        """Say that `consumer` is polling (server time, so hosts' clocks do not matter)."""
+        await self.redis.eval(BEAT, 1, self.keys.inbox_workers(), consumer)
+
+    async def workers_polling(self, within_s: float) -> bool:
+        """Whether some worker said it was polling in the last `within_s` seconds."""
+        count = await self.redis.eval(POLLING, 1, self.keys.inbox_workers(), int(within_s * 1000))
+        return int(count) > 0
 
     async def depth(self) -> tuple[int, int]:
         """(jobs not yet read, jobs read but not acknowledged)."""

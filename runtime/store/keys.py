@@ -65,5 +65,9 @@ class Keys:
     def inbox_seen(self, dedupe_key: str) -> str:
         return f"{self.prefix}:{{inbox}}:seen:{dedupe_key}"
 
+    def inbox_workers(self) -> str:
+        """Workers by the server time they last polled: /readyz of a process without one."""
+        return f"{self.prefix}:{{inbox}}:workers"
+
     def worker(self, worker_id: str) -> str:
         return f"{self.prefix}:worker:{worker_id}"
