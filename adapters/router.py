@@ -23,8 +23,14 @@ class PlatformChannel(Protocol):
 
 
 class Router:
-    def __init__(self, channels: Mapping[str, PlatformChannel]) -> None:
-        self.channels = dict(channels)
+    """Platforms are added as their adapters are built (after the runtime, which needs the
+    router, so an adapter can use the runtime)."""
+
+    def __init__(self) -> None:
+        self.channels: dict[str, PlatformChannel] = {}
+
+    def add(self, platform: str, channel: PlatformChannel) -> None:
+        self.channels[platform] = channel
 
     def _channel(self, conversation: ConversationRef) -> PlatformChannel | None:
         channel = self.channels.get(conversation.platform)

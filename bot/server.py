@@ -20,8 +20,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.dispatch import handle_inbound
-from adapters.router import PlatformChannel, Router
-from adapters.slack.app import MAX_BODY, SlackAdapter
+from adapters.feishu.app import FeishuAdapter, LongConnection
+from adapters.feishu.channel import FeishuChannel, FeishuError, feishu_client, fetch_identity
+from adapters.http import MAX_BODY
+from adapters.router import Router
+from adapters.slack.app import SlackAdapter
 from adapters.slack.channel import SlackChannel, web_client
 from adapters.slack.inbound import SlackIdentity
 from bot.policy_file import PolicyFile
@@ -56,6 +59,7 @@ class Service:
     runtime: Runtime
     worker: Worker | None  # None: this process only ingests (CLAWGATE_INPROCESS_WORKER=false)
     slack: SlackAdapter | None
+    feishu: FeishuAdapter | None
     http: ClientSession  # shared by the platform clients: connections are kept open
 
     async def aclose(self) -> None:
@@ -111,8 +115,9 @@ async def _build(
     http: ClientSession,
     with_worker: bool,
 ) -> Service:
-    channels: dict[str, PlatformChannel] = {}
-    slack = None
+    router = Router()
+    runtime = build_runtime(settings, policy, redis, router)
+    slack = feishu = None
     if settings.slack_enabled:
         assert settings.slack_bot_token is not None
         token = settings.slack_bot_token.get_secret_value()
@@ -122,9 +127,10 @@ async def _build(
         slack = SlackAdapter(
             client, identity, Ingest(inbox), secret.get_secret_value() if secret else None
         )
-        channels["slack"] = SlackChannel(client)
-    router = Router(channels)
-    runtime = build_runtime(settings, policy, redis, router)
+        router.add("slack", SlackChannel(client))
+    if settings.feishu_enabled:
+        feishu = await _feishu(settings, inbox, runtime)
+        router.add("feishu", feishu.channel)
 
     async def handle(job: Job) -> None:
         inbound = Inbound.model_validate_json(job.payload)
@@ -140,7 +146,32 @@ async def _build(
             concurrency=settings.worker_concurrency,
             reclaim_idle=settings.reclaim_idle,
         )
-    return Service(redis, inbox, runtime, worker, slack, http)
+    return Service(redis, inbox, runtime, worker, slack, feishu, http)
+
+
+async def _feishu(settings: Settings, inbox: Inbox, runtime: Runtime) -> FeishuAdapter:
+    assert settings.feishu_app_id is not None and settings.feishu_app_secret is not None
+    app_id = settings.feishu_app_id
+    client = feishu_client(
+        app_id, settings.feishu_app_secret.get_secret_value(), settings.feishu_domain
+    )
+    try:
+        identity = await asyncio.to_thread(fetch_identity, client)
+    except FeishuError as exc:
+        raise SettingsError(
+            f"FEISHU_APP_ID/FEISHU_APP_SECRET: cannot reach the bot ({exc})"
+        ) from exc
+    key, token = settings.feishu_encrypt_key, settings.feishu_verification_token
+    adapter = FeishuAdapter(
+        identity,
+        Ingest(inbox),
+        runtime.precheck,
+        key.get_secret_value() if key else None,
+        token.get_secret_value() if token else None,
+        FeishuChannel(client, app_id),
+    )
+    adapter.bind(asyncio.get_running_loop())
+    return adapter
 
 
 def build_app(service: Service) -> web.Application:
@@ -167,6 +198,8 @@ def build_app(service: Service) -> web.Application:
     app.router.add_get("/metrics", metrics)
     if service.slack is not None:
         app.router.add_post("/slack/events", service.slack.handle_http)
+    if service.feishu is not None:
+        app.router.add_post("/feishu/events", service.feishu.handle_http)
     return app
 
 
@@ -184,6 +217,7 @@ async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
     stop = _stop_signal()
     runner: web.AppRunner | None = None
     socket_mode: AsyncSocketModeHandler | None = None
+    long_connection: LongConnection | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
         if service.worker is not None:
@@ -199,12 +233,23 @@ async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
                 settings.slack_app_token.get_secret_value()
             )
             await socket_mode.connect_async()  # type: ignore[no-untyped-call]
+        if service.feishu is not None and settings.feishu_mode == "websocket":
+            assert settings.feishu_app_id and settings.feishu_app_secret
+            long_connection = LongConnection(
+                settings.feishu_app_id,
+                settings.feishu_app_secret.get_secret_value(),
+                settings.feishu_domain,
+                service.feishu,
+            )
+            long_connection.start()
         _announce(settings, service, http)
         await stop.wait()
         print("clawgate: stopping", file=sys.stderr, flush=True)
     finally:
         if socket_mode is not None:
             await socket_mode.close_async()  # type: ignore[no-untyped-call]
+        if long_connection is not None:
+            await long_connection.stop()
         if runner is not None:
             await runner.cleanup()  # stop accepting; requests in flight finish
         if service.worker is not None:
@@ -220,11 +265,13 @@ def _announce(settings: Settings, service: Service, http: bool) -> None:
     platforms = []
     if service.slack is not None:
         platforms.append("slack (socket mode)" if settings.slack_app_token else "slack")
+    if service.feishu is not None:
+        platforms.append(f"feishu ({settings.feishu_mode})")
     where = f"listening on http://{settings.host}:{settings.port}" if http else "worker"
     worker = "no worker here" if service.worker is None else f"worker {service.runtime.worker_id}"
+    enabled = ", ".join(platforms) or "none (set SLACK_BOT_TOKEN or FEISHU_APP_ID)"
     print(
-        f"clawgate: {where}; platforms: {', '.join(platforms) or 'none (set SLACK_BOT_TOKEN)'}; "
-        f"{worker}",
+        f"clawgate: {where}; platforms: {enabled}; {worker}",
         file=sys.stderr,
         flush=True,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -55,6 +55,15 @@ class Settings(BaseSettings):
     slack_api_url: str = Field(
         "https://slack.com/api/", alias="SLACK_API_URL", pattern=r"^https?://\S+/$"
     )
+    # Feishu / Lark: enabled when FEISHU_APP_ID is set.
+    feishu_app_id: str | None = Field(None, alias="FEISHU_APP_ID", min_length=1)
+    feishu_app_secret: SecretStr | None = Field(None, alias="FEISHU_APP_SECRET")
+    feishu_verification_token: SecretStr | None = Field(None, alias="FEISHU_VERIFICATION_TOKEN")
+    feishu_encrypt_key: SecretStr | None = Field(None, alias="FEISHU_ENCRYPT_KEY")
+    feishu_domain: str = Field(
+        "https://open.feishu.cn", alias="FEISHU_DOMAIN", pattern=r"^https?://[^/\s]+$"
+    )
+    feishu_mode: Literal["webhook", "websocket"] = Field("webhook", alias="FEISHU_MODE")
 
     @field_validator("enabled_tools", "admins", "approvers", mode="before")
     @classmethod
@@ -126,6 +135,35 @@ class Settings(BaseSettings):
                 "elsewhere must share the queue; the embedded store lives in this process)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _feishu_credentials(self) -> Settings:
+        problems = []
+        others = (self.feishu_app_secret, self.feishu_verification_token, self.feishu_encrypt_key)
+        if self.feishu_app_id is None:
+            if any(others):
+                problems.append("FEISHU_APP_ID: required when other FEISHU_* settings are set")
+        else:
+            if self.feishu_app_secret is None:
+                problems.append("FEISHU_APP_SECRET: required with FEISHU_APP_ID")
+            if self.feishu_mode == "webhook":
+                # Without both, anyone who finds the URL could inject events.
+                for name, value in (
+                    ("FEISHU_ENCRYPT_KEY", self.feishu_encrypt_key),
+                    ("FEISHU_VERIFICATION_TOKEN", self.feishu_verification_token),
+                ):
+                    if value is None or not value.get_secret_value():
+                        problems.append(
+                            f"{name}: required for FEISHU_MODE=webhook (every request is "
+                            "decrypted and checked with it); or use FEISHU_MODE=websocket"
+                        )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def feishu_enabled(self) -> bool:
+        return self.feishu_app_id is not None
 
     @property
     def slack_enabled(self) -> bool:

@@ -428,6 +428,27 @@ class Runtime:
         verb = "approved" if approve else "rejected"
         return Decision(True, f"Approval {record.id} {verb}.{note}", result)
 
+    async def precheck(
+        self, approval_id: str, actor: Actor, conversation: ConversationRef
+    ) -> tuple[str | None, str | None]:
+        """(why `actor` cannot decide it here or None, the approval's session or None): for
+        platforms that must answer a click at once. Advisory: `decide` checks everything again
+        atomically, so a click that passes here can still be refused there."""
+        loaded = await self.approvals.load(approval_id.strip().lower())
+        if loaded is None:
+            return f"unknown approval id {approval_id!r}", None
+        record = loaded[0]
+        refusal = self.approvers.refusal(actor, record)
+        if refusal is not None:
+            return f"You cannot decide approval {record.id}: {refusal}.", record.session
+        if record.conversation.id != conversation.id:
+            return _TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id), record.session
+        if record.status is not ApprovalStatus.PENDING:
+            status = record.status.value.replace("_", " ")
+            by = f" by {record.decided_by}" if record.decided_by else ""
+            return f"approval {record.id} was already {status}{by}", record.session
+        return None, record.session
+
     async def _record_decision(
         self,
         approval_id: str,

@@ -23,6 +23,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.http import read_body
 from adapters.slack.blocks import reject_modal
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
@@ -51,7 +52,6 @@ from runtime.metrics import INBOUND
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 1024 * 1024
 MESSAGE_EVENTS = ("app_mention", "message")  # the events `on_message` takes
 
 
@@ -234,14 +234,9 @@ class SlackAdapter:
             INBOUND.labels("slack", kind, outcome).inc()
 
     async def _checked(self, request: web.Request) -> tuple[web.Response, str]:
-        if (request.content_length or 0) > MAX_BODY:
-            return web.Response(status=413, text="request body too large"), "unknown"
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return web.Response(status=413, text="request body too large"), "unknown"
-        if len(raw) > MAX_BODY:
-            return web.Response(status=413, text="request body too large"), "unknown"
+        raw = await read_body(request)
+        if isinstance(raw, web.Response):
+            return raw, "unknown"
         if self.verifier is None:
             return web.Response(status=404, text="Slack HTTP mode is not configured"), "unknown"
         timestamp = request.headers.get("X-Slack-Request-Timestamp", "")

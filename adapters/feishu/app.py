@@ -1,0 +1,296 @@
+"""The Feishu (Lark) endpoint: lark-oapi's `EventDispatcherHandler` turns events into typed
+objects for our handlers, behind strict checks of our own that the SDK lacks or answers with
+a generic 500: size (413), decryption, verification token, signature and a ±5 minute
+timestamp window (401), shape (400), Redis (503). The long connection (`FEISHU_MODE=websocket`)
+feeds the same handlers, so both modes share one pipeline.
+
+lark-oapi's handlers are synchronous: they run in a thread (the HTTP path uses
+`asyncio.to_thread`, the long connection its own thread) and hand async work to the main
+event loop, waiting for it, so nothing is acknowledged before it is queued."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import lark_oapi as lark
+import lark_oapi.ws.client as lark_ws_client
+from aiohttp import web
+from lark_oapi.core.model import RawRequest
+from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTriggerResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from adapters.feishu.channel import FeishuChannel
+from adapters.feishu.crypto import DecryptError, decrypt, signature_ok
+from adapters.feishu.inbound import REJECT, FeishuIdentity, card_click, message_inbound
+from adapters.http import read_body
+from runtime.inbound import Inbound
+from runtime.ingest import IngestUnavailable
+from runtime.metrics import INBOUND
+from runtime.models import Actor, ConversationRef
+
+log = logging.getLogger(__name__)
+
+TIMESTAMP_WINDOW = 300  # seconds
+HANDLER_TIMEOUT = 10.0  # seconds a handler waits for the event loop (Feishu waits 3)
+MESSAGE_EVENT = "im.message.receive_v1"
+CARD_EVENT = "card.action.trigger"
+T = TypeVar("T")
+
+Ingest = Callable[[Inbound], Coroutine[Any, Any, bool]]
+Precheck = Callable[
+    [str, Actor, ConversationRef], Coroutine[Any, Any, tuple[str | None, str | None]]
+]
+
+
+class Malformed(Exception):
+    """An authentic request whose content is not what Feishu sends."""
+
+
+class _Header(BaseModel):
+    """Schema 2.0 event header: what every event must carry."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event_id: str = Field(min_length=1)
+    event_type: str = Field(min_length=1)
+    token: str = ""
+
+
+def _toast(kind: str, text: str) -> P2CardActionTriggerResponse:
+    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": text}})
+
+
+class FeishuAdapter:
+    def __init__(
+        self,
+        identity: FeishuIdentity,
+        ingest: Ingest,
+        precheck: Precheck,
+        encrypt_key: str | None,
+        verification_token: str | None,
+        channel: FeishuChannel,
+    ) -> None:
+        self.identity = identity
+        self.channel = channel
+        self.ingest = ingest
+        self.precheck = precheck
+        self.encrypt_key = encrypt_key or ""
+        self.verification_token = verification_token or ""
+        self.handler = (
+            lark.EventDispatcherHandler.builder(self.encrypt_key, self.verification_token)
+            .register_p2_im_message_receive_v1(self._on_message)
+            .register_p2_card_action_trigger(self._on_card)
+            .build()
+        )
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._failure = threading.local()  # what a handler raised, for the HTTP status
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop handlers hand their async work to."""
+        self.loop = loop
+
+    # --- handlers (sync, called by lark-oapi in a thread) ----------------------------------
+
+    def _await(self, work: Coroutine[Any, Any, T]) -> T:
+        assert self.loop is not None, "bind() the adapter to the event loop first"
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(HANDLER_TIMEOUT)
+
+    def _on_message(self, data: Any) -> None:
+        try:
+            inbound = message_inbound(data, self.identity)
+        except (AttributeError, TypeError, ValidationError) as exc:
+            raise self._failed(Malformed(f"unexpected message event: {exc}")) from exc
+        if inbound is not None:
+            try:
+                self._await(self.ingest(inbound))
+            except IngestUnavailable as exc:
+                raise self._failed(exc) from exc
+
+    def _on_card(self, data: Any) -> P2CardActionTriggerResponse:
+        """Answered at once with a toast: a refusal (who may not decide, already decided)
+        comes back to the clicker only; an accepted click is queued and the card is updated
+        when the decision was recorded."""
+        try:
+            click = card_click(data)
+        except (AttributeError, TypeError, ValidationError) as exc:
+            raise self._failed(Malformed(f"unexpected card action: {exc}")) from exc
+        if click is None:
+            return P2CardActionTriggerResponse({})
+        try:
+            refusal, session = self._await(
+                self.precheck(click.approval_id, click.actor, click.conversation)
+            )
+            if refusal is not None:
+                return _toast("error", refusal)
+            assert session is not None
+            self._await(self.ingest(click.inbound(session)))
+        except IngestUnavailable as exc:
+            raise self._failed(exc) from exc
+        verb = "Rejecting" if click.action == REJECT else "Approving"
+        return _toast("info", f"{verb} {click.approval_id}…")
+
+    def _failed(self, exc: Exception) -> Exception:
+        self._failure.error = exc
+        return exc
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    async def handle_http(self, request: web.Request) -> web.Response:
+        kind, status = "unknown", 500
+        try:
+            response, kind = await self._checked(request)
+            status = response.status
+            return response
+        finally:
+            INBOUND.labels("feishu", kind, _OUTCOMES.get(status, str(status))).inc()
+
+    async def _checked(self, request: web.Request) -> tuple[web.Response, str]:
+        raw = await read_body(request)
+        if isinstance(raw, web.Response):
+            return raw, "unknown"
+        plain = self._plaintext(raw)
+        if isinstance(plain, web.Response):
+            return plain, "unknown"
+        if plain.get("type") == "url_verification":
+            return self._challenge(plain), "url_verification"
+        if not self._signed(request, raw):
+            return _text(401, "invalid signature or stale timestamp"), "unknown"
+        try:
+            header = _Header.model_validate(plain.get("header"))
+        except ValidationError:
+            return _text(400, "malformed request: no schema 2.0 event header"), "unknown"
+        if not hmac.compare_digest(header.token, self.verification_token):
+            return _text(401, "invalid verification token"), header.event_type
+        if header.event_type not in (MESSAGE_EVENT, CARD_EVENT):
+            return web.json_response({"msg": "ignored"}), header.event_type
+        return await self._dispatch(request, raw), header.event_type
+
+    def _plaintext(self, raw: bytes) -> dict[str, Any] | web.Response:
+        """The decrypted JSON object, or the answer to a body that is none: 400 for what is
+        not JSON, 401 for what our key does not decrypt (or is not encrypted with one set)."""
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+            if "encrypt" not in body:
+                return _text(401, "expected an encrypted request") if self.encrypt_key else body
+            plain = json.loads(decrypt(self.encrypt_key, str(body["encrypt"])))
+        except DecryptError:
+            return _text(401, "cannot decrypt the request")
+        except ValueError:
+            return _text(400, "malformed request: not a JSON object")
+        if not isinstance(plain, dict):
+            return _text(400, "malformed request: not a JSON object")
+        return plain
+
+    def _challenge(self, plain: dict[str, Any]) -> web.Response:
+        """Sent unsigned (but encrypted when a key is set): authenticated by its token."""
+        token, challenge = plain.get("token"), plain.get("challenge")
+        if not isinstance(token, str) or not hmac.compare_digest(token, self.verification_token):
+            return _text(401, "invalid verification token")
+        if not isinstance(challenge, str):
+            return _text(400, "malformed request: no challenge")
+        return web.json_response({"challenge": challenge})
+
+    def _signed(self, request: web.Request, raw: bytes) -> bool:
+        timestamp = request.headers.get("X-Lark-Request-Timestamp", "")
+        nonce = request.headers.get("X-Lark-Request-Nonce", "")
+        given = request.headers.get("X-Lark-Signature", "")
+        try:
+            fresh = abs(time.time() - int(timestamp)) <= TIMESTAMP_WINDOW
+        except ValueError:
+            return False
+        return fresh and signature_ok(timestamp, nonce, self.encrypt_key, raw, given)
+
+    async def _dispatch(self, request: web.Request, raw: bytes) -> web.Response:
+        lark_request = RawRequest()
+        lark_request.uri = request.path
+        lark_request.headers = {k: v for k, v in request.headers.items()}
+        lark_request.body = raw
+        status, content, error = await asyncio.to_thread(self._do, lark_request)
+        if isinstance(error, IngestUnavailable):
+            log.warning("feishu: cannot queue the request (%s): answering 503", error)
+            return _text(503, "storage unavailable, retry later")
+        if isinstance(error, Malformed):
+            return _text(400, f"malformed request: {error}")
+        if status != 200:
+            log.error("feishu: the event dispatcher failed: %s", content[:300])
+            return _text(500, "")
+        return web.Response(status=200, body=content, content_type="application/json")
+
+    def _do(self, lark_request: RawRequest) -> tuple[int, str, Exception | None]:
+        self._failure.error = None
+        response = self.handler.do(lark_request)
+        content = response.content
+        text = content.decode() if isinstance(content, bytes) else str(content or "")
+        return int(response.status_code), text, self._failure.error
+
+
+_OUTCOMES = {200: "accepted", 400: "malformed", 401: "unauthorized", 413: "too_large"}
+_OUTCOMES |= {500: "error", 503: "unavailable"}
+
+
+def _text(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=text)
+
+
+class LongConnection:
+    """lark-oapi's websocket client in its own thread with its own event loop: it has no
+    async start and no stop, and reads its loop from a module global at start."""
+
+    def __init__(self, app_id: str, app_secret: str, domain: str, adapter: FeishuAdapter) -> None:
+        self._args = (app_id, app_secret, domain)
+        self.adapter = adapter
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.client: Any = None
+        self._thread = threading.Thread(target=self._run, name="feishu-ws", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        app_id, app_secret, domain = self._args
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)  # ws.Client() schedules a task on the current loop
+        lark_ws_client.loop = loop
+        self.loop = loop
+        self.client = lark.ws.Client(
+            app_id,
+            app_secret,
+            event_handler=self.adapter.handler,
+            domain=domain,
+            log_level=lark.LogLevel.WARNING,
+        )
+        try:
+            self.client.start()
+        except asyncio.CancelledError:
+            pass  # stop()
+        except Exception:
+            log.exception("feishu long connection stopped")
+        finally:
+            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            connection = getattr(self.client, "_conn", None)
+            if connection is not None:
+                loop.run_until_complete(connection.close())
+            loop.close()
+
+    def _cancel_everything(self) -> None:
+        self.client._auto_reconnect = False
+        for task in asyncio.all_tasks():
+            task.cancel()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._cancel_everything)
+        await asyncio.to_thread(self._thread.join, grace)

@@ -1,0 +1,263 @@
+"""Runtime events to Feishu: answers as replies to the originating message (in its thread in
+groups), one "Working…" message edited as tools run, approval cards patched after the
+decision. lark-oapi's client blocks (also its token fetch), so every call runs in a thread;
+sends carry Feishu's `uuid` idempotency key, so a retried send never posts twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import lark_oapi as lark
+from lark_oapi.api.im.v1 import (
+    CreateMessageRequest,
+    CreateMessageRequestBody,
+    PatchMessageRequest,
+    PatchMessageRequestBody,
+    ReplyMessageRequest,
+    ReplyMessageRequestBody,
+    UpdateMessageRequest,
+    UpdateMessageRequestBody,
+)
+from lark_oapi.core.token.manager import TokenManager
+
+from adapters.feishu.cards import approval_card
+from adapters.feishu.inbound import FeishuIdentity
+from runtime.channel import (
+    ApprovalRequested,
+    ApprovalUpdated,
+    Event,
+    MessageRef,
+    Notice,
+    Reply,
+    RunFinished,
+    ToolFinished,
+    ToolStarted,
+)
+from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT = 8_000  # characters per message: far under Feishu's 150 KB, still readable
+ATTEMPTS = 4
+_TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
+_RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
+_MARKS = {
+    ToolStatus.COMPLETED: "✅",
+    ToolStatus.DENIED: "⛔",
+    ToolStatus.SUSPENDED: "🔒",
+    ToolStatus.ERROR: "❌",
+    ToolStatus.CANCELLED: "⏹",
+}
+_STOPS = {
+    StopReason.FINAL: "Done",
+    StopReason.APPROVAL_REQUIRED: "Paused: waiting for approval",
+    StopReason.MAX_STEPS: "Stopped: step limit reached",
+    StopReason.CANCELLED: "Cancelled",
+    StopReason.ERROR: "Stopped by an error",
+}
+
+
+def feishu_client(app_id: str, app_secret: str, domain: str) -> Any:
+    return (
+        lark.Client.builder()
+        .app_id(app_id)
+        .app_secret(app_secret)
+        .domain(domain)
+        .timeout(10)
+        .log_level(lark.LogLevel.WARNING)
+        .build()
+    )
+
+
+def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind("\n", limit // 2, limit)
+        cut = cut if cut > 0 else limit
+        pieces.append(text[:cut])
+        text = text[cut:].lstrip("\n")
+    return [*pieces, text]
+
+
+@dataclass
+class _Progress:
+    message_id: str | None = None
+    lines: dict[str, str] = field(default_factory=dict)
+
+
+class FeishuChannel:
+    def __init__(self, client: Any, app_id: str) -> None:
+        self.client = client
+        self.app_id = app_id
+        self._progress: dict[tuple[str, str], _Progress] = {}
+
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        if isinstance(event, Reply):
+            for piece in split_text(event.text):
+                await self._say(conversation.data, "text", {"text": piece})
+        elif isinstance(event, Notice):
+            await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
+        elif isinstance(event, ApprovalRequested):
+            card = approval_card(event.notice)
+            message_id = await self._say(conversation.data, "interactive", card)
+            return {"message_id": message_id} if message_id else None
+        elif isinstance(event, ApprovalUpdated):
+            card = approval_card(event.notice)
+            if event.notice.message.get("message_id"):
+                await self._patch(event.notice.message["message_id"], card)
+            else:  # the card was never posted: post it now
+                await self._say(conversation.data, "interactive", card)
+        elif isinstance(event, ToolStarted | ToolFinished | RunFinished):
+            await self._report(conversation.data, event)
+        return None
+
+    async def tell(
+        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+    ) -> None:
+        """Feishu has no private text messages in groups: answer the command's message (in
+        its thread), which only adds to the conversation the command started."""
+        where = dict(conversation.data)
+        if reply.get("message_id"):
+            where["message_id"] = reply["message_id"]
+        for piece in split_text(text):
+            await self._say(where, "text", {"text": piece})
+
+    # --- the working message ---------------------------------------------------------------
+
+    async def _report(self, where: Mapping[str, str], event: Event) -> None:
+        key = (where["chat_id"], where.get("message_id", ""))
+        progress = self._progress.setdefault(key, _Progress())
+        if isinstance(event, ToolStarted):
+            progress.lines[event.call_id] = f"⏳ {event.tool}: {event.summary[:200]}"
+        elif isinstance(event, ToolFinished):
+            mark = _MARKS.get(event.status, "")
+            progress.lines[event.call_id] = f"{mark} {event.tool}: {event.display[:200]}"
+        elif isinstance(event, RunFinished):
+            del self._progress[key]
+            quiet = event.stop_reason in (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
+            if progress.message_id is None and quiet:
+                return
+            footer = _STOPS[event.stop_reason] + (f": {event.error[:300]}" if event.error else "")
+            text = "\n".join([*progress.lines.values(), footer])
+            if progress.message_id is None:
+                await self._say(where, "text", {"text": text})
+            else:
+                await self._edit(progress.message_id, text)
+            return
+        text = "\n".join(["Working…", *progress.lines.values()])
+        if progress.message_id is None:
+            progress.message_id = await self._say(where, "text", {"text": text})
+        else:
+            await self._edit(progress.message_id, text)
+
+    # --- Open API calls ------------------------------------------------------------------------
+
+    async def _say(self, where: Mapping[str, str], msg_type: str, content: Any) -> str | None:
+        """Reply to `where`'s message (in thread if so marked), else post to its chat."""
+        payload, key = json.dumps(content, ensure_ascii=False), str(uuid.uuid4())
+        if where.get("message_id"):
+            body = (
+                ReplyMessageRequestBody.builder()
+                .msg_type(msg_type)
+                .content(payload)
+                .reply_in_thread(where.get("thread") == "1")
+                .uuid(key)
+                .build()
+            )
+            request: Any = (
+                ReplyMessageRequest.builder()
+                .message_id(where["message_id"])
+                .request_body(body)
+                .build()
+            )
+            data = await self._call(lambda: self.client.im.v1.message.reply(request), "reply")
+        else:
+            create = (
+                CreateMessageRequestBody.builder()
+                .receive_id(where["chat_id"])
+                .msg_type(msg_type)
+                .content(payload)
+                .uuid(key)
+                .build()
+            )
+            request = (
+                CreateMessageRequest.builder()
+                .receive_id_type("chat_id")
+                .request_body(create)
+                .build()
+            )
+            data = await self._call(lambda: self.client.im.v1.message.create(request), "send")
+        return str(data.message_id) if data is not None and data.message_id else None
+
+    async def _edit(self, message_id: str, text: str) -> None:
+        body = (
+            UpdateMessageRequestBody.builder()
+            .msg_type("text")
+            .content(json.dumps({"text": text}, ensure_ascii=False))
+            .build()
+        )
+        request = UpdateMessageRequest.builder().message_id(message_id).request_body(body).build()
+        await self._call(lambda: self.client.im.v1.message.update(request), "update")
+
+    async def _patch(self, message_id: str, card: dict[str, Any]) -> None:
+        body = PatchMessageRequestBody.builder().content(json.dumps(card, ensure_ascii=False))
+        request = (
+            PatchMessageRequest.builder().message_id(message_id).request_body(body.build()).build()
+        )
+        await self._call(lambda: self.client.im.v1.message.patch(request), "patch")
+
+    async def _call(self, call: Callable[[], Any], what: str) -> Any:
+        """Run a blocking lark call off the event loop. Every call here is safe to repeat
+        (sends carry their uuid), so rate limits, expired tokens and network errors are
+        retried; other failures are logged and dropped: the run's state is in Redis."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                response = await asyncio.to_thread(call)
+            except Exception as exc:  # requests' connection errors and timeouts
+                log.warning("feishu %s failed (%s), attempt %d", what, type(exc).__name__, attempt)
+                await asyncio.sleep(0.2 * attempt)
+                continue
+            if response.success():
+                return response.data
+            code = int(response.code or 0)
+            if code in _TOKEN_CODES:
+                # lark-oapi keeps a rejected token until it would expire: forget it.
+                TokenManager.cache.set(f"self_tenant_token:{self.app_id}", "", 0)
+            elif code not in _RATE_CODES:
+                log.error("feishu %s failed: code %d %s", what, code, response.msg)
+                return None
+            log.warning("feishu %s: code %d, attempt %d", what, code, attempt)
+            await asyncio.sleep(0.5 * attempt)
+        log.error("feishu %s gave up after %d attempts", what, ATTEMPTS)
+        return None
+
+
+class FeishuError(Exception):
+    """The Open API refused a call clawgate cannot work without."""
+
+
+def fetch_identity(client: Any) -> FeishuIdentity:
+    """The bot's own open_id (blocking: call it in a thread)."""
+    request = (
+        lark.BaseRequest.builder()
+        .http_method(lark.HttpMethod.GET)
+        .uri("/open-apis/bot/v3/info")
+        .token_types({lark.AccessTokenType.TENANT})
+        .build()
+    )
+    try:
+        response = client.request(request)
+    except Exception as exc:  # the token fetch raises for a bad secret or no connection
+        raise FeishuError(str(exc) or type(exc).__name__) from exc
+    if not response.success():
+        raise FeishuError(f"code {response.code}: {response.msg}")
+    bot = json.loads(response.raw.content).get("bot") or {}
+    if not bot.get("open_id"):
+        raise FeishuError("/bot/v3/info returned no open_id")
+    return FeishuIdentity(str(bot["open_id"]), str(bot.get("app_name", "")))

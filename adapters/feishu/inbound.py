@@ -1,0 +1,177 @@
+"""Feishu events (lark-oapi's typed objects) to `Inbound`: sessions, senders, text."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.inbound import Inbound
+from runtime.models import Actor, ConversationRef
+
+PLATFORM = "feishu"
+APPROVE_ONCE = "approve_once"
+APPROVE_ALWAYS = "approve_always"
+REJECT = "reject"
+_MENTION_KEY = re.compile(r"@_user_\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class FeishuIdentity:
+    """The bot as Feishu knows it (from /bot/v3/info)."""
+
+    open_id: str
+    name: str = ""
+
+
+def conversation(
+    tenant: str, chat_id: str, message_id: str | None, in_thread: bool
+) -> ConversationRef:
+    """`message_id` is the message replies answer (in its thread when `in_thread`)."""
+    data = {"chat_id": chat_id}
+    if message_id:
+        data["message_id"] = message_id
+    if in_thread:
+        data["thread"] = "1"
+    return ConversationRef(platform=PLATFORM, id=f"feishu:{tenant}:{chat_id}", data=data)
+
+
+def session_of(tenant: str, chat_id: str, root_id: str | None) -> str:
+    return f"feishu:{tenant}:{chat_id}" + (f":{root_id}" if root_id else "")
+
+
+def message_text(message_type: str, content: str) -> str | None:
+    """The words of a text or rich-text (post) message; None for anything else."""
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    if message_type == "text":
+        text = parsed.get("text")
+        return text if isinstance(text, str) else None
+    if message_type == "post":
+        # {"title", "content"} or, per language, {"zh_cn": {"title", "content"}}
+        body: Any = parsed if "content" in parsed else next(iter(parsed.values()), {})
+        lines = body.get("content", []) if isinstance(body, dict) else body
+        words = []
+        for line in lines if isinstance(lines, list) else []:
+            for element in line if isinstance(line, list) else []:
+                if isinstance(element, dict) and element.get("tag") in ("text", "a", "at"):
+                    words.append(str(element.get("text") or element.get("user_name") or ""))
+            words.append("\n")
+        return "".join(words).strip()
+    return None
+
+
+def clean_text(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, bool]:
+    """The text with the bot's mention removed and others as @name; and whether the bot was
+    mentioned."""
+    mentioned = False
+    for mention in mentions:
+        key = getattr(mention, "key", None) or ""
+        open_id = getattr(getattr(mention, "id", None), "open_id", None)
+        if open_id == bot_open_id:
+            mentioned = True
+            text = text.replace(key, " ")
+        elif key:
+            text = text.replace(key, f"@{getattr(mention, 'name', None) or 'someone'}")
+    text = _MENTION_KEY.sub(" ", text)  # a mention the event did not list
+    return " ".join(text.split()), mentioned
+
+
+def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
+    """`im.message.receive_v1`: p2p messages; group messages that mention the bot (or reply
+    in a thread it is part of). The bot's own and other apps' messages are ignored."""
+    header, event = data.header, data.event
+    sender, message = event.sender, event.message
+    open_id = sender.sender_id.open_id if sender.sender_id else None
+    if sender.sender_type != "user" or not open_id or open_id == me.open_id:
+        return None
+    raw = message_text(message.message_type or "", message.content or "")
+    if raw is None:
+        return None
+    text, mentioned = clean_text(raw, list(message.mentions or []), me.open_id)
+    tenant = header.tenant_key or sender.tenant_key or "tenant"
+    chat_id = message.chat_id
+    needs_session = False
+    if message.chat_type == "p2p":
+        root, in_thread = message.root_id, bool(message.root_id)
+    elif mentioned:
+        root, in_thread = message.root_id or message.message_id, True  # answer in a thread
+    elif message.root_id:
+        root, in_thread, needs_session = message.root_id, True, True
+    else:
+        return None
+    if not text:
+        return None
+    return Inbound(
+        platform=PLATFORM,
+        event_id=header.event_id,
+        # Feishu redelivers (for ~7 h, and on reconnect) with the same event id and message.
+        dedupe_keys=(f"feishu:event:{header.event_id}", f"feishu:message:{message.message_id}"),
+        session=session_of(tenant, chat_id, root),
+        conversation=conversation(tenant, chat_id, message.message_id, in_thread),
+        actor=Actor(platform=PLATFORM, user_id=open_id),
+        text=text,
+        reply={"message_id": message.message_id},
+        needs_session=needs_session,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CardClick:
+    """An approval button clicked on a card."""
+
+    event_id: str
+    approval_id: str
+    action: str
+    actor: Actor
+    conversation: ConversationRef
+    card_message_id: str
+
+    @property
+    def text(self) -> str:
+        if self.action == REJECT:
+            return f"/reject {self.approval_id}"
+        scope = " always" if self.action == APPROVE_ALWAYS else ""
+        return f"/approve {self.approval_id}{scope}"
+
+    def inbound(self, session: str) -> Inbound:
+        return Inbound(
+            platform=PLATFORM,
+            event_id=self.event_id,
+            dedupe_keys=(f"feishu:event:{self.event_id}",),
+            session=session,
+            conversation=self.conversation,
+            actor=self.actor,
+            text=self.text,
+            reply={"message_id": self.card_message_id},
+        )
+
+
+def card_click(data: Any) -> CardClick | None:
+    """`card.action.trigger` of one of our buttons; None for anything else."""
+    header, event = data.header, data.event
+    value = event.action.value if event.action else None
+    if not isinstance(value, dict) or value.get("action") not in (
+        APPROVE_ONCE,
+        APPROVE_ALWAYS,
+        REJECT,
+    ):
+        return None
+    approval_id, open_id = value.get("approval_id"), event.operator.open_id
+    context = event.context
+    if not isinstance(approval_id, str) or not open_id or context is None:
+        return None
+    tenant = header.tenant_key or event.operator.tenant_key or "tenant"
+    return CardClick(
+        event_id=header.event_id,
+        approval_id=approval_id,
+        action=str(value["action"]),
+        actor=Actor(platform=PLATFORM, user_id=open_id),
+        conversation=conversation(tenant, context.open_chat_id, context.open_message_id, True),
+        card_message_id=context.open_message_id,
+    )
