@@ -85,3 +85,14 @@ def _policy(args: list[str]) -> Command:
     if len(args) != 2:
         raise CommandError(f"usage: /policy {action} <tool>")
     return Command(name="policy", policy_action=action, tool=args[1])
+
+
+def decision_target(text: str) -> str | None:
+    """The approval id of an `/approve` or `/reject` (also namespaced), else None."""
+    try:
+        command = parse_command(text)
+    except CommandError:
+        return None
+    if command is None or command.name not in ("approve", "reject"):
+        return None
+    return command.approval_id

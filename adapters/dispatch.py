@@ -89,6 +89,8 @@ async def _command(
 
 async def handle_inbound(runtime: Runtime, router: Router, inbound: Inbound) -> RunResult | None:
     """One queued input, from any platform; answers to the sender alone go through `router`."""
+    if inbound.kind == "release":
+        return await runtime.release_held(inbound.session)
     if inbound.needs_session and not await runtime.knows(inbound.session):
         return None  # a thread the bot was never part of
 

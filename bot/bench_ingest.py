@@ -1,21 +1,28 @@
-"""`clawgate bench ingest`: the real `clawgate serve` under signed Slack event traffic.
+"""`clawgate bench ingest`: the real `clawgate serve` under signed chat-platform event traffic.
+
+`--platform slack` (default): signed `app_mention` event callbacks to POST /slack/events;
+`--platform feishu`: AES-256-CBC encrypted, signed `im.message.receive_v1` events (p2p text
+messages from users) to POST /feishu/events. What differs between the two is one `Platform`:
+the request builder, the fake API and the server's environment; the rest is shared.
 
 Three processes: this one (load generator and end-to-end client), the server under test
 (`python -m bot.cli serve` as a subprocess, demo model, its worker in process, keys under a
-unique Redis prefix that is deleted afterwards) and a minimal fake Slack Web API in its own
-process (multiprocessing, spawn), so neither the fake's CPU nor the generator's runs inside the
-server. All three are on this machine and share its cores with Redis.
+unique Redis prefix that is deleted afterwards) and a minimal fake of the platform's API (Slack
+Web API or Feishu Open API) in its own process (multiprocessing, spawn), so neither the fake's
+CPU nor the generator's runs inside the server. All three are on this machine and share its
+cores with Redis.
 
-ack: an open-loop generator sends freshly signed `app_mention` event callbacks, spread over
-many threads, at fixed intervals for each rate, whatever the answers; the latency of a request
-runs from its scheduled time to its HTTP 200, so queueing (in the server or in this client)
-counts. Every accepted event also runs the agent in the server's worker: that is real load on
-the same event loop, and the worker's backlog is drained between rates.
+ack: an open-loop generator sends freshly signed events, spread over many conversations (Slack
+threads, Feishu chats), at fixed intervals for each rate, whatever the answers; the latency of a
+request runs from its scheduled time to its HTTP 200, so queueing (in the server or in this
+client) counts. Every accepted event also runs the agent in the server's worker: that is real
+load on the same event loop, and the worker's backlog is drained between rates.
 
-end-to-end: `--threads` closed loops, each posting a mention in its own thread and waiting until
-the fake Slack received the answer (`chat.postMessage` with the demo model's text), timed from
-the mention being sent to the answer arriving at the fake (both on the system-wide monotonic
-clock). One unmeasured turn per thread first: it starts the thread (and gets the demo notice).
+end-to-end: `--threads` closed loops, each posting a message in its own conversation and waiting
+until the fake received the answer (the reply carrying the demo model's text, not the demo
+notice or a progress message), timed from the message being sent to the answer arriving at the
+fake (both on the system-wide monotonic clock). One unmeasured turn per conversation first: it
+starts the conversation (and gets the demo notice).
 
 Set CLAWGATE_BENCH_PROFILE=<file> to run the server under cProfile; the stats are written to
 <file> when the server stops (`python -m pstats <file>`); with --split the worker's go to
@@ -24,8 +31,12 @@ Set CLAWGATE_BENCH_PROFILE=<file> to run the server under cProfile; the stats ar
 
 from __future__ import annotations
 
+import abc
 import asyncio
+import base64
 import contextlib
+import functools
+import hashlib
 import itertools
 import json
 import multiprocessing
@@ -45,6 +56,7 @@ from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
+from Crypto.Cipher import AES  # pycryptodome: lark-oapi's own AES dependency
 from redis.exceptions import RedisError
 from slack_sdk.signature import SignatureVerifier
 
@@ -60,11 +72,20 @@ TEAM = "TBENCH"
 BOT_USER = "UBENCHBOT"
 BOT_ID = "BBENCHBOT"
 CHANNEL = "CBENCH"
+FEISHU_APP_ID = "cli_bench"
+FEISHU_APP_SECRET = "clawgate-bench-app-secret"  # noqa: S105 - the fake Feishu's
+FEISHU_ENCRYPT_KEY = "clawgate-bench-encrypt-key"  # encrypts only the bench's requests
+FEISHU_VERIFICATION_TOKEN = "clawgate-bench-verification-token"  # noqa: S105
+FEISHU_TOKEN = "t-bench"  # noqa: S105 - the fake Feishu's tenant_access_token
+FEISHU_BOT = "ou_bench_bot"
+FEISHU_TENANT = "tenant_bench"
+FEISHU_TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"  # noqa: S105
+FEISHU_MESSAGES = "/open-apis/im/v1/messages"
 QUESTION = "hello"  # the demo model answers it at once, without tools
 ANSWER = GRAMMAR.splitlines()[0]  # how its answer starts (no characters Slack escapes)
 
 DEFAULT_RATES = (100, 250, 500, 750, 1000, 1500)
-ACK_THREADS = 500  # threads the ack traffic of one rate is spread over (fresh per rate)
+ACK_CONVERSATIONS = 500  # conversations the ack traffic of one rate is spread over (fresh)
 TARGET_RATE = 500
 TARGET_ACK_P99_MS = 10.0
 TARGET_E2E_P99_MS = 50.0
@@ -82,28 +103,65 @@ class BenchError(Exception):
     """The bench could not run (the server did not start, a reply never came...)."""
 
 
-# --- the fake Slack Web API (its own process) ---------------------------------------------
+# --- the fake platform API (its own process) ----------------------------------------------
 
 
-class _FakeSlack:
-    """auth.test, chat.postMessage (increasing ts), chat.update, chat.postEphemeral; records
-    when each answer arrived, per thread, and lets the bench wait for them."""
+class _FakeApi(abc.ABC):
+    """What every fake shares: call counts, and when each answer (a message starting with the
+    demo model's text) arrived, per conversation, which the bench can wait for."""
 
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
-        self.answers: dict[str, list[float]] = {}  # thread ts -> monotonic arrival times
+        self.answers: dict[str, list[float]] = {}  # conversation -> monotonic arrival times
         self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
-        self._ts = itertools.count(1)
+        self._ids = itertools.count(1)
+
+    @abc.abstractmethod
+    def routes(self, router: web.UrlDispatcher) -> None:
+        """Add the platform's API."""
 
     def app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/api/{method}", self.api)
+        self.routes(app.router)
         app.router.add_get("/bench/answers", self.wait_answers)
         app.router.add_get("/bench/stats", self.stats)
         return app
 
+    def _answered(self, conversation: str, arrived: float) -> None:
+        times = self.answers.setdefault(conversation, [])
+        times.append(arrived)
+        waiting = self._waiters.get(conversation, [])
+        for count, future in waiting:
+            if len(times) >= count and not future.done():
+                future.set_result(None)
+        self._waiters[conversation] = [(c, f) for c, f in waiting if not f.done()]
+
+    async def wait_answers(self, request: web.Request) -> web.Response:
+        """Arrival times of a conversation's answers, once it has `count` of them (or on
+        timeout)."""
+        conversation, count = request.query["conversation"], int(request.query["count"])
+        timeout = float(request.query.get("timeout", REPLY_TIMEOUT))
+        if len(self.answers.get(conversation, [])) < count:
+            future = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(conversation, []).append((count, future))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, timeout)
+        return web.json_response({"times": self.answers.get(conversation, [])})
+
+    async def stats(self, _: web.Request) -> web.Response:
+        answers = sum(map(len, self.answers.values()))
+        return web.json_response({"calls": dict(self.calls), "answers": answers})
+
+
+class _FakeSlack(_FakeApi):
+    """auth.test, chat.postMessage (increasing ts), chat.update, chat.postEphemeral; an answer
+    is a post in a thread, counted for that thread's root ts."""
+
+    def routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/api/{method}", self.api)
+
     def _next_ts(self) -> str:
-        n = next(self._ts)
+        n = next(self._ids)
         return f"{1_700_000_000 + n // 1_000_000}.{n % 1_000_000:06d}"
 
     async def api(self, request: web.Request) -> web.Response:
@@ -136,37 +194,68 @@ class _FakeSlack:
             body = {"ok": True}
         return web.json_response(body)
 
-    def _answered(self, thread: str, arrived: float) -> None:
-        times = self.answers.setdefault(thread, [])
-        times.append(arrived)
-        waiting = self._waiters.get(thread, [])
-        for count, future in waiting:
-            if len(times) >= count and not future.done():
-                future.set_result(None)
-        self._waiters[thread] = [(c, f) for c, f in waiting if not f.done()]
 
-    async def wait_answers(self, request: web.Request) -> web.Response:
-        """Arrival times of a thread's answers, once it has `count` of them (or on timeout)."""
-        thread, count = request.query["thread"], int(request.query["count"])
-        timeout = float(request.query.get("timeout", REPLY_TIMEOUT))
-        if len(self.answers.get(thread, [])) < count:
-            future = asyncio.get_running_loop().create_future()
-            self._waiters.setdefault(thread, []).append((count, future))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(future, timeout)
-        return web.json_response({"times": self.answers.get(thread, [])})
+class _FakeFeishu(_FakeApi):
+    """The tenant token (expire 7200 s), /bot/v3/info, message create / reply / update / patch;
+    an answer is a text message sent or replied into a chat, counted for that chat (the bench's
+    message ids end with their chat id: `om_<n>_<chat id>`). Calls are counted by kind: token,
+    bot_info, send, reply, update, patch."""
 
-    async def stats(self, _: web.Request) -> web.Response:
-        answers = sum(map(len, self.answers.values()))
-        return web.json_response({"calls": dict(self.calls), "answers": answers})
+    def routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post(FEISHU_TOKEN_PATH, self.token)
+        for method, path, kind in (
+            ("GET", "/open-apis/bot/v3/info", "bot_info"),
+            ("POST", FEISHU_MESSAGES, "send"),
+            ("POST", f"{FEISHU_MESSAGES}/{{id}}/reply", "reply"),
+            ("PUT", f"{FEISHU_MESSAGES}/{{id}}", "update"),
+            ("PATCH", f"{FEISHU_MESSAGES}/{{id}}", "patch"),
+        ):
+            router.add_route(method, path, functools.partial(self.open_api, kind))
+
+    async def token(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read() or b"{}")
+        self.calls["token"] += 1
+        if body.get("app_id") != FEISHU_APP_ID or body.get("app_secret") != FEISHU_APP_SECRET:
+            return web.json_response({"code": 10014, "msg": "app secret invalid"}, status=400)
+        return web.json_response(
+            {"code": 0, "msg": "ok", "tenant_access_token": FEISHU_TOKEN, "expire": 7200}
+        )
+
+    async def open_api(self, kind: str, request: web.Request) -> web.Response:
+        arrived = time.monotonic()
+        if request.headers.get("Authorization") != f"Bearer {FEISHU_TOKEN}":
+            return web.json_response({"code": 99991663, "msg": "invalid token"}, status=400)
+        self.calls[kind] += 1
+        if kind == "bot_info":
+            bot = {"open_id": FEISHU_BOT, "app_name": "clawgate"}
+            return web.json_response({"code": 0, "msg": "ok", "bot": bot})
+        body = json.loads(await request.read() or b"{}")
+        message_id = request.match_info.get("id", "")
+        if kind in ("send", "reply"):
+            chat = str(body.get("receive_id", "")) if kind == "send" else _chat_of(message_id)
+            if chat and body.get("msg_type") == "text" and _feishu_text(body).startswith(ANSWER):
+                self._answered(chat, arrived)
+            message_id = f"om_{next(self._ids)}_{chat}"
+        return web.json_response({"code": 0, "msg": "success", "data": {"message_id": message_id}})
 
 
-def _fake_slack_main(conn: Connection) -> None:
+def _chat_of(message_id: str) -> str:
+    """The chat of a message id of the bench's or this fake's: `om_<n>_<chat id>`."""
+    return message_id.split("_", 2)[2] if message_id.count("_") >= 2 else ""
+
+
+def _feishu_text(body: dict[str, Any]) -> str:
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        return str(json.loads(body["content"]).get("text", ""))
+    return ""
+
+
+def _fake_main(platform: str, conn: Connection) -> None:
     """The fake's process (spawned): serve on a free port, say which, until terminated."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops us
 
     async def serve() -> None:
-        runner = web.AppRunner(_FakeSlack().app(), access_log=None)
+        runner = web.AppRunner(PLATFORMS[platform].fake().app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
@@ -178,21 +267,24 @@ def _fake_slack_main(conn: Connection) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _fake_slack() -> AsyncIterator[tuple[str, int]]:
+async def _fake(platform: Platform) -> AsyncIterator[tuple[str, int]]:
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
-        target=_fake_slack_main, args=(sender,), name="clawgate-bench-fake-slack", daemon=True
+        target=_fake_main,
+        args=(platform.name, sender),
+        name=f"clawgate-bench-fake-{platform.name}",
+        daemon=True,
     )
     process.start()
     sender.close()
     try:
         if not await asyncio.to_thread(receiver.poll, 30):
-            raise BenchError("the fake Slack Web API did not start")
+            raise BenchError(f"the fake {platform.api} did not start")
         try:
             port = int(receiver.recv())
         except EOFError:
-            raise BenchError("the fake Slack Web API process died while starting") from None
+            raise BenchError(f"the fake {platform.api} process died while starting") from None
         assert process.pid is not None
         yield f"http://127.0.0.1:{port}", process.pid
     finally:
@@ -214,11 +306,11 @@ def _free_port() -> int:
 
 
 def _server_env(
-    redis_url: str, prefix: str, fake_url: str, port: int, workdir: Path
+    platform: Platform, redis_url: str, prefix: str, fake_url: str, port: int, workdir: Path
 ) -> dict[str, str]:
-    """This environment without Slack, model and proxy settings (the demo model answers; the
-    Slack client would send 127.0.0.1 through a proxy), plus the bench's own."""
-    dropped = ("SLACK_", "OPENAI_", "CLAWGATE_")
+    """This environment without platform, model and proxy settings (the demo model answers;
+    the platform clients would send 127.0.0.1 through a proxy), plus the bench's own."""
+    dropped = ("SLACK_", "FEISHU_", "OPENAI_", "CLAWGATE_")
     env = {
         k: v
         for k, v in os.environ.items()
@@ -229,18 +321,19 @@ def _server_env(
     # `-m bot.cli` from the temporary working directory: this checkout, installed or not
     source = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-    return env | {
-        "REDIS_URL": redis_url,
-        "CLAWGATE_REDIS_PREFIX": prefix,
-        "SLACK_BOT_TOKEN": TOKEN,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": f"{fake_url}/api/",
-        "CLAWGATE_HOST": "127.0.0.1",
-        "CLAWGATE_PORT": str(port),
-        "CLAWGATE_WORKDIR": str(workdir),
-        "CLAWGATE_LOG_LEVEL": "WARNING",
-        "CLAWGATE_SHUTDOWN_GRACE": "5",
-    }
+    return (
+        env
+        | platform.env(fake_url)
+        | {
+            "REDIS_URL": redis_url,
+            "CLAWGATE_REDIS_PREFIX": prefix,
+            "CLAWGATE_HOST": "127.0.0.1",
+            "CLAWGATE_PORT": str(port),
+            "CLAWGATE_WORKDIR": str(workdir),
+            "CLAWGATE_LOG_LEVEL": "WARNING",
+            "CLAWGATE_SHUTDOWN_GRACE": "5",
+        }
+    )
 
 
 @contextlib.asynccontextmanager
@@ -272,12 +365,12 @@ async def _process(
 
 @contextlib.asynccontextmanager
 async def _server(
-    redis_url: str, prefix: str, fake_url: str, workdir: Path, split: bool
+    platform: Platform, redis_url: str, prefix: str, fake_url: str, workdir: Path, split: bool
 ) -> AsyncIterator[tuple[str, dict[str, int]]]:
     """`clawgate serve` in a subprocess (with `split`: without its worker, plus one
     `clawgate worker` process); yields its base URL and the pids once /readyz answers."""
     port = _free_port()
-    env = _server_env(redis_url, prefix, fake_url, port, workdir)
+    env = _server_env(platform, redis_url, prefix, fake_url, port, workdir)
     url = f"http://127.0.0.1:{port}"
     if not split:
         async with _process("serve", env, workdir) as serve:
@@ -330,21 +423,43 @@ async def _delete_prefix(redis_url: str, prefix: str) -> int:
 # --- signed requests ----------------------------------------------------------------------
 
 
-class _Mentions:
-    """Freshly signed `app_mention` event callbacks with unique event ids and message ts."""
+class _Events(abc.ABC):
+    """Freshly signed event requests of one platform, each with unique ids: a user asks
+    QUESTION in a conversation (a Slack thread, a Feishu chat)."""
 
     def __init__(self) -> None:
-        self._verifier = SignatureVerifier(SECRET)
         self._n = itertools.count(1)
+
+    @abc.abstractmethod
+    def request(self, user: int, conversation: str | None) -> tuple[str, bytes, dict[str, str]]:
+        """(conversation, body, headers) of a message in `conversation`, or starting a new one
+        (None): the conversation is what the fake records the answers under."""
+
+    def spread(self, count: int, conversations: int) -> list[tuple[bytes, dict[str, str]]]:
+        """`count` messages round-robin over `conversations` new conversations."""
+        started: list[str] = []
+        requests = []
+        for i in range(count):
+            index = i % conversations
+            key, body, headers = self.request(index, started[index] if i >= conversations else None)
+            if i < conversations:
+                started.append(key)
+            requests.append((body, headers))
+        return requests
+
+
+class _SlackMentions(_Events):
+    """Signed `app_mention` event callbacks with unique event ids and message ts; a new
+    conversation is a new thread, named by its root's ts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._verifier = SignatureVerifier(SECRET)
         self._base_us = int(time.time()) * 1_000_000
 
-    def ts(self) -> str:
+    def request(self, user: int, conversation: str | None) -> tuple[str, bytes, dict[str, str]]:
         micros = self._base_us + next(self._n)
-        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
-
-    def request(self, user: int, thread_ts: str | None = None) -> tuple[str, bytes, dict[str, str]]:
-        """(message ts, body, headers) of a mention, in `thread_ts` or starting a thread."""
-        ts = self.ts()
+        ts = f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
         event: dict[str, Any] = {
             "type": "app_mention",
             "user": f"U{user:08d}",
@@ -354,8 +469,8 @@ class _Mentions:
             "channel": CHANNEL,
             "event_ts": ts,
         }
-        if thread_ts is not None:
-            event["thread_ts"] = thread_ts
+        if conversation is not None:
+            event["thread_ts"] = conversation
         now = int(time.time())
         body = json.dumps(
             {
@@ -376,19 +491,134 @@ class _Mentions:
             "X-Slack-Request-Timestamp": str(now),
             "X-Slack-Signature": signature,
         }
-        return ts, body.encode(), headers
+        return conversation or ts, body.encode(), headers
 
-    def spread(self, count: int, threads: int) -> list[tuple[bytes, dict[str, str]]]:
-        """`count` mentions round-robin over `threads` new threads."""
-        roots: list[str] = []
-        requests = []
-        for i in range(count):
-            thread = i % threads
-            ts, body, headers = self.request(thread, roots[thread] if i >= threads else None)
-            if i < threads:
-                roots.append(ts)
-            requests.append((body, headers))
-        return requests
+
+class _FeishuMessages(_Events):
+    """Schema 2.0 `im.message.receive_v1` events as Feishu posts them to an app with an
+    encrypt key: `{"encrypt": base64(IV + AES-256-CBC(PKCS7(json)))}` with the key
+    sha256(encrypt key), signed with X-Lark-Signature = sha256(timestamp + nonce + encrypt key
+    + body). Text messages from a user in a p2p chat (answered with a reply to the message); a
+    new conversation is a new chat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._key = hashlib.sha256(FEISHU_ENCRYPT_KEY.encode()).digest()
+        self._chats = itertools.count(1)
+
+    def _encrypt(self, plain: bytes) -> str:
+        pad = AES.block_size - len(plain) % AES.block_size
+        iv = os.urandom(AES.block_size)
+        sealed = AES.new(self._key, AES.MODE_CBC, iv).encrypt(plain + bytes([pad]) * pad)
+        return base64.b64encode(iv + sealed).decode()
+
+    def request(self, user: int, conversation: str | None) -> tuple[str, bytes, dict[str, str]]:
+        chat = conversation or f"oc_bench{next(self._chats):08d}"
+        n, now = next(self._n), time.time()
+        millis, sender = str(int(now * 1000)), f"ou_user{user:08d}"
+        envelope = {
+            "schema": "2.0",
+            "header": {
+                "event_id": f"bench{n:012d}",
+                "event_type": "im.message.receive_v1",
+                "create_time": millis,
+                "token": FEISHU_VERIFICATION_TOKEN,
+                "app_id": FEISHU_APP_ID,
+                "tenant_key": FEISHU_TENANT,
+            },
+            "event": {
+                "sender": {
+                    "sender_id": {"open_id": sender, "union_id": f"on_{user:08d}"},
+                    "sender_type": "user",
+                    "tenant_key": FEISHU_TENANT,
+                },
+                "message": {
+                    "message_id": f"om_{n}_{chat}",  # the fake finds the chat of a reply here
+                    "create_time": millis,
+                    "update_time": millis,
+                    "chat_id": chat,
+                    "chat_type": "p2p",
+                    "message_type": "text",
+                    "content": json.dumps({"text": QUESTION}),
+                    "mentions": [],
+                },
+            },
+        }
+        body = json.dumps({"encrypt": self._encrypt(json.dumps(envelope).encode())}).encode()
+        timestamp, nonce = str(int(now)), f"{n:016x}"
+        signed = (timestamp + nonce + FEISHU_ENCRYPT_KEY).encode() + body
+        headers = {
+            "Content-Type": "application/json",
+            "X-Lark-Request-Timestamp": timestamp,
+            "X-Lark-Request-Nonce": nonce,
+            "X-Lark-Signature": hashlib.sha256(signed).hexdigest(),
+        }
+        return chat, body, headers
+
+
+# --- the platforms ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the bench does differently per platform."""
+
+    name: str
+    label: str
+    api: str  # the fake's name
+    events_path: str
+    traffic: str  # what the ack load is
+    conversation: str  # what one end-to-end loop talks in
+    fake: type[_FakeApi]
+    events: type[_Events]
+    env: Callable[[str], dict[str, str]]  # the server's settings, given the fake's URL
+
+
+def _slack_env(fake_url: str) -> dict[str, str]:
+    return {
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": f"{fake_url}/api/",
+    }
+
+
+def _feishu_env(fake_url: str) -> dict[str, str]:
+    return {
+        "FEISHU_APP_ID": FEISHU_APP_ID,
+        "FEISHU_APP_SECRET": FEISHU_APP_SECRET,
+        "FEISHU_ENCRYPT_KEY": FEISHU_ENCRYPT_KEY,
+        "FEISHU_VERIFICATION_TOKEN": FEISHU_VERIFICATION_TOKEN,
+        "FEISHU_DOMAIN": fake_url,  # lark-oapi takes http:// for 127.0.0.1 only
+    }
+
+
+PLATFORMS = {
+    platform.name: platform
+    for platform in (
+        Platform(
+            "slack",
+            "Slack",
+            "Slack Web API",
+            "/slack/events",
+            "signed app_mention events",
+            "thread",
+            _FakeSlack,
+            _SlackMentions,
+            _slack_env,
+        ),
+        Platform(
+            "feishu",
+            "Feishu",
+            "Feishu Open API",
+            "/feishu/events",
+            "encrypted, signed im.message.receive_v1 events (p2p text messages)",
+            "chat",
+            _FakeFeishu,
+            _FeishuMessages,
+            _feishu_env,
+        ),
+    )
+}
 
 
 # --- ack latency: open loop ---------------------------------------------------------------
@@ -489,30 +719,31 @@ async def _drain(redis_url: str, prefix: str, limit_s: float = DRAIN_TIMEOUT) ->
 # --- end to end: closed loops ---------------------------------------------------------------
 
 
-async def _thread_loop(
+async def _conversation_loop(
     session: aiohttp.ClientSession,
     events_url: str,
     fake_url: str,
-    mentions: _Mentions,
+    events: _Events,
     user: int,
     turns: int,
 ) -> list[float]:
-    """One thread: a mention, wait for its answer, again; the first turn is not measured."""
-    root: str | None = None
+    """One conversation: a message, wait for its answer, again; the first turn (which starts
+    the conversation) is not measured."""
+    conversation: str | None = None
     samples = []
     for turn in range(turns + 1):
-        ts, body, headers = mentions.request(user, root)
-        root = root or ts
+        conversation, body, headers = events.request(user, conversation)
         sent = time.monotonic()
         async with session.post(events_url, data=body, headers=headers) as resp:
             await resp.read()
             if resp.status != 200:
-                raise BenchError(f"a mention was answered with HTTP {resp.status}")
-        query = {"thread": root, "count": str(turn + 1), "timeout": str(REPLY_TIMEOUT)}
+                raise BenchError(f"a message was answered with HTTP {resp.status}")
+        query = {"conversation": conversation, "count": str(turn + 1)}
+        query["timeout"] = str(REPLY_TIMEOUT)
         async with session.get(f"{fake_url}/bench/answers", params=query) as resp:
             times = (await resp.json())["times"]
         if len(times) <= turn:
-            raise BenchError(f"no answer in thread {root} within {REPLY_TIMEOUT:.0f} s")
+            raise BenchError(f"no answer in {conversation} within {REPLY_TIMEOUT:.0f} s")
         if turn:
             samples.append((times[turn] - sent) * 1e6)
     return samples
@@ -530,6 +761,7 @@ class IngestReport:
     e2e_cpu_ms: dict[str, float]  # per turn
     fake_calls: dict[str, int]
     keys_deleted: int = 0
+    platform: str = "slack"
 
     def step(self, rate: int) -> AckStep | None:
         return next((s for s in self.steps if s.rate == rate), None)
@@ -612,6 +844,7 @@ async def bench_ingest(
     redis_url: str,
     prefix: str,
     *,
+    platform: str = "slack",
     rates: Sequence[int] = DEFAULT_RATES,
     duration: float = 3.0,
     threads: int = 50,
@@ -619,29 +852,30 @@ async def bench_ingest(
     split: bool = False,
     out: Callable[[str], None] = print,
 ) -> IngestReport:
-    mentions = _Mentions()
+    spec = PLATFORMS[platform]
+    events = spec.events()
     steps: list[AckStep] = []
     with tempfile.TemporaryDirectory(prefix="clawgate-bench-") as tmp:
         try:
             async with (
-                _fake_slack() as (fake_url, fake_pid),
-                _server(redis_url, prefix, fake_url, Path(tmp), split) as (server_url, pids),
+                _fake(spec) as (fake_url, fake_pid),
+                _server(spec, redis_url, prefix, fake_url, Path(tmp), split) as (server_url, pids),
                 aiohttp.ClientSession(
                     connector=_connector(),
                     timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
                 ) as session,
             ):
-                cpu = _Cpu(redis_url, pids | {"fake Slack": fake_pid})
+                cpu = _Cpu(redis_url, pids | {f"fake {spec.label}": fake_pid})
                 try:
-                    events_url = f"{server_url}/slack/events"
-                    warmup = mentions.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
+                    events_url = f"{server_url}{spec.events_path}"
+                    warmup = events.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
                     warm = await _open_loop(session, events_url, warmup, 50)
                     if warm.errors:
                         raise BenchError(f"warm-up requests failed: {dict(warm.errors)}")
                     await _drain(redis_url, prefix)
                     out(
-                        "ack: signed app_mention events, open loop, latency from the scheduled "
-                        "send to HTTP 200;"
+                        f"ack: {spec.traffic}, open loop, latency from the scheduled send to "
+                        "HTTP 200;"
                     )
                     out(
                         "     a worker process runs the agent for every accepted event (real "
@@ -652,7 +886,7 @@ async def bench_ingest(
                     )
                     for rate in rates:
                         count = max(1, round(rate * duration))
-                        requests = mentions.spread(count, min(ACK_THREADS, count))
+                        requests = events.spread(count, min(ACK_CONVERSATIONS, count))
                         before, started = await cpu.read(), time.monotonic()
                         step = await _open_loop(session, events_url, requests, rate)
                         step.backlog, step.drain_s = await _drain(redis_url, prefix)
@@ -669,7 +903,7 @@ async def bench_ingest(
                             break
                     before, started = await cpu.read(), time.monotonic()
                     loops = [
-                        _thread_loop(session, events_url, fake_url, mentions, 10_000 + i, turns)
+                        _conversation_loop(session, events_url, fake_url, events, 10_000 + i, turns)
                         for i in range(threads)
                     ]
                     e2e = [s for samples in await asyncio.gather(*loops) for s in samples]
@@ -684,7 +918,7 @@ async def bench_ingest(
             deleted = await _delete_prefix(redis_url, prefix)
             for name in ("serve", "worker"):
                 _show_server_log(Path(tmp) / f"{name}.log", out)
-    return IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, stats["calls"], deleted)
+    return IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, stats["calls"], deleted, platform)
 
 
 def _show_server_log(path: Path, out: Callable[[str], None], limit: int = 8) -> None:
@@ -705,6 +939,7 @@ def _show_server_log(path: Path, out: Callable[[str], None], limit: int = 8) -> 
 def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
     lines = []
     sustained, kept_up = report.sustained, report.worker_kept_up
+    conversations = f"{PLATFORMS[report.platform].conversation}s"
     lines.append(
         f"highest rate sustained (ack p99 < {SUSTAINED_P99_MS:.0f} ms, no errors, every lower "
         "rate too): " + (f"{sustained}/s" if sustained else "none of the rates tried")
@@ -715,7 +950,7 @@ def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
     )
     if report.e2e_us:
         lines.append(
-            _line(f"end to end, {threads} threads x {turns} turns", report.e2e_us)
+            _line(f"end to end, {threads} {conversations} x {turns} turns", report.e2e_us)
             + f"   max {max(report.e2e_us) / 1000:7.1f} ms"
             + f"   ({report.e2e_turns / report.e2e_s:.0f} turns/s)"
         )
@@ -748,6 +983,7 @@ async def run_ingest_bench(
     threads: int,
     turns: int,
     split: bool = False,
+    platform: str = "slack",
 ) -> int:
     if not settings.redis_url:
         raise SettingsError(
@@ -760,18 +996,20 @@ async def run_ingest_bench(
         if split
         else "clawgate serve with its in-process worker"
     )
+    fake = PLATFORMS[platform].api
     print(
-        f"{topology} (demo model) against a fake Slack in its own process; "
+        f"{topology} (demo model) against a fake {fake} in its own process; "
         f"redis {settings.redis_url}, prefix {prefix} (deleted afterwards)"
     )
     print(
-        f"this machine has {os.cpu_count()} CPUs, shared by the server, Redis, the fake Slack "
+        f"this machine has {os.cpu_count()} CPUs, shared by the server, Redis, the fake {fake} "
         "and this load generator"
     )
     try:
         report = await bench_ingest(
             settings.redis_url,
             prefix,
+            platform=platform,
             rates=rates,
             duration=duration,
             threads=threads,

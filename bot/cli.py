@@ -77,7 +77,13 @@ def _parser() -> argparse.ArgumentParser:
         "--threads",
         type=_positive(int),
         default=50,
-        help="ingest: concurrent Slack threads for the end-to-end test (default 50)",
+        help="ingest: concurrent Slack threads / Feishu chats for the end-to-end test (default 50)",
+    )
+    bench.add_argument(
+        "--platform",
+        choices=["slack", "feishu"],
+        default="slack",
+        help="ingest: whose signed events to send, to a fake of whose API (default slack)",
     )
     return parser
 
@@ -151,7 +157,13 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
         turns = args.turns or 20
         return asyncio.run(
             run_ingest_bench(
-                settings, args.rates, args.duration, args.threads, turns, split=args.split
+                settings,
+                args.rates,
+                args.duration,
+                args.threads,
+                turns,
+                split=args.split,
+                platform=args.platform,
             )
         )
     from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it

@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 
 from aiohttp import ClientSession, web
@@ -31,9 +32,11 @@ from bot.policy_file import PolicyFile
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_runtime
 from bot.worker import Worker, sweep_forever
-from runtime.agent import Runtime
+from runtime.agent import Release, Runtime
+from runtime.approval.authz import OPERATOR_PLATFORM
 from runtime.inbound import Inbound
 from runtime.ingest import Ingest
+from runtime.models import Actor, ConversationRef
 from runtime.store.connection import connect
 from runtime.store.inbox import Inbox, Job
 from runtime.store.keys import Keys
@@ -117,6 +120,8 @@ async def _build(
 ) -> Service:
     router = Router()
     runtime = build_runtime(settings, policy, redis, router)
+    ingest = Ingest(inbox, runtime.approvals)
+    runtime.release = _release_through(ingest)
     slack = feishu = None
     if settings.slack_enabled:
         assert settings.slack_bot_token is not None
@@ -125,11 +130,11 @@ async def _build(
         identity = await _slack_identity(client, settings)
         secret = settings.slack_signing_secret
         slack = SlackAdapter(
-            client, identity, Ingest(inbox), secret.get_secret_value() if secret else None
+            client, identity, ingest, secret.get_secret_value() if secret else None
         )
         router.add("slack", SlackChannel(client))
     if settings.feishu_enabled:
-        feishu = await _feishu(settings, inbox, runtime)
+        feishu = await _feishu(settings, ingest, runtime)
         router.add("feishu", feishu.channel)
 
     async def handle(job: Job) -> None:
@@ -149,7 +154,27 @@ async def _build(
     return Service(redis, inbox, runtime, worker, slack, feishu, http)
 
 
-async def _feishu(settings: Settings, inbox: Inbox, runtime: Runtime) -> FeishuAdapter:
+def _release_through(ingest: Ingest) -> Release:
+    """Held messages released by the sweeper run as a job in their session's lane."""
+
+    async def release(session: str, conversation: ConversationRef) -> None:
+        await ingest(
+            Inbound(
+                platform=conversation.platform,
+                event_id=f"release:{session}",
+                dedupe_keys=(f"release:{uuid.uuid4()}",),
+                session=session,
+                conversation=conversation,
+                actor=Actor(platform=OPERATOR_PLATFORM, user_id="sweeper"),
+                text="",
+                kind="release",
+            )
+        )
+
+    return release
+
+
+async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> FeishuAdapter:
     assert settings.feishu_app_id is not None and settings.feishu_app_secret is not None
     app_id = settings.feishu_app_id
     client = feishu_client(
@@ -158,13 +183,11 @@ async def _feishu(settings: Settings, inbox: Inbox, runtime: Runtime) -> FeishuA
     try:
         identity = await asyncio.to_thread(fetch_identity, client)
     except FeishuError as exc:
-        raise SettingsError(
-            f"FEISHU_APP_ID/FEISHU_APP_SECRET: cannot reach the bot ({exc})"
-        ) from exc
+        raise SettingsError(f"FEISHU_APP_SECRET: cannot reach the bot's API ({exc})") from exc
     key, token = settings.feishu_encrypt_key, settings.feishu_verification_token
     adapter = FeishuAdapter(
         identity,
-        Ingest(inbox),
+        ingest,
         runtime.precheck,
         key.get_secret_value() if key else None,
         token.get_secret_value() if token else None,
@@ -174,7 +197,8 @@ async def _feishu(settings: Settings, inbox: Inbox, runtime: Runtime) -> FeishuA
     return adapter
 
 
-def build_app(service: Service) -> web.Application:
+def build_app(service: Service, platforms: bool = True) -> web.Application:
+    """The endpoints; `platforms=False` leaves out the platforms' (a worker's metrics port)."""
     app = web.Application(client_max_size=MAX_BODY)
 
     async def healthz(_: web.Request) -> web.Response:
@@ -196,9 +220,9 @@ def build_app(service: Service) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
-    if service.slack is not None:
+    if platforms and service.slack is not None:
         app.router.add_post("/slack/events", service.slack.handle_http)
-    if service.feishu is not None:
+    if platforms and service.feishu is not None:
         app.router.add_post("/feishu/events", service.feishu.handle_http)
     return app
 
@@ -221,19 +245,24 @@ async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
     tasks: list[asyncio.Task[None]] = []
     try:
         if service.worker is not None:
-            await service.worker.start()
+            try:
+                await service.worker.start()
+            except (RedisError, OSError) as exc:
+                raise SettingsError(f"REDIS_URL: cannot reach Redis ({exc})") from exc
             sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)
             tasks.append(asyncio.create_task(sweeper))
-        if http:
-            runner = web.AppRunner(build_app(service), handle_signals=False)
+        port = settings.port if http else settings.metrics_port
+        if port is not None:  # a worker serves only /healthz, /readyz and /metrics
+            runner = web.AppRunner(build_app(service, platforms=http), handle_signals=False)
             await runner.setup()
-            await web.TCPSite(runner, settings.host, settings.port).start()
-        if service.slack is not None and settings.slack_app_token is not None:
+            await web.TCPSite(runner, settings.host, port).start()
+        # Only `serve` takes inputs from the platforms; workers just answer through their APIs.
+        if http and service.slack is not None and settings.slack_app_token is not None:
             socket_mode = service.slack.socket_mode_handler(
                 settings.slack_app_token.get_secret_value()
             )
             await socket_mode.connect_async()  # type: ignore[no-untyped-call]
-        if service.feishu is not None and settings.feishu_mode == "websocket":
+        if http and service.feishu is not None and settings.feishu_mode == "websocket":
             assert settings.feishu_app_id and settings.feishu_app_secret
             long_connection = LongConnection(
                 settings.feishu_app_id,

@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     reclaim_idle: float = Field(30.0, alias="CLAWGATE_RECLAIM_IDLE", ge=1)
     dedupe_ttl: float = Field(86_400, alias="CLAWGATE_DEDUPE_TTL", ge=8 * 3600)
     shutdown_grace: float = Field(20.0, alias="CLAWGATE_SHUTDOWN_GRACE", ge=0)
+    metrics_port: int | None = Field(None, alias="CLAWGATE_METRICS_PORT", ge=1, le=65535)
     # Slack: enabled when SLACK_BOT_TOKEN is set.
     slack_bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
     slack_signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")

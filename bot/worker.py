@@ -16,6 +16,7 @@ from runtime.store.inbox import Inbox, Job
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], Awaitable[None]]
+HELD_PER_LANE = 4  # jobs read ahead per busy lane: a busy session never starves the others
 BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
 MAX_DELIVERIES = 5  # a job that keeps killing its workers is dropped, not retried forever
 
@@ -49,11 +50,18 @@ class Worker:
     def in_flight(self) -> int:
         return sum(map(len, self._held.values()))
 
+    @property
+    def busy(self) -> bool:
+        """As much work in hand as it may take: sessions being worked on (one job at a time
+        each) up to `concurrency`, or jobs read ahead up to a bound."""
+        held_limit = self.concurrency * HELD_PER_LANE
+        return len(self._lanes) >= self.concurrency or self.in_flight >= held_limit
+
     def alive(self, within: float = 10.0) -> bool:
         """Reading recently, or busy with as much work as it may take (which is not stuck)."""
         if self._stopping or not self._tasks or self._tasks[0].done():
             return False
-        return time.monotonic() - self.last_poll < within or self.in_flight >= self.concurrency
+        return time.monotonic() - self.last_poll < within or self.busy
 
     async def start(self) -> None:
         await self.inbox.ensure_group()
@@ -61,6 +69,7 @@ class Worker:
         self.last_poll = time.monotonic()
         self._tasks = [
             asyncio.create_task(self._read_forever(), name="inbox-reader"),
+            asyncio.create_task(self._beat_forever(), name="inbox-heartbeat"),
             asyncio.create_task(self._keep_forever(), name="inbox-keepalive"),
             asyncio.create_task(self._reclaim_forever(), name="inbox-reclaimer"),
         ]
@@ -70,6 +79,14 @@ class Worker:
             await self.inbox.beat(self.consumer)
         except RedisError as exc:
             log.warning("inbox heartbeat failed (%s)", exc)
+
+    async def _beat_forever(self) -> None:
+        """Tell other processes (a serve without its own worker) this worker lives, also
+        while it is too busy to read."""
+        while True:
+            await asyncio.sleep(BEAT_INTERVAL)
+            if self.alive():
+                await self._beat()
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
@@ -91,31 +108,29 @@ class Worker:
 
     async def _read_forever(self) -> None:
         while not self._stopping:
-            room = self.concurrency - self.in_flight
-            if room <= 0:
+            if self.busy:
                 self._space.clear()
                 await self._space.wait()
                 continue
+            room = self.concurrency - len(self._lanes)
             try:
                 jobs = await self.inbox.read(self.consumer, room, block_ms=1000)
             except RedisError as exc:
                 log.warning("inbox read failed (%s); retrying", exc)
                 await asyncio.sleep(1.0)
                 continue
-            if time.monotonic() - self.last_poll > BEAT_INTERVAL:
-                await self._beat()
             self.last_poll = time.monotonic()
             for job in jobs:
                 self._take(job)
 
     async def _reclaim_forever(self) -> None:
-        idle_ms = int(self.reclaim_idle * 1000)
+        idle_ms, cursor = int(self.reclaim_idle * 1000), "0-0"
         while True:
             await asyncio.sleep(self.reclaim_idle / 2)
             if self._stopping:  # jobs taken now would be cut off when the grace time ends
                 return
             try:
-                jobs = await self.inbox.reclaim(self.consumer, idle_ms)
+                jobs, cursor = await self.inbox.reclaim(self.consumer, idle_ms, cursor)
             except RedisError as exc:
                 log.warning("inbox reclaim failed (%s)", exc)
                 continue
@@ -172,11 +187,15 @@ class Worker:
                     job = held[head]
                     self._running.add(job.id)
                     try:
-                        await self._handle(job)
-                        head = await self._ack(job)
+                        if await self._handle(job):
+                            head = await self._ack(job)
+                        else:  # left pending: taken up again (reclaimed) once Redis is back
+                            head = None
+                            await asyncio.sleep(1.0)
                     finally:
                         self._running.discard(job.id)
                         held.pop(job.id, None)
+                        self._space.set()
                 else:
                     await asyncio.sleep(self.lane_poll)
                     head = None
@@ -185,14 +204,19 @@ class Worker:
             del self._lanes[lane]
             self._space.set()
 
-    async def _handle(self, job: Job) -> None:
+    async def _handle(self, job: Job) -> bool:
+        """False when Redis failed: the job is worth another try later."""
         try:
             await self.handle(job)
         except asyncio.CancelledError:
             raise
+        except RedisError as exc:
+            log.warning("job %s: Redis failed (%s); it stays queued for another try", job.id, exc)
+            return False
         except Exception:
             # Acknowledged anyway: a job that fails the same way every time must not loop.
             log.exception("job %s failed", job.id)
+        return True
 
     async def _ack(self, job: Job) -> str | None:
         """Retry until Redis takes it (an unacknowledged finished job would run again);

@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,7 @@ DEMO_NOTICE = (
 )
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
+Release = Callable[[str, ConversationRef], Awaitable[None]]
 REDIS_DOWN_RUN = (
     "Sorry, I cannot reach my storage (Redis) right now, so your request was not (fully) "
     "processed; please try again shortly."
@@ -192,8 +193,13 @@ class Runtime:
         channel: Channel,
         approvals: ApprovalStore,
         approvers: ApproverPolicy | None = None,
+        release: Release | None = None,
     ) -> None:
+        """`release` runs the messages a session held once its wait ended outside a run (an
+        expiry, a crashed execution): None runs them right here (a single-process chat);
+        a server queues them in the session's lane instead, so they never run beside it."""
         self.config = config
+        self.release = release
         self.provider = provider
         self.registry = registry
         self.history = history
@@ -764,7 +770,17 @@ class Runtime:
         await self._close_batch(
             record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
         )
-        await self._release_held(record.session)
+        await self._release_later(record)
+
+    async def _release_later(self, record: ApprovalRecord) -> None:
+        if self.release is None:
+            await self._release_held(record.session)
+        else:
+            await self.release(record.session, record.conversation)
+
+    async def release_held(self, session: str) -> RunResult | None:
+        """Run the messages the session held, in order (a queued "release" job)."""
+        return await self._release_held(session)
 
     async def _after_outcome_unknown(
         self, record: ApprovalRecord, checkpoint: Checkpoint, run_held: bool = True
@@ -790,4 +806,4 @@ class Runtime:
             ToolStatus.ERROR,
         )
         if run_held:
-            await self._release_held(record.session)
+            await self._release_later(record)

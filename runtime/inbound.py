@@ -5,6 +5,7 @@ stores and orders these."""
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,4 +28,9 @@ class Inbound(BaseModel):
     reply: dict[str, str] = Field(default_factory=dict)
     # A message in a thread the bot has not joined: run only if the session already exists.
     needs_session: bool = False
+    # The approval a decision (button, /approve, /reject) is about: it is queued in that
+    # approval's session, so it never runs beside that session's own messages.
+    approval_id: str | None = None
+    # "release": run the messages a session held while it waited (after an expiry).
+    kind: Literal["input", "release"] = "input"
     received_at: float = Field(default_factory=time.time)

@@ -16,7 +16,7 @@ DEDUPE_HITS = Counter(
 )
 INBOUND = Counter(
     "clawgate_inbound_requests",
-    "Requests from chat platforms by kind (event, command, interactive, ...) and outcome "
-    "(accepted, duplicate, ignored, unauthorized, malformed, too_large, unavailable, ...)",
+    "HTTP requests from chat platforms by kind (event_callback, command, interactive, ...) and "
+    "outcome (accepted, unauthorized, malformed, too_large, unavailable, unhandled, error)",
     ["platform", "kind", "outcome"],
 )

@@ -12,6 +12,10 @@ import redis.asyncio as aioredis
 
 from bot.settings import Settings
 from bot.worker import Worker
+from runtime.approval.store import ApprovalStore
+from runtime.inbound import Inbound
+from runtime.ingest import Ingest
+from runtime.models import Actor, ConversationRef
 from runtime.store.inbox import GROUP, Inbox, Job
 from runtime.store.keys import Keys
 
@@ -123,7 +127,7 @@ async def test_ack_removes_the_job_from_stream_lane_and_pending(
     assert await inbox.depth() == (0, 0)
     # Acknowledged means gone: nobody reclaims it, a second ack is harmless.
     await asyncio.sleep(0.05)
-    assert await inbox.reclaim("B", min_idle_ms=1) == []
+    assert (await inbox.reclaim("B", min_idle_ms=1))[0] == []
     await inbox.ack(job)
 
 
@@ -132,14 +136,14 @@ async def test_unacked_job_is_reclaimed_only_after_the_idle_time(
 ) -> None:
     job_id = await put(inbox, "lane", "work")
     [job] = await inbox.read("A", count=1, block_ms=100)
-    assert await inbox.reclaim("B", min_idle_ms=600) == []  # A may still be working on it
+    assert (await inbox.reclaim("B", min_idle_ms=600))[0] == []  # A may still be working on it
     await asyncio.sleep(0.7)
-    [taken] = await inbox.reclaim("B", min_idle_ms=600)
+    [taken] = (await inbox.reclaim("B", min_idle_ms=600))[0]
     assert taken == Job(job_id, "lane", "work", deliveries=2)
     assert await pending_ids(redis, inbox) == {job_id: "B"}
-    assert await inbox.reclaim("C", min_idle_ms=600) == []  # B owns it now, freshly
+    assert (await inbox.reclaim("C", min_idle_ms=600))[0] == []  # B owns it now, freshly
     await asyncio.sleep(0.7)
-    [again] = await inbox.reclaim("C", min_idle_ms=600)
+    [again] = (await inbox.reclaim("C", min_idle_ms=600))[0]
     assert again.deliveries == 3
     await inbox.ack(job)
     assert await pending_ids(redis, inbox) == {}
@@ -151,11 +155,11 @@ async def test_keep_prevents_reclaim(redis: aioredis.Redis, inbox: Inbox) -> Non
     for _ in range(3):
         await asyncio.sleep(0.35)
         await inbox.keep("A", [job_id])
-        assert await inbox.reclaim("B", min_idle_ms=500) == []
+        assert (await inbox.reclaim("B", min_idle_ms=500))[0] == []
     await inbox.keep("A", [])  # nothing to keep: no call
     assert await pending_ids(redis, inbox) == {job_id: "A"}
     await asyncio.sleep(0.6)  # A stopped keeping it
-    [taken] = await inbox.reclaim("B", min_idle_ms=500)
+    [taken] = (await inbox.reclaim("B", min_idle_ms=500))[0]
     assert (taken.id, taken.deliveries) == (job_id, 2)  # keep() is not a delivery
 
 
@@ -167,7 +171,7 @@ async def test_keep_reports_jobs_another_consumer_took_over(
     lost = await put(inbox, "lane-2", "lost")
     await inbox.read("A", count=2, block_ms=100)
     await asyncio.sleep(0.3)
-    [taken] = await inbox.reclaim("B", min_idle_ms=200, count=1)
+    [taken] = (await inbox.reclaim("B", min_idle_ms=200, count=1))[0]
     assert taken.id == mine
     assert await inbox.keep("B", [mine, lost]) == [lost]  # B keeps only what it owns
     assert await pending_ids(redis, inbox) == {mine: "B", lost: "A"}
@@ -177,9 +181,9 @@ async def test_reclaim_counts_deliveries_per_job(redis: aioredis.Redis, inbox: I
     ids = [await put(inbox, f"lane-{n}", str(n)) for n in range(3)]
     await inbox.read("A", count=3, block_ms=100)
     await asyncio.sleep(0.25)
-    await inbox.reclaim("B", min_idle_ms=200, count=1)  # the first job: 2 deliveries
+    (await inbox.reclaim("B", min_idle_ms=200, count=1))[0]  # the first job: 2 deliveries
     await asyncio.sleep(0.25)
-    jobs = await inbox.reclaim("C", min_idle_ms=200)
+    jobs = (await inbox.reclaim("C", min_idle_ms=200))[0]
     assert [(j.id, j.deliveries) for j in jobs] == [(ids[0], 3), (ids[1], 2), (ids[2], 2)]
 
 
@@ -217,7 +221,7 @@ async def test_a_lost_group_is_created_again(redis: aioredis.Redis, inbox: Inbox
     of failing forever while new inputs pile up unread."""
     await put(inbox, "lane", "before")
     await redis.flushdb()
-    assert await inbox.reclaim("A", min_idle_ms=0) == []
+    assert (await inbox.reclaim("A", min_idle_ms=0))[0] == []
     assert await inbox.read("A", count=10, block_ms=10) == []
     await redis.delete(inbox.stream)
     job_id = await put(inbox, "lane", "after")  # the stream exists again, without the group
@@ -393,3 +397,46 @@ async def test_a_stopping_worker_takes_no_more_jobs_of_dead_workers(
     await start(workers, inbox, recorder, "w2", reclaim_idle=1)
     await wait_until(lambda: recorder.order("lane-2") == ["orphan"])
     assert recorder.deliveries["orphan"] == 2
+
+
+async def test_a_busy_session_does_not_starve_the_others(
+    inbox: Inbox, workers: list[Worker]
+) -> None:
+    """Concurrency counts sessions being worked on, not jobs waiting behind one."""
+    recorder = Recorder()
+    recorder.delays = {"busy": 0.3}
+    for n in range(8):
+        await put(inbox, "busy", f"busy-{n}")
+    await put(inbox, "quiet", "quiet-0")
+    worker = Worker(inbox, recorder.handler("W"), "W", concurrency=2)
+    await worker.start()
+    workers.append(worker)
+    await wait_until(lambda: ("W", "quiet", "quiet-0") in recorder.done, timeout=5)
+    assert len(recorder.order("busy")) < 3  # the quiet session did not wait for the busy one
+    await wait_until(lambda: len(recorder.order("busy")) == 8, timeout=10)
+    assert recorder.order("busy") == [f"busy-{n}" for n in range(8)]
+
+
+async def test_a_decision_is_queued_in_its_approvals_session(
+    redis: aioredis.Redis, inbox: Inbox
+) -> None:
+    keys = Keys(PREFIX)
+    await redis.set(keys.approval_index("abc123"), "slack:T1:C1:9.0")
+    ingest = Ingest(inbox, ApprovalStore(redis, keys))
+
+    def decision(approval_id: str) -> Inbound:
+        return Inbound(
+            platform="slack",
+            event_id=f"tr-{approval_id}",
+            dedupe_keys=(f"trigger:{approval_id}",),
+            session="slack:T1:C1",  # a slash command: Slack does not say which thread
+            conversation=ConversationRef(platform="slack", id="slack:T1:C1"),
+            actor=Actor(platform="slack", user_id="U1"),
+            text=f"/approve {approval_id}",
+            approval_id=approval_id,
+        )
+
+    assert await ingest(decision("ABC123"))
+    assert await ingest(decision("unknown"))  # no such approval: the command's own session
+    assert len(await redis.lrange(keys.inbox_lane("slack:T1:C1:9.0"), 0, -1)) == 1
+    assert len(await redis.lrange(keys.inbox_lane("slack:T1:C1"), 0, -1)) == 1

@@ -868,3 +868,102 @@ async def test_serve_without_its_worker_only_ingests(
         finally:
             await elsewhere.worker.stop(1)
             await elsewhere.aclose()
+
+
+async def test_typed_commands_in_the_thread_decide_in_the_approvals_lane(h: Harness) -> None:
+    """`@bot /approve <id>` typed in the thread, and a slash command typed elsewhere in the
+    channel, are queued in the approval's own session: never beside its messages."""
+    log = h.workdir / "log.txt"
+    pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
+    await h.drained()
+    lane = await h.service.inbox.redis.get(f"{h.prefix}:approval-session:{pending.approval_id}")
+    assert lane == pending.session
+
+    typed = mention_event(f"/approve {pending.approval_id}", user=APPROVER, ts=next_ts())
+    typed["thread_ts"] = pending.thread_ts
+    assert (await h.post(event_body(typed)))[0] == 200
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and str(c.params.get("text")) == "[exit code 0]"
+        ),
+        "the answer after the typed approval",
+    )
+    await h.drained()
+    assert log.read_text() == "ran\n"
+
+    second = await request_risky(h, "run: echo again &gt;&gt; log.txt")
+    status, _ = await h.post(
+        command_body("/reject", f"{second.approval_id} not today", user_id=ADMIN)
+    )
+    assert status == 200
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == second.thread_ts
+            and "not today" in str(c.params.get("text"))
+        ),
+        "the answer after the typed rejection",
+    )
+    await h.drained()
+    assert log.read_text() == "ran\n"
+    updated = h.fake.message(CHANNEL, second.notice_ts)
+    assert updated is not None and "not today" in block_text(updated.blocks)
+
+
+async def test_events_of_another_workspace_are_ignored(h: Harness) -> None:
+    ts = next_ts()
+    body = event_body(mention_event("read notes.txt", ts=ts), team_id="T_OTHER")
+    assert (await h.post(body))[0] == 200  # acknowledged, so Slack does not retry it
+    assert await h.enqueued() == 0
+    await asyncio.sleep(0.2)
+    assert h.fake.posts() == []
+
+
+async def test_reject_dialog_that_cannot_open_asks_to_type_the_reason(h: Harness) -> None:
+    victim = h.workdir / "victim.txt"
+    victim.write_text("precious")
+    pending = await request_risky(h, "run: rm -f victim.txt")
+    h.fake.fail_next("views.open", status=429, retry_after=5)  # no 5 s wait: no retry here
+    url = h.fake.new_response_url()
+    body = block_action_body(
+        REJECT,
+        pending.approval_id,
+        user=ADMIN,
+        message_ts=pending.notice_ts,
+        thread_ts=pending.thread_ts,
+        response_url=url,
+    )
+    status, _ = await h.post(body)
+    assert status == 200
+    (answer,) = h.fake.responses(url)
+    assert f"/reject {pending.approval_id} <reason>" in str(answer.body)
+    assert victim.read_text() == "precious"
+    assert await h.approval_status(pending.session, pending.approval_id) == "pending"
+
+
+async def test_held_messages_run_in_their_lane_after_an_expiry(
+    fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    """The sweeper expires the approval; the message held meanwhile is queued as a job of its
+    session (not run inside the sweeper) and answered."""
+    (workdir / "notes.txt").write_text(NOTES)
+    async with serving(fake, workdir, redis_url, CLAWGATE_APPROVAL_TIMEOUT="1") as h:
+        pending = await request_risky(h, "run: rm -f victim.txt")
+        held = message_event("read notes.txt", thread_ts=pending.thread_ts)
+        assert (await h.post(event_body(held)))[0] == 200
+        await h.drained()
+        assert not [t for t in h.texts(thread_ts=pending.thread_ts) if "lazy dog" in t]
+        before = await h.enqueued()
+
+        await asyncio.sleep(1.2)
+        assert await h.service.runtime.sweep() == 1
+        assert await h.enqueued() == before + 1  # the release, queued in the session's lane
+        await h.await_post(
+            lambda c: (
+                c.params.get("thread_ts") == pending.thread_ts
+                and "lazy dog" in str(c.params.get("text"))
+            ),
+            "the held message's answer",
+        )
+        updated = h.fake.message(CHANNEL, pending.notice_ts)
+        assert updated is not None and "Expired" in block_text(updated.blocks)

@@ -224,7 +224,8 @@ class FeishuChannel:
                 await asyncio.sleep(0.2 * attempt)
                 continue
             if response.success():
-                return response.data
+                # A PATCH answers no `data` (PatchMessageResponse has no such attribute).
+                return getattr(response, "data", None)
             code = int(response.code or 0)
             if code in _TOKEN_CODES:
                 # lark-oapi keeps a rejected token until it would expire: forget it.

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.commands import decision_target
 from runtime.inbound import Inbound
 from runtime.models import Actor, ConversationRef
 
@@ -118,6 +119,7 @@ def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
         text=text,
         reply={"message_id": message.message_id},
         needs_session=needs_session,
+        approval_id=decision_target(text),
     )
 
 
@@ -149,6 +151,7 @@ class CardClick:
             actor=self.actor,
             text=self.text,
             reply={"message_id": self.card_message_id},
+            approval_id=self.approval_id,
         )
 
 

@@ -6,6 +6,7 @@ The same app serves Socket Mode (`socket_mode_handler`), so both feed one pipeli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -13,15 +14,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from aiohttp import web
+from aiohttp import ClientError, web
 from pydantic import ValidationError
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.http import read_body
 from adapters.slack.blocks import reject_modal
@@ -113,6 +116,10 @@ class SlackAdapter:
         self.identity = identity
         self.ingest = ingest
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        # The reject dialog must open within the click's 3 s: no retrying after a 429.
+        self._prompt = AsyncWebClient(
+            token=client.token, base_url=client.base_url, session=client.session, retry_handlers=[]
+        )
 
         async def authorize() -> AuthorizeResult:
             return self._authorization
@@ -179,30 +186,46 @@ class SlackAdapter:
         event = _validate(MessageEvent, envelope.event)
         inbound = message_inbound(event, envelope.event_id, envelope.team_id, self.identity)
         if inbound is not None:
-            await self.ingest(inbound)
+            await self._ingest(inbound)
         await ack()
 
     async def _on_command(self, body: dict[str, Any], ack: AsyncAck) -> None:
-        await self.ingest(command_inbound(_validate(SlashCommand, body)))
+        await self._ingest(command_inbound(_validate(SlashCommand, body)))
         await ack()
 
     async def _on_approve(self, body: dict[str, Any], ack: AsyncAck) -> None:
         inbound = action_inbound(_validate(BlockActions, body))
         if inbound is not None:
-            await self.ingest(inbound)
+            await self._ingest(inbound)
         await ack()
+
+    async def _ingest(self, inbound: Inbound) -> None:
+        """Queue it, unless it comes from another workspace (the same app installed there,
+        or an Enterprise Grid org): this bot's token speaks for one workspace only."""
+        if not inbound.conversation.id.startswith(f"slack:{self.identity.team_id}:"):
+            log.warning("slack: ignoring %s from another workspace", inbound.event_id)
+            return
+        await self.ingest(inbound)
 
     async def _on_reject_click(self, body: dict[str, Any], ack: AsyncAck) -> None:
         """Ask for a reason in a modal (its trigger is valid for 3 s, so here, not later);
         the submitted modal is the decision, checked like any other."""
         payload: BlockActions = _validate(BlockActions, body)
         await ack()
+        approval_id = payload.actions[0].value
         context = RejectContext(
-            approval_id=payload.actions[0].value,
-            channel=payload.channel.id,
-            thread_ts=action_thread(payload),
+            approval_id=approval_id, channel=payload.channel.id, thread_ts=action_thread(payload)
         )
-        await self.client.views_open(trigger_id=payload.trigger_id, view=reject_modal(context))
+        try:
+            await self._prompt.views_open(trigger_id=payload.trigger_id, view=reject_modal(context))
+        except (SlackApiError, ClientError, TimeoutError) as exc:
+            log.warning("slack: cannot open the reject dialog (%s)", type(exc).__name__)
+            if payload.response_url:
+                text = f"Type `/reject {approval_id} <reason>` to reject it."
+                with contextlib.suppress(ClientError, TimeoutError):
+                    await AsyncWebhookClient(payload.response_url).send(
+                        text=text, response_type="ephemeral", replace_original=False
+                    )
 
     async def _on_reject_submit(self, body: dict[str, Any], ack: AsyncAck) -> None:
         submission = _validate(ViewSubmission, body)
@@ -210,7 +233,7 @@ class SlackAdapter:
             inbound = rejection_inbound(submission)
         except ValidationError as exc:
             raise Malformed("bad private_metadata") from exc
-        await self.ingest(inbound)
+        await self._ingest(inbound)
         await ack()
 
     def _on_error(self, error: Exception) -> BoltResponse:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import ClientError, ClientSession
+from aiohttp import ClientConnectorError, ClientError, ClientSession
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -66,7 +66,8 @@ def web_client(token: str, base_url: str, session: ClientSession | None = None) 
         base_url=base_url,
         session=session,
         retry_handlers=[
-            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            # Only failures to connect: the request never left, so Slack cannot have acted.
+            AsyncConnectionErrorRetryHandler(max_retry_count=2, error_types=[ClientConnectorError]),
             AsyncRateLimitErrorRetryHandler(max_retry_count=4),
         ],
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adapters.commands import decision_target
 from adapters.slack.payloads import (
     BlockActions,
     MessageEvent,
@@ -88,12 +89,14 @@ def message_inbound(
         actor=_actor(event.user),
         text=text,
         needs_session=needs_session,
+        approval_id=decision_target(text),
     )
 
 
 def command_inbound(command: SlashCommand) -> Inbound:
     """`/approve …`, `/reject …`, `/clawgate …`. Slack does not say which thread a slash
     command was typed in, so it belongs to the channel (or DM) as a whole."""
+    text = f"{command.command} {command.text}".strip()
     return Inbound(
         platform=PLATFORM,
         event_id=command.trigger_id,
@@ -101,8 +104,9 @@ def command_inbound(command: SlashCommand) -> Inbound:
         session=session_of(command.team_id, command.channel_id, None),
         conversation=conversation(command.team_id, command.channel_id, None),
         actor=_actor(command.user_id),
-        text=f"{command.command} {command.text}".strip(),
+        text=text,
         reply={"response_url": command.response_url or ""},
+        approval_id=decision_target(text),
     )
 
 
@@ -130,6 +134,7 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
         conversation=conversation(team, channel, thread),
         actor=_actor(payload.user.id),
         text=f"/approve {action.value}{scope}",
+        approval_id=action.value,
     )
 
 
@@ -152,4 +157,5 @@ def rejection_inbound(submission: ViewSubmission) -> Inbound:
         conversation=conversation(team, context.channel, context.thread_ts),
         actor=_actor(submission.user.id),
         text=f"/reject {context.approval_id} {reason_of(submission)}".strip(),
+        approval_id=context.approval_id,
     )

@@ -50,7 +50,6 @@ class _Id(_Payload):
 class _Container(_Payload):
     message_ts: str | None = None
     thread_ts: str | None = None
-    channel_id: str | None = None
 
 
 class _Message(_Payload):
@@ -61,7 +60,6 @@ class _Message(_Payload):
 class Action(_Payload):
     action_id: str
     value: str = ""
-    action_ts: str = ""
 
 
 class BlockActions(_Payload):
@@ -73,11 +71,11 @@ class BlockActions(_Payload):
     message: _Message | None = None
     actions: list[Action] = Field(min_length=1)
     trigger_id: str = Field(min_length=1)
+    response_url: str | None = None
 
 
 class View(_Payload):
     id: str = Field(min_length=1)
-    callback_id: str = ""
     private_metadata: str = ""
     state: dict[str, Any] = Field(default_factory=dict)
 

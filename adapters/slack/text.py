@@ -22,7 +22,7 @@ def clean_text(text: str, bot_user_id: str) -> str:
     text = _LINK.sub(lambda m: m.group(1), text)
     text = _SPECIAL.sub(lambda m: m.group(2) or f"@{m.group(1)}", text)
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    return " ".join(text.split(" ")).strip()
+    return text.strip()
 
 
 def mentions(text: str, bot_user_id: str) -> bool:

@@ -10,7 +10,11 @@ from redis.asyncio import Redis
 log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 100  # per process
-POOL_TIMEOUT = 10.0  # seconds a command may wait for a connection before it fails
+POOL_TIMEOUT = 5.0  # seconds a command may wait for a connection before it fails
+CONNECT_TIMEOUT = 2.0
+# A stalled server must fail a command, not hang it; longer than the workers' 1 s blocking
+# reads and than any script clawgate runs.
+SOCKET_TIMEOUT = 10.0
 
 EMBEDDED_WARNING = (
     "REDIS_URL is not set: using the embedded in-process store "
@@ -31,6 +35,8 @@ def connect(url: str | None) -> Redis:
             health_check_interval=30,
             max_connections=MAX_CONNECTIONS,
             timeout=POOL_TIMEOUT,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=SOCKET_TIMEOUT,
         )
         return aioredis.Redis.from_pool(pool)
     import fakeredis  # noqa: TID251, PLC0415 - the one place the embedded store is chosen

@@ -146,26 +146,30 @@ class Inbox:
         lost = await self.redis.eval(KEEP, 1, self.stream, GROUP, consumer, *ids)
         return [str(job_id) for job_id in lost or []]
 
-    async def reclaim(self, consumer: str, min_idle_ms: int, count: int = 50) -> list[Job]:
-        """Take over jobs idle for `min_idle_ms` (their consumer died), with delivery counts."""
+    async def reclaim(
+        self, consumer: str, min_idle_ms: int, cursor: str = "0-0", count: int = 50
+    ) -> tuple[list[Job], str]:
+        """Take over jobs idle for `min_idle_ms` (their consumer died), with delivery counts;
+        and where to continue scanning next time ("0-0" when the scan went round)."""
         try:
             reply: list[Any] = await self.redis.xautoclaim(
-                self.stream, GROUP, consumer, min_idle_ms, start_id="0-0", count=count
+                self.stream, GROUP, consumer, min_idle_ms, start_id=cursor, count=count
             )
         except ResponseError as exc:
             await self._regroup(exc)
-            return []
-        jobs = _jobs(reply[1])
+            return [], "0-0"
+        jobs, cursor = _jobs(reply[1]), str(reply[0])
         if not jobs:
-            return []
+            return [], cursor
         pipe = self.redis.pipeline(transaction=False)
         for job in jobs:
             pipe.xpending_range(self.stream, GROUP, min=job.id, max=job.id, count=1)
         pending = await pipe.execute()
-        return [
+        counted = [
             Job(job.id, job.lane, job.payload, int(entry[0]["times_delivered"]) if entry else 1)
             for job, entry in zip(jobs, pending, strict=True)
         ]
+        return counted, cursor
 
     async def beat(self, consumer: str) -> None:
         """Say that `consumer` is polling (server time, so hosts' clocks do not matter)."""
