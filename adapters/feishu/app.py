@@ -25,6 +25,7 @@ from aiohttp import web
 from lark_oapi.core.model import RawRequest
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTriggerResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from redis.exceptions import RedisError
 
 from adapters.feishu.channel import FeishuChannel
 from adapters.feishu.crypto import DecryptError, decrypt, signature_ok
@@ -124,9 +125,12 @@ class FeishuAdapter:
         if click is None:
             return P2CardActionTriggerResponse({})
         try:
-            refusal, session = self._await(
-                self.precheck(click.approval_id, click.actor, click.conversation)
-            )
+            try:
+                refusal, session = self._await(
+                    self.precheck(click.approval_id, click.actor, click.conversation)
+                )
+            except (RedisError, OSError) as exc:  # the approval cannot be read: Feishu retries
+                raise IngestUnavailable(str(exc) or type(exc).__name__) from exc
             if refusal is not None:
                 return _toast("error", refusal)
             assert session is not None
@@ -152,6 +156,10 @@ class FeishuAdapter:
             INBOUND.labels("feishu", kind, _OUTCOMES.get(status, str(status))).inc()
 
     async def _checked(self, request: web.Request) -> tuple[web.Response, str]:
+        if not (self.encrypt_key and self.verification_token):
+            # Long-connection mode may run without them, and then nothing authenticates a
+            # POST (an empty key "signs" anything): take none.
+            return _text(404, "feishu events arrive over the long connection"), "unknown"
         raw = await read_body(request)
         if isinstance(raw, web.Response):
             return raw, "unknown"

@@ -10,7 +10,6 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import lark_oapi as lark
@@ -28,6 +27,7 @@ from lark_oapi.core.token.manager import TokenManager
 
 from adapters.feishu.cards import approval_card
 from adapters.feishu.inbound import FeishuIdentity
+from adapters.progress import Progress, ProgressEvent, Style
 from runtime.channel import (
     ApprovalRequested,
     ApprovalUpdated,
@@ -39,7 +39,7 @@ from runtime.channel import (
     ToolFinished,
     ToolStarted,
 )
-from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
+from runtime.models import Actor, ConversationRef, ToolStatus
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +47,19 @@ MAX_TEXT = 8_000  # characters per message: far under Feishu's 150 KB, still rea
 ATTEMPTS = 4
 _TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
 _RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
-_MARKS = {
-    ToolStatus.COMPLETED: "✅",
-    ToolStatus.DENIED: "⛔",
-    ToolStatus.SUSPENDED: "🔒",
-    ToolStatus.ERROR: "❌",
-    ToolStatus.CANCELLED: "⏹",
-}
-_STOPS = {
-    StopReason.FINAL: "Done",
-    StopReason.APPROVAL_REQUIRED: "Paused: waiting for approval",
-    StopReason.MAX_STEPS: "Stopped: step limit reached",
-    StopReason.CANCELLED: "Cancelled",
-    StopReason.ERROR: "Stopped by an error",
-}
+STYLE = Style(
+    marks={
+        ToolStatus.COMPLETED: "✅",
+        ToolStatus.DENIED: "⛔",
+        ToolStatus.SUSPENDED: "🔒",
+        ToolStatus.ERROR: "❌",
+        ToolStatus.CANCELLED: "⏹",
+    },
+    running="⏳",
+    line=lambda mark, tool, text: f"{mark} {tool}: {text}",
+    heading="Working…",
+    footer=str,
+)
 
 
 def feishu_client(app_id: str, app_secret: str, domain: str) -> Any:
@@ -85,17 +84,11 @@ def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
     return [*pieces, text]
 
 
-@dataclass
-class _Progress:
-    message_id: str | None = None
-    lines: dict[str, str] = field(default_factory=dict)
-
-
 class FeishuChannel:
     def __init__(self, client: Any, app_id: str) -> None:
         self.client = client
         self.app_id = app_id
-        self._progress: dict[tuple[str, str], _Progress] = {}
+        self._progress = Progress(STYLE)
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if isinstance(event, Reply):
@@ -130,31 +123,16 @@ class FeishuChannel:
 
     # --- the working message ---------------------------------------------------------------
 
-    async def _report(self, where: Mapping[str, str], event: Event) -> None:
-        key = (where["chat_id"], where.get("message_id", ""))
-        progress = self._progress.setdefault(key, _Progress())
-        if isinstance(event, ToolStarted):
-            progress.lines[event.call_id] = f"⏳ {event.tool}: {event.summary[:200]}"
-        elif isinstance(event, ToolFinished):
-            mark = _MARKS.get(event.status, "")
-            progress.lines[event.call_id] = f"{mark} {event.tool}: {event.display[:200]}"
-        elif isinstance(event, RunFinished):
-            del self._progress[key]
-            quiet = event.stop_reason in (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
-            if progress.message_id is None and quiet:
-                return
-            footer = _STOPS[event.stop_reason] + (f": {event.error[:300]}" if event.error else "")
-            text = "\n".join([*progress.lines.values(), footer])
-            if progress.message_id is None:
-                await self._say(where, "text", {"text": text})
-            else:
-                await self._edit(progress.message_id, text)
+    async def _report(self, where: Mapping[str, str], event: ProgressEvent) -> None:
+        show = self._progress.apply((where["chat_id"], where.get("message_id", "")), event)
+        if show is None:
             return
-        text = "\n".join(["Working…", *progress.lines.values()])
-        if progress.message_id is None:
-            progress.message_id = await self._say(where, "text", {"text": text})
+        if show.working.ref is None:
+            message_id = await self._say(where, "text", {"text": show.text})
+            if not isinstance(event, RunFinished):
+                show.working.ref = message_id
         else:
-            await self._edit(progress.message_id, text)
+            await self._edit(show.working.ref, show.text)
 
     # --- Open API calls ------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession
@@ -19,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.progress import Progress, ProgressEvent, Style
 from adapters.slack.blocks import approval_blocks, fallback_text
 from adapters.slack.text import MAX_TEXT, escape, split_text
 from runtime.channel import (
@@ -32,7 +32,7 @@ from runtime.channel import (
     ToolFinished,
     ToolStarted,
 )
-from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
+from runtime.models import Actor, ConversationRef, ToolStatus
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +41,20 @@ log = logging.getLogger(__name__)
 _TRANSIENT = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 UPDATE_ATTEMPTS = 3
 
-_MARKS = {
-    ToolStatus.COMPLETED: ":white_check_mark:",
-    ToolStatus.DENIED: ":no_entry:",
-    ToolStatus.SUSPENDED: ":lock:",
-    ToolStatus.ERROR: ":x:",
-    ToolStatus.CANCELLED: ":heavy_minus_sign:",
-}
-_STOPS = {
-    StopReason.FINAL: "Done",
-    StopReason.APPROVAL_REQUIRED: "Paused: waiting for approval",
-    StopReason.MAX_STEPS: "Stopped: step limit reached",
-    StopReason.CANCELLED: "Cancelled",
-    StopReason.ERROR: "Stopped by an error",
-}
+STYLE = Style(
+    marks={
+        ToolStatus.COMPLETED: ":white_check_mark:",
+        ToolStatus.DENIED: ":no_entry:",
+        ToolStatus.SUSPENDED: ":lock:",
+        ToolStatus.ERROR: ":x:",
+        ToolStatus.CANCELLED: ":heavy_minus_sign:",
+    },
+    running=":hourglass_flowing_sand:",
+    line=lambda mark, tool, text: f"{mark} `{tool}` {text}",
+    heading="_Working…_",
+    footer=lambda stop: f"_{stop}_",
+    escape=escape,
+)
 
 
 def web_client(token: str, base_url: str, session: ClientSession | None = None) -> AsyncWebClient:
@@ -73,12 +73,6 @@ def web_client(token: str, base_url: str, session: ClientSession | None = None) 
     )
 
 
-@dataclass
-class _Progress:
-    ts: str | None = None
-    lines: dict[str, str] = field(default_factory=dict)  # call id -> line
-
-
 def _where(conversation: ConversationRef) -> dict[str, str]:
     where = {"channel": conversation.data["channel"]}
     if conversation.data.get("thread_ts"):
@@ -89,7 +83,7 @@ def _where(conversation: ConversationRef) -> dict[str, str]:
 class SlackChannel:
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
-        self._progress: dict[tuple[str, str], _Progress] = {}
+        self._progress = Progress(STYLE)
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         where = _where(conversation)
@@ -143,35 +137,16 @@ class SlackChannel:
 
     # --- the working message ---------------------------------------------------------------
 
-    async def _report(self, where: dict[str, str], event: Event) -> None:
-        key = (where["channel"], where.get("thread_ts", ""))
-        progress = self._progress.setdefault(key, _Progress())
-        if isinstance(event, ToolStarted):
-            line = f":hourglass_flowing_sand: `{event.tool}` {escape(event.summary[:200])}"
-            progress.lines[event.call_id] = line
-        elif isinstance(event, ToolFinished):
-            display = escape(event.display[:200])
-            mark = _MARKS.get(event.status, "")
-            progress.lines[event.call_id] = f"{mark} `{event.tool}` {display}"
-        elif isinstance(event, RunFinished):
-            del self._progress[key]
-            quiet = event.stop_reason in (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
-            if progress.ts is None and quiet:
-                return  # nothing ran: the answer or the notice says it all
-            footer = _STOPS[event.stop_reason]
-            if event.error:
-                footer += f": {escape(event.error[:300])}"
-            text = "\n".join([*progress.lines.values(), f"_{footer}_"])
-            if progress.ts is None:
-                await self._post(where, text=text)
-            else:
-                await self._update(where["channel"], progress.ts, text=text)
+    async def _report(self, where: dict[str, str], event: ProgressEvent) -> None:
+        show = self._progress.apply((where["channel"], where.get("thread_ts", "")), event)
+        if show is None:
             return
-        text = "\n".join(["_Working…_", *progress.lines.values()])
-        if progress.ts is None:
-            progress.ts = await self._post(where, text=text)
+        if show.working.ref is None:
+            ts = await self._post(where, text=show.text)
+            if not isinstance(event, RunFinished):
+                show.working.ref = ts
         else:
-            await self._update(where["channel"], progress.ts, text=text)
+            await self._update(where["channel"], show.working.ref, text=show.text)
 
     # --- Web API calls ---------------------------------------------------------------------
 
