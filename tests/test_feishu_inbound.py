@@ -1,0 +1,254 @@
+"""Feishu events to `Inbound` (adapters/feishu/inbound.py) and approval cards (cards.py), on
+the typed objects lark-oapi itself builds from the JSON Feishu sends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import lark_oapi as lark
+import pytest
+from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
+from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
+
+from adapters.feishu.cards import approval_card, outcome_line, person
+from adapters.feishu.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    REJECT,
+    FeishuIdentity,
+    card_click,
+    clean_text,
+    message_inbound,
+    message_text,
+)
+from runtime.channel import ApprovalNotice
+from tests.fake_feishu import (
+    BOT_OPEN_ID,
+    TENANT_KEY,
+    card_action_event,
+    event_envelope,
+    message_event,
+)
+
+ME = FeishuIdentity(BOT_OPEN_ID, "clawgate")
+BOT = ("@_user_1", BOT_OPEN_ID, "clawgate")
+CHAT = "oc_chat1"
+
+
+def typed_message(event: dict[str, Any], event_id: str = "ev1") -> Any:
+    envelope = event_envelope("im.message.receive_v1", event, token="t", event_id=event_id)
+    return lark.JSON.unmarshal(json.dumps(envelope), P2ImMessageReceiveV1)
+
+
+def typed_click(value: Any, **kwargs: Any) -> Any:
+    event = card_action_event({}, open_message_id="om_card", **kwargs)
+    event["action"]["value"] = value
+    envelope = event_envelope("card.action.trigger", event, token="t", event_id="ev_click")
+    return lark.JSON.unmarshal(json.dumps(envelope), P2CardActionTrigger)
+
+
+class Mention:
+    def __init__(self, key: str, open_id: str, name: str) -> None:
+        self.key, self.name = key, name
+        self.id = type("Id", (), {"open_id": open_id})()
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------------
+
+
+def test_message_text_of_text_and_post_messages() -> None:
+    assert message_text("text", json.dumps({"text": "run: ls"})) == "run: ls"
+    post = {
+        "zh_cn": {
+            "title": "t",
+            "content": [
+                [{"tag": "at", "user_name": "clawgate"}, {"tag": "text", "text": " read a.txt"}],
+                [{"tag": "a", "text": "link", "href": "https://x"}, {"tag": "img"}],
+            ],
+        }
+    }
+    assert message_text("post", json.dumps(post)) == "clawgate read a.txt\nlink"
+    flat = {"title": "", "content": [[{"tag": "text", "text": "hello"}]]}
+    assert message_text("post", json.dumps(flat)) == "hello"
+    assert message_text("image", json.dumps({"image_key": "img_1"})) is None
+    assert message_text("text", "not json") is None
+    assert message_text("text", json.dumps(["a"])) is None
+    assert message_text("text", json.dumps({"text": 3})) is None
+
+
+def test_clean_text_strips_the_bot_and_names_others() -> None:
+    mentions = [Mention("@_user_1", BOT_OPEN_ID, "clawgate"), Mention("@_user_2", "ou_b", "Bob")]
+    text, mentioned = clean_text("@_user_1  ask @_user_2 about @_user_9  it", mentions, BOT_OPEN_ID)
+    assert (text, mentioned) == ("ask @Bob about it", True)
+    assert clean_text("@_user_2 hi", mentions[1:], BOT_OPEN_ID) == ("@Bob hi", False)
+    # Shell text survives: Feishu does not escape > or & like Slack does.
+    assert clean_text("@_user_1 run: echo a >> f && ls", mentions, BOT_OPEN_ID) == (
+        "run: echo a >> f && ls",
+        True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Message events
+# ---------------------------------------------------------------------------------------------
+
+
+def test_p2p_message_is_one_session_per_chat_answered_without_thread() -> None:
+    data = typed_message(message_event("read notes.txt", chat_type="p2p", chat_id="oc_dm"))
+    inbound = message_inbound(data, ME)
+    assert inbound is not None
+    message_id = data.event.message.message_id
+    assert inbound.session == f"feishu:{TENANT_KEY}:oc_dm"
+    assert inbound.conversation.id == f"feishu:{TENANT_KEY}:oc_dm"
+    assert inbound.conversation.data == {"chat_id": "oc_dm", "message_id": message_id}
+    assert inbound.text == "read notes.txt" and inbound.actor.key == "feishu:ou_alice"
+    assert inbound.dedupe_keys == ("feishu:event:ev1", f"feishu:message:{message_id}")
+    assert inbound.reply == {"message_id": message_id} and not inbound.needs_session
+    assert inbound.approval_id is None
+
+    threaded = typed_message(message_event("hi", chat_type="p2p", chat_id="oc_dm", root_id="om_r"))
+    inbound = message_inbound(threaded, ME)
+    assert inbound is not None and inbound.session == f"feishu:{TENANT_KEY}:oc_dm:om_r"
+    assert inbound.conversation.data.get("thread") == "1"
+
+
+def test_group_mention_starts_a_thread_session_and_commands_name_their_approval() -> None:
+    data = typed_message(message_event("@_user_1 /approve ab12cd", mentions=[BOT]))
+    inbound = message_inbound(data, ME)
+    assert inbound is not None
+    message_id = data.event.message.message_id
+    assert inbound.session == f"feishu:{TENANT_KEY}:{CHAT}:{message_id}"
+    assert inbound.conversation.data == {"chat_id": CHAT, "message_id": message_id, "thread": "1"}
+    assert inbound.text == "/approve ab12cd" and inbound.approval_id == "ab12cd"
+
+    in_thread = typed_message(message_event("@_user_1 read a", mentions=[BOT], root_id="om_root"))
+    inbound = message_inbound(in_thread, ME)
+    assert inbound is not None and inbound.session.endswith(":om_root")
+    assert not inbound.needs_session
+
+
+def test_group_messages_without_mention() -> None:
+    assert message_inbound(typed_message(message_event("read notes.txt")), ME) is None
+    follow_up = message_inbound(typed_message(message_event("read b", root_id="om_root")), ME)
+    assert follow_up is not None and follow_up.needs_session  # only if the bot is in the thread
+    assert follow_up.session == f"feishu:{TENANT_KEY}:{CHAT}:om_root"
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        message_event("@_user_1 hi", mentions=[BOT], sender_type="app"),
+        message_event("@_user_1 hi", mentions=[BOT], sender_open_id=BOT_OPEN_ID),
+        message_event("@_user_1", mentions=[BOT]),  # nothing but the mention
+        message_event("@_user_1   ", mentions=[BOT], chat_type="p2p"),
+    ],
+)
+def test_ignored_messages(event: dict[str, Any]) -> None:
+    assert message_inbound(typed_message(event), ME) is None
+
+
+def test_non_text_messages_are_ignored() -> None:
+    event = message_event("x", chat_type="p2p")
+    event["message"]["message_type"] = "image"
+    event["message"]["content"] = json.dumps({"image_key": "img_1"})
+    assert message_inbound(typed_message(event), ME) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Card clicks
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "text"),
+    [
+        (APPROVE_ONCE, "/approve ab12"),
+        (APPROVE_ALWAYS, "/approve ab12 always"),
+        (REJECT, "/reject ab12"),
+    ],
+)
+def test_card_click(action: str, text: str) -> None:
+    click = card_click(typed_click({"action": action, "approval_id": "ab12"}))
+    assert click is not None
+    assert (click.approval_id, click.action, click.text) == ("ab12", action, text)
+    assert click.actor.key == "feishu:ou_alice"
+    assert click.conversation.id == f"feishu:{TENANT_KEY}:{CHAT}"
+    inbound = click.inbound("feishu:s")
+    assert inbound.session == "feishu:s" and inbound.approval_id == "ab12"
+    assert inbound.dedupe_keys == ("feishu:event:ev_click",)
+    assert inbound.reply == {"message_id": "om_card"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"action": "vote", "approval_id": "ab12"},
+        {"action": APPROVE_ONCE},
+        {"action": APPROVE_ONCE, "approval_id": 7},
+        None,
+    ],
+)
+def test_other_clicks_are_not_ours(value: Any) -> None:
+    assert card_click(typed_click(value)) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Cards
+# ---------------------------------------------------------------------------------------------
+
+
+def notice(**changes: Any) -> ApprovalNotice:
+    values: dict[str, Any] = {
+        "approval_id": "ab12cd",
+        "tool": "bash",
+        "arguments": "rm -f `x` <at id=all></at> *bold*",
+        "reasons": ("rm deletes files",),
+        "requester": "feishu:ou_alice",
+        "expires_at": 1_700_000_000_000,
+        "status": "pending",
+        **changes,
+    }
+    return ApprovalNotice(**values)
+
+
+def test_pending_card_has_three_buttons_and_is_shared() -> None:
+    card = approval_card(notice())
+    assert card["config"]["update_multi"] is True
+    (actions,) = [e for e in card["elements"] if e["tag"] == "action"]
+    assert [b["value"] for b in actions["actions"]] == [
+        {"action": a, "approval_id": "ab12cd"} for a in (APPROVE_ONCE, APPROVE_ALWAYS, REJECT)
+    ]
+    details = card["elements"][0]["text"]["content"]
+    assert "<at id=ou_alice></at>" in details and "2023-11-14 22:13 UTC" in details
+    # The arguments cannot mention everyone or start markup.
+    assert "<at id=all>" not in details and "&lt;at id=all&gt;" in details
+    assert "\\*bold\\*" in details and "`" not in details
+    assert "/approve ab12cd" in json.dumps(card)
+    assert len(json.dumps(card).encode()) < 30 * 1024
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        ({"status": "consumed", "decided_by": "feishu:ou_admin"}, "Approved by <at id=ou_admin>"),
+        ({"status": "executing", "decided_by": "slack:U1"}, "Approved by slack:U1; running"),
+        ({"status": "rejected", "decided_by": "feishu:ou_c", "reason": "<b>no</b>"}, "&lt;b&gt;"),
+        ({"status": "expired"}, "Expired; nothing was executed"),
+        ({"status": "outcome_unknown", "outcome": "worker lost"}, "Outcome unknown (worker lost)"),
+    ],
+)
+def test_decided_cards_show_the_outcome_without_buttons(changes: dict[str, Any], line: str) -> None:
+    decided = notice(**changes)
+    card = approval_card(decided)
+    assert all(e["tag"] != "action" for e in card["elements"])
+    assert card["config"]["update_multi"] is True
+    assert line in outcome_line(decided)
+    assert outcome_line(decided) in json.dumps(card, ensure_ascii=False)
+
+
+def test_person() -> None:
+    assert person("feishu:ou_1") == "<at id=ou_1></at>"
+    assert person("operator:root") == "operator:root"
