@@ -64,6 +64,7 @@ class Service:
     slack: SlackAdapter | None
     feishu: FeishuAdapter | None
     http: ClientSession  # shared by the platform clients: connections are kept open
+    long_connection: LongConnection | None = None  # Feishu's, once started
 
     async def aclose(self) -> None:
         await self.http.close()
@@ -75,13 +76,16 @@ class Service:
             await self.redis.ping()
         except (RedisError, OSError):
             return ["redis unreachable"]
+        problems = []
+        if self.long_connection is not None and not self.long_connection.alive:
+            problems.append("the feishu long connection stopped")
         if self.worker is not None:
-            return [] if self.worker.alive() else ["worker not polling"]
+            return problems if self.worker.alive() else [*problems, "worker not polling"]
         try:
             polling = await self.inbox.workers_polling(WORKER_SILENCE)
         except (RedisError, OSError):
             return ["redis unreachable"]
-        return [] if polling else ["no worker is polling the inbox"]
+        return problems if polling else [*problems, "no worker is polling the inbox"]
 
 
 async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackIdentity:
@@ -271,6 +275,7 @@ async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
                 service.feishu,
             )
             long_connection.start()
+            service.long_connection = long_connection
         _announce(settings, service, http)
         await stop.wait()
         print("clawgate: stopping", file=sys.stderr, flush=True)

@@ -61,9 +61,7 @@ class Settings(BaseSettings):
     feishu_app_secret: SecretStr | None = Field(None, alias="FEISHU_APP_SECRET")
     feishu_verification_token: SecretStr | None = Field(None, alias="FEISHU_VERIFICATION_TOKEN")
     feishu_encrypt_key: SecretStr | None = Field(None, alias="FEISHU_ENCRYPT_KEY")
-    feishu_domain: str = Field(
-        "https://open.feishu.cn", alias="FEISHU_DOMAIN", pattern=r"^https?://[^/\s]+$"
-    )
+    feishu_domain: str = Field("https://open.feishu.cn", alias="FEISHU_DOMAIN")
     feishu_mode: Literal["webhook", "websocket"] = Field("webhook", alias="FEISHU_MODE")
 
     @field_validator("enabled_tools", "admins", "approvers", mode="before")
@@ -79,6 +77,18 @@ class Settings(BaseSettings):
         bad = [item for item in value if not re.fullmatch(r"[a-z]+:[^\s:]+", item)]
         if bad:
             raise ValueError(f"expected platform:user entries like slack:U123, got {bad}")
+        return value
+
+    @field_validator("feishu_domain")
+    @classmethod
+    def _bare_origin(cls, value: str) -> str:
+        # What lark-oapi accepts: an origin, plain http only for this machine.
+        local = r"http://(127\.0\.0\.1|localhost|\[::1\])"
+        if not re.fullmatch(rf"(https://[\w.-]+|{local})(:\d+)?", value):
+            raise ValueError(
+                "expected an origin like https://open.feishu.cn or https://open.larksuite.com "
+                "(no path; http only for 127.0.0.1 or localhost)"
+            )
         return value
 
     @field_validator("log_level")
@@ -185,5 +195,5 @@ def load_settings() -> Settings:
                 lines.extend(err["msg"].removeprefix("Value error, ").splitlines())
                 continue
             name = ".".join(str(p) for p in err["loc"])
-            lines.append(f"{name}: {err['msg']}")
+            lines.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
         raise SettingsError("\n".join(lines)) from exc

@@ -446,6 +446,8 @@ class Runtime:
         record = loaded[0]
         refusal = self.approvers.refusal(actor, record)
         if refusal is not None:
+            await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
+            APPROVALS.labels("refused").inc()
             return f"You cannot decide approval {record.id}: {refusal}.", record.session
         if record.conversation.id != conversation.id:
             return _TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id), record.session

@@ -4,6 +4,7 @@ the typed objects lark-oapi itself builds from the JSON Feishu sends."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import lark_oapi as lark
@@ -11,7 +12,7 @@ import pytest
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
-from adapters.feishu.cards import approval_card, outcome_line, person
+from adapters.feishu.cards import approval_card, outcome, person
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
@@ -31,7 +32,7 @@ from tests.fake_feishu import (
     message_event,
 )
 
-ME = FeishuIdentity(BOT_OPEN_ID, "clawgate")
+ME = FeishuIdentity(BOT_OPEN_ID)
 BOT = ("@_user_1", BOT_OPEN_ID, "clawgate")
 CHAT = "oc_chat1"
 
@@ -65,12 +66,19 @@ def test_message_text_of_text_and_post_messages() -> None:
         "zh_cn": {
             "title": "t",
             "content": [
-                [{"tag": "at", "user_name": "clawgate"}, {"tag": "text", "text": " read a.txt"}],
+                [
+                    {"tag": "at", "user_id": "@_user_1", "user_name": "clawgate"},
+                    {"tag": "text", "text": "/approve ab12cd"},
+                ],
                 [{"tag": "a", "text": "link", "href": "https://x"}, {"tag": "img"}],
             ],
         }
     }
-    assert message_text("post", json.dumps(post)) == "clawgate read a.txt\nlink"
+    text = message_text("post", json.dumps(post))
+    assert text is not None and text.split() == ["@_user_1", "/approve", "ab12cd", "link"]
+    # The mention is a key, as in text messages, so the bot's own is stripped like there.
+    mention = SimpleNamespace(key="@_user_1", id=SimpleNamespace(open_id=BOT_OPEN_ID), name="c")
+    assert clean_text(text.split("\n")[0], [mention], BOT_OPEN_ID) == ("/approve ab12cd", True)
     flat = {"title": "", "content": [[{"tag": "text", "text": "hello"}]]}
     assert message_text("post", json.dumps(flat)) == "hello"
     assert message_text("image", json.dumps({"image_key": "img_1"})) is None
@@ -109,10 +117,11 @@ def test_p2p_message_is_one_session_per_chat_answered_without_thread() -> None:
     assert inbound.reply == {"message_id": message_id} and not inbound.needs_session
     assert inbound.approval_id is None
 
-    threaded = typed_message(message_event("hi", chat_type="p2p", chat_id="oc_dm", root_id="om_r"))
-    inbound = message_inbound(threaded, ME)
-    assert inbound is not None and inbound.session == f"feishu:{TENANT_KEY}:oc_dm:om_r"
-    assert inbound.conversation.data.get("thread") == "1"
+    # A quote-reply in a direct chat (it sets root_id) stays in the chat's one session.
+    quoted = typed_message(message_event("hi", chat_type="p2p", chat_id="oc_dm", root_id="om_r"))
+    inbound = message_inbound(quoted, ME)
+    assert inbound is not None and inbound.session == f"feishu:{TENANT_KEY}:oc_dm"
+    assert "thread" not in inbound.conversation.data
 
 
 def test_group_mention_starts_a_thread_session_and_commands_name_their_approval() -> None:
@@ -221,11 +230,12 @@ def test_pending_card_has_three_buttons_and_is_shared() -> None:
     assert [b["value"] for b in actions["actions"]] == [
         {"action": a, "approval_id": "ab12cd"} for a in (APPROVE_ONCE, APPROVE_ALWAYS, REJECT)
     ]
-    details = card["elements"][0]["text"]["content"]
-    assert "<at id=ou_alice></at>" in details and "2023-11-14 22:13 UTC" in details
-    # The arguments cannot mention everyone or start markup.
-    assert "<at id=all>" not in details and "&lt;at id=all&gt;" in details
-    assert "\\*bold\\*" in details and "`" not in details
+    texts = [e["text"] for e in card["elements"] if e["tag"] == "div"]
+    markdown = " ".join(t["content"] for t in texts if t["tag"] == "lark_md")
+    assert "<at id=ou_alice></at>" in markdown and "2023-11-14 22:13 UTC" in markdown
+    # The arguments are plain text: they cannot mention everyone, link or start markup.
+    assert "<at id=all>" not in markdown and "bold" not in markdown
+    assert {"tag": "plain_text", "content": "rm -f `x` <at id=all></at> *bold*"} in texts
     assert "/approve ab12cd" in json.dumps(card)
     assert len(json.dumps(card).encode()) < 30 * 1024
 
@@ -235,9 +245,9 @@ def test_pending_card_has_three_buttons_and_is_shared() -> None:
     [
         ({"status": "consumed", "decided_by": "feishu:ou_admin"}, "Approved by <at id=ou_admin>"),
         ({"status": "executing", "decided_by": "slack:U1"}, "Approved by slack:U1; running"),
-        ({"status": "rejected", "decided_by": "feishu:ou_c", "reason": "<b>no</b>"}, "&lt;b&gt;"),
+        ({"status": "rejected", "decided_by": "feishu:ou_c", "reason": "<b>no</b>"}, "<b>no</b>"),
         ({"status": "expired"}, "Expired; nothing was executed"),
-        ({"status": "outcome_unknown", "outcome": "worker lost"}, "Outcome unknown (worker lost)"),
+        ({"status": "outcome_unknown", "outcome": "worker lost"}, "worker lost"),
     ],
 )
 def test_decided_cards_show_the_outcome_without_buttons(changes: dict[str, Any], line: str) -> None:
@@ -245,8 +255,11 @@ def test_decided_cards_show_the_outcome_without_buttons(changes: dict[str, Any],
     card = approval_card(decided)
     assert all(e["tag"] != "action" for e in card["elements"])
     assert card["config"]["update_multi"] is True
-    assert line in outcome_line(decided)
-    assert outcome_line(decided) in json.dumps(card, ensure_ascii=False)
+    (note,) = [e for e in card["elements"] if e["tag"] == "note"]
+    assert note["elements"] == outcome(decided)
+    assert any(line in e["content"] for e in note["elements"])
+    reasons = [e for e in note["elements"] if e["tag"] == "plain_text"]
+    assert all(e["content"] in (decided.reason, decided.outcome) for e in reasons)
 
 
 def test_person() -> None:

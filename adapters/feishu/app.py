@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import lark_oapi as lark
@@ -29,7 +30,13 @@ from redis.exceptions import RedisError
 
 from adapters.feishu.channel import FeishuChannel
 from adapters.feishu.crypto import DecryptError, decrypt, signature_ok
-from adapters.feishu.inbound import REJECT, FeishuIdentity, card_click, message_inbound
+from adapters.feishu.inbound import (
+    REJECT,
+    CardClick,
+    FeishuIdentity,
+    card_click,
+    message_inbound,
+)
 from adapters.http import read_body
 from runtime.inbound import Inbound
 from runtime.ingest import IngestUnavailable
@@ -39,7 +46,10 @@ from runtime.models import Actor, ConversationRef
 log = logging.getLogger(__name__)
 
 TIMESTAMP_WINDOW = 300  # seconds
-HANDLER_TIMEOUT = 10.0  # seconds a handler waits for the event loop (Feishu waits 3)
+DEADLINE = 2.5  # seconds for a handler's Redis work: Feishu waits 3, and a 503 makes it retry
+LARK_HEADERS = ("X-Lark-Request-Timestamp", "X-Lark-Request-Nonce", "X-Lark-Signature")
+# Inputs get threads of their own: outbound API calls (in the default pool) can be slow.
+INPUT_THREADS = 16
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 T = TypeVar("T")
@@ -52,6 +62,16 @@ Precheck = Callable[
 
 class Malformed(Exception):
     """An authentic request whose content is not what Feishu sends."""
+
+
+def _expected(record: logging.LogRecord) -> bool:
+    """lark-oapi logs (with a traceback) every exception a handler raises; those we raise on
+    purpose are answered (400, 503) and logged by us."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, IngestUnavailable | Malformed)
+
+
+logging.getLogger("Lark").addFilter(_expected)
 
 
 class _Header(BaseModel):
@@ -92,6 +112,7 @@ class FeishuAdapter:
         )
         self.loop: asyncio.AbstractEventLoop | None = None
         self._failure = threading.local()  # what a handler raised, for the HTTP status
+        self._inputs = ThreadPoolExecutor(INPUT_THREADS, thread_name_prefix="feishu-input")
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop handlers hand their async work to."""
@@ -100,8 +121,16 @@ class FeishuAdapter:
     # --- handlers (sync, called by lark-oapi in a thread) ----------------------------------
 
     def _await(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` on the main loop within `DEADLINE`; past it (or if Redis fails) raise
+        `IngestUnavailable`, with the work cancelled, so Feishu retries and nothing is queued
+        behind its back."""
         assert self.loop is not None, "bind() the adapter to the event loop first"
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result(HANDLER_TIMEOUT)
+        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(work, DEADLINE), self.loop)
+        try:
+            return future.result(DEADLINE + 1.0)
+        except (TimeoutError, RedisError, OSError) as exc:
+            future.cancel()
+            raise IngestUnavailable(str(exc) or "Redis did not answer in time") from exc
 
     def _on_message(self, data: Any) -> None:
         try:
@@ -125,20 +154,21 @@ class FeishuAdapter:
         if click is None:
             return P2CardActionTriggerResponse({})
         try:
-            try:
-                refusal, session = self._await(
-                    self.precheck(click.approval_id, click.actor, click.conversation)
-                )
-            except (RedisError, OSError) as exc:  # the approval cannot be read: Feishu retries
-                raise IngestUnavailable(str(exc) or type(exc).__name__) from exc
-            if refusal is not None:
-                return _toast("error", refusal)
-            assert session is not None
-            self._await(self.ingest(click.inbound(session)))
+            refusal = self._await(self._take_click(click))
         except IngestUnavailable as exc:
             raise self._failed(exc) from exc
+        if refusal is not None:
+            return _toast("error", refusal)
         verb = "Rejecting" if click.action == REJECT else "Approving"
         return _toast("info", f"{verb} {click.approval_id}…")
+
+    async def _take_click(self, click: CardClick) -> str | None:
+        """Why the clicker may not decide (nothing is queued), or None once it is queued."""
+        refusal, session = await self.precheck(click.approval_id, click.actor, click.conversation)
+        if refusal is None:
+            assert session is not None
+            await self.ingest(click.inbound(session))
+        return refusal
 
     def _failed(self, exc: Exception) -> Exception:
         self._failure.error = exc
@@ -174,7 +204,7 @@ class FeishuAdapter:
             header = _Header.model_validate(plain.get("header"))
         except ValidationError:
             return _text(400, "malformed request: no schema 2.0 event header"), "unknown"
-        if not hmac.compare_digest(header.token, self.verification_token):
+        if not _same(header.token, self.verification_token):
             return _text(401, "invalid verification token"), header.event_type
         if header.event_type not in (MESSAGE_EVENT, CARD_EVENT):
             return web.json_response({"msg": "ignored"}), header.event_type
@@ -201,7 +231,7 @@ class FeishuAdapter:
     def _challenge(self, plain: dict[str, Any]) -> web.Response:
         """Sent unsigned (but encrypted when a key is set): authenticated by its token."""
         token, challenge = plain.get("token"), plain.get("challenge")
-        if not isinstance(token, str) or not hmac.compare_digest(token, self.verification_token):
+        if not isinstance(token, str) or not _same(token, self.verification_token):
             return _text(401, "invalid verification token")
         if not isinstance(challenge, str):
             return _text(400, "malformed request: no challenge")
@@ -220,9 +250,11 @@ class FeishuAdapter:
     async def _dispatch(self, request: web.Request, raw: bytes) -> web.Response:
         lark_request = RawRequest()
         lark_request.uri = request.path
-        lark_request.headers = {k: v for k, v in request.headers.items()}
+        # lark-oapi looks headers up by their exact names; proxies may have lowercased them.
+        lark_request.headers = {name: request.headers.get(name, "") for name in LARK_HEADERS}
         lark_request.body = raw
-        status, content, error = await asyncio.to_thread(self._do, lark_request)
+        loop = asyncio.get_running_loop()
+        status, content, error = await loop.run_in_executor(self._inputs, self._do, lark_request)
         if isinstance(error, IngestUnavailable):
             log.warning("feishu: cannot queue the request (%s): answering 503", error)
             return _text(503, "storage unavailable, retry later")
@@ -245,6 +277,11 @@ _OUTCOMES = {200: "accepted", 400: "malformed", 401: "unauthorized", 413: "too_l
 _OUTCOMES |= {500: "error", 503: "unavailable"}
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time, and safe for any text an attacker sends."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
 def _text(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text)
 
@@ -262,6 +299,11 @@ class LongConnection:
 
     def start(self) -> None:
         self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        """False once lark's client gave up (bad credentials, reconnects exhausted)."""
+        return self._thread.is_alive()
 
     def _run(self) -> None:
         app_id, app_secret, domain = self._args

@@ -19,40 +19,55 @@ def person(key: str) -> str:
     return f"<at id={user}></at>" if platform == "feishu" else key
 
 
-def _md(text: str) -> str:
-    """Plain text inside lark_md: neutralize the characters that start markup."""
-    return text.replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*").replace("`", "'")
+REASON_LIMIT = 500  # characters of a rejection reason shown: cards must stay under 30 KB
 
 
-def outcome_line(notice: ApprovalNotice) -> str:
+def _plain(text: str) -> Card:
+    """Untrusted text (arguments, reasons) as plain text: no markup, no hidden links."""
+    return {"tag": "plain_text", "content": text}
+
+
+def _md(text: str) -> Card:
+    return {"tag": "lark_md", "content": text}
+
+
+def outcome(notice: ApprovalNotice) -> list[Card]:
+    """The note of a decided card: who decided (a mention), then any reason as plain text."""
     by = f" by {person(notice.decided_by)}" if notice.decided_by else ""
-    reason = f": {_md(notice.reason)}" if notice.reason else ""
-    lines = {
+    heads = {
         "approved": f"✅ Approved{by}",
         "executing": f"⏳ Approved{by}; running",
         "consumed": f"✅ Approved{by}; it ran",
-        "rejected": f"⛔ Rejected{by}{reason}",
+        "rejected": f"⛔ Rejected{by}",
         "expired": "⏰ Expired; nothing was executed",
-        "outcome_unknown": "⚠️ Outcome unknown"
-        + (f" ({_md(notice.outcome)})" if notice.outcome else "")
-        + "; it will not be run again",
+        "outcome_unknown": "⚠️ Outcome unknown; it will not be run again",
     }
-    return lines.get(notice.status, f"Status: {notice.status}")
+    note = [_md(heads.get(notice.status, f"Status: {notice.status}"))]
+    detail = notice.reason if notice.status == "rejected" else notice.outcome
+    if detail and notice.status in ("rejected", "outcome_unknown"):
+        note.append(_plain(detail[:REASON_LIMIT]))
+    return note
 
 
 def approval_card(notice: ApprovalNotice) -> Card:
     i = notice.approval_id
-    expires = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC).strftime(
-        "%Y-%m-%d %H:%M UTC"
-    )
-    reasons = "\n".join(f"- {_md(r)}" for r in notice.reasons) or "- risky call"
-    details = (
-        f"**Tool:** {_md(notice.tool)}\n**Arguments:**\n{_md(notice.arguments)}\n"
-        f"**Why it needs approval:**\n{reasons}\n"
-        f"**Requested by:** {person(notice.requester)}   **Expires:** {expires}\n**ID:** {i}"
-    )
+    when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
+    reasons = "\n".join(f"- {r}" for r in notice.reasons) or "- risky call"
     pending = notice.status == "pending"
-    elements: list[Card] = [{"tag": "div", "text": {"tag": "lark_md", "content": details}}]
+    elements: list[Card] = [
+        {"tag": "div", "text": _md(f"**Tool:** {notice.tool}    **ID:** {i}")},
+        {"tag": "div", "text": _md("**Arguments:**")},
+        {"tag": "div", "text": _plain(notice.arguments)},
+        {"tag": "div", "text": _md("**Why it needs approval:**")},
+        {"tag": "div", "text": _plain(reasons)},
+        {
+            "tag": "div",
+            "text": _md(
+                f"**Requested by:** {person(notice.requester)}    "
+                f"**Expires:** {when.strftime('%Y-%m-%d %H:%M UTC')}"
+            ),
+        },
+    ]
     if pending:
         elements.append(
             {
@@ -64,10 +79,10 @@ def approval_card(notice: ApprovalNotice) -> Card:
                 ],
             }
         )
-        note = f"or type /approve {i} or /reject {i} <reason>"
+        note = [_plain(f"or type /approve {i} or /reject {i} <reason>")]
     else:
-        note = outcome_line(notice)
-    elements.append({"tag": "note", "elements": [{"tag": "lark_md", "content": note}]})
+        note = outcome(notice)
+    elements.append({"tag": "note", "elements": note})
     return {
         "config": {"update_multi": True, "wide_screen_mode": True},
         "header": {

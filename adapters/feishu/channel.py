@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT = 8_000  # characters per message: far under Feishu's 150 KB, still readable
 ATTEMPTS = 4
+MAX_EDITS = 20  # Feishu's limit per message
 _TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
 _RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
 STYLE = Style(
@@ -89,6 +90,7 @@ class FeishuChannel:
         self.client = client
         self.app_id = app_id
         self._progress = Progress(STYLE)
+        self._edits: dict[str, int] = {}  # working message id -> edits so far
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if isinstance(event, Reply):
@@ -131,8 +133,16 @@ class FeishuChannel:
             message_id = await self._say(where, "text", {"text": show.text})
             if not isinstance(event, RunFinished):
                 show.working.ref = message_id
+            return
+        # Feishu allows a message 20 edits: keep the last for how the run ended.
+        edits = self._edits.get(show.working.ref, 0)
+        if isinstance(event, RunFinished):
+            self._edits.pop(show.working.ref, None)
+        elif edits >= MAX_EDITS - 1:
+            return
         else:
-            await self._edit(show.working.ref, show.text)
+            self._edits[show.working.ref] = edits + 1
+        await self._edit(show.working.ref, show.text)
 
     # --- Open API calls ------------------------------------------------------------------------
 
@@ -239,4 +249,4 @@ def fetch_identity(client: Any) -> FeishuIdentity:
     bot = json.loads(response.raw.content).get("bot") or {}
     if not bot.get("open_id"):
         raise FeishuError("/bot/v3/info returned no open_id")
-    return FeishuIdentity(str(bot["open_id"]), str(bot.get("app_name", "")))
+    return FeishuIdentity(str(bot["open_id"]))

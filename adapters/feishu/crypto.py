@@ -27,4 +27,5 @@ def signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
 
 
 def signature_ok(timestamp: str, nonce: str, encrypt_key: str, body: bytes, given: str) -> bool:
-    return hmac.compare_digest(signature(timestamp, nonce, encrypt_key, body), given)
+    expected = signature(timestamp, nonce, encrypt_key, body)
+    return hmac.compare_digest(expected.encode(), given.encode())

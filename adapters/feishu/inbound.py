@@ -23,7 +23,6 @@ class FeishuIdentity:
     """The bot as Feishu knows it (from /bot/v3/info)."""
 
     open_id: str
-    name: str = ""
 
 
 def conversation(
@@ -60,8 +59,12 @@ def message_text(message_type: str, content: str) -> str | None:
         words = []
         for line in lines if isinstance(lines, list) else []:
             for element in line if isinstance(line, list) else []:
-                if isinstance(element, dict) and element.get("tag") in ("text", "a", "at"):
-                    words.append(str(element.get("text") or element.get("user_name") or ""))
+                if not isinstance(element, dict):
+                    continue
+                if element.get("tag") in ("text", "a"):
+                    words.append(str(element.get("text") or ""))
+                elif element.get("tag") == "at":  # its key, as in text messages: @_user_1
+                    words.append(f" {element.get('user_id') or ''} ")
             words.append("\n")
         return "".join(words).strip()
     return None
@@ -70,16 +73,16 @@ def message_text(message_type: str, content: str) -> str | None:
 def clean_text(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, bool]:
     """The text with the bot's mention removed and others as @name; and whether the bot was
     mentioned."""
+    names: dict[str, str] = {}  # mention key -> what it becomes in the text
     mentioned = False
     for mention in mentions:
         key = getattr(mention, "key", None) or ""
-        open_id = getattr(getattr(mention, "id", None), "open_id", None)
-        if open_id == bot_open_id:
-            mentioned = True
-            text = text.replace(key, " ")
-        elif key:
-            text = text.replace(key, f"@{getattr(mention, 'name', None) or 'someone'}")
-    text = _MENTION_KEY.sub(" ", text)  # a mention the event did not list
+        if getattr(getattr(mention, "id", None), "open_id", None) == bot_open_id:
+            mentioned, names[key] = True, ""
+        else:
+            names[key] = f"@{getattr(mention, 'name', None) or 'someone'}"
+    # One pass, whole keys only: "@_user_1" must not eat the start of "@_user_10".
+    text = _MENTION_KEY.sub(lambda m: f" {names.get(m.group(0), '')} ", text)
     return " ".join(text.split()), mentioned
 
 
@@ -99,7 +102,8 @@ def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
     chat_id = message.chat_id
     needs_session = False
     if message.chat_type == "p2p":
-        root, in_thread = message.root_id, bool(message.root_id)
+        # One session per direct chat: a quote-reply there (which also sets root_id) too.
+        root, in_thread = None, False
     elif mentioned:
         root, in_thread = message.root_id or message.message_id, True  # answer in a thread
     elif message.root_id:
