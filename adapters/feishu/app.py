@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import lark_oapi as lark
@@ -48,8 +47,6 @@ log = logging.getLogger(__name__)
 TIMESTAMP_WINDOW = 300  # seconds
 DEADLINE = 2.5  # seconds for a handler's Redis work: Feishu waits 3, and a 503 makes it retry
 LARK_HEADERS = ("X-Lark-Request-Timestamp", "X-Lark-Request-Nonce", "X-Lark-Signature")
-# Inputs get threads of their own: outbound API calls (in the default pool) can be slow.
-INPUT_THREADS = 16
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 T = TypeVar("T")
@@ -84,8 +81,8 @@ class _Header(BaseModel):
     token: str = ""
 
 
-def _toast(kind: str, text: str) -> P2CardActionTriggerResponse:
-    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": text}})
+def _toast(kind: str, text: str) -> dict[str, Any]:
+    return {"toast": {"type": kind, "content": text}}
 
 
 class FeishuAdapter:
@@ -111,67 +108,62 @@ class FeishuAdapter:
             .build()
         )
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._failure = threading.local()  # what a handler raised, for the HTTP status
-        self._inputs = ThreadPoolExecutor(INPUT_THREADS, thread_name_prefix="feishu-input")
+        self._local = threading.local()  # a handler's mode, its work and what it raised
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop handlers hand their async work to."""
         self.loop = loop
 
-    # --- handlers (sync, called by lark-oapi in a thread) ----------------------------------
-
-    def _await(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run `work` on the main loop within `DEADLINE`; past it (or if Redis fails) raise
-        `IngestUnavailable`, with the work cancelled, so Feishu retries and nothing is queued
-        behind its back."""
-        assert self.loop is not None, "bind() the adapter to the event loop first"
-        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(work, DEADLINE), self.loop)
-        try:
-            return future.result(DEADLINE + 1.0)
-        except (TimeoutError, RedisError, OSError) as exc:
-            future.cancel()
-            raise IngestUnavailable(str(exc) or "Redis did not answer in time") from exc
+    # --- handlers ----------------------------------------------------------------------------
+    # lark-oapi calls them synchronously. Over HTTP, `do()` runs on the event loop itself (it
+    # only decrypts and parses), so a handler just hands its work to the endpoint, which
+    # awaits it. Over the long connection they run in lark's thread and wait for the event
+    # loop to do the work: the ack, which carries a click's toast, goes after it.
 
     def _on_message(self, data: Any) -> None:
-        try:
-            inbound = message_inbound(data, self.identity)
-        except (AttributeError, TypeError, ValidationError) as exc:
-            raise self._failed(Malformed(f"unexpected message event: {exc}")) from exc
+        inbound = self._parse(lambda d: message_inbound(d, self.identity), data, "message event")
         if inbound is not None:
-            try:
-                self._await(self.ingest(inbound))
-            except IngestUnavailable as exc:
-                raise self._failed(exc) from exc
+            self._deliver(self._take_message(inbound))
 
     def _on_card(self, data: Any) -> P2CardActionTriggerResponse:
-        """Answered at once with a toast: a refusal (who may not decide, already decided)
-        comes back to the clicker only; an accepted click is queued and the card is updated
-        when the decision was recorded."""
+        click = self._parse(card_click, data, "card action")
+        answer = {} if click is None else self._deliver(self._take_click(click))
+        return P2CardActionTriggerResponse(answer or {})
+
+    def _parse(self, parse: Callable[[Any], T], data: Any, what: str) -> T:
         try:
-            click = card_click(data)
+            return parse(data)
         except (AttributeError, TypeError, ValidationError) as exc:
-            raise self._failed(Malformed(f"unexpected card action: {exc}")) from exc
-        if click is None:
-            return P2CardActionTriggerResponse({})
+            raise self._failed(Malformed(f"unexpected {what}: {exc}")) from exc
+
+    def _deliver(self, work: Coroutine[Any, Any, T]) -> T | None:
+        if getattr(self._local, "capture", False):  # the HTTP endpoint awaits it
+            self._local.work = work
+            return None
+        assert self.loop is not None, "bind() the adapter to the event loop first"
+        future = asyncio.run_coroutine_threadsafe(_within_deadline(work), self.loop)
         try:
-            refusal = self._await(self._take_click(click))
-        except IngestUnavailable as exc:
-            raise self._failed(exc) from exc
+            return future.result(DEADLINE + 1.0)
+        except (IngestUnavailable, TimeoutError) as exc:
+            future.cancel()
+            raise self._failed(IngestUnavailable(str(exc))) from exc
+
+    async def _take_message(self, inbound: Inbound) -> None:
+        await self.ingest(inbound)
+
+    async def _take_click(self, click: CardClick) -> dict[str, Any]:
+        """A toast at once: a refusal (who may not decide, already decided) for the clicker
+        alone, nothing queued; or "approving", and the card is updated once it is decided."""
+        refusal, session = await self.precheck(click.approval_id, click.actor, click.conversation)
         if refusal is not None:
             return _toast("error", refusal)
+        assert session is not None
+        await self.ingest(click.inbound(session))
         verb = "Rejecting" if click.action == REJECT else "Approving"
         return _toast("info", f"{verb} {click.approval_id}…")
 
-    async def _take_click(self, click: CardClick) -> str | None:
-        """Why the clicker may not decide (nothing is queued), or None once it is queued."""
-        refusal, session = await self.precheck(click.approval_id, click.actor, click.conversation)
-        if refusal is None:
-            assert session is not None
-            await self.ingest(click.inbound(session))
-        return refusal
-
     def _failed(self, exc: Exception) -> Exception:
-        self._failure.error = exc
+        self._local.error = exc
         return exc
 
     # --- HTTP ------------------------------------------------------------------------------
@@ -253,24 +245,37 @@ class FeishuAdapter:
         # lark-oapi looks headers up by their exact names; proxies may have lowercased them.
         lark_request.headers = {name: request.headers.get(name, "") for name in LARK_HEADERS}
         lark_request.body = raw
-        loop = asyncio.get_running_loop()
-        status, content, error = await loop.run_in_executor(self._inputs, self._do, lark_request)
-        if isinstance(error, IngestUnavailable):
-            log.warning("feishu: cannot queue the request (%s): answering 503", error)
-            return _text(503, "storage unavailable, retry later")
+        self._local.capture, self._local.work, self._local.error = True, None, None
+        try:
+            response = self.handler.do(lark_request)
+        finally:
+            work, error = self._local.work, self._local.error
+            self._local.capture, self._local.work, self._local.error = False, None, None
         if isinstance(error, Malformed):
             return _text(400, f"malformed request: {error}")
-        if status != 200:
-            log.error("feishu: the event dispatcher failed: %s", content[:300])
-            return _text(500, "")
-        return web.Response(status=200, body=content, content_type="application/json")
+        if response.status_code != 200 or work is None:
+            if work is not None:
+                work.close()
+            if response.status_code != 200:
+                log.error("feishu: the event dispatcher failed: %s", response.content[:300])
+                return _text(500, "")
+            return web.Response(body=response.content, content_type="application/json")
+        try:
+            answer = await _within_deadline(work)
+        except IngestUnavailable as exc:
+            log.warning("feishu: cannot queue the request (%s): answering 503", exc)
+            return _text(503, "storage unavailable, retry later")
+        return web.json_response({"msg": "success"} if answer is None else answer)
 
-    def _do(self, lark_request: RawRequest) -> tuple[int, str, Exception | None]:
-        self._failure.error = None
-        response = self.handler.do(lark_request)
-        content = response.content
-        text = content.decode() if isinstance(content, bytes) else str(content or "")
-        return int(response.status_code), text, self._failure.error
+
+async def _within_deadline(work: Coroutine[Any, Any, T]) -> T:
+    """Redis work of a handler: past `DEADLINE`, or with Redis down, `IngestUnavailable`
+    (the work cancelled, so nothing is queued behind the platform's back)."""
+    try:
+        async with asyncio.timeout(DEADLINE):
+            return await work
+    except (TimeoutError, RedisError, OSError) as exc:
+        raise IngestUnavailable(str(exc) or "Redis did not answer in time") from exc
 
 
 _OUTCOMES = {200: "accepted", 400: "malformed", 401: "unauthorized", 413: "too_large"}

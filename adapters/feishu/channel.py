@@ -10,6 +10,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import lark_oapi as lark
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 MAX_TEXT = 8_000  # characters per message: far under Feishu's 150 KB, still readable
 ATTEMPTS = 4
 MAX_EDITS = 20  # Feishu's limit per message
+API_THREADS = 16
 _TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
 _RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
 STYLE = Style(
@@ -90,6 +92,9 @@ class FeishuChannel:
         self.client = client
         self.app_id = app_id
         self._progress = Progress(STYLE)
+        # lark-oapi's calls block: they get threads of their own, more than asyncio's default
+        # pool (CPUs + 4) so slow API calls of many sessions do not queue behind each other.
+        self._calls = ThreadPoolExecutor(API_THREADS, thread_name_prefix="feishu-api")
         self._edits: dict[str, int] = {}  # working message id -> edits so far
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
@@ -206,7 +211,7 @@ class FeishuChannel:
         retried; other failures are logged and dropped: the run's state is in Redis."""
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                response = await asyncio.to_thread(call)
+                response = await asyncio.get_running_loop().run_in_executor(self._calls, call)
             except Exception as exc:  # requests' connection errors and timeouts
                 log.warning("feishu %s failed (%s), attempt %d", what, type(exc).__name__, attempt)
                 await asyncio.sleep(0.2 * attempt)
