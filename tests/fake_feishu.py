@@ -43,24 +43,20 @@ import itertools
 import json
 import os
 import secrets
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any
 
-import aiohttp
 from aiohttp import WSCloseCode, WSMsgType, web
 from Crypto.Cipher import AES
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
-T = TypeVar("T")
+from tests.http_client import post_bytes, post_bytes_sync
+from tests.threaded_server import ThreadedServer
 
 APP_ID = "cli_test"
 APP_SECRET = "secret_test"
@@ -357,12 +353,7 @@ async def post(
     timeout: float = 10.0,
 ) -> tuple[int, str]:
     """POST raw bytes (e.g. an event) to an app's endpoint; returns (status, response text)."""
-    sent = {"Content-Type": f"{JSON_CONTENT_TYPE}; charset=utf-8", **(headers or {})}
-    async with (
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-        session.post(url, data=body, headers=sent) as resp,
-    ):
-        return resp.status, await resp.text()
+    return await post_bytes(url, body, _json_headers(headers), timeout=timeout)
 
 
 def post_sync(
@@ -373,19 +364,23 @@ def post_sync(
     timeout: float = 10.0,
 ) -> tuple[int, str]:
     """Blocking `post` (urllib, no proxies); HTTP errors are returned, not raised."""
-    sent = {"Content-Type": f"{JSON_CONTENT_TYPE}; charset=utf-8", **(headers or {})}
-    request = urllib.request.Request(url, data=body, headers=sent, method="POST")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout) as resp:
-            return int(resp.status), resp.read().decode("utf-8")
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode("utf-8")
+    return post_bytes_sync(url, body, _json_headers(headers), timeout=timeout)
+
+
+def _json_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    return {"Content-Type": f"{JSON_CONTENT_TYPE}; charset=utf-8", **(headers or {})}
 
 
 # ---------------------------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str | None:
+    """The `text` of decoded message content, if it has one."""
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return str(content["text"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -461,10 +456,7 @@ class Call:
 
     @property
     def text(self) -> str | None:
-        content = self.content
-        if isinstance(content, dict) and isinstance(content.get("text"), str):
-            return str(content["text"])
-        return None
+        return _text_of(self.content)
 
 
 @dataclass(frozen=True)
@@ -489,9 +481,7 @@ class StoredMessage:
 
     @property
     def text(self) -> str | None:
-        if isinstance(self.content, dict) and isinstance(self.content.get("text"), str):
-            return str(self.content["text"])
-        return None
+        return _text_of(self.content)
 
     @property
     def is_reply(self) -> bool:
@@ -561,8 +551,11 @@ def _is_shared_card(card: Any) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-class FakeFeishu:
+class FakeFeishu(ThreadedServer):
     """Fake Feishu Open API + long-connection endpoint, served from its own thread."""
+
+    thread_name = "fake-feishu"
+    connections = "long connection(s)"
 
     def __init__(
         self,
@@ -587,6 +580,7 @@ class FakeFeishu:
         `require_shared_cards`: PATCH needs `config.update_multi: true` (or a schema 2.0 card).
         `patch_limit_per_second`: answer 230020 past that many PATCHes per message per second
         (Feishu's limit is 5; None = unlimited)."""
+        super().__init__()
         self.latency = latency
         self.token_expire = token_expire
         self.tenant_key = tenant_key
@@ -601,7 +595,6 @@ class FakeFeishu:
         }
         self.require_shared_cards = require_shared_cards
         self.patch_limit_per_second = patch_limit_per_second
-        self.port = 0
         self._lock = threading.Lock()
         self._apps: dict[str, str] = dict(apps) if apps is not None else {APP_ID: APP_SECRET}
         self._tokens: dict[str, str] = {}  # token -> app_id
@@ -616,11 +609,8 @@ class FakeFeishu:
         self._ws_connects = 0
         self._pings = 0
         self._frames_sent = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    # -- addresses and routes -----------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -631,106 +621,12 @@ class FakeFeishu:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/ws"
 
-    def start(self) -> Self:
-        if self._thread is not None:
-            raise RuntimeError("FakeFeishu already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        sock.setblocking(False)
-        self.port = int(sock.getsockname()[1])
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        ready = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._serve(sock))
-            except BaseException as exc:
-                errors.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(self._cleanup())
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name=f"fake-feishu-{self.port}", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("FakeFeishu did not start")
-        if errors:
-            self._thread.join(5)
-            self._thread = None
-            raise RuntimeError("FakeFeishu failed to start") from errors[0]
-        return self
-
-    def stop(self) -> None:
-        thread, loop = self._thread, self._loop
-        if thread is None or loop is None:
-            return
-        if not loop.is_closed():
-            with contextlib.suppress(Exception):
-                self._run(self._close_sockets(), timeout=5)
-            loop.call_soon_threadsafe(loop.stop)
-        thread.join(15)
-        self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        return self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
-
-    async def _serve(self, sock: socket.socket) -> None:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_post(TOKEN_PATH, self._token)
         app.router.add_post(APP_TOKEN_PATH, self._token)
         app.router.add_post(WS_ENDPOINT_PATH, self._endpoint)
         app.router.add_get("/ws", self._websocket)
         app.router.add_route("*", "/open-apis/{tail:.*}", self._open_api)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
-
-    async def _cleanup(self) -> None:
-        await self._close_sockets()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
-        """Run a coroutine on the server loop from any other thread and wait for it."""
-        loop = self._loop
-        if loop is None or self._thread is None:
-            coro.close()
-            raise RuntimeError("FakeFeishu is not running")
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("blocking FakeFeishu call from its own server thread")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
     # -- apps and tokens ----------------------------------------------------------------------
 
@@ -1290,19 +1186,13 @@ class FakeFeishu:
         )
 
     async def _close_sockets(self) -> None:
+        """Close every long connection (lark-oapi reconnects: endpoint discovery again, then a
+        new /ws connection)."""
         with self._lock:
             sockets = list(self._sockets)
         for entry in sockets:
             with contextlib.suppress(Exception):
                 await entry.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server closed")
-
-    def disconnect_all(self) -> None:
-        """Close every long connection from the server side (lark-oapi reconnects: endpoint
-        discovery again, then a new /ws connection)."""
-        self._run(self._close_sockets())
-
-    async def adisconnect_all(self) -> None:
-        await asyncio.to_thread(self.disconnect_all)
 
     @property
     def connection_count(self) -> int:
@@ -1336,16 +1226,6 @@ class FakeFeishu:
     async def await_ack(self, message_id: str, timeout: float = 10.0) -> WsAck:
         return await self.await_for(
             lambda: self.ack_for(message_id), timeout, what=f"ack of frame {message_id}"
-        )
-
-    def wait_connected(self, timeout: float = 10.0, count: int = 1) -> None:
-        self.wait_for(
-            lambda: self.connection_count >= count, timeout, what=f"{count} long connection(s)"
-        )
-
-    async def await_connected(self, timeout: float = 10.0, count: int = 1) -> None:
-        await self.await_for(
-            lambda: self.connection_count >= count, timeout, what=f"{count} long connection(s)"
         )
 
     # -- fault injection ----------------------------------------------------------------------
@@ -1476,72 +1356,6 @@ class FakeFeishu:
         )
         lines.extend(f"  {a.message_id} code={a.code} data={_short(a.data)}" for a in acks)
         return "\n".join(lines)
-
-    # -- waiting ------------------------------------------------------------------------------
-
-    def wait_for(
-        self,
-        predicate: Callable[[], T | None],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T:
-        """Poll `predicate` (blocking) until it returns something truthy; return that value.
-
-        Use `await_for` inside async tests so their event loop keeps running.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            result = predicate()
-            if result:
-                return result
-            if time.monotonic() >= deadline:
-                raise AssertionError(self._timeout_message(predicate, timeout, what))
-            time.sleep(interval)
-
-    @overload
-    async def await_for(
-        self,
-        predicate: Callable[[], Awaitable[T | None]],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T: ...
-
-    @overload
-    async def await_for(
-        self,
-        predicate: Callable[[], T | None],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T: ...
-
-    async def await_for(
-        self,
-        predicate: Callable[[], T | None] | Callable[[], Awaitable[T | None]],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T:
-        """Async `wait_for`: polls with asyncio.sleep; `predicate` may be sync or async."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            result: T | None = await value if isinstance(value, Awaitable) else value
-            if result:
-                return result
-            if time.monotonic() >= deadline:
-                raise AssertionError(self._timeout_message(predicate, timeout, what))
-            await asyncio.sleep(interval)
-
-    def _timeout_message(self, predicate: object, timeout: float, what: str | None) -> str:
-        name = what or getattr(predicate, "__qualname__", repr(predicate))
-        return f"FakeFeishu: timed out after {timeout}s waiting for {name}\n{self.describe()}"
 
 
 def reset_lark_token_cache() -> None:

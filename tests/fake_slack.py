@@ -29,23 +29,21 @@ import hashlib
 import hmac
 import itertools
 import json
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any, ParamSpec
 from urllib.parse import parse_qsl, urlencode
 
-import aiohttp
 from aiohttp import WSCloseCode, WSMsgType, web
 
-T = TypeVar("T")
+from tests.http_client import post_bytes, post_bytes_sync
+from tests.threaded_server import ThreadedServer
+
+P = ParamSpec("P")
 
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
@@ -147,11 +145,7 @@ async def post_signed(
     """POST a signed body to an app's HTTP endpoint; returns (status, response text)."""
     headers = signed_headers(secret, body, timestamp=timestamp, retry_num=retry_num)
     headers.update(extra_headers or {})
-    async with (
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-        session.post(url, data=body.encode("utf-8"), headers=headers) as resp,
-    ):
-        return resp.status, await resp.text()
+    return await post_bytes(url, body.encode("utf-8"), headers, timeout=timeout)
 
 
 def post_signed_sync(
@@ -167,13 +161,7 @@ def post_signed_sync(
     """Blocking `post_signed` (urllib, no proxies); HTTP errors are returned, not raised."""
     headers = signed_headers(secret, body, timestamp=timestamp, retry_num=retry_num)
     headers.update(extra_headers or {})
-    request = urllib.request.Request(url, data=body.encode("utf-8"), headers=headers)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout) as resp:
-            return int(resp.status), resp.read().decode("utf-8")
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode("utf-8")
+    return post_bytes_sync(url, body.encode("utf-8"), headers, timeout=timeout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,28 +271,6 @@ def event_payload(
     }
 
 
-def event_body(
-    event: dict[str, Any],
-    *,
-    event_id: str | None = None,
-    team_id: str = TEAM_ID,
-    api_app_id: str = APP_ID,
-    event_time: int | None = None,
-    bot_user_id: str = BOT_USER_ID,
-) -> str:
-    """JSON body of an Events API request (content type `application/json`)."""
-    return json.dumps(
-        event_payload(
-            event,
-            event_id=event_id,
-            team_id=team_id,
-            api_app_id=api_app_id,
-            event_time=event_time,
-            bot_user_id=bot_user_id,
-        )
-    )
-
-
 def command_payload(
     command: str,
     text: str,
@@ -335,38 +301,6 @@ def command_payload(
         "response_url": response_url,
         "trigger_id": trigger_id or new_trigger_id(),
     }
-
-
-def command_body(
-    command: str,
-    text: str,
-    *,
-    user_id: str = "U_ALICE",
-    user_name: str = "alice",
-    channel_id: str = "C111",
-    channel_name: str = "general",
-    team_id: str = TEAM_ID,
-    team_domain: str = "example",
-    api_app_id: str = APP_ID,
-    response_url: str = DEFAULT_RESPONSE_URL,
-    trigger_id: str | None = None,
-) -> str:
-    """Form-encoded slash command body. Use `FakeSlack.new_response_url()` for `response_url`."""
-    return urlencode(
-        command_payload(
-            command,
-            text,
-            user_id=user_id,
-            user_name=user_name,
-            channel_id=channel_id,
-            channel_name=channel_name,
-            team_id=team_id,
-            team_domain=team_domain,
-            api_app_id=api_app_id,
-            response_url=response_url,
-            trigger_id=trigger_id,
-        )
-    )
 
 
 def block_action_payload(
@@ -435,48 +369,6 @@ def block_action_payload(
     }
 
 
-def block_action_body(
-    action_id: str,
-    value: str,
-    *,
-    user: str = "U_ALICE",
-    user_name: str = "alice",
-    channel: str = "C111",
-    message_ts: str,
-    thread_ts: str | None = None,
-    team_id: str = TEAM_ID,
-    api_app_id: str = APP_ID,
-    block_id: str = "approval",
-    message_text: str = "",
-    message_blocks: list[dict[str, Any]] | None = None,
-    response_url: str = DEFAULT_RESPONSE_URL,
-    trigger_id: str | None = None,
-) -> str:
-    """Form-encoded `payload=<json>` body, as Slack posts interactions."""
-    return urlencode(
-        {
-            "payload": json.dumps(
-                block_action_payload(
-                    action_id,
-                    value,
-                    user=user,
-                    user_name=user_name,
-                    channel=channel,
-                    message_ts=message_ts,
-                    thread_ts=thread_ts,
-                    team_id=team_id,
-                    api_app_id=api_app_id,
-                    block_id=block_id,
-                    message_text=message_text,
-                    message_blocks=message_blocks,
-                    response_url=response_url,
-                    trigger_id=trigger_id,
-                )
-            )
-        }
-    )
-
-
 def view_submission_payload(
     callback_id: str,
     private_metadata: str,
@@ -521,36 +413,34 @@ def view_submission_payload(
     }
 
 
-def view_submission_body(
-    callback_id: str,
-    private_metadata: str,
-    values: dict[str, Any],
-    *,
-    user: str = "U_ALICE",
-    user_name: str = "alice",
-    team_id: str = TEAM_ID,
-    api_app_id: str = APP_ID,
-    view_id: str = "V1",
-    trigger_id: str | None = None,
-) -> str:
-    """Form-encoded `payload=<json>` body of a modal submission."""
-    return urlencode(
-        {
-            "payload": json.dumps(
-                view_submission_payload(
-                    callback_id,
-                    private_metadata,
-                    values,
-                    user=user,
-                    user_name=user_name,
-                    team_id=team_id,
-                    api_app_id=api_app_id,
-                    view_id=view_id,
-                    trigger_id=trigger_id,
-                )
-            )
-        }
-    )
+def _encoded(payload: Callable[P, Any], encode: Callable[[Any], str], doc: str) -> Callable[P, str]:
+    """A body builder: `payload(...)` with the same arguments, then `encode`d."""
+
+    def body(*args: P.args, **kwargs: P.kwargs) -> str:
+        return encode(payload(*args, **kwargs))
+
+    body.__doc__ = doc
+    return body
+
+
+def _interaction(payload: Any) -> str:
+    return urlencode({"payload": json.dumps(payload)})
+
+
+event_body = _encoded(
+    event_payload, json.dumps, "JSON body of an Events API request (`application/json`)."
+)
+command_body = _encoded(
+    command_payload,
+    urlencode,
+    "Form-encoded slash command body. Use `FakeSlack.new_response_url()` for `response_url`.",
+)
+block_action_body = _encoded(
+    block_action_payload, _interaction, "Form-encoded `payload=<json>`, as Slack posts clicks."
+)
+view_submission_body = _encoded(
+    view_submission_payload, _interaction, "Form-encoded `payload=<json>` of a modal submission."
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -606,8 +496,11 @@ class _Fault:
 _JSON_PARAMS = ("blocks", "attachments", "metadata", "view")
 
 
-class FakeSlack:
+class FakeSlack(ThreadedServer):
     """Fake Slack Web API + Socket Mode + response_url endpoint, served from its own thread."""
+
+    thread_name = "fake-slack"
+    connections = "socket connection(s)"
 
     def __init__(
         self,
@@ -619,13 +512,13 @@ class FakeSlack:
         app_id: str = APP_ID,
         bot_name: str = BOT_NAME,
     ) -> None:
+        super().__init__()
         self.latency = latency
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
         self.team_id = team_id
         self.app_id = app_id
         self.bot_name = bot_name
-        self.port = 0
         self._lock = threading.Lock()
         self._calls: list[Call] = []
         self._attempts: list[Call] = []
@@ -636,16 +529,8 @@ class FakeSlack:
         self._acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_connects = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
 
-    # -- lifecycle ----------------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """Origin, e.g. "http://127.0.0.1:PORT"."""
-        return f"http://127.0.0.1:{self.port}"
+    # -- addresses and routes -----------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
@@ -656,105 +541,11 @@ class FakeSlack:
     def socket_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/socket"
 
-    def start(self) -> Self:
-        if self._thread is not None:
-            raise RuntimeError("FakeSlack already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        sock.setblocking(False)
-        self.port = int(sock.getsockname()[1])
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        ready = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._serve(sock))
-            except BaseException as exc:
-                errors.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(self._cleanup())
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name=f"fake-slack-{self.port}", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("FakeSlack did not start")
-        if errors:
-            self._thread.join(5)
-            self._thread = None
-            raise RuntimeError("FakeSlack failed to start") from errors[0]
-        return self
-
-    def stop(self) -> None:
-        thread, loop = self._thread, self._loop
-        if thread is None or loop is None:
-            return
-        if not loop.is_closed():
-            with contextlib.suppress(Exception):
-                self._run(self._close_sockets(), timeout=5)
-            loop.call_soon_threadsafe(loop.stop)
-        thread.join(15)
-        self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        return self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
-
-    async def _serve(self, sock: socket.socket) -> None:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/socket", self._socket)
         app.router.add_post("/response/{id}", self._response_url)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
-
-    async def _cleanup(self) -> None:
-        await self._close_sockets()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
-        """Run a coroutine on the server loop from any other thread and wait for it."""
-        loop = self._loop
-        if loop is None or self._thread is None:
-            coro.close()
-            raise RuntimeError("FakeSlack is not running")
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("blocking FakeSlack call from its own server thread")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
     # -- Web API ------------------------------------------------------------------------------
 
@@ -1011,16 +802,6 @@ class FakeSlack:
             )
         )
 
-    def disconnect_all(self) -> None:
-        """Close every Socket Mode connection from the server side (clients should reconnect).
-
-        Waits for the close handshake: in an async test use `adisconnect_all`.
-        """
-        self._run(self._close_sockets())
-
-    async def adisconnect_all(self) -> None:
-        await asyncio.to_thread(self.disconnect_all)
-
     def acks(self) -> list[dict[str, Any]]:
         """Frames received from Socket Mode clients (`{"envelope_id": ..., "payload"?: ...}`)."""
         with self._lock:
@@ -1038,16 +819,6 @@ class FakeSlack:
     async def await_ack(self, envelope_id: str, timeout: float = 10.0) -> dict[str, Any]:
         return await self.await_for(
             lambda: self.ack_for(envelope_id), timeout, what=f"ack of envelope {envelope_id}"
-        )
-
-    def wait_connected(self, timeout: float = 10.0, count: int = 1) -> None:
-        self.wait_for(
-            lambda: self.connection_count >= count, timeout, what=f"{count} socket connection(s)"
-        )
-
-    async def await_connected(self, timeout: float = 10.0, count: int = 1) -> None:
-        await self.await_for(
-            lambda: self.connection_count >= count, timeout, what=f"{count} socket connection(s)"
         )
 
     # -- fault injection and overrides --------------------------------------------------------
@@ -1092,32 +863,22 @@ class FakeSlack:
 
     def posts(self, channel: str | None = None, thread_ts: str | None = None) -> list[Call]:
         """Successful chat.postMessage calls, optionally filtered by channel / thread_ts."""
-        return [
-            c
-            for c in self.calls("chat.postMessage")
-            if c.ok
-            and (channel is None or c.params.get("channel") == channel)
-            and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
-        ]
+        return self._ok_calls("chat.postMessage", channel=channel, thread_ts=thread_ts)
 
     def updates(self, channel: str | None = None, ts: str | None = None) -> list[Call]:
         """Successful chat.update calls."""
-        return [
-            c
-            for c in self.calls("chat.update")
-            if c.ok
-            and (channel is None or c.params.get("channel") == channel)
-            and (ts is None or c.params.get("ts") == ts)
-        ]
+        return self._ok_calls("chat.update", channel=channel, ts=ts)
 
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[Call]:
         """Successful chat.postEphemeral calls."""
+        return self._ok_calls("chat.postEphemeral", channel=channel, user=user)
+
+    def _ok_calls(self, method: str, **params: str | None) -> list[Call]:
+        """Successful `method` calls whose params equal every filter that is not None."""
         return [
             c
-            for c in self.calls("chat.postEphemeral")
-            if c.ok
-            and (channel is None or c.params.get("channel") == channel)
-            and (user is None or c.params.get("user") == user)
+            for c in self.calls(method)
+            if c.ok and all(v is None or c.params.get(k) == v for k, v in params.items())
         ]
 
     def message(self, channel: str, ts: str) -> StoredMessage | None:
@@ -1179,72 +940,6 @@ class FakeSlack:
         lines.append(f"socket connections: {connected}; {len(acks)} socket frame(s) received:")
         lines.extend(f"  {_short(a)}" for a in acks)
         return "\n".join(lines)
-
-    # -- waiting ------------------------------------------------------------------------------
-
-    def wait_for(
-        self,
-        predicate: Callable[[], T | None],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T:
-        """Poll `predicate` (blocking) until it returns something truthy; return that value.
-
-        Use `await_for` inside async tests so their event loop keeps running.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            result = predicate()
-            if result:
-                return result
-            if time.monotonic() >= deadline:
-                raise AssertionError(self._timeout_message(predicate, timeout, what))
-            time.sleep(interval)
-
-    @overload
-    async def await_for(
-        self,
-        predicate: Callable[[], Awaitable[T | None]],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T: ...
-
-    @overload
-    async def await_for(
-        self,
-        predicate: Callable[[], T | None],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T: ...
-
-    async def await_for(
-        self,
-        predicate: Callable[[], T | None] | Callable[[], Awaitable[T | None]],
-        timeout: float = 10.0,
-        *,
-        what: str | None = None,
-        interval: float = 0.02,
-    ) -> T:
-        """Async `wait_for`: polls with asyncio.sleep; `predicate` may be sync or async."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            result: T | None = await value if isinstance(value, Awaitable) else value
-            if result:
-                return result
-            if time.monotonic() >= deadline:
-                raise AssertionError(self._timeout_message(predicate, timeout, what))
-            await asyncio.sleep(interval)
-
-    def _timeout_message(self, predicate: object, timeout: float, what: str | None) -> str:
-        name = what or getattr(predicate, "__qualname__", repr(predicate))
-        return f"FakeSlack: timed out after {timeout}s waiting for {name}\n{self.describe()}"
 
 
 async def _read_params(request: web.Request) -> dict[str, Any]:

@@ -10,10 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -22,16 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
-from aiohttp.test_utils import TestServer
-from redis.exceptions import RedisError, ResponseError
 
-from bot.policy_file import load_policy_file
-from bot.server import Service, build_app, build_service
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import Settings
 from runtime.approval.models import ApprovalRecord
 from runtime.models import UserMessage
-from tests.conftest import _unavailable, free_port
+from tests.conftest import free_port
 from tests.fake_feishu import (
     BOT_OPEN_ID,
     CODE_RATE_LIMITED,
@@ -49,6 +41,14 @@ from tests.fake_feishu import (
     new_message_id,
     post,
     signed_headers,
+)
+from tests.serving import (
+    Served,
+    assert_settings_errors,
+    load_settings_in,
+    own_redis,
+    run_serve,
+    running,
 )
 from tests.test_console_chat import CLAWGATE, clean_env
 from tests.test_worker_processes import Clawgate
@@ -99,22 +99,12 @@ class Said:
 
 
 @dataclass
-class Harness:
-    fake: FakeFeishu
-    service: Service
-    server: TestServer
-    workdir: Path
-    prefix: str
-    settings: Settings
+class Harness(Served[FakeFeishu]):
     app_id: str
 
     @property
     def url(self) -> str:
         return str(self.server.make_url("/feishu/events"))
-
-    @property
-    def redis(self) -> aioredis.Redis:
-        return self.service.redis
 
     async def post(self, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, str]:
         return await post(self.url, body, headers)
@@ -167,34 +157,10 @@ class Harness:
 
     # --- what is in Redis ----------------------------------------------------------------
 
-    async def enqueued(self) -> int:
-        """Inputs ever appended to the inbox stream (handled ones are deleted from it)."""
-        try:
-            info: dict[str, Any] = await self.redis.xinfo_stream(self.service.inbox.stream)
-        except ResponseError:  # no stream at all
-            return 0
-        return int(info["entries-added"])
-
-    async def seen_keys(self) -> list[str]:
-        return [key async for key in self.redis.scan_iter(f"{self.prefix}:{{inbox}}:seen:*")]
-
-    async def drained(self) -> None:
-        """Wait until every queued input was handled and acknowledged."""
-
-        async def empty() -> bool:
-            waiting, in_hand = await self.service.inbox.depth()
-            length = await self.redis.xlen(self.service.inbox.stream)
-            return waiting == 0 and in_hand == 0 and length == 0
-
-        await self.fake.await_for(empty, 15, what="an empty inbox")
-
     async def approval(self, approval_id: str) -> ApprovalRecord:
         loaded = await self.service.runtime.approvals.load(approval_id)
         assert loaded is not None, approval_id
         return loaded[0]
-
-    async def history_length(self, session: str) -> int:
-        return await self.service.runtime.history.length(session)
 
     # --- what was sent -------------------------------------------------------------------
 
@@ -243,18 +209,8 @@ async def serving(
         **overrides,
     }
     settings = Settings(**values)
-    service = await build_service(settings, load_policy_file(None), worker=True)
-    server = TestServer(build_app(service), host="127.0.0.1", port=free_port())
-    await server.start_server()
-    if start_worker and service.worker is not None:
-        await service.worker.start()
-    try:
+    async with running(settings, worker=True, start_worker=start_worker) as (service, server):
         yield Harness(fake, service, server, workdir, prefix, settings, app_id)
-    finally:
-        if service.worker is not None:
-            await service.worker.stop(1)
-        await server.close()
-        await service.aclose()
 
 
 @pytest.fixture
@@ -766,21 +722,9 @@ async def test_webhook_endpoint_refuses_everything_without_key_and_token(
 async def test_redis_down_answers_503_and_queues_nothing(
     fake: FakeFeishu, workdir: Path, tmp_path: Path
 ) -> None:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        _unavailable("redis-server is not installed: this test starts and kills its own")
-        return
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"redis://127.0.0.1:{port}/0"
-        await wait_until_up(url, fake)
+    async with own_redis(tmp_path, fake) as redis_server:
         (workdir / "notes.txt").write_text(NOTES)
-        async with serving(fake, workdir, url) as h:
+        async with serving(fake, workdir, redis_server.url) as h:
             said = await h.say("read notes.txt", chat_type="p2p", chat_id=DM, mention=False)
             assert said.status == 200
             await h.await_text(said.message_id, ANSWER, "an answer")
@@ -788,8 +732,7 @@ async def test_redis_down_answers_503_and_queues_nothing(
             await h.drained()
             sent = len(h.outbound())
 
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
+            redis_server.kill()
             down = await h.say("read notes.txt", chat_type="p2p", chat_id=DM, mention=False)
             assert down.status == 503, down.text
             status, text = await h.click("approve_once", card, ADMIN)
@@ -799,25 +742,6 @@ async def test_redis_down_answers_503_and_queues_nothing(
             await asyncio.sleep(0.3)
             assert len(h.outbound()) == sent  # nothing was queued, so nothing ran
             assert (workdir / "notes.txt").read_text() == NOTES
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-
-
-async def wait_until_up(url: str, fake: FakeFeishu) -> None:
-    probe = aioredis.from_url(url)
-
-    async def up() -> bool:
-        try:
-            return bool(await probe.ping())
-        except RedisError:
-            return False
-
-    try:
-        await fake.await_for(up, 10, what="redis-server to start")
-    finally:
-        await probe.aclose()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1021,27 +945,13 @@ async def test_long_connection_acks_answers_redeliveries_once_and_stops(
 def test_bad_feishu_settings_name_every_problem(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], expected: list[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    for var in FEISHU_VARS:
-        monkeypatch.delenv(var, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(SettingsError) as raised:
-        load_settings()
-    lines = str(raised.value).splitlines()
-    assert len(lines) == len(expected), lines
-    for line, start in zip(lines, expected, strict=True):
-        assert line.startswith(start), lines
+    assert_settings_errors(monkeypatch, tmp_path, FEISHU_VARS, env, expected)
 
 
 def test_feishu_settings_that_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)
-    for var in FEISHU_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("FEISHU_APP_ID", "cli_1")
-    monkeypatch.setenv("FEISHU_APP_SECRET", "s")
-    monkeypatch.setenv("FEISHU_MODE", "websocket")  # the long connection needs no key/token
-    settings = load_settings()
+    # The long connection needs no key/token.
+    env = {"FEISHU_APP_ID": "cli_1", "FEISHU_APP_SECRET": "s", "FEISHU_MODE": "websocket"}
+    settings = load_settings_in(monkeypatch, tmp_path, FEISHU_VARS, env)
     assert settings.feishu_enabled and settings.feishu_domain == "https://open.feishu.cn"
 
 
@@ -1067,16 +977,7 @@ def test_serve_with_a_wrong_app_secret_exits_2(sync_fake: FakeFeishu, redis_url:
         "FEISHU_VERIFICATION_TOKEN": TOKEN,
         "FEISHU_DOMAIN": sync_fake.url,
     }
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run(
-            [*CLAWGATE, "serve"],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    done = run_serve(CLAWGATE, env)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines

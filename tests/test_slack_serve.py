@@ -10,11 +10,7 @@ import contextlib
 import functools
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -24,16 +20,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-import redis.asyncio as aioredis
-from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
-from redis.exceptions import RedisError, ResponseError
 
 from adapters.slack.inbound import APPROVE_ALWAYS, APPROVE_ONCE, REJECT, REJECT_VIEW
 from bot.policy_file import load_policy_file
-from bot.server import Service, build_app, build_service
-from bot.settings import Settings, SettingsError, load_settings
-from tests.conftest import _unavailable, free_port
+from bot.server import build_service
+from bot.settings import Settings
+from tests.conftest import free_port
 from tests.fake_slack import (
     BOT_ID,
     BOT_USER_ID,
@@ -49,6 +42,14 @@ from tests.fake_slack import (
     next_ts,
     post_signed,
     view_submission_body,
+)
+from tests.serving import (
+    Served,
+    assert_settings_errors,
+    load_settings_in,
+    own_redis,
+    run_serve,
+    running,
 )
 
 SECRET = "test-signing-secret"
@@ -66,21 +67,10 @@ NOTES = "Quarterly notes: the fox jumped over the lazy dog.\n"
 
 
 @dataclass
-class Harness:
-    fake: FakeSlack
-    service: Service
-    server: TestServer
-    workdir: Path
-    prefix: str
-    settings: Settings
-
+class Harness(Served[FakeSlack]):
     @property
     def url(self) -> str:
         return str(self.server.make_url("/slack/events"))
-
-    @property
-    def redis(self) -> aioredis.Redis:
-        return self.service.redis
 
     async def post(
         self,
@@ -92,43 +82,12 @@ class Harness:
     ) -> tuple[int, str]:
         return await post_signed(self.url, secret, body, timestamp=timestamp, retry_num=retry_num)
 
-    async def get(self, path: str) -> tuple[int, str]:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(self.server.make_url(path)) as resp,
-        ):
-            return resp.status, await resp.text()
-
     # --- what is in Redis ----------------------------------------------------------------
-
-    async def enqueued(self) -> int:
-        """Inputs ever appended to the inbox stream (handled ones are deleted from it)."""
-        try:
-            info: dict[str, Any] = await self.redis.xinfo_stream(self.service.inbox.stream)
-        except ResponseError:  # no stream at all
-            return 0
-        return int(info["entries-added"])
-
-    async def seen_keys(self) -> list[str]:
-        return [key async for key in self.redis.scan_iter(f"{self.prefix}:{{inbox}}:seen:*")]
-
-    async def drained(self) -> None:
-        """Wait until every queued input was handled and acknowledged."""
-
-        async def empty() -> bool:
-            waiting, in_hand = await self.service.inbox.depth()
-            length = await self.redis.xlen(self.service.inbox.stream)
-            return waiting == 0 and in_hand == 0 and length == 0
-
-        await self.fake.await_for(empty, 15, what="an empty inbox")
 
     async def approval_status(self, session: str, approval_id: str) -> str | None:
         key = f"{self.prefix}:{{{session}}}:approval:{approval_id}"
         value = await self.redis.hget(key, "status")
         return None if value is None else str(value)
-
-    async def history_length(self, session: str) -> int:
-        return await self.service.runtime.history.length(session)
 
     # --- what was posted -----------------------------------------------------------------
 
@@ -171,20 +130,9 @@ async def serving(
         **overrides,
     }
     settings = Settings(**values)
-    service = await build_service(
-        settings, load_policy_file(None), worker=settings.inprocess_worker
-    )
-    server = TestServer(build_app(service), host="127.0.0.1", port=free_port())
-    await server.start_server()
-    if start_worker and service.worker is not None:
-        await service.worker.start()
-    try:
+    worker = settings.inprocess_worker
+    async with running(settings, worker=worker, start_worker=start_worker) as (service, server):
         yield Harness(fake, service, server, workdir, prefix, settings)
-    finally:
-        if service.worker is not None:
-            await service.worker.stop(1)
-        await server.close()
-        await service.aclose()
 
 
 @pytest.fixture
@@ -569,21 +517,9 @@ async def test_bad_requests_are_refused_and_never_queued(h: Harness) -> None:
 async def test_redis_down_answers_503_and_queues_nothing(
     fake: FakeSlack, workdir: Path, tmp_path: Path
 ) -> None:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        _unavailable("redis-server is not installed: this test starts and kills its own")
-        return
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"redis://127.0.0.1:{port}/0"
-        await wait_until_up(url, fake)
+    async with own_redis(tmp_path, fake) as redis_server:
         (workdir / "notes.txt").write_text(NOTES)
-        async with serving(fake, workdir, url) as h:
+        async with serving(fake, workdir, redis_server.url) as h:
             assert (await h.get("/readyz"))[0] == 200
             ts = next_ts()
             assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
@@ -591,8 +527,7 @@ async def test_redis_down_answers_503_and_queues_nothing(
             await h.drained()
             posted = len(h.fake.posts())
 
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
+            redis_server.kill()
             status, text = await h.post(event_body(mention_event("read notes.txt")))
             assert status == 503, text
             status, _ = await h.post(command_body("/approve", "abc123", user_id=ADMIN))
@@ -601,25 +536,6 @@ async def test_redis_down_answers_503_and_queues_nothing(
             assert status == 503 and "redis unreachable" in text
             assert (await h.get("/healthz"))[0] == 200  # the process itself is fine
             assert len(h.fake.posts()) == posted  # nothing was queued, so nothing ran
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-
-
-async def wait_until_up(url: str, fake: FakeSlack) -> None:
-    probe = aioredis.from_url(url)
-
-    async def up() -> bool:
-        try:
-            return bool(await probe.ping())
-        except RedisError:
-            return False
-
-    try:
-        await fake.await_for(up, 10, what="redis-server to start")
-    finally:
-        await probe.aclose()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -792,26 +708,13 @@ SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SLA
 def test_bad_slack_settings_name_every_problem(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], expected: list[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    for var in SLACK_VARS:
-        monkeypatch.delenv(var, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(SettingsError) as raised:
-        load_settings()
-    lines = str(raised.value).splitlines()
-    assert len(lines) == len(expected), lines
-    for line, start in zip(lines, expected, strict=True):
-        assert line.startswith(start), lines
+    assert_settings_errors(monkeypatch, tmp_path, SLACK_VARS, env, expected)
 
 
 def test_slack_settings_that_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)
-    for var in SLACK_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
-    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")  # Socket Mode needs no signing secret
-    assert load_settings().slack_enabled
+    # Socket Mode needs no signing secret.
+    env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+    assert load_settings_in(monkeypatch, tmp_path, SLACK_VARS, env).slack_enabled
 
 
 def test_serve_with_bad_slack_settings_exits_2(tmp_path: Path) -> None:
@@ -824,16 +727,7 @@ def test_serve_with_bad_slack_settings_exits_2(tmp_path: Path) -> None:
     env |= {"SLACK_BOT_TOKEN": "xoxp-not-a-bot", "CLAWGATE_PORT": str(free_port())}
     clawgate = Path(sys.executable).parent / "clawgate"
     command = [str(clawgate)] if clawgate.exists() else [sys.executable, "-m", "bot.cli"]
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run(
-            [*command, "serve"],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    done = run_serve(command, env)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert lines == [
