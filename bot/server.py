@@ -35,6 +35,7 @@ from bot.wiring import build_runtime
 from bot.worker import Worker, sweep_forever
 from runtime.agent import Release, Runtime
 from runtime.approval.authz import OPERATOR_PLATFORM
+from runtime.channel import Notice
 from runtime.inbound import Inbound
 from runtime.ingest import Ingest
 from runtime.models import Actor, ConversationRef
@@ -45,6 +46,10 @@ from runtime.store.keys import Keys
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
+RERUN_NOTICE = (
+    "A worker stopped while handling your last message; another one is running it again "
+    "from the start (calls that were approved are never run twice)."
+)
 WORKER_SILENCE = 10.0  # seconds without polling after which a worker counts as gone
 QUEUE_LAG = Histogram(
     "clawgate_queue_lag_seconds",
@@ -145,6 +150,9 @@ async def _build(
     async def handle(job: Job) -> None:
         inbound = Inbound.model_validate_json(job.payload)
         QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
+        if job.deliveries > 1 and inbound.kind == "input" and not inbound.needs_session:
+            # Taken over from a worker that stopped: say so, as parts may show twice.
+            await router.send(inbound.conversation, Notice(RERUN_NOTICE))
         await handle_inbound(runtime, router, inbound)
 
     worker = None

@@ -266,3 +266,6 @@ async def test_job_of_a_killed_worker_is_taken_over_and_answered(cluster: Cluste
     await asyncio.sleep(0.5)
     assert cluster.answers(thread) == [("slow-done", survivor.pid), ("after-slow", survivor.pid)]
     assert "reclaimed job" in survivor.stderr
+    # The thread is told the message runs again (it may show parts twice).
+    texts = [str(c.params.get("text")) for c in cluster.fake.posts(CHANNEL, thread)]
+    assert sum("is running it again" in t for t in texts) == 1, texts
