@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import getpass
-import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
@@ -15,6 +14,7 @@ from redis.asyncio import Redis
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
+from bot.logs import configure_logging
 from bot.operator import run_approvals_command
 from bot.policy_file import PolicyFileError, load_policy_file
 from bot.settings import Settings, SettingsError, load_settings
@@ -175,11 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
-        logging.basicConfig(
-            level=settings.log_level,
-            format="%(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+        configure_logging(settings.log_level, settings.log_format, sys.stderr)
         if args.command == "chat":
             return asyncio.run(_chat(settings, args.session))
         if args.command == "approvals":

@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)
     bash_output_limit: int = Field(256_000, alias="CLAWGATE_BASH_OUTPUT_LIMIT", ge=1024)
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
+    log_format: Literal["text", "json"] = Field("text", alias="CLAWGATE_LOG_FORMAT")
     # Serving: the inbox and its workers.
     inprocess_worker: bool = Field(True, alias="CLAWGATE_INPROCESS_WORKER")
     worker_concurrency: int = Field(64, alias="CLAWGATE_WORKER_CONCURRENCY", ge=1, le=10_000)

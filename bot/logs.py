@@ -1,0 +1,133 @@
+"""Logging for the `clawgate` command: text or JSON lines, with secrets masked in both."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from runtime.approval.redact import MASK, redact_text
+
+TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+# Beyond runtime.approval.redact: `Authorization` values with or without a scheme, and quoted
+# `"key": "value"` pairs (JSON, Python reprs) whose key names a secret.
+_AUTHORIZATION = re.compile(
+    r"(?i)(\b[\w.-]*authorization[\w.-]*[\"']?\s*[:=]\s*)"
+    r"(\"[^\"]*\"|'[^']*'|(?:(?:bearer|basic|digest|token|bot)\s+)?[^\s\"',;}\]]+)"
+)
+_QUOTED_PAIR = re.compile(
+    r"(?i)([\"'][\w.-]*(?:secret|token|passw(?:or)?d|api[_-]?key|authorization)[\w.-]*[\"']"
+    r"\s*:\s*)(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,}\]]+)"
+)
+_SECRET_NAME = re.compile(r"(?i)(secret|token|passw(or)?d|api[_-]?key|credential|auth)")
+
+# Attributes every LogRecord has; anything else on a record came from `extra=`.
+_STANDARD = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+_CORE = ("ts", "level", "logger", "message", "exc")
+
+
+def redact_log_text(text: str) -> str:
+    """`text` with tokens, keys, bearer/authorization values and secret assignments masked."""
+    text = _AUTHORIZATION.sub(lambda m: m.group(1) + _mask_like(m.group(2)), text)
+    text = _QUOTED_PAIR.sub(lambda m: m.group(1) + _mask_like(m.group(2)), text)
+    return redact_text(text)
+
+
+def _mask_like(value: str) -> str:
+    """The mask, quoted the way `value` was, so JSON-ish text stays JSON-ish."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return f"{value[0]}{MASK}{value[0]}"
+    return MASK
+
+
+def _redact_value(value: Any, key: str = "") -> Any:
+    if key and _SECRET_NAME.search(key):
+        return MASK
+    if isinstance(value, str):
+        return redact_log_text(value)
+    if isinstance(value, Mapping):
+        return {k: _redact_value(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secrets in a record's message, traceback, stack and `extra=` fields, in place."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            message = str(record.msg)  # a bad format string: still mask what will be shown
+        record.msg = redact_log_text(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_log_text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact_log_text(record.stack_info)
+        for key in record.__dict__.keys() - _STANDARD:
+            record.__dict__[key] = _redact_value(record.__dict__[key], key)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message, exc, then `extra=` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, tz=UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        exc = record.exc_text or ""
+        if record.stack_info:
+            exc = f"{exc}\n{self.formatStack(record.stack_info)}".lstrip("\n")
+        if exc:
+            entry["exc"] = exc
+        for key, value in record.__dict__.items():
+            if key in _STANDARD or key in _CORE:
+                continue
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                continue  # not JSON: left out rather than guessed at
+            entry[key] = value
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def make_handler(fmt: str, stream: TextIO) -> logging.Handler:
+    """A handler writing `fmt` ("text" or "json") lines to `stream`, secrets masked."""
+    if fmt not in ("text", "json"):
+        raise ValueError(f"unknown log format {fmt!r}: expected text or json")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(RedactingFilter())
+    return handler
+
+
+def configure_logging(level: str, fmt: str, stream: TextIO) -> None:
+    """Log at `level` and above to `stream` as `fmt` ("text" or "json").
+
+    Like `logging.basicConfig`, this leaves a root logger that already has handlers alone
+    (a test harness, an embedding program), so calling it twice adds nothing."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    root.addHandler(make_handler(fmt, stream))
+    root.setLevel(level)
