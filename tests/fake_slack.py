@@ -475,6 +475,7 @@ class StoredMessage:
     blocks: list[Any] | None
     thread_ts: str | None = None
     edits: int = 0
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -491,6 +492,7 @@ class _Fault:
     status: int
     error: str
     retry_after: int | None
+    after: bool = False  # act on the call first, then fail (the answer "got lost")
 
 
 _JSON_PARAMS = ("blocks", "attachments", "metadata", "view")
@@ -572,6 +574,10 @@ class FakeSlack(ThreadedServer):
         with self._lock:
             queue = self._faults.get(method)
             fault = queue.popleft() if queue else None
+        if fault is not None and fault.after:
+            with self._lock:
+                done = self._handle(method, params)
+                self._calls.append(Call(method, params, headers, 200, done))
         if fault is not None:
             body = {"ok": False, "error": fault.error}
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
@@ -615,12 +621,14 @@ class FakeSlack(ThreadedServer):
                 return {"ok": False, "error": "no_text"}
             ts = next_ts()
             thread_ts = params.get("thread_ts") or None
+            metadata = params.get("metadata")
             self._messages[(channel, ts)] = StoredMessage(
                 channel=channel,
                 ts=ts,
                 text=params.get("text"),
                 blocks=params.get("blocks"),
                 thread_ts=thread_ts,
+                metadata=metadata if isinstance(metadata, dict) else None,
             )
             message = {
                 **{k: v for k, v in params.items() if k != "channel"},
@@ -654,9 +662,29 @@ class FakeSlack(ThreadedServer):
             return {"ok": True, "channel": channel, "ts": ts}
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": next_ts()}
+        if method in ("conversations.replies", "conversations.history"):
+            return self._history(method, params)
         if method == "views.open":
             return {"ok": True, "view": {"id": "V1"}}
         return {"ok": True}
+
+    def _history(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread (replies: its root and replies) or a channel's top level (history, newest
+        first), from `oldest` on; metadata only with `include_all_metadata`."""
+        channel, oldest = params.get("channel", ""), float(params.get("oldest") or 0)
+        root = params.get("ts") if method == "conversations.replies" else None
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        found = []
+        for stored in self._messages.values():
+            in_place = stored.thread_ts == root or (root is not None and stored.ts == root)
+            if stored.channel != channel or not in_place or float(stored.ts) < oldest:
+                continue
+            message: dict[str, Any] = {"type": "message", "ts": stored.ts, "text": stored.text}
+            if with_metadata and stored.metadata:
+                message["metadata"] = stored.metadata
+            found.append(message)
+        found.sort(key=lambda m: float(m["ts"]), reverse=method == "conversations.history")
+        return {"ok": True, "messages": found, "has_more": False}
 
     async def _response_url(self, request: web.Request) -> web.Response:
         text = await request.text()
@@ -834,12 +862,19 @@ class FakeSlack(ThreadedServer):
             queue.extend(_Fault(status, "ratelimited", retry_after) for _ in range(times))
 
     def error_next(
-        self, method: str, error: str = "internal_error", status: int = 200, times: int = 1
+        self,
+        method: str,
+        error: str = "internal_error",
+        status: int = 200,
+        times: int = 1,
+        *,
+        after: bool = False,
     ) -> None:
-        """Answer the next `times` calls of `method` with `{"ok":false,"error":error}`."""
+        """Answer the next `times` calls of `method` with `{"ok":false,"error":error}`; with
+        `after`, the call is carried out first (its answer is what fails)."""
         with self._lock:
             queue = self._faults.setdefault(method, deque())
-            queue.extend(_Fault(status, error, None) for _ in range(times))
+            queue.extend(_Fault(status, error, None, after) for _ in range(times))
 
     def respond_with(self, method: str, body: dict[str, Any] | None) -> None:
         """Fixed HTTP 200 body for `method` from now on (None restores the default)."""

@@ -620,6 +620,25 @@ async def test_rate_limited_reply_is_posted_once(h: Harness) -> None:
     assert len(h.fake.posts()) == before + 1
 
 
+@pytest.mark.parametrize("landed", [False, True], ids=["not posted", "posted, answer lost"])
+async def test_reply_that_failed_on_slack_s_side_is_posted_once(h: Harness, landed: bool) -> None:
+    """A 500 may come after Slack posted: clawgate looks for its tagged post before posting
+    again, so the answer appears exactly once either way."""
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+    await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    await h.drained()
+
+    h.fake.error_next("chat.postMessage", "internal_error", status=500, after=landed)
+    assert (await h.post(event_body(message_event("hello there", thread_ts=ts))))[0] == 200
+    await h.drained()
+    grammar = [t for t in h.texts(thread_ts=ts) if t.startswith("I am the offline demo model")]
+    assert len(grammar) == 1
+    assert h.fake.calls("conversations.replies"), "the thread was not searched before a retry"
+    tags = [c.params["metadata"]["event_payload"]["post"] for c in h.fake.posts(CHANNEL, ts)]
+    assert len(tags) == len(set(tags))  # no post went out twice
+
+
 # ---------------------------------------------------------------------------------------------
 # 10. Health, readiness and metrics
 # ---------------------------------------------------------------------------------------------

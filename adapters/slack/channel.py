@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession
 from slack_sdk.errors import SlackApiError
@@ -36,10 +37,12 @@ from runtime.models import Actor, ConversationRef, ToolStatus
 
 log = logging.getLogger(__name__)
 
-# Errors after which Slack may or may not have acted: an update is safe to repeat, a post is
-# not (it would appear twice), so only updates are retried on them.
+# Errors that may pass (Slack may or may not have acted): updates are simply repeated, posts
+# only after checking they did not land.
 _TRANSIENT = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
-UPDATE_ATTEMPTS = 3
+ATTEMPTS = 3
+POST_EVENT = "clawgate_post"  # metadata event type tagging clawgate's posts
+SEARCH_LIMIT = 200  # messages looked through for a post that may have landed
 
 STYLE = Style(
     marks={
@@ -125,14 +128,14 @@ class SlackChannel:
             return
         where = _where(conversation)
         for piece in split_text(text):
-            await self._call(
+            await self._try(
+                "chat.postEphemeral",
                 self.client.chat_postEphemeral(
                     channel=where["channel"],
                     thread_ts=where.get("thread_ts"),
                     user=actor.user_id,
                     text=escape(piece),
                 ),
-                "chat.postEphemeral",
             )
 
     # --- the working message ---------------------------------------------------------------
@@ -151,39 +154,74 @@ class SlackChannel:
     # --- Web API calls ---------------------------------------------------------------------
 
     async def _post(self, where: dict[str, str], **fields: Any) -> str | None:
-        response = await self._call(
-            self.client.chat_postMessage(
-                channel=where["channel"], thread_ts=where.get("thread_ts"), **fields
-            ),
-            "chat.postMessage",
-        )
-        return str(response["ts"]) if response is not None else None
+        """Post once, even through failures after which Slack may have posted anyway (5xx,
+        a dropped connection): every post carries a tag in its metadata, and before posting
+        again the conversation is searched for it."""
+        tag = uuid.uuid4().hex
+        metadata = {"event_type": POST_EVENT, "event_payload": {"post": tag}}
+        channel, thread_ts = where["channel"], where.get("thread_ts")
+        for attempt in range(1, ATTEMPTS + 1):
+            post = self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, metadata=metadata, **fields
+            )
+            response = await self._try("chat.postMessage", post)
+            if isinstance(response, AsyncSlackResponse):
+                return str(response["ts"])
+            if response == "fail":
+                return None
+            checked, ts = await self._find_post(channel, thread_ts, tag)
+            if ts is not None or not checked:  # it landed, or we cannot tell: never twice
+                return ts
+            await asyncio.sleep(0.2 * attempt)
+        log.error("chat.postMessage gave up after %d attempts", ATTEMPTS)
+        return None
+
+    async def _find_post(
+        self, channel: str, thread_ts: str | None, tag: str
+    ) -> tuple[bool, str | None]:
+        """(whether the search worked, the ts of the post tagged `tag` if it is there). Our
+        clock and Slack's need not agree, so the search is by count, not by time."""
+        try:
+            if thread_ts:
+                found = await self.client.conversations_replies(
+                    channel=channel, ts=thread_ts, limit=SEARCH_LIMIT, include_all_metadata=True
+                )
+            else:
+                found = await self.client.conversations_history(
+                    channel=channel, limit=SEARCH_LIMIT, include_all_metadata=True
+                )
+        except (SlackApiError, ClientError, TimeoutError) as exc:
+            log.warning("cannot check whether a failed post landed (%s)", type(exc).__name__)
+            return False, None
+        for message in found.get("messages") or []:
+            payload = (message.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("post") == tag:
+                return True, str(message["ts"])
+        return True, None
 
     async def _update(self, channel: str, ts: str, **fields: Any) -> None:
-        for attempt in range(1, UPDATE_ATTEMPTS + 1):
-            try:
-                await self.client.chat_update(channel=channel, ts=ts, **fields)
+        """Updates are safe to repeat, so any failure that may pass is retried."""
+        for attempt in range(1, ATTEMPTS + 1):
+            update = self.client.chat_update(channel=channel, ts=ts, **fields)
+            if await self._try("chat.update", update) != "retry":
                 return
-            except SlackApiError as exc:
-                error = str(exc.response.get("error", ""))
-                if error not in _TRANSIENT and exc.response.status_code < 500:
-                    log.error("chat.update failed: %s", error)
-                    return
-                log.warning("chat.update failed (%s), attempt %d", error, attempt)
-            except (ClientError, TimeoutError) as exc:
-                log.warning("chat.update failed (%s), attempt %d", type(exc).__name__, attempt)
             await asyncio.sleep(0.2 * attempt)
-        log.error("chat.update gave up after %d attempts", UPDATE_ATTEMPTS)
+        log.error("chat.update gave up after %d attempts", ATTEMPTS)
 
-    async def _call(
-        self, call: Awaitable[AsyncSlackResponse], method: str
-    ) -> AsyncSlackResponse | None:
-        """A failed post is logged, never raised into the run: the run's state is in Redis
-        and `/pending` still shows a notice that could not be posted."""
+    async def _try(
+        self, method: str, call: Awaitable[AsyncSlackResponse]
+    ) -> AsyncSlackResponse | Literal["retry", "fail"]:
+        """The response, or whether the failure may pass ("retry") or not ("fail"). Failures
+        are logged, never raised into the run: its state is in Redis, and `/pending` still
+        shows a notice that could not be posted."""
         try:
             return await call
         except SlackApiError as exc:
-            log.error("%s failed: %s", method, exc.response.get("error", "unknown error"))
+            error = str(exc.response.get("error", "unknown error"))
+            if error not in _TRANSIENT and exc.response.status_code < 500:
+                log.error("%s failed: %s", method, error)
+                return "fail"
+            log.warning("%s failed: %s", method, error)
         except (ClientError, TimeoutError) as exc:
-            log.error("%s failed: %s", method, type(exc).__name__)
-        return None
+            log.warning("%s failed: %s", method, type(exc).__name__)
+        return "retry"
