@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ from runtime.channel import (
 )
 from runtime.executor import Emit, canonical_arguments
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
-from runtime.metrics import APPROVALS, RUNS
+from runtime.metrics import APPROVALS, DECISION_SECONDS, RUNS
 from runtime.models import (
     Actor,
     ConversationRef,
@@ -498,6 +499,7 @@ class Runtime:
             return _refused(_transition_message(record.id, transition))
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         APPROVALS.labels(status.value).inc()
+        DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )

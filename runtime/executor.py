@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from runtime.canonical import canonical_json
 from runtime.channel import Event, ToolFinished, ToolStarted
+from runtime.metrics import TOOL_CALLS
 from runtime.middleware import ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.tools.base import ToolContext, ToolError, one_line
@@ -107,6 +108,19 @@ class ToolExecutor:
     ) -> BatchOutcome:
         """Run `calls[start:]`; `prior` are the results of `calls[:start]` (a resumed batch)
         and `grants` maps call ids to the approval that lets them through the chain."""
+        outcome = await self._execute(calls, ctx, start, prior, grants)
+        for result in outcome.results:
+            TOOL_CALLS.labels(result.tool, result.status.value).inc()
+        return outcome
+
+    async def _execute(
+        self,
+        calls: Sequence[ToolCall],
+        ctx: ToolContext,
+        start: int,
+        prior: Sequence[ToolResult],
+        grants: Mapping[str, str] | None,
+    ) -> BatchOutcome:
         prepared = [self.prepare(call, ctx) for call in calls]
         for item in prepared:
             if isinstance(item, ToolInvocation) and grants and item.call.id in grants:

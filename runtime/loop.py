@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from runtime.channel import Reply
 from runtime.executor import Emit, ToolExecutor, canonical_arguments
+from runtime.metrics import LLM_SECONDS
 from runtime.models import (
     AssistantMessage,
     Message,
@@ -112,9 +113,11 @@ class AgentLoop:
                 return self._result(state, StopReason.CANCELLED), None
             state.step += 1
             try:
-                reply = await self.provider.complete(
-                    [self.system, *paired_tool_results(state.history)], self.registry.specs()
-                )
+                with LLM_SECONDS.labels(self.provider.name).time():
+                    reply = await self.provider.complete(
+                        [self.system, *paired_tool_results(state.history)],
+                        self.registry.specs(),
+                    )
             except ProviderError as exc:
                 await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
                 return self._result(state, StopReason.ERROR, error=str(exc)), None

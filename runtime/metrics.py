@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 RUNS = Counter("clawgate_runs", "Agent runs by the reason they stopped", ["stop_reason"])
 APPROVALS = Counter(
@@ -19,4 +19,21 @@ INBOUND = Counter(
     "HTTP requests from chat platforms by kind (event_callback, command, interactive, ...) and "
     "outcome (accepted, unauthorized, malformed, too_large, unavailable, unhandled, error)",
     ["platform", "kind", "outcome"],
+)
+TOOL_CALLS = Counter(
+    "clawgate_tool_calls", "Tool calls by tool and result status", ["tool", "status"]
+)
+LLM_SECONDS = Histogram(
+    "clawgate_llm_seconds",
+    "Time the model took to answer, by provider (failed requests included)",
+    ["provider"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+LLM_TOKENS = Counter(
+    "clawgate_llm_tokens", "Tokens the model server reported using", ["provider", "kind"]
+)
+DECISION_SECONDS = Histogram(
+    "clawgate_approval_decision_seconds",
+    "Time from an approval request to its decision (approved or rejected)",
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
 )

@@ -96,5 +96,11 @@ class FakeOpenAI:
                         "finish_reason": "tool_calls" if step.tool_calls else "stop",
                     }
                 ],
+                # Deterministic counts: 10 a message sent, 5 an answer.
+                "usage": {
+                    "prompt_tokens": 10 * len(body.get("messages", [])),
+                    "completion_tokens": 5,
+                    "total_tokens": 10 * len(body.get("messages", [])) + 5,
+                },
             }
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from runtime.agent import DEMO_NOTICE, Runtime
 from runtime.channel import Notice, Reply, RunFinished, ToolFinished, ToolStarted
@@ -87,6 +88,35 @@ async def test_tool_call_runs_and_final_answer_is_delivered(
     stored = await history.load("s1")
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert await redis.llen("cgtest:{s1}:history") == 4
+
+
+async def test_runs_count_tool_calls_model_latency_and_tokens(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    (workdir / "notes.txt").write_text("x\n")
+    fake_openai.script = [calls(("call_1", "read", {"path": "notes.txt"})), reply("done")]
+    provider = openai_provider(fake_openai)
+    runtime, _, _ = make_runtime(redis, workdir, provider)
+
+    def value(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    tokens = {"provider": provider.name}
+    before = (
+        value("clawgate_tool_calls_total", tool="read", status="completed"),
+        value("clawgate_llm_seconds_count", provider=provider.name),
+        value("clawgate_llm_tokens_total", kind="prompt", **tokens),
+        value("clawgate_llm_tokens_total", kind="completion", **tokens),
+    )
+    await runtime.run("s-metrics", "read it", ACTOR, CONVERSATION)
+    after = (
+        value("clawgate_tool_calls_total", tool="read", status="completed"),
+        value("clawgate_llm_seconds_count", provider=provider.name),
+        value("clawgate_llm_tokens_total", kind="prompt", **tokens),
+        value("clawgate_llm_tokens_total", kind="completion", **tokens),
+    )
+    # One read; two model calls: (system + user) = 2 messages, then 4 (+ call and result).
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1, 2, 10 * (2 + 4), 5 + 5]
 
 
 async def test_history_is_append_only_across_runs(

@@ -10,6 +10,7 @@ import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
+from runtime.metrics import LLM_TOKENS
 from runtime.models import (
     AssistantMessage,
     Message,
@@ -102,6 +103,10 @@ class OpenAIProvider:
         except openai.OpenAIError as exc:
             log.warning("model request failed: %s", type(exc).__name__)
             raise ProviderError(_describe(exc, str(self.client.base_url))) from exc
+        usage = response.usage
+        if usage is not None:
+            LLM_TOKENS.labels(self.name, "prompt").inc(usage.prompt_tokens or 0)
+            LLM_TOKENS.labels(self.name, "completion").inc(usage.completion_tokens or 0)
         if not response.choices:
             raise ProviderError("the model server returned no choices")
         message = response.choices[0].message
