@@ -64,9 +64,18 @@ class RedactingFilter(logging.Filter):
     """Masks secrets in a record's message, traceback, stack and `extra=` fields, in place."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Never raises: a filter runs outside logging's own error handling, so a failure
+        here would break the code that logged. A record it cannot mask is dropped."""
+        try:
+            self._mask(record)
+        except Exception:
+            return False
+        return True
+
+    def _mask(self, record: logging.LogRecord) -> None:
         try:
             message = record.getMessage()
-        except (TypeError, ValueError):
+        except Exception:
             message = str(record.msg)  # a bad format string: still mask what will be shown
         record.msg = redact_log_text(message)
         record.args = None
@@ -78,7 +87,6 @@ class RedactingFilter(logging.Filter):
             record.stack_info = redact_log_text(record.stack_info)
         for key in record.__dict__.keys() - _STANDARD:
             record.__dict__[key] = _redact_value(record.__dict__[key], key)
-        return True
 
 
 class JsonFormatter(logging.Formatter):

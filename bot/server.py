@@ -150,7 +150,8 @@ async def _build(
     async def handle(job: Job) -> None:
         inbound = Inbound.model_validate_json(job.payload)
         QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
-        if job.deliveries > 1 and inbound.kind == "input" and not inbound.needs_session:
+        message = inbound.kind == "input" and not inbound.text.lstrip().startswith("/")
+        if job.deliveries > 1 and message and not inbound.needs_session:
             # Taken over from a worker that stopped: say so, as parts may show twice.
             await router.send(inbound.conversation, Notice(RERUN_NOTICE))
         await handle_inbound(runtime, router, inbound)

@@ -110,7 +110,9 @@ class ToolExecutor:
         and `grants` maps call ids to the approval that lets them through the chain."""
         outcome = await self._execute(calls, ctx, start, prior, grants)
         for result in outcome.results:
-            TOOL_CALLS.labels(result.tool, result.status.value).inc()
+            # Names the model made up would grow the label set without bound.
+            tool = result.tool if self.registry.known(result.tool) else "(unknown)"
+            TOOL_CALLS.labels(tool, result.status.value).inc()
         return outcome
 
     async def _execute(

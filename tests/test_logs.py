@@ -217,3 +217,30 @@ async def test_invalid_log_format_is_a_settings_error(workdir: Path) -> None:
     code, _, err = await chat("", workdir, clean_env(CLAWGATE_LOG_FORMAT="xml"), "chat")
     assert code == 2
     assert "CLAWGATE_LOG_FORMAT" in err
+
+
+def test_a_record_that_cannot_be_formatted_never_breaks_the_caller() -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("clawgate.test.badformat")
+    handler = make_handler("text", stream)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("%(a)s", {"b": 1})  # KeyError inside getMessage
+        logger.warning("still logging")
+    finally:
+        logger.removeHandler(handler)
+    assert "still logging" in stream.getvalue()
+
+
+def test_redis_url_passwords_are_masked_also_without_a_user() -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("clawgate.test.redisurl")
+    handler = make_handler("text", stream)
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("cannot reach redis://:s3cret-pw@redis:6379/0 or redis://u:pw2@h/1")
+    finally:
+        logger.removeHandler(handler)
+    assert "s3cret-pw" not in stream.getvalue() and "pw2" not in stream.getvalue()

@@ -68,6 +68,9 @@ def _expected(record: logging.LogRecord) -> bool:
     return not isinstance(error, IngestUnavailable | Malformed)
 
 
+# lark-oapi also prints its records to stdout itself, unmasked and never as JSON: they go
+# through the process's own handlers only.
+logging.getLogger("Lark").handlers.clear()
 logging.getLogger("Lark").addFilter(_expected)
 
 

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 _TRANSIENT = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 ATTEMPTS = 3
 POST_EVENT = "clawgate_post"  # metadata event type tagging clawgate's posts
-SEARCH_LIMIT = 200  # messages looked through for a post that may have landed
+SEARCH_PAGES = 20  # pages of a thread read looking for a post that may have landed
 
 STYLE = Style(
     marks={
@@ -169,35 +169,41 @@ class SlackChannel:
                 return str(response["ts"])
             if response == "fail":
                 return None
+            await asyncio.sleep(0.5 * attempt)  # let a post Slack did store show up first
             checked, ts = await self._find_post(channel, thread_ts, tag)
             if ts is not None or not checked:  # it landed, or we cannot tell: never twice
                 return ts
-            await asyncio.sleep(0.2 * attempt)
         log.error("chat.postMessage gave up after %d attempts", ATTEMPTS)
         return None
 
     async def _find_post(
         self, channel: str, thread_ts: str | None, tag: str
     ) -> tuple[bool, str | None]:
-        """(whether the search worked, the ts of the post tagged `tag` if it is there). Our
-        clock and Slack's need not agree, so the search is by count, not by time."""
-        try:
-            if thread_ts:
-                found = await self.client.conversations_replies(
-                    channel=channel, ts=thread_ts, limit=SEARCH_LIMIT, include_all_metadata=True
-                )
-            else:
-                found = await self.client.conversations_history(
-                    channel=channel, limit=SEARCH_LIMIT, include_all_metadata=True
-                )
-        except (SlackApiError, ClientError, TimeoutError) as exc:
-            log.warning("cannot check whether a failed post landed (%s)", type(exc).__name__)
-            return False, None
-        for message in found.get("messages") or []:
-            payload = (message.get("metadata") or {}).get("event_payload") or {}
-            if payload.get("post") == tag:
-                return True, str(message["ts"])
-        return True, None
+        """(whether the search worked, the ts of the post tagged `tag` if it is there). A
+        thread is read from its start (Slack lists replies oldest first), page by page; a
+        channel from its newest message. A search cut short counts as not done."""
+        cursor: str | None = None
+        for _ in range(SEARCH_PAGES):
+            try:
+                if thread_ts:
+                    page = await self.client.conversations_replies(
+                        channel=channel, ts=thread_ts, cursor=cursor, include_all_metadata=True
+                    )
+                else:
+                    page = await self.client.conversations_history(
+                        channel=channel, limit=100, include_all_metadata=True
+                    )
+            except (SlackApiError, ClientError, TimeoutError) as exc:
+                log.warning("cannot check whether a failed post landed (%s)", type(exc).__name__)
+                return False, None
+            for message in page.get("messages") or []:
+                payload = (message.get("metadata") or {}).get("event_payload") or {}
+                if payload.get("post") == tag:
+                    return True, str(message["ts"])
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not thread_ts or not page.get("has_more") or not cursor:
+                return True, None
+        return False, None
 
     async def _update(self, channel: str, ts: str, **fields: Any) -> None:
         """Updates are safe to repeat, so any failure that may pass is retried."""
@@ -217,8 +223,11 @@ class SlackChannel:
         try:
             return await call
         except SlackApiError as exc:
-            error = str(exc.response.get("error", "unknown error"))
-            if error not in _TRANSIENT and exc.response.status_code < 500:
+            # slack_sdk may attach the raw HTTP response when Slack's body was not JSON.
+            answer = exc.response
+            error = str(answer.get("error", "unknown error")) if hasattr(answer, "get") else "?"
+            status = int(getattr(answer, "status_code", getattr(answer, "status", 0)) or 0)
+            if error not in _TRANSIENT and status < 500:
                 log.error("%s failed: %s", method, error)
                 return "fail"
             log.warning("%s failed: %s", method, error)

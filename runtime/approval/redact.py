@@ -31,7 +31,7 @@ _FLAG_VALUES = [
     re.compile(r"(\s-u\s+[^:\s]+:)(\S+)"),
     re.compile(r"(?i)(authorization:\s*\w+\s+)([^\s\"']+)"),
 ]
-_URL_CREDENTIALS = re.compile(r"(://[^/\s:@]+):[^@\s/]+@")
+_URL_CREDENTIALS = re.compile(r"(://[^/\s:@]*):[^@\s/]+@")  # also redis://:password@
 
 
 def redact_text(text: str) -> str:
