@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from runtime.approval.redact import MASK, redact_text
+from runtime.approval.redact import MASK, redact, redact_text
 
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
@@ -23,7 +22,6 @@ _QUOTED_PAIR = re.compile(
     r"(?i)([\"'][\w.-]*(?:secret|token|passw(?:or)?d|api[_-]?key|authorization)[\w.-]*[\"']"
     r"\s*:\s*)(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,}\]]+)"
 )
-_SECRET_NAME = re.compile(r"(?i)(secret|token|passw(or)?d|api[_-]?key|credential|auth)")
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", None, None).__dict__) | {
@@ -46,18 +44,6 @@ def _mask_like(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return f"{value[0]}{MASK}{value[0]}"
     return MASK
-
-
-def _redact_value(value: Any, key: str = "") -> Any:
-    if key and _SECRET_NAME.search(key):
-        return MASK
-    if isinstance(value, str):
-        return redact_log_text(value)
-    if isinstance(value, Mapping):
-        return {k: _redact_value(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_value(v) for v in value]
-    return value
 
 
 class RedactingFilter(logging.Filter):
@@ -86,7 +72,7 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact_log_text(record.stack_info)
         for key in record.__dict__.keys() - _STANDARD:
-            record.__dict__[key] = _redact_value(record.__dict__[key], key)
+            record.__dict__[key] = redact(record.__dict__[key], key, redact_log_text)
 
 
 class JsonFormatter(logging.Formatter):

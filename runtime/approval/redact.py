@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime.canonical import canonical_json
@@ -43,15 +43,16 @@ def redact_text(text: str) -> str:
     return _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
 
 
-def redact(value: Any, key: str = "") -> Any:
+def redact(value: Any, key: str = "", scrub: Callable[[str], str] = redact_text) -> Any:
+    """`value` with every item under a secret-sounding key masked and text `scrub`bed."""
     if key and _SECRET_KEY.search(key):
         return MASK
     if isinstance(value, str):
-        return redact_text(value)
+        return scrub(value)
     if isinstance(value, Mapping):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
+        return {k: redact(v, str(k), scrub) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v, scrub=scrub) for v in value]
     return value
 
 
