@@ -40,7 +40,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from tests.http_client import post_bytes, post_bytes_sync
+from tests.http_client import post_bytes
 from tests.threaded_server import ThreadedServer
 
 P = ParamSpec("P")
@@ -146,22 +146,6 @@ async def post_signed(
     headers = signed_headers(secret, body, timestamp=timestamp, retry_num=retry_num)
     headers.update(extra_headers or {})
     return await post_bytes(url, body.encode("utf-8"), headers, timeout=timeout)
-
-
-def post_signed_sync(
-    url: str,
-    secret: str,
-    body: str,
-    *,
-    timestamp: int | None = None,
-    retry_num: int | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    timeout: float = 10.0,
-) -> tuple[int, str]:
-    """Blocking `post_signed` (urllib, no proxies); HTTP errors are returned, not raised."""
-    headers = signed_headers(secret, body, timestamp=timestamp, retry_num=retry_num)
-    headers.update(extra_headers or {})
-    return post_bytes_sync(url, body.encode("utf-8"), headers, timeout=timeout)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from adapters.slack.payloads import (
     SlashCommand,
     ViewSubmission,
 )
-from adapters.slack.text import clean_text, escape, split_text
+from adapters.slack.text import clean_text, escape
+from adapters.split import split_text
 
 ME = SlackIdentity(team_id="T1", bot_user_id="UBOT", bot_id="BBOT")
 

@@ -29,6 +29,7 @@ from lark_oapi.core.token.manager import TokenManager
 from adapters.feishu.cards import approval_card
 from adapters.feishu.inbound import FeishuIdentity
 from adapters.progress import Progress, ProgressEvent, Style
+from adapters.split import split_text
 from runtime.channel import (
     ApprovalRequested,
     ApprovalUpdated,
@@ -77,16 +78,6 @@ def feishu_client(app_id: str, app_secret: str, domain: str) -> Any:
     )
 
 
-def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
-    pieces = []
-    while len(text) > limit:
-        cut = text.rfind("\n", limit // 2, limit)
-        cut = cut if cut > 0 else limit
-        pieces.append(text[:cut])
-        text = text[cut:].lstrip("\n")
-    return [*pieces, text]
-
-
 class FeishuChannel:
     def __init__(self, client: Any, app_id: str) -> None:
         self.client = client
@@ -99,7 +90,7 @@ class FeishuChannel:
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if isinstance(event, Reply):
-            for piece in split_text(event.text):
+            for piece in split_text(event.text, MAX_TEXT):
                 await self._say(conversation.data, "text", {"text": piece})
         elif isinstance(event, Notice):
             await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
@@ -125,7 +116,7 @@ class FeishuChannel:
         where = dict(conversation.data)
         if reply.get("message_id"):
             where["message_id"] = reply["message_id"]
-        for piece in split_text(text):
+        for piece in split_text(text, MAX_TEXT):
             await self._say(where, "text", {"text": piece})
 
     # --- the working message ---------------------------------------------------------------

@@ -21,7 +21,8 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.progress import Progress, ProgressEvent, Style
 from adapters.slack.blocks import approval_blocks, fallback_text
-from adapters.slack.text import MAX_TEXT, escape, split_text
+from adapters.slack.text import MAX_TEXT, escape
+from adapters.split import split_text
 from runtime.channel import (
     ApprovalRequested,
     ApprovalUpdated,
@@ -91,7 +92,7 @@ class SlackChannel:
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         where = _where(conversation)
         if isinstance(event, Reply):
-            for piece in split_text(event.text):
+            for piece in split_text(event.text, MAX_TEXT):
                 await self._post(where, text=escape(piece))
         elif isinstance(event, Notice):
             await self._post(where, text=f":information_source: {escape(event.text)}")
@@ -127,7 +128,7 @@ class SlackChannel:
                 log.error("response_url failed: %s", type(exc).__name__)
             return
         where = _where(conversation)
-        for piece in split_text(text):
+        for piece in split_text(text, MAX_TEXT):
             await self._try(
                 "chat.postEphemeral",
                 self.client.chat_postEphemeral(

@@ -1,5 +1,5 @@
 """Slack's text conventions: mentions and links in `<...>`, `&`, `<`, `>` escaped; messages
-cut into pieces under Slack's limits."""
+cut under Slack's limits (`MAX_TEXT`)."""
 
 from __future__ import annotations
 
@@ -32,18 +32,3 @@ def mentions(text: str, bot_user_id: str) -> bool:
 def escape(text: str) -> str:
     """Plain text as Slack message text: only these three characters are special."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
-    """Pieces of at most `limit` characters, cut at line breaks (or spaces) where possible."""
-    pieces = []
-    while len(text) > limit:
-        cut = text.rfind("\n", 0, limit)
-        if cut < limit // 2:
-            cut = text.rfind(" ", 0, limit)
-        if cut < limit // 2:
-            cut = limit
-        pieces.append(text[:cut])
-        text = text[cut:].lstrip("\n")
-    pieces.append(text)
-    return [piece for piece in pieces if piece.strip()] or [text]
