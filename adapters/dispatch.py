@@ -9,10 +9,13 @@ from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
 from adapters.console.channel import render_pending
+from adapters.policy_text import render_policy
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.inbound import Inbound
 from runtime.models import Actor, ConversationRef, RunResult
+from runtime.policy.model import OverrideState
+from runtime.policy.service import PolicyChangeError
 
 Say = Callable[[str], Awaitable[None]]
 
@@ -22,6 +25,8 @@ HELP = """Commands:
   /reject <id> [reason]         refuse it; the model is told who refused and why
   /pending                      approvals waiting in this conversation
   /cancel                       withdraw this session's pending approval
+  /policy show                  the tools and approval rules here, and where they come from
+  /policy allow|deny|reset <tool>   admins: change a tool's policy in this conversation
   /help                         this list
 Anything else is a message to the assistant."""
 
@@ -55,6 +60,19 @@ async def _command(
     say: Say,
     help_text: str,
 ) -> RunResult | None:
+    # Every command is audited (who, what, where); ordinary messages never are.
+    await runtime.audit.record(
+        "command",
+        actor.key,
+        name=command.name,
+        session=session,
+        conversation=conversation.id,
+        approval=command.approval_id,
+        scope=command.scope if command.name == "approve" else None,
+        reason=command.reason,
+        action=command.policy_action,
+        tool=command.tool,
+    )
     if command.name == "help":
         await say(help_text)
     elif command.name in ("approve", "reject"):
@@ -83,8 +101,28 @@ async def _command(
         except RedisError:
             await say("Cannot reach Redis, so nothing was cancelled; try again shortly.")
     else:
-        await say(f"/{command.name} is not supported here yet.")
+        await say(await _policy(runtime, command, actor, conversation))
     return None
+
+
+async def _policy(
+    runtime: Runtime, command: Command, actor: Actor, conversation: ConversationRef
+) -> str:
+    """`/policy show` for anyone; `allow`/`deny`/`reset <tool>` for admins, in this chat."""
+    policies = runtime.policies
+    try:
+        if command.policy_action == "show":
+            return render_policy(await policies.effective(conversation.id))
+        assert command.tool is not None
+        action = command.policy_action
+        state: OverrideState | None = (
+            "allow" if action == "allow" else "deny" if action == "deny" else None
+        )
+        return await policies.change(conversation.id, command.tool, state, actor)
+    except PolicyChangeError as exc:
+        return f"Policy not changed: {exc}."
+    except RedisError:
+        return "Cannot reach Redis, so the policy was neither read nor changed; try again."
 
 
 async def handle_inbound(runtime: Runtime, router: Router, inbound: Inbound) -> RunResult | None:

@@ -12,9 +12,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from redis.asyncio import Redis
+
 from bot.settings import Settings
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.authz import ApproverPolicy
 from runtime.approval.middleware import HumanApprovalMiddleware
 from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
@@ -33,6 +34,8 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.policy.resolve import Defaults
+from runtime.policy.service import PolicyService
 from runtime.providers.demo import DemoProvider
 from runtime.store.connection import connect
 from runtime.store.history import HistoryStore
@@ -81,12 +84,17 @@ ACTOR = Actor(platform="bench", user_id="bench")
 CONVERSATION = ConversationRef(platform="bench", id="bench:local")
 
 
-def _registry(approvals: ApprovalStore | None = None) -> ToolRegistry:
+def _policies(redis: Redis, keys: Keys) -> PolicyService:
+    defaults = Defaults(enabled=("noop",), admins=frozenset([ACTOR.key]))
+    return PolicyService(redis, keys, defaults, ["noop"])
+
+
+def _registry(policies: PolicyService, approvals: ApprovalStore | None = None) -> ToolRegistry:
     """The default chain; with `approvals`, noop is gated (the risk policy does not know it)."""
     registry = ToolRegistry([NoopTool()])
-    registry.use(ToolPolicyMiddleware(deny=["bash"]))
+    registry.use(ToolPolicyMiddleware(policies))
     if approvals is not None:
-        registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals))
+        registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))
     return registry
 
 
@@ -97,13 +105,11 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
     keys = Keys(f"{settings.redis_prefix}-bench-{time.time_ns()}")
     try:
         approvals = ApprovalStore(redis, keys)
-        registry = _registry(approvals if gated else None)
+        policies = _policies(redis, keys)
+        registry = _registry(policies, approvals if gated else None)
         history = HistoryStore(redis, keys)
-        approvers = ApproverPolicy.of(admins=[ACTOR.key])
         config = RuntimeConfig(workdir=workdir)
-        yield Runtime(
-            config, DemoProvider(), registry, history, NullChannel(), approvals, approvers
-        )
+        yield Runtime(config, DemoProvider(), registry, history, NullChannel(), approvals, policies)
     finally:
         stale = [k async for k in redis.scan_iter(match=f"{keys.prefix}:*")]
         if stale:
@@ -112,9 +118,13 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
 
 
 async def bench_tool_calls(calls: int, workdir: Path) -> dict[str, list[float]]:
-    registry = _registry()
+    """The chain as a model step runs it: the step's policy is already on the context."""
+    redis = connect(None)
+    policies = _policies(redis, Keys("bench"))
+    registry = _registry(policies)
     executor = ToolExecutor(registry)
     ctx = ToolContext(session="bench", workdir=workdir)
+    ctx.policy = await policies.effective(CONVERSATION.id)
     tool, args = NoopTool(), NoopArgs(value=1)
     call = ToolCall(id="call_1", name="noop", arguments='{"value": 1}')
     warmup = max(100, calls // 10)
@@ -122,6 +132,7 @@ async def bench_tool_calls(calls: int, workdir: Path) -> dict[str, list[float]]:
     await _time_each(warmup, lambda: executor.execute([call], ctx))
     direct = await _time_each(calls, lambda: tool.run(args, ctx))
     chained = await _time_each(calls, lambda: executor.execute([call], ctx))
+    await redis.aclose()
     return {"direct": direct, "chain": chained}
 
 

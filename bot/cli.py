@@ -14,11 +14,15 @@ from redis.asyncio import Redis
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
+from bot.cli_audit import add_audit_parser, run_audit_command
+from bot.cli_policy import add_policy_parser, run_policy_command
+from bot.cli_trace import add_trace_parser, run_trace_command
 from bot.logs import configure_logging
 from bot.operator import run_approvals_command
-from bot.policy_file import PolicyFileError, load_policy_file
+from bot.policy_file import PolicyFileError
+from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings
-from bot.wiring import build_runtime
+from bot.wiring import build_runtime, load_policy
 from runtime.models import Actor
 from runtime.store.connection import connect
 
@@ -46,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     reject = verbs.add_parser("reject", help="reject as the operator")
     reject.add_argument("id")
     reject.add_argument("reason", nargs="*", help="why (told to the model)")
+
+    add_audit_parser(sub)
+    add_policy_parser(sub)
+    add_trace_parser(sub)
 
     bench = sub.add_parser("bench", help="measure performance")
     bench.add_argument("target", choices=["runtime", "approval", "ingest"], help="what to measure")
@@ -119,24 +127,28 @@ async def _redis(settings: Settings) -> AsyncIterator[Redis]:
 
 
 async def _chat(settings: Settings, session: str) -> int:
-    policy = load_policy_file(settings.policy_file)
+    policy = load_policy(settings)
     actor = Actor(platform="console", user_id=getpass.getuser())
     async with _redis(settings) as redis:
         runtime = build_runtime(
             settings, policy, redis, ConsoleChannel(sys.stdout), extra_admins=[actor.key]
         )
         chat = ConsoleChat(runtime, f"console:{session}", actor, sys.stdin, sys.stdout)
-        sweeper = asyncio.create_task(chat.sweep_forever(SWEEP_INTERVAL))
+        background = [
+            asyncio.create_task(chat.sweep_forever(SWEEP_INTERVAL)),
+            asyncio.create_task(keep_policy_fresh(runtime.policies, settings.policy_file)),
+        ]
         try:
             return await chat.serve()
         finally:
-            sweeper.cancel()
+            for task in background:
+                task.cancel()
 
 
 async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise SettingsError("REDIS_URL: required for `clawgate approvals` (approvals live there)")
-    policy = load_policy_file(settings.policy_file)
+    policy = load_policy(settings)
     async with _redis(settings) as redis:
         runtime = build_runtime(settings, policy, redis, ConsoleChannel(sys.stdout))
         return await run_approvals_command(runtime, args, sys.stdout)
@@ -147,7 +159,7 @@ async def _serve(settings: Settings, http: bool) -> int:
         raise SettingsError("REDIS_URL: required for `clawgate worker` (workers share a server)")
     from bot.server import run  # noqa: PLC0415 - the platform SDKs load only when serving
 
-    return await run(settings, load_policy_file(settings.policy_file), http)
+    return await run(settings, load_policy(settings), http)
 
 
 def _bench(settings: Settings, args: argparse.Namespace) -> int:
@@ -178,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_level, settings.log_format, sys.stderr)
         if args.command == "chat":
             return asyncio.run(_chat(settings, args.session))
+        if args.command == "audit":
+            return run_audit_command(settings, args)
+        if args.command == "policy":
+            return run_policy_command(settings, args)
+        if args.command == "trace":
+            return run_trace_command(settings, args)
         if args.command == "approvals":
             return asyncio.run(_approvals(settings, args))
         if args.command in ("serve", "worker"):

@@ -29,8 +29,10 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         if loaded is None:
             say(f"unknown approval id {args.id!r}")
             return 1
-        record, _ = loaded
+        record, checkpoint = loaded
         say(record.model_dump_json(indent=2))
+        if checkpoint.trace_id:
+            say(f"trace: {checkpoint.trace_id} (clawgate trace show {checkpoint.trace_id})")
         for entry in await runtime.approvals.audit_entries(record.session):
             if entry.get("approval") == record.id:
                 say("audit: " + " ".join(f"{k}={v}" for k, v in entry.items()))

@@ -1,62 +1,46 @@
-"""The optional policy file (`clawgate.toml`): what admins decide, as opposed to how to run."""
+"""The optional policy file (`clawgate.toml`): what admins decide, as opposed to how to run.
+Read at start and again on change or SIGHUP (see bot/policy_reload.py)."""
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from runtime.approval.risk import RiskConfig
-
-
-class ToolsPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    # None: every enabled tool may run. A tool in `deny` never runs, even if also allowed.
-    allow: list[str] | None = None
-    deny: list[str] = Field(default_factory=list)
-
-
-class ConversationPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    approvers: list[str] = Field(default_factory=list)
-
-
-class ApprovalsPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    requester_may_approve: bool = False
-    # Approvers for one conversation, keyed by its id (e.g. "slack:T123:C456").
-    conversations: dict[str, ConversationPolicy] = Field(default_factory=dict)
-
-
-class PolicyFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
-    risk: RiskConfig = Field(default_factory=RiskConfig)
-    approvals: ApprovalsPolicy = Field(default_factory=ApprovalsPolicy)
+from runtime.policy.model import PolicyDocument
 
 
 class PolicyFileError(Exception):
-    pass
+    """Every problem found, one per line."""
 
 
-def load_policy_file(path: Path | None) -> PolicyFile:
+def load_policy_file(path: Path | None, tools: Collection[str] = ()) -> PolicyDocument:
+    """The file's rules; `tools` (when given) are the tools the process knows, so a tool name
+    with a typo is an error instead of a deny that silently denies nothing."""
     if path is None:
-        return PolicyFile()
+        return PolicyDocument()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PolicyFileError(f"{path}: cannot read ({exc.strerror})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise PolicyFileError(f"{path}: not valid TOML ({exc})") from exc
+    except UnicodeDecodeError:
+        raise PolicyFileError(f"{path}: not UTF-8 text") from None
     try:
-        return PolicyFile.model_validate(data)
+        document = PolicyDocument.model_validate(data)
     except ValidationError as exc:
         lines = [
-            f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"{path}: {'.'.join(str(p) for p in err['loc'])}: "
+            + err["msg"].removeprefix("Value error, ")
+            for err in exc.errors()
         ]
         raise PolicyFileError("\n".join(lines)) from exc
+    unknown = sorted(document.tools_named() - set(tools)) if tools else []
+    if unknown:
+        raise PolicyFileError(
+            f"{path}: unknown tools {', '.join(unknown)} (tools: {', '.join(tools)})"
+        )
+    return document

@@ -29,7 +29,7 @@ from adapters.router import Router
 from adapters.slack.app import SlackAdapter
 from adapters.slack.channel import SlackChannel, web_client
 from adapters.slack.inbound import SlackIdentity
-from bot.policy_file import PolicyFile
+from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_runtime
 from bot.worker import Worker, sweep_forever
@@ -39,6 +39,7 @@ from runtime.channel import Notice
 from runtime.inbound import Inbound
 from runtime.ingest import Ingest
 from runtime.models import Actor, ConversationRef
+from runtime.policy.model import PolicyDocument
 from runtime.store.connection import connect
 from runtime.store.inbox import Inbox, Job
 from runtime.store.keys import Keys
@@ -107,7 +108,7 @@ async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackId
     return SlackIdentity(str(auth["team_id"]), str(auth["user_id"]), str(auth.get("bot_id", "")))
 
 
-async def build_service(settings: Settings, policy: PolicyFile, worker: bool = True) -> Service:
+async def build_service(settings: Settings, policy: PolicyDocument, worker: bool = True) -> Service:
     redis = connect(settings.redis_url)
     keys = Keys(settings.redis_prefix)
     inbox = Inbox(redis, keys, dedupe_ttl_s=settings.dedupe_ttl)
@@ -122,7 +123,7 @@ async def build_service(settings: Settings, policy: PolicyFile, worker: bool = T
 
 async def _build(
     settings: Settings,
-    policy: PolicyFile,
+    policy: PolicyDocument,
     redis: Redis,
     inbox: Inbox,
     http: ClientSession,
@@ -249,7 +250,7 @@ def _stop_signal() -> asyncio.Event:
     return stop
 
 
-async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
+async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
     """Serve until SIGTERM/SIGINT. `http=False` is `clawgate worker`: no endpoints."""
     service = await build_service(settings, policy, worker=settings.inprocess_worker or not http)
     # Everything loaded so far (the platform SDKs define thousands of classes) lives as long
@@ -263,6 +264,8 @@ async def run(settings: Settings, policy: PolicyFile, http: bool) -> int:
     long_connection: LongConnection | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
+        policies = service.runtime.policies
+        tasks.append(asyncio.create_task(keep_policy_fresh(policies, settings.policy_file)))
         if service.worker is not None:
             try:
                 await service.worker.start()

@@ -50,6 +50,13 @@ class Settings(BaseSettings):
     dedupe_ttl: float = Field(86_400, alias="CLAWGATE_DEDUPE_TTL", ge=8 * 3600)
     shutdown_grace: float = Field(20.0, alias="CLAWGATE_SHUTDOWN_GRACE", ge=0)
     metrics_port: int | None = Field(None, alias="CLAWGATE_METRICS_PORT", ge=1, le=65535)
+    # Tracing: off, metadata (no prompt/argument/output text) or replay (redacted, truncated).
+    trace_mode: Literal["off", "metadata", "replay"] = Field(
+        "metadata", alias="CLAWGATE_TRACE_MODE"
+    )
+    trace_ttl: int = Field(7 * 24 * 3600, alias="CLAWGATE_TRACE_TTL", ge=60)
+    # The global audit trail keeps about the newest N entries (trimmed approximately).
+    audit_maxlen: int = Field(100_000, alias="CLAWGATE_AUDIT_MAXLEN", ge=1000)
     # Slack: enabled when SLACK_BOT_TOKEN is set.
     slack_bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
     slack_signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")

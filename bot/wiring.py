@@ -7,14 +7,17 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.policy_file import PolicyFile
+from bot.policy_file import load_policy_file
 from bot.settings import Settings, SettingsError
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.authz import ApproverPolicy
 from runtime.approval.middleware import HumanApprovalMiddleware
 from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
+from runtime.audit import AuditLog
 from runtime.channel import Channel
+from runtime.policy.model import PolicyDocument
+from runtime.policy.resolve import Defaults
+from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.store.history import HistoryStore
@@ -24,6 +27,8 @@ from runtime.tools.base import Tool
 from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tracing.recorder import Tracer
+from runtime.tracing.store import TraceStore
 
 
 def build_provider(settings: Settings) -> Provider:
@@ -50,38 +55,48 @@ def all_tools(settings: Settings) -> list[Tool[Any]]:
     ]
 
 
+def tool_names(settings: Settings) -> list[str]:
+    return [tool.name for tool in all_tools(settings)]
+
+
+def load_policy(settings: Settings) -> PolicyDocument:
+    """The policy file named by the settings, checked against the tools this process has."""
+    return load_policy_file(settings.policy_file, tool_names(settings))
+
+
 def build_registry(
-    settings: Settings, policy: PolicyFile, approvals: ApprovalStore
+    settings: Settings, approvals: ApprovalStore, policies: PolicyService
 ) -> ToolRegistry:
-    registry = ToolRegistry(
-        all_tools(settings), enabled=settings.enabled_tools, excluded=policy.tools.deny
-    )
+    registry = ToolRegistry(all_tools(settings), enabled=settings.enabled_tools)
     unknown = registry.unknown_enabled()
     if unknown:
         raise SettingsError(f"CLAWGATE_ENABLED_TOOLS: unknown tools {', '.join(unknown)}")
     # Order matters: an admin's deny never reaches a human; only then the risk policy asks.
-    registry.use(ToolPolicyMiddleware(allow=policy.tools.allow, deny=policy.tools.deny))
-    registry.use(HumanApprovalMiddleware(RiskPolicy(policy.risk), approvals))
+    registry.use(ToolPolicyMiddleware(policies))
+    registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))
     return registry
 
 
-def build_approvers(
-    settings: Settings, policy: PolicyFile, extra_admins: Iterable[str] = ()
-) -> ApproverPolicy:
-    return ApproverPolicy.of(
-        admins=[*settings.admins, *extra_admins],
-        approvers=settings.approvers,
-        conversation_approvers={
-            conversation: entry.approvers
-            for conversation, entry in policy.approvals.conversations.items()
-        },
-        requester_may_approve=policy.approvals.requester_may_approve,
+def build_policies(
+    settings: Settings,
+    document: PolicyDocument,
+    redis: Redis,
+    audit: AuditLog,
+    extra_admins: Iterable[str] = (),
+) -> PolicyService:
+    defaults = Defaults(
+        enabled=tuple(settings.enabled_tools),
+        admins=frozenset([*settings.admins, *extra_admins]),
+        approvers=frozenset(settings.approvers),
+        approval_timeout=settings.approval_timeout,
     )
+    keys = Keys(settings.redis_prefix)
+    return PolicyService(redis, keys, defaults, tool_names(settings), document, audit)
 
 
 def build_runtime(
     settings: Settings,
-    policy: PolicyFile,
+    policy: PolicyDocument,
     redis: Redis,
     channel: Channel,
     extra_admins: Iterable[str] = (),
@@ -94,12 +109,16 @@ def build_runtime(
     )
     keys = Keys(settings.redis_prefix)
     approvals = ApprovalStore(redis, keys, timeout_s=settings.approval_timeout)
+    audit = AuditLog(redis, keys, settings.audit_maxlen)
+    policies = build_policies(settings, policy, redis, audit, extra_admins)
     return Runtime(
         config,
         build_provider(settings),
-        build_registry(settings, policy, approvals),
+        build_registry(settings, approvals, policies),
         HistoryStore(redis, keys),
         channel,
         approvals,
-        build_approvers(settings, policy, extra_admins),
+        policies,
+        audit=audit,
+        tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from runtime.approval.authz import OPERATOR_PLATFORM, ApproverPolicy
+from runtime.approval.authz import OPERATOR_PLATFORM
 from runtime.approval.middleware import standing_rule
 from runtime.approval.models import (
     ApprovalRecord,
@@ -36,6 +36,7 @@ from runtime.approval.models import (
 )
 from runtime.approval.redact import argument_summary
 from runtime.approval.store import ApprovalStore, Transition
+from runtime.audit import AuditLog
 from runtime.channel import (
     ApprovalNotice,
     ApprovalRequested,
@@ -61,10 +62,14 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.store.history import HistoryStore, encode_message, parse_history
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
+from runtime.tracing import hooks as tracing
+from runtime.tracing.context import current_trace_id
+from runtime.tracing.recorder import Tracer
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +120,14 @@ _TRANSITION_MESSAGES = {
     "expired": "approval {id} has expired; nothing was executed",
     "wrong_conversation": "approval {id} can only be decided in the conversation that requested it",
     "hash_mismatch": "approval {id} failed its integrity check (the stored call changed); refused",
+}
+
+
+# Why a decision attempt was refused, as the audit trail names it.
+_REFUSAL_KINDS = {
+    "not_found": "unknown_id",
+    "already": "already_decided",
+    "wrong_status": "already_decided",
 }
 
 
@@ -193,12 +206,15 @@ class Runtime:
         history: HistoryStore,
         channel: Channel,
         approvals: ApprovalStore,
-        approvers: ApproverPolicy | None = None,
+        policies: PolicyService,
         release: Release | None = None,
+        audit: AuditLog | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """`release` runs the messages a session held once its wait ended outside a run (an
         expiry, a crashed execution): None runs them right here (a single-process chat);
-        a server queues them in the session's lane instead, so they never run beside it."""
+        a server queues them in the session's lane instead, so they never run beside it.
+        `audit` is the global audit trail (default: on the approvals' Redis and prefix)."""
         self.config = config
         self.release = release
         self.provider = provider
@@ -206,7 +222,9 @@ class Runtime:
         self.history = history
         self.channel = channel
         self.approvals = approvals
-        self.approvers = approvers or ApproverPolicy()
+        self.audit = audit or AuditLog(approvals.redis, approvals.keys)
+        self.policies = policies
+        self.tracer = tracer or Tracer()  # default: off
         self.loop = AgentLoop(
             provider,
             registry,
@@ -214,6 +232,8 @@ class Runtime:
             config.system_prompt,
             config.max_steps,
             config.max_tool_result_chars,
+            audit=self.audit,
+            policies=policies,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
@@ -282,7 +302,10 @@ class Runtime:
             await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation)
         state = RunState(session=session, history=history, ctx=ctx, emit=emit)
-        return await self._drive(state, self.loop.run(state))
+        async with self.tracer.trace(
+            "agent.run", session=session, actor=message.actor.key, payloads={"input": message.text}
+        ) as trace:
+            return trace.done(await self._drive(state, self.loop.run(state)))
 
     def _context(self, session: str, actor: Actor, conversation: ConversationRef) -> ToolContext:
         return ToolContext(
@@ -331,6 +354,7 @@ class Runtime:
             index=suspension.index,
             prior_results=suspension.prior,
             history_len=len(state.history) + len(suspension.unsaved),
+            trace_id=current_trace_id(),
         )
         arguments = canonical_arguments(call)
         record = ApprovalRecord(
@@ -346,7 +370,8 @@ class Runtime:
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
-            record = await self.approvals.create(record, checkpoint, unsaved)
+            timeout = ctx.policy.approval_timeout if ctx.policy else None
+            record = await self.approvals.create(record, checkpoint, unsaved, timeout)
         except RedisError:
             log.exception("session %s: could not store an approval request", state.session)
             text = (
@@ -358,6 +383,18 @@ class Runtime:
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
         state.history.extend(suspension.unsaved)
         APPROVALS.labels("requested").inc()
+        tracing.approval_paused(call.id, record.id, checkpoint.id, call.name, record.reasons)
+        await self.audit.record(
+            "approval_requested",
+            ctx.actor.key,
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=ctx.conversation.id,
+            requester=ctx.actor.key,
+            reasons="; ".join(record.reasons),
+            expires_at=record.expires_at,
+        )
         ref = await self.channel.send(ctx.conversation, ApprovalRequested(self._notice(record)))
         if ref:
             await self.approvals.set_notice(record, ref)
@@ -400,6 +437,11 @@ class Runtime:
 
     # --- decisions --------------------------------------------------------------------------
 
+    async def _refusal(self, actor: Actor, record: ApprovalRecord) -> str | None:
+        """Why `actor` may not decide `record` under its conversation's policy, else None."""
+        policy = await self.policies.effective(record.conversation.id)
+        return policy.approver_policy().refusal(actor, record)
+
     async def decide(
         self,
         approval_id: str,
@@ -418,10 +460,34 @@ class Runtime:
         if isinstance(decided, Decision):
             return decided
         record = decided.record
+        await self.audit.record(
+            "approval_decided",
+            actor.key,
+            approval=record.id,
+            decision=record.status.value,
+            scope=("always" if always else "once") if approve else None,
+            reason=reason,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=decided.checkpoint.trace_id,
+        )
         try:
             await self._update_notice(record)
-            note = await self._add_standing_rule(record, actor) if approve and always else ""
-            result, held = await self._resume(decided, actor)
+            note = ""
+            if approve and always:
+                note = await self._add_standing_rule(record, actor, decided.checkpoint.trace_id)
+            async with self.tracer.trace(
+                "approval.resume",
+                session=record.session,
+                resumes=decided.checkpoint.trace_id,
+                approval_id=record.id,
+                decision=record.status.value,
+                decided_by=actor.key,
+                tool=record.tool,
+            ) as trace:
+                result, held = await self._resume(decided, actor)
+                result = trace.done(result)
             if held:
                 await self._release_held(record.session)
         except RedisError:
@@ -443,20 +509,59 @@ class Runtime:
         atomically, so a click that passes here can still be refused there."""
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
-            return f"unknown approval id {approval_id!r}", None
+            message = f"unknown approval id {approval_id!r}"
+            await self._audit_refusal(approval_id, actor, "unknown_id", message)
+            return message, None
         record = loaded[0]
-        refusal = self.approvers.refusal(actor, record)
+        refusal = await self._refusal(actor, record)
         if refusal is not None:
             await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
             APPROVALS.labels("refused").inc()
-            return f"You cannot decide approval {record.id}: {refusal}.", record.session
+            message = f"You cannot decide approval {record.id}: {refusal}."
+            await self._audit_refusal(
+                record.id, actor, "unauthorized", message, record, trace=loaded[1].trace_id
+            )
+            return message, record.session
         if record.conversation.id != conversation.id:
-            return _TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id), record.session
+            message = _TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
+            await self._audit_refusal(
+                record.id, actor, "wrong_conversation", message, record, trace=loaded[1].trace_id
+            )
+            return message, record.session
         if record.status is not ApprovalStatus.PENDING:
             status = record.status.value.replace("_", " ")
             by = f" by {record.decided_by}" if record.decided_by else ""
-            return f"approval {record.id} was already {status}{by}", record.session
+            message = f"approval {record.id} was already {status}{by}"
+            await self._audit_refusal(
+                record.id, actor, "already_decided", message, record, trace=loaded[1].trace_id
+            )
+            return message, record.session
         return None, record.session
+
+    async def _audit_refusal(
+        self,
+        approval_id: str,
+        actor: Actor,
+        why: str,
+        message: str,
+        record: ApprovalRecord | None = None,
+        attempt: str | None = None,
+        trace: str | None = None,
+    ) -> None:
+        """A refused decision or withdrawal: who, what they tried, why (`unauthorized`,
+        `wrong_conversation`, `expired`, `unknown_id`, `already_decided`, `hash_mismatch`)."""
+        await self.audit.record(
+            "approval_refused",
+            actor.key,
+            approval=approval_id,
+            attempt=attempt,
+            why=why,
+            message=message,
+            tool=record.tool if record else None,
+            session=record.session if record else None,
+            conversation=record.conversation.id if record else None,
+            trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
+        )
 
     async def _record_decision(
         self,
@@ -467,17 +572,24 @@ class Runtime:
         reason: str | None,
     ) -> Decision | Decided:
         """Check who may decide, then run the DECIDE script: a refusal, or what was decided."""
+        attempt = "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
-            return _refused(f"unknown approval id {approval_id!r}")
+            message = f"unknown approval id {approval_id!r}"
+            await self._audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
+            return _refused(message)
         record, checkpoint = loaded
-        refusal = self.approvers.refusal(actor, record)
+        refusal = await self._refusal(actor, record)
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
             refusal = "decisions must come from the conversation that requested them"
         if refusal is not None:
             await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
             APPROVALS.labels("refused").inc()
-            return _refused(f"You cannot decide approval {record.id}: {refusal}.")
+            message = f"You cannot decide approval {record.id}: {refusal}."
+            await self._audit_refusal(
+                record.id, actor, "unauthorized", message, record, attempt, checkpoint.trace_id
+            )
+            return _refused(message)
         call = checkpoint.calls[checkpoint.index]
         rejection = None if approve else _rejection(call, actor, reason)
         transition, raw_history = await self.approvals.decide(
@@ -496,7 +608,12 @@ class Runtime:
             if transition.outcome == "expired":
                 await self._after_expiry(record, checkpoint)
             APPROVALS.labels("refused").inc()
-            return _refused(_transition_message(record.id, transition))
+            message = _transition_message(record.id, transition)
+            why = _REFUSAL_KINDS.get(transition.outcome, transition.outcome)
+            await self._audit_refusal(
+                record.id, actor, why, message, record, attempt, checkpoint.trace_id
+            )
+            return _refused(message)
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         APPROVALS.labels(status.value).inc()
         DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
@@ -511,17 +628,33 @@ class Runtime:
             call.name, canonical_arguments(call), call.id, checkpoint.session, checkpoint.id
         )
 
-    async def _add_standing_rule(self, record: ApprovalRecord, actor: Actor) -> str:
+    async def _add_standing_rule(
+        self, record: ApprovalRecord, actor: Actor, trace: str | None = None
+    ) -> str:
         rule = standing_rule(record.tool, json.loads(record.arguments))
         if rule is None:
             return (
                 " No standing rule was added: chains, redirections and substitutions are "
                 "approved once only."
             )
+        policy = await self.policies.effective(record.conversation.id)
+        if policy.verdict(record.tool).state == "ask":
+            return f" No standing rule was added: the policy says {record.tool} always asks here."
         await self.approvals.add_rule(
             record.conversation.id, rule, record.reasons, actor.key, record.session
         )
         shown = rule.replace("\x1f", " ")
+        await self.audit.record(
+            "rule_added",
+            actor.key,
+            approval=record.id,
+            tool=record.tool,
+            rule=shown,
+            reasons="; ".join(record.reasons),
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=trace,
+        )
         return f" Calls matching `{shown}` are now allowed in this conversation."
 
     async def _update_notice(self, record: ApprovalRecord) -> None:
@@ -544,6 +677,7 @@ class Runtime:
             resumed_from=record.id,
         )
         call = checkpoint.calls[checkpoint.index]
+        tracing.begin_step(checkpoint.step, resumed=record.id, call=(call.id, checkpoint.index))
         first, held = decided.rejection, decided.held
         if first is None:
             self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
@@ -613,6 +747,15 @@ class Runtime:
         if not consumed.ok:
             log.warning("approval %s was settled by recovery while it ran", record.id)
             return None
+        await self.audit.record(
+            "approval_consumed",
+            record.decided_by or "",
+            approval=record.id,
+            tool=record.tool,
+            status=result.status.value,
+            session=record.session,
+            conversation=record.conversation.id,
+        )
         return result, consumed.held
 
     async def _interrupted(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
@@ -681,10 +824,14 @@ class Runtime:
         conversation: ConversationRef,
     ) -> str:
         if actor.key != record.requester.key:
-            refusal = self.approvers.refusal(actor, record)
+            refusal = await self._refusal(actor, record)
             if refusal is not None:
                 await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
-                return f"You cannot cancel approval {record.id}: {refusal}."
+                message = f"You cannot cancel approval {record.id}: {refusal}."
+                await self._audit_refusal(
+                    record.id, actor, "unauthorized", message, record, "cancel", checkpoint.trace_id
+                )
+                return message
         reason = f"cancelled by {actor.key}"
         transition, _ = await self.approvals.decide(
             record,
@@ -699,11 +846,25 @@ class Runtime:
         if not transition.ok:
             if transition.outcome == "expired":
                 await self._after_expiry(record, checkpoint)
-            return _transition_message(record.id, transition)
+            message = _transition_message(record.id, transition)
+            why = _REFUSAL_KINDS.get(transition.outcome, transition.outcome)
+            await self._audit_refusal(
+                record.id, actor, why, message, record, "cancel", checkpoint.trace_id
+            )
+            return message
         record = record.model_copy(
             update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
         )
         APPROVALS.labels("cancelled").inc()
+        await self.audit.record(
+            "approval_cancelled",
+            actor.key,
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=checkpoint.trace_id,
+        )
         await self._update_notice(record)
         await self._close_batch(record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
         await self._emitter(checkpoint.conversation)(RunFinished(StopReason.CANCELLED, 0))
@@ -770,6 +931,15 @@ class Runtime:
     async def _after_expiry(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
         record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})
         APPROVALS.labels("expired").inc()
+        await self.audit.record(
+            "approval_expired",
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            requester=record.requester.key,
+            trace=checkpoint.trace_id,
+        )
         await self._update_notice(record)
         await self._close_batch(
             record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
@@ -796,6 +966,16 @@ class Runtime:
             }
         )
         APPROVALS.labels("outcome_unknown").inc()
+        await self.audit.record(
+            "approval_outcome_unknown",
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            decided_by=record.decided_by,
+            outcome=record.outcome,
+            trace=checkpoint.trace_id,
+        )
         await self._update_notice(record)
         await self._emitter(record.conversation)(
             Reply(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from runtime.audit import AuditLog, arguments_digest
 from runtime.canonical import canonical_json
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.metrics import TOOL_CALLS
@@ -18,6 +20,7 @@ from runtime.middleware import ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.tools.base import ToolContext, ToolError, one_line
 from runtime.tools.registry import RUNTIME_MARKERS, ToolRegistry
+from runtime.tracing import hooks as tracing
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +74,17 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
 
 class ToolExecutor:
     def __init__(
-        self, registry: ToolRegistry, max_result_chars: int = 16_000, emit: Emit | None = None
+        self,
+        registry: ToolRegistry,
+        max_result_chars: int = 16_000,
+        emit: Emit | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.registry = registry
         self.max_result_chars = max_result_chars
         self.emit = emit
+        self.audit = audit
+        self._audited: list[dict[str, str]] = []  # this batch's entries, written after it
 
     def prepare(self, call: ToolCall, ctx: ToolContext) -> ToolInvocation | ToolResult:
         """Resolve and validate a call; an error result means nothing may run."""
@@ -108,7 +117,10 @@ class ToolExecutor:
     ) -> BatchOutcome:
         """Run `calls[start:]`; `prior` are the results of `calls[:start]` (a resumed batch)
         and `grants` maps call ids to the approval that lets them through the chain."""
-        outcome = await self._execute(calls, ctx, start, prior, grants)
+        try:
+            outcome = await self._execute(calls, ctx, start, prior, grants)
+        finally:
+            await self._write_audit()
         for result in outcome.results:
             # Names the model made up would grow the label set without bound.
             tool = result.tool if self.registry.known(result.tool) else "(unknown)"
@@ -142,7 +154,7 @@ class ToolExecutor:
                 break
             group = self._parallel_group(prepared, duplicate_of, i)
             if len(group) > 1:
-                ran = await asyncio.gather(*(self._run_one(inv) for inv in group))
+                ran = await asyncio.gather(*(self._run_one(v, i + k) for k, v in enumerate(group)))
                 for offset, result in enumerate(ran):
                     results.append(result)
                     if result.status is ToolStatus.SUSPENDED:
@@ -153,11 +165,14 @@ class ToolExecutor:
             item = prepared[i]
             if i in duplicate_of:
                 result = _duplicate(results[duplicate_of[i]], calls[i])
+                tracing.tool_result(calls[i], i, canonical_arguments, result)
             elif isinstance(item, ToolResult):
                 result = self._shape(item)
+                self._note(calls[i], ctx, result)
+                tracing.tool_result(calls[i], i, canonical_arguments, result)
                 await self._emit(ToolFinished(item.call_id, item.tool, item.status, result.display))
             else:
-                result = await self._run_one(item)
+                result = await self._run_one(item, i)
             results.append(result)
             if result.status is ToolStatus.SUSPENDED:
                 return BatchOutcome(results[start:], suspended_at=i)
@@ -180,16 +195,21 @@ class ToolExecutor:
             group.append(item)
         return group
 
-    async def _run_one(self, invocation: ToolInvocation) -> ToolResult:
+    async def _run_one(self, invocation: ToolInvocation, index: int = 0) -> ToolResult:
         tool, call = invocation.tool, invocation.call
+        span = tracing.tool_started(call, index, canonical_arguments)
         await self._emit(ToolStarted(call.id, tool.name, tool.summarize(invocation.args)))
         chain = build_chain(self.registry.middlewares, self._invoke_tool)
+        began = time.perf_counter()
         try:
             result = self._shape(await chain(invocation))
         except Exception as exc:
             # Fail closed: a broken policy check (or Redis going away) means "do not run".
             log.exception("tool chain failed for %s", call.name)
             result = _error(call, f"not executed: {type(exc).__name__} while checking the call")
+        elapsed = (time.perf_counter() - began) * 1000
+        self._note(call, invocation.context, result, elapsed, invocation.grant)
+        tracing.tool_finished(span, result, invocation.grant)
         log.info("session %s: %s %s", invocation.context.session, tool.name, result.status.value)
         await self._emit(ToolFinished(call.id, tool.name, result.status, result.display))
         return result
@@ -232,6 +252,41 @@ class ToolExecutor:
     async def _emit(self, event: Event) -> None:
         if self.emit is not None:
             await self.emit(event)
+
+    def _note(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        result: ToolResult,
+        duration_ms: float | None = None,
+        approval: str | None = None,
+    ) -> None:
+        """Audit a call that went through the chain (or failed to prepare): its status and
+        duration; of its arguments only a hash and the key names, never the values."""
+        if self.audit is None:
+            return
+        digest, keys = arguments_digest(canonical_arguments(call))
+        self._audited.append(
+            self.audit.entry(
+                "tool_executed",
+                ctx.actor.key if ctx.actor else "",
+                session=ctx.session,
+                conversation=ctx.conversation.id if ctx.conversation else None,
+                tool=call.name,
+                call=call.id,
+                status=result.status.value,
+                duration_ms=None if duration_ms is None else round(duration_ms, 1),
+                args_sha256=digest,
+                arg_keys=keys or None,
+                approval=approval,
+            )
+        )
+
+    async def _write_audit(self) -> None:
+        """One round trip for the whole batch, after it (never raises)."""
+        if self.audit is not None and self._audited:
+            entries, self._audited = self._audited, []
+            await self.audit.record_many(entries)
 
 
 def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from runtime.audit import AuditLog
 from runtime.channel import Reply
 from runtime.executor import Emit, ToolExecutor, canonical_arguments
 from runtime.metrics import LLM_SECONDS
@@ -22,12 +23,15 @@ from runtime.models import (
     ToolCall,
     ToolMessage,
     ToolResult,
+    ToolSpec,
     ToolStatus,
 )
+from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderError
 from runtime.store.history import HistoryStore
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
+from runtime.tracing import hooks as tracing
 
 INTERRUPTED = "(no result: the run was interrupted before this call finished)"
 
@@ -96,6 +100,8 @@ class AgentLoop:
         system_prompt: str,
         max_steps: int,
         max_tool_result_chars: int,
+        audit: AuditLog | None = None,
+        policies: PolicyService | None = None,
     ) -> None:
         self.provider = provider
         self.registry = registry
@@ -103,6 +109,17 @@ class AgentLoop:
         self.system = SystemMessage(content=system_prompt)
         self.max_steps = max_steps
         self.max_tool_result_chars = max_tool_result_chars
+        self.audit = audit
+        self.policies = policies
+
+    async def _offered(self, state: RunState) -> list[ToolSpec]:
+        """The tools the model may see at this step: the conversation's policy is read afresh
+        (an admin's change applies from the next step) and kept for the executor."""
+        if self.policies is None:
+            return self.registry.specs()
+        conversation = state.ctx.conversation.id if state.ctx.conversation else ""
+        state.ctx.policy = await self.policies.effective(conversation)
+        return self.registry.specs(state.ctx.policy.offered)
 
     def _result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
         return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
@@ -112,15 +129,19 @@ class AgentLoop:
             if state.ctx.cancelled.is_set():
                 return self._result(state, StopReason.CANCELLED), None
             state.step += 1
+            tracing.begin_step(state.step)
+            specs = await self._offered(state)
+            messages = [self.system, *paired_tool_results(state.history)]
             try:
-                with LLM_SECONDS.labels(self.provider.name).time():
-                    reply = await self.provider.complete(
-                        [self.system, *paired_tool_results(state.history)],
-                        self.registry.specs(),
-                    )
+                with (
+                    LLM_SECONDS.labels(self.provider.name).time(),
+                    tracing.llm_call(self.provider.name, messages) as llm,
+                ):
+                    reply = await self.provider.complete(messages, specs)
             except ProviderError as exc:
                 await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
                 return self._result(state, StopReason.ERROR, error=str(exc)), None
+            tracing.llm_replied(llm, reply)
             if not reply.tool_calls:
                 await self._append(state, [reply])
                 text = reply.content or "(the model returned an empty answer)"
@@ -151,7 +172,9 @@ class AgentLoop:
         """Run `calls[start:]` and append `head` plus their results in one history write (on
         suspension the caller writes them with the checkpoint). Returns how the run stopped,
         or None when the loop should ask the model again."""
-        executor = ToolExecutor(self.registry, self.max_tool_result_chars, state.emit)
+        executor = ToolExecutor(
+            self.registry, self.max_tool_result_chars, state.emit, audit=self.audit
+        )
         outcome = await executor.execute(calls, state.ctx, start=start, prior=prior, grants=grants)
         done = outcome.results if outcome.suspended_at is None else outcome.results[:-1]
         produced = [*head, *(r.to_message() for r in done)]
@@ -173,7 +196,9 @@ class AgentLoop:
 
     async def run_granted(self, state: RunState, call: ToolCall, approval_id: str) -> ToolResult:
         """Run one approved call through the whole chain; history is the caller's business."""
-        executor = ToolExecutor(self.registry, self.max_tool_result_chars, state.emit)
+        executor = ToolExecutor(
+            self.registry, self.max_tool_result_chars, state.emit, audit=self.audit
+        )
         outcome = await executor.execute([call], state.ctx, grants={call.id: approval_id})
         return outcome.results[0]
 

@@ -106,6 +106,7 @@ class RunResult(BaseModel):
     error: str | None = None
     approval_id: str | None = None  # set with approval_required: the approval it waits for
     held: bool = False  # the message was held because the session waits for a decision
+    trace_id: str | None = None  # the run's trace (runtime/tracing), None when tracing is off
 
 
 class Actor(BaseModel):

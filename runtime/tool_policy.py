@@ -1,4 +1,5 @@
-"""ToolPolicyMiddleware: admins' allow and deny lists, enforced at execution time."""
+"""ToolPolicyMiddleware: which tools may run here, enforced at execution time (the model may
+call a tool it was not offered, and the policy may change while a call waits)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from collections.abc import Iterable, Sequence
 
 from runtime.middleware import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
+from runtime.policy.resolve import EffectivePolicy
+from runtime.policy.service import PolicyService
+from runtime.tools.base import ToolContext
 
 
 def denied(invocation: ToolInvocation, reason: str, reasons: Sequence[str] = ()) -> ToolResult:
@@ -18,10 +22,28 @@ def denied(invocation: ToolInvocation, reason: str, reasons: Sequence[str] = ())
     )
 
 
-class ToolPolicyMiddleware:
-    """`allow=None` allows every tool; a tool in `deny` is refused even if it is also allowed."""
+async def current_policy(
+    ctx: ToolContext, policies: PolicyService | None
+) -> EffectivePolicy | None:
+    """The policy the runtime put on the context for this step, else a fresh one."""
+    if ctx.policy is None and policies is not None:
+        conversation = ctx.conversation.id if ctx.conversation else ""
+        ctx.policy = await policies.effective(conversation)
+    return ctx.policy
 
-    def __init__(self, allow: Iterable[str] | None = None, deny: Iterable[str] = ()) -> None:
+
+class ToolPolicyMiddleware:
+    """With a `PolicyService`: the conversation's effective policy (see runtime.policy).
+    `allow`/`deny` are fixed lists on top, for setups without one (tests, benchmarks):
+    `allow=None` allows every tool, and a tool in `deny` is refused even if also allowed."""
+
+    def __init__(
+        self,
+        policies: PolicyService | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] = (),
+    ) -> None:
+        self.policies = policies
         self.allow = None if allow is None else frozenset(allow)
         self.deny = frozenset(deny)
 
@@ -31,4 +53,12 @@ class ToolPolicyMiddleware:
             return denied(invocation, f"tool {name!r} is denied by policy")
         if self.allow is not None and name not in self.allow:
             return denied(invocation, f"tool {name!r} is not in the policy's allow list")
+        policy = await current_policy(invocation.context, self.policies)
+        if policy is not None:
+            verdict = policy.verdict(name)
+            if verdict.state in ("deny", "off"):
+                what = "denied" if verdict.state == "deny" else "not enabled"
+                return denied(
+                    invocation, f"tool {name!r} is {what} here by policy: {verdict.source}"
+                )
         return await call_next(invocation)

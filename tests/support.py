@@ -10,12 +10,15 @@ from typing import TypeVar
 import redis.asyncio as aioredis
 
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.authz import ApproverPolicy
 from runtime.approval.middleware import HumanApprovalMiddleware
 from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
+from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested, Event
 from runtime.models import Actor, ConversationRef
+from runtime.policy.model import PolicyDocument, ScopeRules
+from runtime.policy.resolve import Defaults
+from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
@@ -29,6 +32,7 @@ PREFIX = "cgtest"
 ALICE = Actor(platform="console", user_id="alice")
 ADMIN = Actor(platform="slack", user_id="UADMIN")
 HERE = ConversationRef(platform="console", id="console:test")
+TOOLS = ("read", "write", "edit", "bash")
 
 
 class RecordingChannel:
@@ -46,12 +50,44 @@ class RecordingChannel:
 
 
 def default_registry(
-    approvals: ApprovalStore, deny: Iterable[str] = (), policy: RiskPolicy | None = None
+    approvals: ApprovalStore,
+    deny: Iterable[str] = (),
+    policy: RiskPolicy | None = None,
+    policies: PolicyService | None = None,
 ) -> ToolRegistry:
     registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), BashTool(timeout=40)])
-    registry.use(ToolPolicyMiddleware(deny=deny))
-    registry.use(HumanApprovalMiddleware(policy or RiskPolicy(), approvals))
+    registry.use(ToolPolicyMiddleware(policies, deny=deny))
+    registry.use(HumanApprovalMiddleware(policy or RiskPolicy(), approvals, policies))
     return registry
+
+
+def make_policies(
+    redis: aioredis.Redis,
+    tools: Iterable[str] = TOOLS,
+    *,
+    document: PolicyDocument | None = None,
+    admins: Iterable[str] = (ADMIN.key,),
+    approvers: Iterable[str] = (),
+    conversation_approvers: dict[str, list[str]] | None = None,
+    requester_may_approve: bool = False,
+    timeout_s: float = 3600,
+) -> PolicyService:
+    """A policy service as `bot.wiring` builds it; the keyword arguments are shorthands for
+    the file's rules (`document`) and the settings' defaults."""
+    document = document or PolicyDocument()
+    document.approvals.requester_may_approve = requester_may_approve or None
+    for conversation, people in (conversation_approvers or {}).items():
+        rules = document.conversations.setdefault(conversation, ScopeRules())
+        rules.approvals.approvers = people
+    tools = tuple(tools)
+    defaults = Defaults(
+        enabled=tools,
+        admins=frozenset(admins),
+        approvers=frozenset(approvers),
+        approval_timeout=timeout_s,
+    )
+    keys = Keys(PREFIX)
+    return PolicyService(redis, keys, defaults, tools, document, AuditLog(redis, keys))
 
 
 def make_runtime(
@@ -61,6 +97,7 @@ def make_runtime(
     *,
     max_steps: int = 6,
     registry: ToolRegistry | None = None,
+    document: PolicyDocument | None = None,
     admins: Iterable[str] = (ADMIN.key,),
     approvers: Iterable[str] = (),
     conversation_approvers: dict[str, list[str]] | None = None,
@@ -72,14 +109,24 @@ def make_runtime(
     keys = Keys(PREFIX)
     approvals = ApprovalStore(redis, keys, timeout_s=timeout_s)
     config = RuntimeConfig(workdir=workdir, max_steps=max_steps, liveness_ttl=liveness_ttl)
-    policy = ApproverPolicy.of(admins, approvers, conversation_approvers, requester_may_approve)
+    tools = TOOLS if registry is None else [t.name for t in registry.active()]
+    policies = make_policies(
+        redis,
+        tools,
+        document=document,
+        admins=admins,
+        approvers=approvers,
+        conversation_approvers=conversation_approvers,
+        requester_may_approve=requester_may_approve,
+        timeout_s=timeout_s,
+    )
     runtime = Runtime(
         config,
         provider,
-        registry or default_registry(approvals),
+        registry or default_registry(approvals, policies=policies),
         HistoryStore(redis, keys),
         channel,
         approvals,
-        policy,
+        policies,
     )
     return runtime, channel

@@ -132,7 +132,7 @@ async def test_bench_approval_prints_round_trip_and_checkpoint_ratio(
 async def test_policy_file_risk_and_approver_tables_take_effect(workdir: Path) -> None:
     (workdir / "clawgate.toml").write_text(
         '[risk]\nsafe_programs = ["sleep"]\nask_patterns = ["echo\\\\s+launch"]\n\n'
-        '[approvals.conversations."console:local"]\napprovers = ["slack:U1"]\n'
+        '[conversations."console:local".approvals]\napprovers = ["slack:U1"]\n'
     )
     code, out, _ = await chat("run: sleep 0\nrun: echo launch\n", workdir, clean_env(), "chat")
     assert code == 0

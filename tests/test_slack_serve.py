@@ -26,6 +26,8 @@ from adapters.slack.inbound import APPROVE_ALWAYS, APPROVE_ONCE, REJECT, REJECT_
 from bot.policy_file import load_policy_file
 from bot.server import build_service
 from bot.settings import Settings
+from runtime.audit import AuditLog
+from runtime.store.keys import Keys
 from tests.conftest import free_port
 from tests.fake_slack import (
     BOT_ID,
@@ -880,3 +882,47 @@ async def test_held_messages_run_in_their_lane_after_an_expiry(
         )
         updated = h.fake.message(CHANNEL, pending.notice_ts)
         assert updated is not None and "Expired" in block_text(updated.blocks)
+
+
+# ---------------------------------------------------------------------------------------------
+# The tool policy from Slack
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_admin_denies_bash_with_a_slash_command_and_the_model_no_longer_sees_it(
+    h: Harness,
+) -> None:
+    (h.workdir / "victim.txt").write_text("precious")
+    refused_url = h.fake.new_response_url()
+    body = command_body("/clawgate", "policy deny bash", user_id=BOB, response_url=refused_url)
+    assert (await h.post(body))[0] == 200
+    (refused,) = await h.fake.await_for(lambda: h.fake.responses(refused_url), 15, what="refusal")
+    assert "only admins may change the policy" in refused.body["text"]
+    assert refused.body.get("response_type") == "ephemeral"
+
+    url = h.fake.new_response_url()
+    body = command_body("/clawgate", "policy deny bash", user_id=ADMIN, response_url=url)
+    assert (await h.post(body))[0] == 200
+    (changed,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="the change")
+    assert f"bash in slack:{TEAM_ID}:{CHANNEL}: denied" in changed.body["text"]
+
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("run: rm victim.txt", ts=ts))))[0] == 200
+    answer = await h.await_post(
+        lambda c: c.params.get("thread_ts") == ts and "not enabled here" in str(c.params["text"]),
+        "the answer without bash",
+    )
+    assert "(enabled: read, write, edit)" in answer.params["text"]
+    await h.drained()
+    assert (h.workdir / "victim.txt").read_text() == "precious"
+
+    show_url = h.fake.new_response_url()
+    body = command_body("/clawgate", "policy show", user_id=BOB, response_url=show_url)
+    assert (await h.post(body))[0] == 200
+    (shown,) = await h.fake.await_for(lambda: h.fake.responses(show_url), 15, what="the policy")
+    bash_line = next(line for line in shown.body["text"].splitlines() if "bash" in line)
+    assert "denied" in bash_line and f"by slack:{ADMIN}" in bash_line
+
+    audit = await AuditLog(h.redis, Keys(h.prefix)).newest(50)
+    changes = [(e.event, e.actor) for e in audit if e.event.startswith("policy")]
+    assert changes == [("policy_refused", f"slack:{BOB}"), ("policy_changed", f"slack:{ADMIN}")]

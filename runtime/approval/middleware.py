@@ -10,7 +10,8 @@ from runtime.approval.risk import RiskPolicy, Verdict, command_signature
 from runtime.approval.store import ApprovalStore
 from runtime.middleware import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
-from runtime.tool_policy import denied
+from runtime.policy.service import PolicyService
+from runtime.tool_policy import current_policy, denied
 
 RULE_SEPARATOR = "\x1f"
 
@@ -41,21 +42,40 @@ def suspended(invocation: ToolInvocation, reasons: tuple[str, ...]) -> ToolResul
 
 
 class HumanApprovalMiddleware:
-    def __init__(self, policy: RiskPolicy, store: ApprovalStore) -> None:
+    """Risk rules from the conversation's effective policy when there is a `PolicyService`
+    (with its always-ask tools), else the fixed `policy`."""
+
+    def __init__(
+        self, policy: RiskPolicy, store: ApprovalStore, policies: PolicyService | None = None
+    ) -> None:
         self.policy = policy
         self.store = store
+        self.policies = policies
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
         arguments = invocation.args.model_dump(mode="json")
-        decision = self.policy.assess(invocation.tool.name, arguments)
+        name = invocation.tool.name
+        risk, always_ask = self.policy, None
+        effective = await current_policy(invocation.context, self.policies)
+        if effective is not None and self.policies is not None:
+            risk = self.policies.risk_policy(effective.risk)
+            verdict = effective.verdict(name)
+            if verdict.state == "ask":
+                always_ask = f"{name} always asks for approval here ({verdict.source})"
+        decision = risk.assess(name, arguments)
         if decision.verdict is Verdict.DENY:
             # Even an approval cannot let a catastrophic call through.
             why = "refused by the risk policy: " + "; ".join(decision.reasons)
             return denied(invocation, why, decision.reasons)
-        if decision.verdict is Verdict.ALLOW or invocation.grant is not None:
+        if invocation.grant is not None:
+            return await call_next(invocation)
+        if always_ask is not None:
+            # "Always" means always: standing rules do not cover these tools.
+            return suspended(invocation, (always_ask, *decision.reasons))
+        if decision.verdict is Verdict.ALLOW:
             return await call_next(invocation)
         conversation = invocation.context.conversation
-        rule = standing_rule(invocation.tool.name, arguments)
+        rule = standing_rule(name, arguments)
         if conversation and rule:
             approved = await self.store.rule_reasons(conversation.id, rule)
             if approved is not None and set(decision.reasons) <= approved:

@@ -45,6 +45,7 @@ class Checkpoint(BaseModel):
     index: int  # the suspended call
     prior_results: list[ToolResult] = Field(default_factory=list)
     history_len: int
+    trace_id: str | None = None  # the suspended run's trace: a resumed run's trace links to it
 
 
 class ApprovalRecord(BaseModel):

@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.approval.bash_risk import command_signature, judge_bash
 
-__all__ = ["RiskConfig", "RiskDecision", "RiskPolicy", "Verdict", "command_signature"]
+__all__ = [
+    "RiskConfig",
+    "RiskDecision",
+    "RiskPolicy",
+    "Verdict",
+    "check_patterns",
+    "command_signature",
+]
 
 
 class Verdict(StrEnum):
@@ -50,12 +57,16 @@ class RiskConfig(BaseModel):
     @field_validator("ask_patterns", "deny_patterns")
     @classmethod
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
-        return patterns
+        return check_patterns(patterns)
+
+
+def check_patterns(patterns: list[str]) -> list[str]:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+    return patterns
 
 
 # -- tables -------------------------------------------------------------------------------------

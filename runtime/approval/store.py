@@ -90,13 +90,20 @@ class ApprovalStore:
         return self.redis.pipeline(transaction=False)
 
     async def create(
-        self, record: ApprovalRecord, checkpoint: Checkpoint, messages: list[str]
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        messages: list[str],
+        timeout_s: float | None = None,
     ) -> ApprovalRecord:
         """One atomic write of the record, its checkpoint and the turn's `messages` appended to
         history (the CREATE script); the session is marked pending. The id index and the
-        sweeper's hint travel in the same round trip: they live outside the session's slot."""
+        sweeper's hint travel in the same round trip: they live outside the session's slot.
+        `timeout_s` is the conversation's approval timeout (default: the store's)."""
+        timeout_ms = self.timeout_ms if timeout_s is None else int(timeout_s * 1000)
+        ttl_ms = self.ttl_ms - self.timeout_ms + timeout_ms
         pipe = self._pipeline()
-        pipe.set(self.keys.approval_index(record.id), record.session, px=self.ttl_ms, nx=True)
+        pipe.set(self.keys.approval_index(record.id), record.session, px=ttl_ms, nx=True)
         keys = self._session_keys(record.session, record.id)
         pipe.eval(
             scripts.CREATE,
@@ -107,14 +114,14 @@ class ApprovalStore:
             checkpoint.model_dump_json(),
             record.conversation.id,
             record.call_hash,
-            self.timeout_ms,
-            self.ttl_ms,
+            timeout_ms,
+            ttl_ms,
             record.requester.key,
             record.tool,
             *messages,
         )
         # A hint only: the script's server-time expiry is what decisions check.
-        pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + self.timeout_ms})
+        pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + timeout_ms})
         pipe.zadd(self.keys.audit_sessions(), {record.session: time.time() * 1000})
         indexed, reply, *_ = await pipe.execute()
         if not indexed or reply[0] != "ok":  # 64 random bits: practically never

@@ -21,6 +21,7 @@ from runtime.models import (
     UserMessage,
 )
 from runtime.providers.base import ProviderError
+from runtime.tracing import hooks as tracing
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,9 @@ class OpenAIProvider:
         if usage is not None:
             LLM_TOKENS.labels(self.name, "prompt").inc(usage.prompt_tokens or 0)
             LLM_TOKENS.labels(self.name, "completion").inc(usage.completion_tokens or 0)
+            tracing.annotate(
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            )
         if not response.choices:
             raise ProviderError("the model server returned no choices")
         message = response.choices[0].message

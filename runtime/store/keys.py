@@ -52,8 +52,23 @@ class Keys:
         """Sessions with audit entries, scored by last activity: where audit tailing starts."""
         return f"{self.prefix}:audit-sessions"
 
+    def audit(self) -> str:
+        """The global audit trail (a capped stream): see runtime/audit.py."""
+        return f"{self.prefix}:audit"
+
+    def policy_overrides(self) -> str:
+        """Admins' runtime policy changes: field "<scope>\\x1f<tool>" -> override JSON."""
+        return f"{self.prefix}:policy:overrides"
+
     def rules(self, conversation_id: str) -> str:
         return f"{self.prefix}:rules:{conversation_id}"
+
+    # Traces (runtime/tracing): one JSON document per run, and the runs that resumed it.
+    def trace(self, trace_id: str) -> str:
+        return f"{self.prefix}:trace:{trace_id}"
+
+    def trace_resumed_by(self, trace_id: str) -> str:
+        return f"{self.prefix}:trace:{trace_id}:resumed-by"
 
     # The inbox: one stream, its lanes and dedupe marks share one hash tag for the enqueue script.
     def inbox_stream(self) -> str:

@@ -6,11 +6,14 @@ import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from runtime.models import Actor, ConversationRef, ToolSpec
+
+if TYPE_CHECKING:
+    from runtime.policy.resolve import EffectivePolicy
 
 
 class ToolArgs(BaseModel):
@@ -31,6 +34,8 @@ class ToolContext:
     actor: Actor | None = None
     conversation: ConversationRef | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    # The conversation's policy as of the current model step (set by the runtime).
+    policy: EffectivePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from runtime.middleware import Middleware
@@ -59,8 +59,11 @@ class ToolRegistry:
     def active(self) -> list[Tool[Any]]:
         return [tool for name, tool in self._tools.items() if self.is_active(name)]
 
-    def specs(self) -> list[ToolSpec]:
-        return [self._specs[tool.name] for tool in self.active()]
+    def specs(self, only: Collection[str] | None = None) -> list[ToolSpec]:
+        """What the model is shown: the active tools, or those of them in `only`."""
+        return [
+            self._specs[tool.name] for tool in self.active() if only is None or tool.name in only
+        ]
 
     def unknown_enabled(self) -> list[str]:
         """Names in the enabled list that no tool has: a settings mistake worth reporting."""

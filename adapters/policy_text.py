@@ -1,0 +1,55 @@
+"""The effective policy as text, for `/policy show` in chat and `clawgate policy show`."""
+
+from __future__ import annotations
+
+from runtime.policy.model import scope_label, scopes_of
+from runtime.policy.resolve import EffectivePolicy
+
+STATES = {
+    "allow": "allowed",
+    "ask": "always asks",
+    "deny": "denied",
+    "off": "off",
+}
+
+
+def render_policy(policy: EffectivePolicy) -> str:
+    scopes = ", ".join(scope_label(s) for s in reversed(scopes_of(policy.conversation)))
+    offered = ", ".join(t for t in policy.tools if t in policy.offered) or "none"
+    width = max((len(t) for t in policy.tools), default=4)
+    lines = [
+        f"Policy for {scope_label(policy.conversation)} (scopes, most specific first: {scopes})",
+        f"Tools (the model is offered: {offered}):",
+        *(
+            f"  {tool.ljust(width)}  {STATES[v.state].ljust(11)}  {v.source}"
+            for tool, v in policy.tools.items()
+        ),
+        "Approvals:",
+        f"  admins: {_people(policy.admins)} ({policy.sources['admins']})",
+        f"  approvers: {_people(policy.approvers)} ({policy.sources['approvers']})",
+        f"  requester may approve: {'yes' if policy.requester_may_approve else 'no'}"
+        f" ({policy.sources['requester_may_approve']})",
+        f"  timeout: {policy.approval_timeout:g} s ({policy.sources['timeout']})",
+    ]
+    risk = policy.risk
+    extra = [
+        (name, value)
+        for name, value in (
+            ("ask patterns", risk.ask_patterns),
+            ("deny patterns", risk.deny_patterns),
+            ("protected paths", risk.protected_paths),
+            ("safe programs", risk.safe_programs),
+        )
+        if value
+    ]
+    lines.append("Risk rules: built in" + ("; plus:" if extra else ""))
+    lines += [f"  {name}: {', '.join(value)}" for name, value in extra]
+    lines.append(
+        f"  safe tools: {', '.join(risk.safe_tools) or 'none'}; an edit deleting "
+        f"{risk.large_deletion_lines}+ lines asks"
+    )
+    return "\n".join(lines)
+
+
+def _people(people: frozenset[str]) -> str:
+    return ", ".join(sorted(people)) or "nobody"

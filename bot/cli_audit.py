@@ -1,0 +1,231 @@
+"""`clawgate audit tail [--follow] [--json] [--since SINCE] [-n N]`: the global audit trail.
+
+A table in a terminal (time, event, actor, trace, then the entry's other fields as key=value),
+or JSON Lines with --json. `--since` takes a duration back from now (`90s`, `10m`, `2h`, `1d`,
+`1w`) or an ISO time (`2025-01-31T09:00`, local time unless it names a zone). Without
+`--since` the newest 20 entries are shown (`-n`); with it, every entry since then (up to `-n`
+newest if given). `--follow` then prints new entries as they come, until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import signal
+import sys
+import time
+from datetime import datetime
+from typing import Any, TextIO
+
+from redis.exceptions import RedisError
+
+from bot.settings import Settings, SettingsError
+from runtime.audit import AuditEntry, AuditLog
+from runtime.store.connection import connect
+from runtime.store.keys import Keys
+
+DEFAULT_LINES = 20
+INTERRUPTED = 130  # the exit code after Ctrl-C
+_DURATION = re.compile(r"(\d+)\s*(s|sec|m|min|h|d|w)")
+_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_PLAIN = re.compile(r"[^\s=\"']+")
+WIDTHS = (19, 24, 20, 16)  # time, event, actor, trace (padded, never cut)
+
+
+class UsageError(ValueError):
+    """A bad argument: one line, exit code 2."""
+
+
+def add_audit_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    audit = sub.add_parser("audit", help="the audit trail (needs REDIS_URL)")
+    verbs = audit.add_subparsers(dest="verb", required=True)
+    tail = verbs.add_parser(
+        "tail",
+        help="recent audit entries: commands, approvals, refusals, policy changes, tool calls",
+    )
+    tail.add_argument(
+        "-n",
+        "--lines",
+        metavar="N",
+        help=f"how many of the newest entries (default {DEFAULT_LINES}; with --since: all)",
+    )
+    tail.add_argument(
+        "--since",
+        metavar="SINCE",
+        help="only entries since then: 10m, 2h, 1d, or an ISO time like 2025-01-31T09:00",
+    )
+    tail.add_argument("--json", action="store_true", help="one JSON object per line")
+    tail.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing new entries until Ctrl-C"
+    )
+
+
+def parse_since(text: str, now: float | None = None) -> int:
+    """`text` as milliseconds since the epoch: a duration back from `now`, or an ISO time."""
+    now = time.time() if now is None else now
+    value = text.strip()
+    duration = _DURATION.fullmatch(value.lower())
+    if duration:
+        return int((now - int(duration[1]) * _SECONDS[duration[2]]) * 1000)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(
+            f"--since: expected a duration like 10m, 2h, 1d or an ISO time like "
+            f"2025-01-31T09:00, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time, like the table shows
+    return int(moment.timestamp() * 1000)
+
+
+def parse_lines(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageError(f"-n: expected a positive number of entries, got {text!r}")
+    return value
+
+
+def _value(text: str) -> str:
+    return text if _PLAIN.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
+
+def table_line(entry: AuditEntry) -> str:
+    when = datetime.fromtimestamp(entry.at / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    cells = (when, entry.event, entry.actor or "-", entry.trace or "-")
+    head = "  ".join(cell.ljust(width) for cell, width in zip(cells, WIDTHS, strict=True))
+    rest = " ".join(f"{key}={_value(value)}" for key, value in entry.fields.items())
+    return f"{head}  {rest}".rstrip()
+
+
+def table_header() -> str:
+    names = ("TIME", "EVENT", "ACTOR", "TRACE")
+    return "  ".join(n.ljust(w) for n, w in zip(names, WIDTHS, strict=True)) + "  DETAILS"
+
+
+def json_line(entry: AuditEntry) -> str:
+    data = {
+        "id": entry.id,
+        "at": entry.at,
+        "time": entry.time.isoformat(timespec="milliseconds"),
+        "event": entry.event,
+        "actor": entry.actor,
+        "trace": entry.trace,
+        "fields": entry.fields,
+    }
+    return json.dumps(data, ensure_ascii=False)
+
+
+class _Printer:
+    def __init__(self, out: TextIO, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.count = 0
+
+    def __call__(self, entry: AuditEntry) -> None:
+        if not self.as_json and self.count == 0:
+            self.out.write(table_header() + "\n")
+        self.count += 1
+        self.out.write((json_line(entry) if self.as_json else table_line(entry)) + "\n")
+        self.out.flush()
+
+
+async def tail(
+    audit: AuditLog,
+    out: TextIO,
+    *,
+    since_ms: int | None = None,
+    lines: int | None = None,
+    as_json: bool = False,
+    follow: bool = False,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Print the chosen entries, oldest first; with `follow`, then the new ones until `stop`
+    is set (then 130, as for Ctrl-C)."""
+    show = _Printer(out, as_json)
+    last = await audit.last_id()  # what is printed now ends here; following starts after it
+    if since_ms is not None and lines is None:
+        async for entry in audit.since(since_ms, until=last):
+            show(entry)
+    else:
+        for entry in await audit.newest(lines or DEFAULT_LINES, since_ms, until=last):
+            show(entry)
+    if not follow:
+        if show.count == 0 and not as_json:
+            out.write("No audit entries.\n")
+        return 0
+    async for entry in audit.follow(last, stop=stop):
+        show(entry)
+    return INTERRUPTED
+
+
+def _on_ctrl_c(stop: asyncio.Event) -> bool:
+    """Ctrl-C stops following: the flag (checked between blocking reads) and a cancellation
+    (immediate, unless the Redis client swallows it mid-command). False where signals cannot
+    be handled by the loop: then Ctrl-C raises KeyboardInterrupt as usual."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+
+    def interrupt() -> None:
+        stop.set()
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
+
+
+async def _run(settings: Settings, args: argparse.Namespace, since_ms: int | None) -> int:
+    redis = connect(settings.redis_url)
+    stop = asyncio.Event()
+    handled = args.follow and _on_ctrl_c(stop)
+    try:
+        audit = AuditLog(redis, Keys(settings.redis_prefix), settings.audit_maxlen)
+        return await tail(
+            audit,
+            sys.stdout,
+            since_ms=since_ms,
+            lines=parse_lines(args.lines),
+            as_json=args.json,
+            follow=args.follow,
+            stop=stop,
+        )
+    except asyncio.CancelledError:
+        if stop.is_set():
+            return INTERRUPTED
+        raise
+    finally:
+        if handled:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+        await redis.aclose()
+
+
+def run_audit_command(settings: Settings, args: argparse.Namespace) -> int:
+    """`clawgate audit …`: 0, 2 for a bad argument or setting, 1 when Redis fails."""
+    if not settings.redis_url:
+        raise SettingsError(
+            "REDIS_URL: required for `clawgate audit` (the audit trail lives there)"
+        )
+    try:
+        parse_lines(args.lines)
+        since_ms = None if args.since is None else parse_since(args.since)
+    except UsageError as exc:
+        print(f"clawgate: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(settings, args, since_ms))
+    except RedisError as exc:
+        print(
+            f"clawgate: cannot read the audit trail: {type(exc).__name__}: {exc}", file=sys.stderr
+        )
+        return 1

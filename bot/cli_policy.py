@@ -1,0 +1,95 @@
+"""`clawgate policy show|allow|deny|reset [--conversation REF] [--json]`: the operator's view
+of the layered policy. Without --conversation, `show` prints the global policy and changes
+apply to every conversation; a REF is a conversation id or a prefix of one (`slack:T123`).
+Changes are made as `operator:<login>`, an admin, and recorded in the audit trail."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+from typing import Any, TextIO
+
+from redis.exceptions import RedisError
+
+from adapters.policy_text import render_policy
+from bot.settings import Settings, SettingsError
+from bot.wiring import build_policies, load_policy
+from runtime.audit import AuditLog
+from runtime.models import Actor
+from runtime.policy.model import GLOBAL, OverrideState
+from runtime.policy.service import PolicyChangeError, as_json
+from runtime.store.connection import connect
+from runtime.store.keys import Keys
+
+
+def add_policy_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    policy = sub.add_parser("policy", help="show or change the tool policy (changes: REDIS_URL)")
+    verbs = policy.add_subparsers(dest="verb", required=True)
+    show = verbs.add_parser("show", help="the effective policy and where each value comes from")
+    _common(show)
+    for verb, what in (
+        ("allow", "let a tool run (a deny anywhere still wins)"),
+        ("deny", "never run a tool, and hide it from the model"),
+        ("reset", "remove the override of a tool: the file's policy applies again"),
+    ):
+        change = verbs.add_parser(verb, help=what)
+        change.add_argument("tool")
+        _common(change)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--conversation",
+        metavar="REF",
+        default=GLOBAL,
+        help="a conversation id or prefix, like slack:T123:C456 (default: global)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run_policy_command(settings: Settings, args: argparse.Namespace) -> int:
+    if args.verb != "show" and not settings.redis_url:
+        raise SettingsError("REDIS_URL: required to change the policy (overrides live there)")
+    return asyncio.run(_run(settings, args, sys.stdout))
+
+
+async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    redis = connect(settings.redis_url)
+    keys = Keys(settings.redis_prefix)
+    policies = build_policies(settings, load_policy(settings), redis, AuditLog(redis, keys))
+    scope: str = args.conversation
+    try:
+        if args.verb == "show":
+            effective = await policies.effective(scope)
+            out.write((as_json(effective) if args.json else render_policy(effective)) + "\n")
+            return 0
+        operator = Actor(platform="operator", user_id=getpass.getuser())
+        state: OverrideState | None = (
+            "allow" if args.verb == "allow" else "deny" if args.verb == "deny" else None
+        )
+        message = await policies.change(scope, args.tool, state, operator)
+        if args.json:
+            verdict = (await policies.effective(scope)).verdict(args.tool)
+            message = json.dumps(
+                {
+                    "scope": scope or "global",
+                    "tool": args.tool,
+                    "state": verdict.state,
+                    "source": verdict.source,
+                    "message": message,
+                }
+            )
+        out.write(message + "\n")
+        return 0
+    except PolicyChangeError as exc:
+        print(f"clawgate: {exc}", file=sys.stderr)
+        return 1
+    except RedisError as exc:
+        print(f"clawgate: cannot reach Redis ({exc})", file=sys.stderr)
+        return 1
+    finally:
+        await redis.aclose()

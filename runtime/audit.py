@@ -1,0 +1,183 @@
+"""The global audit trail: one append-only Redis Stream (`<prefix>:audit`) of what happened,
+across every session: inbound commands, approval requests, decisions, refusals with their
+reasons, standing rules, policy changes and tool executions. Every entry carries the trace id of
+the run it belongs to ("" outside a run).
+
+Retention: the stream is capped at about the newest `maxlen` entries (`XADD MAXLEN ~`, so Redis
+trims whole nodes and may keep a few more). Tool arguments are never stored, only their
+`args_sha256` (over the canonical JSON the approval record stores too) and their key names.
+
+Writing never raises: by the time something is audited its side effect has happened, so a
+Redis failure logs one warning and the caller goes on. The per-session streams written by the
+approval scripts (exact, atomic with each transition) stay as they are; this one is the
+operator's timeline (`clawgate audit tail`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict
+from redis.asyncio import Redis
+
+from runtime.store.keys import Keys
+from runtime.tracing.context import current_trace_id
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAXLEN = 100_000
+Field = str | int | float | None
+RESERVED = ("event", "at", "actor", "trace")
+PAGE = 1000
+
+
+class AuditEntry(BaseModel):
+    """One entry as read back: the stream id, when (ms since the epoch), what, who, which run,
+    and the event's other fields."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    at: int
+    event: str
+    actor: str = ""
+    trace: str = ""
+    fields: dict[str, str] = {}
+
+    @classmethod
+    def from_stream(cls, entry_id: str, raw: Mapping[str, str]) -> AuditEntry:
+        data = dict(raw)
+        try:
+            at = int(data.pop("at", ""))
+        except ValueError:
+            at = int(entry_id.split("-", 1)[0])  # the stream id is the server time in ms
+        return cls(
+            id=entry_id,
+            at=at,
+            event=data.pop("event", ""),
+            actor=data.pop("actor", ""),
+            trace=data.pop("trace", ""),
+            fields=data,
+        )
+
+    @property
+    def time(self) -> datetime:
+        return datetime.fromtimestamp(self.at / 1000, tz=UTC)
+
+
+def _text(value: str | int | float) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def arguments_digest(canonical: str) -> tuple[str | None, str]:
+    """(`args_sha256`, `arg_keys`) of a call's canonical arguments: the hash only when they
+    are JSON (unparseable text is not hashed), the keys only of a JSON object (comma list)."""
+    try:
+        value = json.loads(canonical)
+    except json.JSONDecodeError:
+        return None, ""
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    keys = ",".join(sorted(value)) if isinstance(value, dict) else ""
+    return digest, keys
+
+
+class AuditLog:
+    def __init__(self, redis: Redis, keys: Keys, maxlen: int = DEFAULT_MAXLEN) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.maxlen = maxlen
+        self.key = keys.audit()
+
+    # --- writing ----------------------------------------------------------------------------
+
+    @staticmethod
+    def entry(event: str, actor: str = "", **fields: Field) -> dict[str, str]:
+        """The stream fields of one entry, stamped now with the current run's trace id (a
+        `trace` field given here wins: e.g. the trace of the run an approval suspended, for a
+        decision made outside any run). Build it where the thing happens; `record_many`."""
+        trace = fields.pop("trace", None)
+        data = {k: _text(v) for k, v in fields.items() if v is not None and k not in RESERVED}
+        data.update(
+            event=event,
+            at=str(int(time.time() * 1000)),
+            actor=actor,
+            trace=_text(trace) if trace else current_trace_id() or "",
+        )
+        return data
+
+    async def record(self, event: str, actor: str = "", **fields: Field) -> None:
+        """Append one entry; None fields are left out. Never raises. `at` (ms) and `trace`
+        (the current run's, "" outside a run, unless given) are added."""
+        await self.record_many([self.entry(event, actor, **fields)])
+
+    async def record_many(self, entries: Sequence[Mapping[str, str]]) -> None:
+        """Append entries built with `entry` in one round trip. Never raises."""
+        if not entries:
+            return
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for fields in entries:
+                pipe.xadd(self.key, dict(fields), maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+            await pipe.execute()
+        except Exception as exc:
+            log.warning(
+                "audit: %d entr%s (%s) not recorded: %s: %s",
+                len(entries),
+                "y" if len(entries) == 1 else "ies",
+                ", ".join(sorted({e.get("event", "?") for e in entries})),
+                type(exc).__name__,
+                exc,
+            )
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def last_id(self) -> str:
+        """The id of the newest entry, "0-0" when the stream is empty: where following starts."""
+        newest = await self.redis.xrevrange(self.key, count=1)
+        return str(newest[0][0]) if newest else "0-0"
+
+    async def newest(
+        self, count: int, since_ms: int | None = None, until: str = "+"
+    ) -> list[AuditEntry]:
+        """The newest `count` entries (at or after `since_ms`, up to id `until`), oldest first."""
+        low = "-" if since_ms is None else str(since_ms)
+        raw = await self.redis.xrevrange(self.key, max=until, min=low, count=count)
+        return [AuditEntry.from_stream(i, f) for i, f in reversed(_entries(raw))]
+
+    async def since(self, since_ms: int, until: str = "+") -> AsyncIterator[AuditEntry]:
+        """Every entry at or after `since_ms` (up to id `until`), oldest first, read in pages."""
+        low = str(since_ms)
+        while True:
+            page = _entries(await self.redis.xrange(self.key, min=low, max=until, count=PAGE))
+            for entry_id, fields in page:
+                yield AuditEntry.from_stream(entry_id, fields)
+            if len(page) < PAGE:
+                return
+            low = "(" + page[-1][0]
+
+    async def follow(
+        self, after: str, block_ms: int = 1000, stop: asyncio.Event | None = None
+    ) -> AsyncIterator[AuditEntry]:
+        """Entries appended after id `after`, as they come (XREAD BLOCK), until `stop` is set
+        (seen within `block_ms`, even if a cancellation got lost in the client)."""
+        last = after
+        while stop is None or not stop.is_set():
+            reply = await self.redis.xread({self.key: last}, count=PAGE, block=block_ms)
+            streams = reply.items() if isinstance(reply, dict) else (reply or [])  # RESP3 / 2
+            for _, raw in cast(list[tuple[str, Any]], streams):
+                for entry_id, fields in _entries(raw):
+                    last = entry_id
+                    yield AuditEntry.from_stream(entry_id, fields)
+
+
+def _entries(raw: Any) -> list[tuple[str, dict[str, str]]]:
+    return [(str(i), dict(f)) for i, f in cast(list[tuple[str, dict[str, str]]], raw)]

@@ -1,0 +1,129 @@
+"""The policy document: what admins decide, globally and per conversation scope.
+
+A scope is a conversation id or a prefix of it, cut at colons: `slack` (the platform),
+`slack:T123` (a workspace or tenant), `slack:T123:C456` (one chat). Every field is optional
+at every scope; `runtime.policy.resolve` layers them (most specific wins; deny always wins).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from runtime.approval.risk import check_patterns
+
+GLOBAL = ""  # the scope that matches every conversation
+_SCOPE = re.compile(r"^[a-z]+(:[^\s:]+){0,2}$")
+_PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
+OverrideState = Literal["allow", "deny"]
+
+
+def check_scope(scope: str) -> str:
+    if scope != GLOBAL and not _SCOPE.match(scope):
+        raise ValueError(
+            f"invalid scope {scope!r}: expected a conversation id or a prefix of one, like "
+            "slack, slack:T123 or slack:T123:C456"
+        )
+    return scope
+
+
+def _conversation_scope(scope: str) -> str:
+    if scope == GLOBAL:
+        raise ValueError('the global rules go at the top of the file, not under ""')
+    return check_scope(scope)
+
+
+# A key of [conversations."<scope>"]; checked apart from its table, so both are reported.
+Scope = Annotated[str, AfterValidator(_conversation_scope)]
+
+
+def scopes_of(conversation_id: str) -> list[str]:
+    """The scopes that match a conversation, least specific first: "", "slack",
+    "slack:T1", "slack:T1:C1"."""
+    parts = conversation_id.split(":") if conversation_id else []
+    return [GLOBAL, *(":".join(parts[: i + 1]) for i in range(len(parts)))]
+
+
+def scope_label(scope: str) -> str:
+    return "global" if scope == GLOBAL else scope
+
+
+class _Strict(BaseModel):
+    # A typo must be an error, never a silently looser policy.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolRules(_Strict):
+    # allow: only these tools may run here (most specific scope wins); unset: every enabled one.
+    allow: list[str] | None = None
+    # deny and ask add up from global to the conversation: a deny anywhere wins over any allow.
+    deny: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)  # always ask a human, whatever the risk rules
+
+    def named(self) -> set[str]:
+        return {*(self.allow or ()), *self.deny, *self.ask}
+
+
+class RiskRules(_Strict):
+    """`[risk]` at one scope. Patterns and protected paths add up from global to the
+    conversation (they only make clawgate stricter); the other fields come from the most
+    specific scope that sets them."""
+
+    safe_programs: list[str] | None = None
+    ask_patterns: list[str] = Field(default_factory=list)
+    deny_patterns: list[str] = Field(default_factory=list)
+    protected_paths: list[str] = Field(default_factory=list)
+    safe_tools: list[str] | None = None
+    large_deletion_lines: int | None = Field(None, ge=1)
+
+    @field_validator("ask_patterns", "deny_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        return check_patterns(patterns)
+
+
+class ApprovalRules(_Strict):
+    # People add up from global to the conversation; the others: most specific scope wins.
+    admins: list[str] = Field(default_factory=list)
+    approvers: list[str] = Field(default_factory=list)
+    requester_may_approve: bool | None = None
+    timeout: float | None = Field(None, gt=0)  # seconds; default CLAWGATE_APPROVAL_TIMEOUT
+
+    @field_validator("admins", "approvers")
+    @classmethod
+    def _people(cls, people: list[str]) -> list[str]:
+        bad = [p for p in people if not _PERSON.match(p)]
+        if bad:
+            raise ValueError(f"expected platform:user entries like slack:U123, got {bad}")
+        return people
+
+
+class ScopeRules(_Strict):
+    tools: ToolRules = Field(default_factory=ToolRules)
+    risk: RiskRules = Field(default_factory=RiskRules)
+    approvals: ApprovalRules = Field(default_factory=ApprovalRules)
+
+
+class PolicyDocument(ScopeRules):
+    """The whole file: the global rules at the top, then `[conversations."<scope>"]` tables."""
+
+    conversations: dict[Scope, ScopeRules] = Field(default_factory=dict)
+
+    def at(self, scope: str) -> ScopeRules | None:
+        return self if scope == GLOBAL else self.conversations.get(scope)
+
+    def tools_named(self) -> set[str]:
+        names = self.tools.named()
+        for rules in self.conversations.values():
+            names |= rules.tools.named()
+        return names
+
+
+class Override(BaseModel):
+    """An admin's runtime change for one tool at one scope, stored in Redis over the file."""
+
+    state: OverrideState
+    by: str
+    at: int  # ms since the epoch

@@ -1,0 +1,196 @@
+"""The effective policy of one conversation: the file's scopes and the admins' overrides
+layered over the settings' defaults, each value with where it came from.
+
+Layers, least specific first: the defaults, then per matching scope (global, platform,
+workspace, chat) the file's rules and above them the overrides stored for that scope.
+- Whether a tool may run comes from the most specific layer that says so (an override names
+  one tool; a file scope says it with `deny` or an `allow` list), but a deny in any layer
+  wins over every allow: an admin's allow in one chat cannot lift a global deny.
+- `ask`, `[risk]` patterns and protected paths, admins and approvers add up.
+- `requester_may_approve`, the approval timeout and the other `[risk]` values: most specific.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, TypeVar
+
+from runtime.approval.authz import ApproverPolicy
+from runtime.approval.risk import RiskConfig
+from runtime.policy.model import Override, PolicyDocument, ScopeRules, scope_label, scopes_of
+
+ToolState = Literal["allow", "ask", "deny", "off"]
+_T = TypeVar("_T", bool, float)
+Overrides = Mapping[str, Mapping[str, Override]]  # scope -> tool -> override
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """What applies where neither the file nor an override says anything (the settings)."""
+
+    enabled: tuple[str, ...]  # CLAWGATE_ENABLED_TOOLS: the tools this process has at all
+    admins: frozenset[str] = frozenset()
+    approvers: frozenset[str] = frozenset()
+    approval_timeout: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolVerdict:
+    state: ToolState  # allow: runs (risk rules may ask); ask: always asks; deny/off: never
+    source: str  # where the deciding value came from, for people
+
+
+@dataclass(frozen=True, slots=True)
+class EffectivePolicy:
+    conversation: str
+    tools: dict[str, ToolVerdict]
+    risk: RiskConfig
+    admins: frozenset[str]
+    approvers: frozenset[str]
+    requester_may_approve: bool
+    approval_timeout: float
+    sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
+
+    @property
+    def offered(self) -> frozenset[str]:
+        """The tools the model is shown here."""
+        return frozenset(t for t, v in self.tools.items() if v.state in ("allow", "ask"))
+
+    def verdict(self, tool: str) -> ToolVerdict:
+        return self.tools.get(tool, ToolVerdict("off", "not a tool of this process"))
+
+    def approver_policy(self) -> ApproverPolicy:
+        return ApproverPolicy.of(
+            admins=self.admins,
+            approvers=self.approvers,
+            requester_may_approve=self.requester_may_approve,
+        )
+
+
+def file_label(scope: str) -> str:
+    return f"policy file [{scope_label(scope)}]"
+
+
+def override_label(scope: str, override: Override) -> str:
+    when = datetime.fromtimestamp(override.at / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"override [{scope_label(scope)}] by {override.by}, {when}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    scope: str
+    rules: ScopeRules | None
+    overrides: Mapping[str, Override]
+
+
+def resolve(
+    document: PolicyDocument,
+    overrides: Overrides,
+    conversation_id: str,
+    defaults: Defaults,
+    tools: Sequence[str],
+) -> EffectivePolicy:
+    """The policy for `conversation_id`; `tools` are every tool the process knows."""
+    layers = [
+        _Layer(scope, document.at(scope), overrides.get(scope, {}))
+        for scope in scopes_of(conversation_id)
+    ]
+    sources: dict[str, str] = {}
+    return EffectivePolicy(
+        conversation=conversation_id,
+        tools={tool: _tool_verdict(tool, layers, defaults) for tool in tools},
+        risk=_risk(layers, sources),
+        admins=_people(layers, "admins", defaults.admins, "CLAWGATE_ADMINS", sources),
+        approvers=_people(layers, "approvers", defaults.approvers, "CLAWGATE_APPROVERS", sources),
+        requester_may_approve=_most_specific(
+            layers, "requester_may_approve", False, "default", sources
+        ),
+        approval_timeout=_most_specific(
+            layers, "timeout", defaults.approval_timeout, "CLAWGATE_APPROVAL_TIMEOUT", sources
+        ),
+        sources=sources,
+    )
+
+
+def _tool_verdict(tool: str, layers: Sequence[_Layer], defaults: Defaults) -> ToolVerdict:
+    if tool not in defaults.enabled:
+        return ToolVerdict("off", "not in CLAWGATE_ENABLED_TOOLS")
+    denials = []
+    for layer in layers:
+        if layer.rules and tool in layer.rules.tools.deny:
+            denials.append(file_label(layer.scope))
+        override = layer.overrides.get(tool)
+        if override is not None and override.state == "deny":
+            denials.append(override_label(layer.scope, override))
+    if denials:
+        return ToolVerdict("deny", denials[-1])  # the most specific, for the explanation
+    allowed_by = "default (CLAWGATE_ENABLED_TOOLS)"
+    for layer in reversed(layers):
+        override = layer.overrides.get(tool)
+        if override is not None:  # an allow (a deny was handled above)
+            allowed_by = override_label(layer.scope, override)
+            break
+        allow = layer.rules.tools.allow if layer.rules else None
+        if allow is not None:
+            if tool not in allow:
+                return ToolVerdict("deny", f"not in the allow list of {file_label(layer.scope)}")
+            allowed_by = file_label(layer.scope)
+            break
+    for layer in reversed(layers):
+        if layer.rules and tool in layer.rules.tools.ask:
+            return ToolVerdict("ask", f"always asks: {file_label(layer.scope)}")
+    return ToolVerdict("allow", allowed_by)
+
+
+def _people(
+    layers: Sequence[_Layer],
+    name: Literal["admins", "approvers"],
+    default: Iterable[str],
+    setting: str,
+    sources: dict[str, str],
+) -> frozenset[str]:
+    found = set(default)
+    where = [setting] if found else []
+    for layer in layers:
+        people = getattr(layer.rules.approvals, name) if layer.rules else []
+        if people:
+            found.update(people)
+            where.append(file_label(layer.scope))
+    sources[name] = " + ".join(where) or "default (nobody)"
+    return frozenset(found)
+
+
+def _most_specific(
+    layers: Sequence[_Layer],
+    name: Literal["requester_may_approve", "timeout"],
+    default: _T,
+    default_source: str,
+    sources: dict[str, str],
+) -> _T:
+    for layer in reversed(layers):
+        value = getattr(layer.rules.approvals, name) if layer.rules else None
+        if value is not None:
+            sources[name] = file_label(layer.scope)
+            return value  # type: ignore[no-any-return]
+    sources[name] = default_source
+    return default
+
+
+def _risk(layers: Sequence[_Layer], sources: dict[str, str]) -> RiskConfig:
+    merged = RiskConfig().model_dump()
+    for name in ("ask_patterns", "deny_patterns", "protected_paths"):
+        values: list[str] = []
+        for layer in layers:
+            if layer.rules:
+                values += [v for v in getattr(layer.rules.risk, name) if v not in values]
+        merged[name] = values
+    for name in ("safe_programs", "safe_tools", "large_deletion_lines"):
+        for layer in reversed(layers):
+            value = getattr(layer.rules.risk, name) if layer.rules else None
+            if value is not None:
+                merged[name] = value
+                sources[f"risk.{name}"] = file_label(layer.scope)
+                break
+    return RiskConfig.model_validate(merged)

@@ -1,0 +1,184 @@
+"""The one-line hooks the loop, the executor and the runtime call. Each one records into the
+current run's trace (see context.py) and does nothing outside a traced run; none ever raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+from runtime.approval.redact import redact_text
+from runtime.models import AssistantMessage, Message, ToolCall, ToolResult
+from runtime.tracing.context import current_span, enter, leave
+from runtime.tracing.document import AttributeValue
+from runtime.tracing.recorder import (
+    ERROR_CHARS,
+    Span,
+    TraceMode,
+    clip,
+    payload_value,
+    warn_once,
+)
+
+Canonical = Callable[[ToolCall], str]
+
+
+def _chars(message: Message) -> int:
+    size = len(getattr(message, "content", None) or "")
+    if isinstance(message, AssistantMessage):
+        size += sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+    return size
+
+
+def _replaying(span: Span) -> bool:
+    return span.trace.tracer.mode is TraceMode.REPLAY
+
+
+def _new_input(messages: Sequence[Message]) -> list[dict[str, object]]:
+    """What is new since the model last answered: the user's message or the tool results."""
+    tail = len(messages)
+    while tail > 0 and not isinstance(messages[tail - 1], AssistantMessage):
+        tail -= 1
+    return [m.model_dump(exclude_none=True) for m in messages[tail:] if m.role != "system"]
+
+
+def begin_step(
+    step: int, *, resumed: str | None = None, call: tuple[str, int] | None = None
+) -> None:
+    """A new `agent.step` under the run's root (closing the previous one): what follows in
+    this run hangs under it. A resumed step names the approval it continues after and
+    `call`, the (call id, batch index) of the approved call."""
+    span = current_span()
+    if span is None:
+        return
+    try:
+        step_span = span.trace.begin_step(step)
+        step_span.set(resumed=resumed)
+        if call is not None:
+            span.trace.index_hints[call[0]] = call[1]
+        enter(step_span)
+    except Exception as exc:
+        warn_once("recording", exc)
+
+
+def annotate(**attributes: AttributeValue | None) -> None:
+    """Attributes for the current span (a provider reports its token usage this way)."""
+    span = current_span()
+    if span is not None:
+        span.set(**attributes)
+
+
+@contextlib.contextmanager
+def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None]:
+    """An `llm.call` span around one model request; current while it runs."""
+    parent = current_span()
+    span = None
+    token = None
+    if parent is not None:
+        try:
+            span = parent.trace.child(parent, "llm.call")
+            span.set(
+                provider=provider,
+                messages=len(messages),
+                message_chars=sum(_chars(m) for m in messages),
+            )
+            if _replaying(span):
+                span.payload("input", _new_input(messages), metadata=False)
+            token = enter(span)
+        except Exception as exc:
+            warn_once("recording", exc)
+    try:
+        yield span
+    except BaseException as exc:
+        if span is not None:
+            span.set(error_type=type(exc).__name__, error=clip(redact_text(str(exc)), ERROR_CHARS))
+            span.end("cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
+        raise
+    finally:
+        if token is not None:
+            leave(token)
+        if span is not None:
+            span.end()
+
+
+def llm_replied(span: Span | None, reply: AssistantMessage) -> None:
+    if span is None:
+        return
+    try:
+        span.set(
+            tool_calls=len(reply.tool_calls),
+            tools_called=[c.name for c in reply.tool_calls] or None,
+            reply_chars=_chars(reply),
+        )
+        if not _replaying(span):
+            return
+        span.payload(
+            "output",
+            {
+                "content": reply.content,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": payload_value(c.arguments)}
+                    for c in reply.tool_calls
+                ],
+            },
+            metadata=False,
+        )
+    except Exception as exc:
+        warn_once("recording", exc)
+
+
+def tool_started(call: ToolCall, index: int, canonical: Canonical) -> Span | None:
+    """A `tool.call` span under the current step. `canonical` gives the call's canonical
+    arguments (computed only when traced; their hash matches the approval record's and the
+    audit log's)."""
+    parent = current_span()
+    if parent is None:
+        return None
+    try:
+        trace = parent.trace
+        index = trace.index_hints.get(call.id, index)
+        span = trace.child(parent, "tool.call", index)
+        span.set(tool=call.name, call_id=call.id, index=index)
+        span.payload("args", payload_value(canonical(call)))
+        trace.calls[call.id] = span
+        return span
+    except Exception as exc:
+        warn_once("recording", exc)
+        return None
+
+
+def tool_finished(span: Span | None, result: ToolResult, approval_id: str | None = None) -> None:
+    if span is None:
+        return
+    try:
+        span.set(approval_id=approval_id, reasons=len(result.reasons) or None)
+        span.payload("output", result.artifact or result.model_text)
+        if result.reasons:  # they quote the call: text only in replay mode
+            span.payload("reasons", list(result.reasons), metadata=False)
+        span.end(result.status.value)
+    except Exception as exc:
+        warn_once("recording", exc)
+
+
+def tool_result(call: ToolCall, index: int, canonical: Canonical, result: ToolResult) -> None:
+    """A call answered without running (unknown tool, invalid arguments, a duplicate)."""
+    tool_finished(tool_started(call, index, canonical), result)
+
+
+def approval_paused(
+    call_id: str, approval_id: str, checkpoint_id: str, tool: str, reasons: Sequence[str]
+) -> None:
+    """`approval.pause` under the suspended call's span: the run waits for a decision."""
+    current = current_span()
+    if current is None:
+        return
+    try:
+        trace = current.trace
+        parent = trace.calls.get(call_id) or trace.step or trace.root
+        span = trace.child(parent, "approval.pause")
+        span.set(approval_id=approval_id, checkpoint_id=checkpoint_id, tool=tool, call_id=call_id)
+        span.payload("reasons", list(reasons), metadata=False)
+        span.end("pending")
+    except Exception as exc:
+        warn_once("recording", exc)

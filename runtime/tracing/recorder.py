@@ -1,0 +1,349 @@
+"""Recording runs as trees of spans: `Tracer` (mode, where traces go), `Trace` (one run),
+`Span` (one timed node).
+
+Modes: `off` records nothing; `metadata` keeps ids, hashes, key names, sizes, durations and
+statuses but no prompt, argument or output text; `replay` also keeps those texts as payloads,
+redacted (secret-sounding keys and secret-looking values masked) and cut at `payload_chars`.
+
+Recording must never break a run: every operation here catches its own failures, logs one
+warning per kind of failure and per process, and lets the run go on. A trace is written once,
+when its run ends or suspends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Mapping
+from enum import StrEnum
+from typing import Any, Protocol
+
+from runtime.approval.redact import redact, redact_text
+from runtime.canonical import canonical_json
+from runtime.models import RunResult
+from runtime.tracing import context
+from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc, TraceLink
+
+log = logging.getLogger(__name__)
+
+PAYLOAD_CHARS = 2_000
+ERROR_CHARS = 300
+MAX_SPANS = 2_000  # per trace: a runaway batch cannot grow a document without bound
+SAVE_TIMEOUT = 5.0
+
+
+class TraceMode(StrEnum):
+    OFF = "off"
+    METADATA = "metadata"
+    REPLAY = "replay"
+
+
+class TraceSink(Protocol):
+    async def save(self, doc: TraceDoc) -> None: ...
+
+
+_warned: set[str] = set()
+
+
+def warn_once(what: str, exc: BaseException) -> None:
+    """Tracing failed: say so once per kind of failure (then only at debug level)."""
+    if what in _warned:
+        log.debug("tracing: %s failed again: %s: %s", what, type(exc).__name__, exc)
+        return
+    _warned.add(what)
+    log.warning(
+        "tracing: %s failed (%s: %s); runs go on, traces may be missing (said once)",
+        what,
+        type(exc).__name__,
+        exc,
+    )
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut at {limit} of {len(text)} characters]"
+
+
+def _new_id(nbytes: int) -> str:
+    return secrets.token_hex(nbytes)
+
+
+class Span:
+    """One timed node. `index` orders tool calls among their siblings (the call's place in
+    the model's batch, whatever order they finished in)."""
+
+    __slots__ = (
+        "attributes",
+        "children",
+        "ended",
+        "index",
+        "name",
+        "payloads",
+        "span_id",
+        "started",
+        "status",
+        "trace",
+    )
+
+    def __init__(self, trace: Trace, name: str, index: int | None = None) -> None:
+        self.trace = trace
+        self.name = name
+        self.span_id = _new_id(4)
+        self.index = index
+        self.started = time.perf_counter()
+        self.ended: float | None = None
+        self.status = "ok"
+        self.attributes: dict[str, AttributeValue] = {}
+        self.payloads: dict[str, str] = {}
+        self.children: list[Span] = []
+
+    def set(self, **attributes: AttributeValue | None) -> None:
+        """Metadata attributes (None values are left out)."""
+        try:
+            self.attributes.update({k: v for k, v in attributes.items() if v is not None})
+        except Exception as exc:
+            warn_once("recording", exc)
+
+    def payload(self, name: str, value: object, metadata: bool = True) -> None:
+        """Text or JSON-able data: its hash, size and (of a mapping) key names as attributes
+        (unless `metadata` is False); the text itself, redacted and cut, in replay mode only."""
+        try:
+            self.trace.tracer.record_payload(self, name, value, metadata)
+        except Exception as exc:
+            warn_once("recording", exc)
+
+    def end(self, status: str | None = None) -> None:
+        try:
+            if status is not None:
+                self.status = status
+            if self.ended is None:
+                self.ended = time.perf_counter()
+        except Exception as exc:
+            warn_once("recording", exc)
+
+    def to_doc(self, origin: float, closed_at: float) -> SpanDoc:
+        ended, status = self.ended, self.status
+        if ended is None:  # still open when the trace ended: cut short (cancelled, crashed)
+            ended, status = closed_at, ("interrupted" if status == "ok" else status)
+        return SpanDoc(
+            id=self.span_id,
+            name=self.name,
+            status=status,
+            start_ms=round((self.started - origin) * 1000, 3),
+            duration_ms=round((ended - self.started) * 1000, 3),
+            attributes=dict(self.attributes),
+            payloads=dict(self.payloads),
+            children=[c.to_doc(origin, closed_at) for c in _in_call_order(self.children)],
+        )
+
+
+def _in_call_order(children: list[Span]) -> list[Span]:
+    """Creation order, except that tool calls take their slots in batch-index order."""
+    slots = [i for i, c in enumerate(children) if c.index is not None]
+    ordered = sorted((children[i] for i in slots), key=lambda c: c.index or 0)
+    out = list(children)
+    for slot, child in zip(slots, ordered, strict=True):
+        out[slot] = child
+    return out
+
+
+class Trace:
+    """One run's spans, kept in memory until the run ends or suspends."""
+
+    def __init__(self, tracer: Tracer, name: str, session: str) -> None:
+        self.tracer = tracer
+        self.trace_id = _new_id(8)
+        self.session = session
+        self.started_at = int(time.time() * 1000)
+        self.links: list[TraceLink] = []
+        self.calls: dict[str, Span] = {}  # tool.call spans by call id (the latest)
+        self.index_hints: dict[str, int] = {}  # call id -> its index in the batch it came from
+        self.count = 0
+        self.dropped = 0
+        self.step: Span | None = None  # the open agent.step
+        self.root = Span(self, name)
+
+    def child(self, parent: Span | None, name: str, index: int | None = None) -> Span:
+        span = Span(self, name, index)
+        if self.count >= MAX_SPANS:
+            self.dropped += 1
+            return span  # recorded nowhere
+        self.count += 1
+        (parent or self.root).children.append(span)
+        return span
+
+    def begin_step(self, step: int) -> Span:
+        if self.step is not None:
+            self.step.end()
+        self.step = self.child(self.root, "agent.step")
+        self.step.set(step=step)
+        return self.step
+
+    def to_doc(self) -> TraceDoc:
+        closed_at = time.perf_counter()
+        if self.step is not None:
+            self.step.end()
+        self.root.end()
+        mode = "replay" if self.tracer.mode is TraceMode.REPLAY else "metadata"
+        return TraceDoc(
+            trace_id=self.trace_id,
+            mode=mode,
+            session=self.session,
+            started_at=self.started_at,
+            duration_ms=round(((self.root.ended or closed_at) - self.root.started) * 1000, 3),
+            links=list(self.links),
+            dropped_spans=self.dropped,
+            root=self.root.to_doc(self.root.started, closed_at),
+        )
+
+
+class RunTrace:
+    """What the runtime holds while a run is traced (a no-op when tracing is off)."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, trace: Trace | None) -> None:
+        self.trace = trace
+
+    @property
+    def trace_id(self) -> str | None:
+        return None if self.trace is None else self.trace.trace_id
+
+    def done(self, result: RunResult) -> RunResult:
+        """Record how the run stopped; the result, carrying the trace id."""
+        if self.trace is None:
+            return result
+        try:
+            root = self.trace.root
+            root.set(
+                stop_reason=result.stop_reason.value,
+                steps=result.steps,
+                waits_for=result.approval_id,  # the approval the run stopped for
+                held=result.held or None,
+            )
+            if result.error:
+                root.set(error=clip(redact_text(result.error), ERROR_CHARS))
+            if result.final_text is not None:
+                root.payload("final", result.final_text)
+            root.end(result.stop_reason.value)
+            return result.model_copy(update={"trace_id": self.trace.trace_id})
+        except Exception as exc:
+            warn_once("recording", exc)
+            return result
+
+
+class Tracer:
+    def __init__(
+        self,
+        mode: TraceMode | str = TraceMode.OFF,
+        store: TraceSink | None = None,
+        payload_chars: int = PAYLOAD_CHARS,
+        save_timeout: float = SAVE_TIMEOUT,
+    ) -> None:
+        self.mode = TraceMode(mode)
+        self.store = store
+        self.payload_chars = payload_chars
+        self.save_timeout = save_timeout
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not TraceMode.OFF
+
+    @contextlib.asynccontextmanager
+    async def trace(
+        self,
+        name: str,
+        *,
+        session: str,
+        resumes: str | None = None,
+        approval_id: str | None = None,
+        payloads: Mapping[str, object] | None = None,
+        **attributes: AttributeValue | None,
+    ) -> AsyncIterator[RunTrace]:
+        """Trace the run inside the block as a new trace whose root span is `name`; written
+        when the block ends. `resumes` links it to the trace of the run it continues."""
+        trace = self._start(name, session, resumes, approval_id, payloads, attributes)
+        token = context.enter(trace.root) if trace is not None else None
+        try:
+            yield RunTrace(trace)
+        except asyncio.CancelledError:
+            if trace is not None:
+                trace.root.end("cancelled")
+            raise
+        except BaseException as exc:
+            if trace is not None:
+                trace.root.set(error_type=type(exc).__name__)
+                trace.root.end("error")
+            raise
+        finally:
+            if token is not None:
+                context.leave(token)
+            if trace is not None:
+                await self._save(trace)
+
+    def _start(
+        self,
+        name: str,
+        session: str,
+        resumes: str | None,
+        approval_id: str | None,
+        payloads: Mapping[str, object] | None,
+        attributes: Mapping[str, AttributeValue | None],
+    ) -> Trace | None:
+        if not self.enabled:
+            return None
+        try:
+            trace = Trace(self, name, session)
+            trace.root.set(session=session, approval_id=approval_id, **attributes)
+            if resumes:
+                trace.links.append(TraceLink(trace_id=resumes, approval_id=approval_id))
+                trace.root.set(resumes=resumes)
+            for key, value in (payloads or {}).items():
+                trace.root.payload(key, value)
+            return trace
+        except Exception as exc:
+            warn_once("recording", exc)
+            return None
+
+    async def _save(self, trace: Trace) -> None:
+        if self.store is None:
+            return
+        try:
+            doc = trace.to_doc()
+        except Exception as exc:
+            warn_once("recording", exc)
+            return
+        try:
+            async with asyncio.timeout(self.save_timeout):
+                await self.store.save(doc)
+        except Exception as exc:  # TimeoutError included
+            warn_once("storing", exc)
+
+    def record_payload(self, span: Span, name: str, value: object, metadata: bool = True) -> None:
+        if metadata:
+            text = value if isinstance(value, str) else canonical_json(value)
+            span.attributes[f"{name}_sha256"] = sha256(text)
+            span.attributes[f"{name}_chars"] = len(text)
+            if isinstance(value, Mapping):
+                span.attributes[f"{name}_keys"] = sorted(map(str, value))
+        if self.mode is TraceMode.REPLAY:
+            clean = redact_text(value) if isinstance(value, str) else canonical_json(redact(value))
+            span.payloads[name] = clip(clean, self.payload_chars)
+
+
+def payload_value(raw: str) -> Any:
+    """Tool arguments as data when they are JSON (so keys can be masked), else the raw text."""
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        return raw

@@ -1,0 +1,467 @@
+"""The layered tool policy: precedence (file vs override vs default, conversation vs global,
+deny wins), admins' changes from chat and the CLI, hot reload, and what the model is offered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.dispatch import dispatch
+from bot.cli import main
+from bot.policy_file import PolicyFileError, load_policy_file
+from bot.policy_reload import PolicyReloader
+from runtime.approval.models import ApprovalStatus
+from runtime.audit import AuditLog
+from runtime.channel import ApprovalRequested, ToolFinished
+from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
+from runtime.policy.model import Override, PolicyDocument
+from runtime.policy.resolve import Defaults, resolve
+from runtime.policy.service import PolicyChangeError
+from runtime.providers.openai_provider import OpenAIProvider
+from runtime.store.keys import Keys
+from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.support import ADMIN, PREFIX, TOOLS, make_policies, make_runtime
+
+ALICE = Actor(platform="slack", user_id="UALICE")
+CHAT = ConversationRef(platform="slack", id="slack:T1:C1")
+OTHER_CHAT = ConversationRef(platform="slack", id="slack:T1:C2")
+DEFAULTS = Defaults(enabled=TOOLS, admins=frozenset({ADMIN.key}), approval_timeout=3600)
+
+
+def doc(toml: str) -> PolicyDocument:
+    import tomllib  # noqa: PLC0415
+
+    return PolicyDocument.model_validate(tomllib.loads(toml))
+
+
+def effective(document: PolicyDocument, conversation: str, overrides: dict | None = None):  # type: ignore[no-untyped-def, type-arg]
+    return resolve(document, overrides or {}, conversation, DEFAULTS, TOOLS)
+
+
+def override(state: str, by: str = "slack:UADMIN") -> Override:
+    return Override.model_validate({"state": state, "by": by, "at": 1_700_000_000_000})
+
+
+def openai(fake: FakeOpenAI) -> OpenAIProvider:
+    return OpenAIProvider("fake", api_key="sk-test", base_url=fake.base_url, max_retries=0)
+
+
+def offered(request: dict) -> list[str]:  # type: ignore[type-arg]
+    return [tool["function"]["name"] for tool in request.get("tools", [])]
+
+
+# -- precedence (pure) --------------------------------------------------------------------------
+
+
+def test_defaults_allow_every_enabled_tool_and_say_so() -> None:
+    policy = effective(PolicyDocument(), "slack:T1:C1")
+    assert policy.offered == set(TOOLS)
+    assert policy.verdict("bash").source == "default (CLAWGATE_ENABLED_TOOLS)"
+    assert policy.approval_timeout == 3600
+    assert policy.sources["timeout"] == "CLAWGATE_APPROVAL_TIMEOUT"
+    assert policy.sources["admins"] == "CLAWGATE_ADMINS"
+
+
+def test_a_tool_outside_the_enabled_tools_is_off_whatever_allows_it() -> None:
+    defaults = Defaults(enabled=("read",))
+    document = doc('[tools]\nallow = ["read", "bash"]\n')
+    policy = resolve(document, {"": {"bash": override("allow")}}, "slack:T1:C1", defaults, TOOLS)
+    assert policy.verdict("bash").state == "off"
+    assert policy.offered == {"read"}
+
+
+def test_the_most_specific_allow_list_wins_and_only_where_it_matches() -> None:
+    document = doc(
+        '[tools]\nallow = ["read", "write", "edit", "bash"]\n'
+        '[conversations."slack:T1".tools]\nallow = ["read", "bash"]\n'
+        '[conversations."slack:T1:C1".tools]\nallow = ["read"]\n'
+    )
+    chat = effective(document, "slack:T1:C1")
+    assert chat.offered == {"read"}
+    assert chat.verdict("bash").source == "not in the allow list of policy file [slack:T1:C1]"
+    assert effective(document, "slack:T1:C2").offered == {"read", "bash"}
+    # A prefix is matched on whole parts: slack:T10 is another workspace.
+    assert effective(document, "slack:T10:C1").offered == set(TOOLS)
+    assert effective(document, "feishu:t1:oc_1").offered == set(TOOLS)
+
+
+def test_deny_wins_over_allow_at_every_level() -> None:
+    document = doc(
+        '[tools]\ndeny = ["bash"]\n'
+        '[conversations."slack:T1:C1".tools]\nallow = ["read", "bash"]\ndeny = ["write"]\n'
+        '[conversations."slack".tools]\nallow = ["read", "write", "edit", "bash"]\n'
+    )
+    overrides = {"slack:T1:C1": {"bash": override("allow"), "write": override("allow")}}
+    policy = effective(document, "slack:T1:C1", overrides)
+    assert policy.verdict("bash").state == "deny"
+    assert policy.verdict("bash").source == "policy file [global]"
+    assert policy.verdict("write").state == "deny"
+    assert policy.verdict("write").source == "policy file [slack:T1:C1]"
+    # Same scope, same layer: one tool in both lists is denied.
+    both = doc('[tools]\nallow = ["bash"]\ndeny = ["bash"]\n')
+    assert effective(both, "slack:T1:C1").verdict("bash").state == "deny"
+
+
+def test_an_override_sits_above_the_file_at_its_scope() -> None:
+    document = doc('[tools]\nallow = ["read"]\n')
+    overrides = {"slack:T1:C1": {"write": override("allow")}}
+    chat = effective(document, "slack:T1:C1", overrides)
+    assert chat.verdict("write").state == "allow"
+    assert chat.verdict("write").source.startswith("override [slack:T1:C1] by slack:UADMIN")
+    assert effective(document, "slack:T1:C2", overrides).verdict("write").state == "deny"
+    # An override deny anywhere wins, like a file deny.
+    denied = effective(PolicyDocument(), "slack:T1:C1", {"slack": {"read": override("deny")}})
+    assert denied.verdict("read").state == "deny"
+    assert "read" not in denied.offered
+
+
+def test_ask_adds_up_and_scalars_come_from_the_most_specific_scope() -> None:
+    document = doc(
+        '[tools]\nask = ["write"]\n'
+        '[approvals]\nrequester_may_approve = true\ntimeout = 600\nadmins = ["slack:UBOSS"]\n'
+        '[risk]\nask_patterns = ["deploy"]\nlarge_deletion_lines = 50\n'
+        '[conversations."slack:T1:C1".tools]\nask = ["edit"]\n'
+        '[conversations."slack:T1:C1".approvals]\nrequester_may_approve = false\n'
+        'approvers = ["slack:UCAROL"]\n'
+        '[conversations."slack:T1:C1".risk]\nask_patterns = ["release"]\n'
+        "large_deletion_lines = 5\n"
+    )
+    chat = effective(document, "slack:T1:C1")
+    assert chat.verdict("write").state == "ask" and chat.verdict("edit").state == "ask"
+    assert {"write", "edit"} <= chat.offered  # asking tools are still offered
+    assert chat.requester_may_approve is False
+    assert chat.sources["requester_may_approve"] == "policy file [slack:T1:C1]"
+    assert chat.approval_timeout == 600
+    assert chat.admins == {ADMIN.key, "slack:UBOSS"}
+    assert chat.approvers == {"slack:UCAROL"}
+    assert chat.risk.ask_patterns == ["deploy", "release"]
+    assert chat.risk.large_deletion_lines == 5
+    other = effective(document, "slack:T1:C2")
+    assert other.verdict("edit").state == "allow" and other.requester_may_approve is True
+    assert other.approvers == frozenset() and other.risk.large_deletion_lines == 50
+
+
+def test_policy_file_mistakes_are_named_one_line_each(tmp_path: Path) -> None:
+    path = tmp_path / "clawgate.toml"
+    path.write_text(
+        '[tools]\ndeny = ["bsh"]\n[conversations."slack:T1 C1".tools]\nallow = []\n'
+        '[conversations."slack:T1".approvals]\napprovers = ["carol"]\ntimeout = -1\n'
+    )
+    with pytest.raises(PolicyFileError) as raised:
+        load_policy_file(path, TOOLS)
+    lines = str(raised.value).splitlines()
+    assert any("invalid scope 'slack:T1 C1'" in line for line in lines), lines
+    assert any("approvals.approvers" in line and "carol" in line for line in lines), lines
+    assert any("approvals.timeout" in line for line in lines), lines
+    path.write_text('[tools]\ndeny = ["bsh"]\n')
+    with pytest.raises(PolicyFileError, match="unknown tools bsh"):
+        load_policy_file(path, TOOLS)
+
+
+# -- changes through the service ----------------------------------------------------------------
+
+
+async def test_admins_change_a_tool_others_are_refused_and_everything_is_audited(
+    redis: aioredis.Redis,
+) -> None:
+    policies = make_policies(redis)
+    audit = AuditLog(redis, Keys(PREFIX))
+
+    with pytest.raises(PolicyChangeError, match="only admins may change the policy"):
+        await policies.change(CHAT.id, "bash", "deny", ALICE)
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "allow"
+
+    said = await policies.change(CHAT.id, "bash", "deny", ADMIN)
+    assert "bash in slack:T1:C1: denied" in said and "before: allowed" in said
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "deny"
+    assert (await policies.effective(OTHER_CHAT.id)).verdict("bash").state == "allow"
+    stored = await redis.hgetall(f"{PREFIX}:policy:overrides")
+    assert json.loads(stored["slack:T1:C1\x1fbash"])["by"] == ADMIN.key
+
+    with pytest.raises(PolicyChangeError, match="unknown tool 'bsh'"):
+        await policies.change(CHAT.id, "bsh", "deny", ADMIN)
+    await policies.change("", "write", "deny", ADMIN)  # global
+    with pytest.raises(PolicyChangeError, match="write stays denied in slack:T1:C1"):
+        await policies.change(CHAT.id, "write", "allow", ADMIN)
+    assert "nothing to reset" in await policies.change(CHAT.id, "write", None, ADMIN)
+    await policies.change(CHAT.id, "bash", None, ADMIN)
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "allow"
+
+    entries = [e for e in await audit.newest(50) if e.event.startswith("policy")]
+    kinds = [(e.event, e.actor, e.fields.get("tool"), e.fields.get("new")) for e in entries]
+    assert kinds == [
+        ("policy_refused", ALICE.key, "bash", None),
+        ("policy_changed", ADMIN.key, "bash", "deny"),
+        ("policy_changed", ADMIN.key, "write", "deny"),
+        ("policy_changed", ADMIN.key, "bash", "reset"),
+    ]
+    first_change = entries[1].fields
+    assert first_change["scope"] == "slack:T1:C1" and first_change["old"] == "none"
+    assert entries[0].fields["why"] == "not an admin"
+
+
+async def test_an_unreadable_override_counts_as_a_deny(redis: aioredis.Redis) -> None:
+    policies = make_policies(redis)
+    await redis.hset(f"{PREFIX}:policy:overrides", "slack:T1:C1\x1fread", "not json")
+    assert (await policies.effective(CHAT.id)).verdict("read").state == "deny"
+
+
+# -- what the model sees and what runs ------------------------------------------------------------
+
+
+async def test_policy_deny_in_chat_hides_the_tool_and_refuses_a_forced_call(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The acceptance scenario: an admin types /policy deny bash in a conversation."""
+    (workdir / "victim.txt").write_text("precious")
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    await dispatch(runtime, "s1", "/policy deny bash", ALICE, CHAT, say)
+    assert told[-1].startswith("Policy not changed: only admins may change the policy")
+    await dispatch(runtime, "s1", "/policy deny bash", ADMIN, CHAT, say)
+    assert "bash in slack:T1:C1: denied" in told[-1]
+
+    # The model there is no longer offered bash; it forces a call anyway: denied, nothing ran.
+    fake_openai.script = [
+        calls(("call_1", "bash", {"command": "rm victim.txt"})),
+        reply("ok"),
+    ]
+    result = await runtime.run("s1", "delete victim.txt", ALICE, CHAT)
+    assert result.stop_reason is StopReason.FINAL
+    assert "bash" not in offered(fake_openai.requests[0])
+    assert set(offered(fake_openai.requests[0])) == {"read", "write", "edit"}
+    assert (workdir / "victim.txt").read_text() == "precious"
+    (finished,) = [e for e in channel.of(ToolFinished) if e.tool == "bash"]
+    assert finished.status is ToolStatus.DENIED
+    denial = fake_openai.requests[1]["messages"][-1]["content"]
+    assert "tool 'bash' is denied here by policy: override [slack:T1:C1] by slack:UADMIN" in denial
+    assert not channel.of(ApprovalRequested)
+
+    # Another conversation is untouched.
+    fake_openai.script = [reply("hi")]
+    await runtime.run("s2", "hello", ALICE, OTHER_CHAT)
+    assert "bash" in offered(fake_openai.requests[-1])
+
+    # /policy show explains it, to anyone.
+    await dispatch(runtime, "s1", "/policy show", ALICE, CHAT, say)
+    shown = told[-1]
+    assert "Policy for slack:T1:C1" in shown
+    assert "the model is offered: read, write, edit" in shown
+    bash_line = next(line for line in shown.splitlines() if line.strip().startswith("bash"))
+    assert "denied" in bash_line and "override [slack:T1:C1] by slack:UADMIN" in bash_line
+    assert "admins: slack:UADMIN (CLAWGATE_ADMINS)" in shown
+
+    # The audit trail shows who changed it.
+    entries = await runtime.audit.newest(100)
+    changed = [e for e in entries if e.event == "policy_changed"]
+    assert [(e.actor, e.fields["tool"], e.fields["new"]) for e in changed] == [
+        (ADMIN.key, "bash", "deny")
+    ]
+
+
+async def test_a_deny_made_while_a_call_waits_wins_over_the_approval(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    (workdir / "victim.txt").write_text("precious")
+    fake_openai.script = [calls(("call_1", "bash", {"command": "rm victim.txt"})), reply("ok")]
+    runtime, _ = make_runtime(redis, workdir, openai(fake_openai))
+    asked = await runtime.run("s1", "delete it", ALICE, CHAT)
+    assert asked.approval_id is not None
+    await runtime.policies.change(CHAT.id, "bash", "deny", ADMIN)
+
+    decision = await runtime.decide(asked.approval_id, True, ADMIN, CHAT)
+
+    assert decision.accepted
+    assert (workdir / "victim.txt").read_text() == "precious"
+    answer = fake_openai.requests[-1]["messages"][-1]["content"]
+    assert "denied here by policy" in answer
+
+
+async def test_always_ask_tools_ask_even_when_the_risk_rules_would_not(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    (workdir / "notes.txt").write_text("hello")
+    document = doc('[conversations."slack:T1:C1".tools]\nask = ["read"]\n')
+    fake_openai.script = [calls(("call_1", "read", {"path": "notes.txt"})), reply("read it")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai), document=document)
+    asked = await runtime.run("s1", "read notes", ALICE, CHAT)
+    assert asked.stop_reason is StopReason.APPROVAL_REQUIRED
+    (requested,) = channel.of(ApprovalRequested)
+    assert requested.notice.reasons[0] == (
+        "read always asks for approval here (always asks: policy file [slack:T1:C1])"
+    )
+    assert "read" in offered(fake_openai.requests[0])
+    # "Always" adds no standing rule for such a tool: the next read asks again.
+    assert asked.approval_id is not None
+    decision = await runtime.decide(asked.approval_id, True, ADMIN, CHAT, always=True)
+    assert decision.accepted and "the policy says read always asks here" in decision.message
+    assert not await redis.keys(f"{PREFIX}:rules:*")
+    fake_openai.script = [calls(("call_3", "read", {"path": "notes.txt"})), reply("again")]
+    again = await runtime.run("s1", "read notes again", ALICE, CHAT)
+    assert again.stop_reason is StopReason.APPROVAL_REQUIRED
+    # Elsewhere reads run at once.
+    fake_openai.script = [calls(("call_2", "read", {"path": "notes.txt"})), reply("done")]
+    elsewhere = await runtime.run("s2", "read notes", ALICE, OTHER_CHAT)
+    assert elsewhere.stop_reason is StopReason.FINAL
+
+
+async def test_conversation_approvers_and_timeout_come_from_its_scope(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    carol = Actor(platform="slack", user_id="UCAROL")
+    document = doc(
+        '[conversations."slack:T1:C1".approvals]\napprovers = ["slack:UCAROL"]\ntimeout = 120\n'
+    )
+    fake_openai.script = [calls(("call_1", "bash", {"command": "rm a"})), reply("ok")]
+    runtime, _ = make_runtime(redis, workdir, openai(fake_openai), document=document)
+    asked = await runtime.run("s1", "rm a", ALICE, CHAT)
+    assert asked.approval_id is not None
+    loaded = await runtime.approvals.load(asked.approval_id)
+    assert loaded is not None
+    record = loaded[0]
+    assert record.expires_at - record.created_at == 120_000
+
+    fake_openai.script = [calls(("call_2", "bash", {"command": "rm b"})), reply("ok")]
+    other = await runtime.run("s2", "rm b", ALICE, OTHER_CHAT)
+    assert other.approval_id is not None
+    refused = await runtime.decide(other.approval_id, True, carol, OTHER_CHAT)
+    assert not refused.accepted and "not an approver" in refused.message
+
+    accepted = await runtime.decide(asked.approval_id, False, carol, CHAT, reason="no")
+    assert accepted.accepted
+    loaded = await runtime.approvals.load(asked.approval_id)
+    assert loaded is not None and loaded[0].status is ApprovalStatus.REJECTED
+
+
+# -- hot reload -----------------------------------------------------------------------------------
+
+
+async def test_the_file_is_reloaded_on_change_and_an_invalid_file_keeps_the_old_policy(
+    redis: aioredis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "clawgate.toml"
+    path.write_text('[tools]\ndeny = ["bash"]\n')
+    policies = make_policies(redis, document=load_policy_file(path, TOOLS))
+    reloader = PolicyReloader(policies, path)
+    watcher = asyncio.create_task(reloader.watch(interval=0.05))
+    try:
+        assert (await policies.effective(CHAT.id)).verdict("bash").state == "deny"
+
+        path.write_text('[tools]\ndeny = ["write"]\n')
+        for _ in range(100):
+            if (await policies.effective(CHAT.id)).verdict("bash").state == "allow":
+                break
+            await asyncio.sleep(0.02)
+        assert (await policies.effective(CHAT.id)).verdict("write").state == "deny"
+        assert (await policies.effective(CHAT.id)).verdict("bash").state == "allow"
+
+        path.write_text('[tools]\ndeny = ["write"\n')  # broken TOML
+        for _ in range(100):
+            if errors := [r for r in caplog.records if r.levelno == logging.ERROR]:
+                break
+            await asyncio.sleep(0.02)
+        (record,) = errors
+        assert "policy file rejected, the previous policy stays" in record.getMessage()
+        assert str(path) in record.getMessage()
+        assert (await policies.effective(CHAT.id)).verdict("write").state == "deny"
+    finally:
+        watcher.cancel()
+
+    entries = [e for e in await AuditLog(redis, Keys(PREFIX)).newest(10)]
+    reloads = [e for e in entries if e.event == "policy_reloaded"]
+    assert len(reloads) == 1 and reloads[0].actor == "policy file (changed)"
+
+
+async def test_sighup_reloads_the_file(redis: aioredis.Redis, tmp_path: Path) -> None:
+    path = tmp_path / "clawgate.toml"
+    path.write_text("")
+    policies = make_policies(redis, document=load_policy_file(path, TOOLS))
+    reloader = PolicyReloader(policies, path)
+    reloader.on_sighup()
+    try:
+        path.write_text('[tools]\ndeny = ["edit"]\n')
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(100):
+            if (await policies.effective(CHAT.id)).verdict("edit").state == "deny":
+                break
+            await asyncio.sleep(0.02)
+        assert (await policies.effective(CHAT.id)).verdict("edit").state == "deny"
+    finally:
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+
+
+# -- the CLI --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path) -> Path:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("CLAWGATE_REDIS_PREFIX", PREFIX)
+    monkeypatch.setenv("CLAWGATE_ADMINS", ADMIN.key)
+    monkeypatch.chdir(tmp_path)
+    policy = tmp_path / "clawgate.toml"
+    policy.write_text('[conversations."slack:T1".tools]\nask = ["write"]\n')
+    monkeypatch.setenv("CLAWGATE_POLICY_FILE", str(policy))
+    return policy
+
+
+async def test_cli_changes_and_shows_the_policy(
+    redis: aioredis.Redis, cli_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await asyncio.to_thread(main, ["policy", "deny", "bash", "--conversation", CHAT.id])
+    assert code == 0
+    assert "bash in slack:T1:C1: denied" in capsys.readouterr().out
+
+    code = await asyncio.to_thread(main, ["policy", "show", "--conversation", CHAT.id])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "override [slack:T1:C1] by operator:" in out
+    write_line = next(line for line in out.splitlines() if line.strip().startswith("write"))
+    assert "always asks" in write_line and "policy file [slack:T1]" in write_line
+
+    code = await asyncio.to_thread(main, ["policy", "show", "--json", "--conversation", CHAT.id])
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["tools"]["bash"]["state"] == "deny"
+    assert shown["offered"] == ["edit", "read", "write"]
+
+    code = await asyncio.to_thread(main, ["policy", "show"])
+    assert code == 0 and "Policy for global" in capsys.readouterr().out
+
+    code = await asyncio.to_thread(main, ["policy", "reset", "bash", "--conversation", CHAT.id])
+    assert code == 0
+    assert not await redis.hgetall(f"{PREFIX}:policy:overrides")
+    entries = await AuditLog(redis, Keys(PREFIX)).newest(10)
+    assert [e.fields["new"] for e in entries if e.event == "policy_changed"] == ["deny", "reset"]
+    assert all(e.actor.startswith("operator:") for e in entries if e.event == "policy_changed")
+
+
+async def test_cli_errors_are_one_line_and_exit_non_zero(
+    cli_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for argv, message in (
+        (["policy", "deny", "bsh"], "clawgate: unknown tool 'bsh'; tools: read, write, edit, bash"),
+        (["policy", "deny", "bash", "--conversation", "slack:T1 C1"], "invalid scope"),
+    ):
+        code = await asyncio.to_thread(main, argv)
+        err = capsys.readouterr().err
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert message in err
+    cli_env.write_text('[tools]\ndeny = ["bsh"]\n')
+    code = await asyncio.to_thread(main, ["policy", "show"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown tools bsh" in err
+    monkeypatch.delenv("REDIS_URL")
+    cli_env.write_text("")
+    code = await asyncio.to_thread(main, ["policy", "allow", "bash"])
+    assert code == 2 and "REDIS_URL: required" in capsys.readouterr().err
