@@ -25,8 +25,8 @@ def render_policy(policy: EffectivePolicy) -> str:
             for tool, v in policy.tools.items()
         ),
         "Approvals:",
-        f"  admins: {_people(policy.admins)} ({policy.sources['admins']})",
-        f"  approvers: {_people(policy.approvers)} ({policy.sources['approvers']})",
+        f"  admins: {_people(policy.admins, policy.sources['admins'])}",
+        f"  approvers: {_people(policy.approvers, policy.sources['approvers'])}",
         f"  requester may approve: {'yes' if policy.requester_may_approve else 'no'}"
         f" ({policy.sources['requester_may_approve']})",
         f"  timeout: {policy.approval_timeout:g} s ({policy.sources['timeout']})",
@@ -51,5 +51,5 @@ def render_policy(policy: EffectivePolicy) -> str:
     return "\n".join(lines)
 
 
-def _people(people: frozenset[str]) -> str:
-    return ", ".join(sorted(people)) or "nobody"
+def _people(people: frozenset[str], source: str) -> str:
+    return f"{', '.join(sorted(people))} ({source})" if people else "nobody"

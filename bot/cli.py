@@ -18,7 +18,7 @@ from bot.cli_audit import add_audit_parser, run_audit_command
 from bot.cli_policy import add_policy_parser, run_policy_command
 from bot.cli_trace import add_trace_parser, run_trace_command
 from bot.logs import configure_logging
-from bot.operator import run_approvals_command
+from bot.operator import add_approvals_parser, run_approvals_command
 from bot.policy_file import PolicyFileError
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings
@@ -39,18 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
     sub.add_parser("worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)")
 
-    approvals = sub.add_parser("approvals", help="list and decide approvals (needs REDIS_URL)")
-    verbs = approvals.add_subparsers(dest="verb", required=True)
-    verbs.add_parser("list", help="open approvals (pending or executing)")
-    show = verbs.add_parser("show", help="one approval with its audit trail")
-    show.add_argument("id")
-    approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
-    approve.add_argument("id")
-    approve.add_argument("--always", action="store_true", help="also add a standing rule")
-    reject = verbs.add_parser("reject", help="reject as the operator")
-    reject.add_argument("id")
-    reject.add_argument("reason", nargs="*", help="why (told to the model)")
-
+    add_approvals_parser(sub)
     add_audit_parser(sub)
     add_policy_parser(sub)
     add_trace_parser(sub)

@@ -1,4 +1,6 @@
-"""`clawgate approvals list|show|approve|reject`: the operator's view, straight from Redis.
+"""`clawgate approvals list|show|approve|reject [--json]`: the operator's view, straight from
+Redis. A table or `key: value` lines in a terminal, JSON with --json; a refusal exits 1 with one
+line on stderr.
 
 Decisions made here are recorded as `operator:<login>` and may come from outside the
 originating conversation; the resumed run's output is printed here."""
@@ -6,12 +8,53 @@ originating conversation; the resumed run's output is printed here."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
-from typing import TextIO
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
-from adapters.console.channel import render_pending
 from runtime.agent import Runtime
+from runtime.channel import ApprovalNotice
 from runtime.models import Actor
+
+COLUMNS = ("ID", "STATUS", "TOOL", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
+
+
+def add_approvals_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    approvals = sub.add_parser("approvals", help="list and decide approvals (needs REDIS_URL)")
+    verbs = approvals.add_subparsers(dest="verb", required=True)
+    listing = verbs.add_parser("list", help="open approvals (pending or executing)")
+    listing.add_argument("--json", action="store_true", help="a JSON array")
+    show = verbs.add_parser("show", help="one approval with its audit trail")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="one JSON object")
+    approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
+    approve.add_argument("id")
+    approve.add_argument("--always", action="store_true", help="also add a standing rule")
+    reject = verbs.add_parser("reject", help="reject as the operator")
+    reject.add_argument("id")
+    reject.add_argument("reason", nargs="*", help="why (told to the model)")
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(notices: list[ApprovalNotice]) -> str:
+    rows = [
+        (n.approval_id, n.status, n.tool, n.requester, _when(n.expires_at), n.arguments)
+        for n in notices
+    ]
+    widths = [max(len(str(row[i])) for row in (COLUMNS, *rows)) for i in range(len(COLUMNS) - 1)]
+    return "\n".join(
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+        for row in (COLUMNS, *rows)
+    )
 
 
 async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
@@ -19,24 +62,46 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         out.write(text + "\n")
         out.flush()
 
-    operator = Actor(platform="operator", user_id=getpass.getuser())
     if args.verb == "list":
         notices = await runtime.pending()
-        say("\n".join(map(render_pending, notices)) or "No open approvals.")
+        if args.json:
+            say(json.dumps([dataclasses.asdict(n) for n in notices], indent=2))
+        else:
+            say(table(notices) if notices else "No open approvals.")
         return 0
     if args.verb == "show":
-        loaded = await runtime.approvals.load(args.id)
+        loaded = await runtime.approvals.load(args.id.strip().lower())
         if loaded is None:
-            say(f"unknown approval id {args.id!r}")
+            print(f"clawgate: unknown approval id {args.id!r}", file=sys.stderr)
             return 1
         record, checkpoint = loaded
-        say(record.model_dump_json(indent=2))
+        trail = [
+            entry
+            for entry in await runtime.approvals.audit_entries(record.session)
+            if entry.get("approval") == record.id
+        ]
+        if args.json:
+            shown = record.model_dump(mode="json")
+            say(json.dumps({**shown, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
+            return 0
+        fields = record.model_dump(mode="json", exclude={"arguments", "notice"})
+        for name in ("created_at", "expires_at", "decided_at"):
+            if name in fields:
+                fields[name] = _when(fields[name]) + " UTC"
+        fields["conversation"] = record.conversation.id
+        fields["requester"] = record.requester.key
+        fields["arguments"] = record.arguments
         if checkpoint.trace_id:
-            say(f"trace: {checkpoint.trace_id} (clawgate trace show {checkpoint.trace_id})")
-        for entry in await runtime.approvals.audit_entries(record.session):
-            if entry.get("approval") == record.id:
-                say("audit: " + " ".join(f"{k}={v}" for k, v in entry.items()))
+            fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
+        width = max(map(len, fields)) + 1
+        for name, value in fields.items():
+            say(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}")
+        for entry in trail:
+            at = _when(int(entry.get("at", "0") or 0))
+            rest = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("at", "approval"))
+            say(f"audit  {at}  {rest}")
         return 0
+    operator = Actor(platform="operator", user_id=getpass.getuser())
     approve = args.verb == "approve"
     decision = await runtime.decide(
         args.id,
@@ -46,5 +111,8 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         reason=" ".join(args.reason) if not approve else None,
         always=approve and args.always,
     )
+    if not decision.accepted:
+        print(f"clawgate: {decision.message}", file=sys.stderr)
+        return 1
     say(decision.message)
-    return 0 if decision.accepted else 1
+    return 0

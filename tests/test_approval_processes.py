@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -118,6 +119,18 @@ async def test_approval_created_in_one_process_is_approved_from_another(
 
     code, listed, _ = await chat("", workdir, env, "approvals", "list")
     assert code == 0 and approval_id in listed and "rm victim.txt" in listed
+    assert listed.splitlines()[0].split() == [
+        "ID",
+        "STATUS",
+        "TOOL",
+        "REQUESTER",
+        "EXPIRES",
+        "(UTC)",
+        "ARGUMENTS",
+    ]
+    code, listed, _ = await chat("", workdir, env, "approvals", "list", "--json")
+    (entry,) = json.loads(listed)
+    assert entry["approval_id"] == approval_id and entry["status"] == "pending"
     assert (workdir / "victim.txt").exists()
 
     code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)
@@ -125,10 +138,24 @@ async def test_approval_created_in_one_process_is_approved_from_another(
     assert f"Approval {approval_id} approved." in out
     assert not (workdir / "victim.txt").exists()
     assert await redis.hget(approval_key(approval_id), "status") == "consumed"
-    assert str(await redis.hget(approval_key(approval_id), "decided_by")).startswith("operator:")
+    decider = str(await redis.hget(approval_key(approval_id), "decided_by"))
+    assert decider.startswith("operator:")
 
-    code, out, _ = await chat("", workdir, env, "approvals", "approve", approval_id)
-    assert code == 1 and "already" in out
+    code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)
+    assert code == 1 and not out
+    assert (
+        err.strip()
+        == f"clawgate: approval {approval_id} was already decided by {decider} (consumed)"
+    )
+
+    code, shown, _ = await chat("", workdir, env, "approvals", "show", approval_id)
+    assert code == 0
+    assert "status:       consumed" in shown and f"decided_by:   {decider}" in shown
+    assert "audit  " in shown and "event=consumed" in shown
+    code, as_json, _ = await chat("", workdir, env, "approvals", "show", approval_id, "--json")
+    assert json.loads(as_json)["status"] == "consumed"
+    code, _, err = await chat("", workdir, env, "approvals", "show", "nosuchid")
+    assert code == 1 and err.strip() == "clawgate: unknown approval id 'nosuchid'"
 
 
 async def test_process_killed_while_executing_is_never_rerun(

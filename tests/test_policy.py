@@ -63,7 +63,7 @@ def offered(request: dict) -> list[str]:  # type: ignore[type-arg]
 def test_defaults_allow_every_enabled_tool_and_say_so() -> None:
     policy = effective(PolicyDocument(), "slack:T1:C1")
     assert policy.offered == set(TOOLS)
-    assert policy.verdict("bash").source == "default (CLAWGATE_ENABLED_TOOLS)"
+    assert policy.verdict("bash").source == "default: CLAWGATE_ENABLED_TOOLS"
     assert policy.approval_timeout == 3600
     assert policy.sources["timeout"] == "CLAWGATE_APPROVAL_TIMEOUT"
     assert policy.sources["admins"] == "CLAWGATE_ADMINS"
@@ -179,7 +179,7 @@ async def test_admins_change_a_tool_others_are_refused_and_everything_is_audited
     assert (await policies.effective(CHAT.id)).verdict("bash").state == "allow"
 
     said = await policies.change(CHAT.id, "bash", "deny", ADMIN)
-    assert "bash in slack:T1:C1: denied" in said and "before: allowed" in said
+    assert "bash in slack:T1:C1: now denied" in said and "was allowed" in said
     assert (await policies.effective(CHAT.id)).verdict("bash").state == "deny"
     assert (await policies.effective(OTHER_CHAT.id)).verdict("bash").state == "allow"
     stored = await redis.hgetall(f"{PREFIX}:policy:overrides")
@@ -230,7 +230,7 @@ async def test_policy_deny_in_chat_hides_the_tool_and_refuses_a_forced_call(
     await dispatch(runtime, "s1", "/policy deny bash", ALICE, CHAT, say)
     assert told[-1].startswith("Policy not changed: only admins may change the policy")
     await dispatch(runtime, "s1", "/policy deny bash", ADMIN, CHAT, say)
-    assert "bash in slack:T1:C1: denied" in told[-1]
+    assert "bash in slack:T1:C1: now denied" in told[-1]
 
     # The model there is no longer offered bash; it forces a call anyway: denied, nothing ran.
     fake_openai.script = [
@@ -421,7 +421,7 @@ async def test_cli_changes_and_shows_the_policy(
 ) -> None:
     code = await asyncio.to_thread(main, ["policy", "deny", "bash", "--conversation", CHAT.id])
     assert code == 0
-    assert "bash in slack:T1:C1: denied" in capsys.readouterr().out
+    assert "bash in slack:T1:C1: now denied" in capsys.readouterr().out
 
     code = await asyncio.to_thread(main, ["policy", "show", "--conversation", CHAT.id])
     out = capsys.readouterr().out

@@ -904,7 +904,7 @@ async def test_admin_denies_bash_with_a_slash_command_and_the_model_no_longer_se
     body = command_body("/clawgate", "policy deny bash", user_id=ADMIN, response_url=url)
     assert (await h.post(body))[0] == 200
     (changed,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="the change")
-    assert f"bash in slack:{TEAM_ID}:{CHANNEL}: denied" in changed.body["text"]
+    assert f"bash in slack:{TEAM_ID}:{CHANNEL}: now denied" in changed.body["text"]
 
     ts = next_ts()
     assert (await h.post(event_body(mention_event("run: rm victim.txt", ts=ts))))[0] == 200

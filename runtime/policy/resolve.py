@@ -105,7 +105,7 @@ def resolve(
         admins=_people(layers, "admins", defaults.admins, "CLAWGATE_ADMINS", sources),
         approvers=_people(layers, "approvers", defaults.approvers, "CLAWGATE_APPROVERS", sources),
         requester_may_approve=_most_specific(
-            layers, "requester_may_approve", False, "default", sources
+            layers, "requester_may_approve", False, "default: no", sources
         ),
         approval_timeout=_most_specific(
             layers, "timeout", defaults.approval_timeout, "CLAWGATE_APPROVAL_TIMEOUT", sources
@@ -126,7 +126,7 @@ def _tool_verdict(tool: str, layers: Sequence[_Layer], defaults: Defaults) -> To
             denials.append(override_label(layer.scope, override))
     if denials:
         return ToolVerdict("deny", denials[-1])  # the most specific, for the explanation
-    allowed_by = "default (CLAWGATE_ENABLED_TOOLS)"
+    allowed_by = "default: CLAWGATE_ENABLED_TOOLS"
     for layer in reversed(layers):
         override = layer.overrides.get(tool)
         if override is not None:  # an allow (a deny was handled above)
@@ -158,7 +158,7 @@ def _people(
         if people:
             found.update(people)
             where.append(file_label(layer.scope))
-    sources[name] = " + ".join(where) or "default (nobody)"
+    sources[name] = " + ".join(where) or "default: nobody"
     return frozenset(found)
 
 

@@ -141,8 +141,8 @@ class PolicyService:
             )
         was = before.verdict(tool)
         return (
-            f"{tool} in {where}: {_word(after.state)} ({after.source}); "
-            f"before: {_word(was.state)} ({was.source})."
+            f"{tool} in {where}: now {_word(after.state)} ({after.source}); "
+            f"was {_word(was.state)} ({was.source})."
         )
 
 
