@@ -43,6 +43,8 @@ from runtime.store.keys import Keys
 from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from runtime.tools.registry import ToolRegistry
+from runtime.tracing.recorder import Tracer
+from runtime.tracing.store import TraceStore
 
 
 class NoopArgs(ToolArgs):
@@ -109,7 +111,18 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
         registry = _registry(policies, approvals if gated else None)
         history = HistoryStore(redis, keys)
         config = RuntimeConfig(workdir=workdir)
-        yield Runtime(config, DemoProvider(), registry, history, NullChannel(), approvals, policies)
+        # As `clawgate serve` runs: audit trail on, tracing in the configured mode.
+        tracer = Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl))
+        yield Runtime(
+            config,
+            DemoProvider(),
+            registry,
+            history,
+            NullChannel(),
+            approvals,
+            policies,
+            tracer=tracer,
+        )
     finally:
         stale = [k async for k in redis.scan_iter(match=f"{keys.prefix}:*")]
         if stale:
@@ -117,9 +130,9 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
         await redis.aclose()
 
 
-async def bench_tool_calls(calls: int, workdir: Path) -> dict[str, list[float]]:
+async def bench_tool_calls(calls: int, settings: Settings, workdir: Path) -> dict[str, list[float]]:
     """The chain as a model step runs it: the step's policy is already on the context."""
-    redis = connect(None)
+    redis = connect(settings.redis_url)
     policies = _policies(redis, Keys("bench"))
     registry = _registry(policies)
     executor = ToolExecutor(registry)
@@ -208,7 +221,7 @@ async def run_bench(settings: Settings, target: str, calls: int, turns: int) -> 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if target == "runtime":
-            r = await bench_tool_calls(calls, workdir)
+            r = await bench_tool_calls(calls, settings, workdir)
             print(_line("tool call, direct", r["direct"]))
             print(_line("tool call, executor + middleware chain", r["chain"]))
             direct, chained = percentile(r["direct"], 0.5), percentile(r["chain"], 0.5)
