@@ -14,7 +14,7 @@ from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.inbound import Inbound
 from runtime.models import Actor, ConversationRef, RunResult
-from runtime.policy.model import OverrideState
+from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
 
 Say = Callable[[str], Awaitable[None]]
@@ -113,11 +113,8 @@ async def _policy(
     try:
         if command.policy_action == "show":
             return render_policy(await policies.effective(conversation.id))
-        assert command.tool is not None
-        action = command.policy_action
-        state: OverrideState | None = (
-            "allow" if action == "allow" else "deny" if action == "deny" else None
-        )
+        assert command.tool is not None and command.policy_action is not None
+        state = override_state(command.policy_action)
         return await policies.change(conversation.id, command.tool, state, actor)
     except PolicyChangeError as exc:
         return f"Policy not changed: {exc}."

@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from runtime.policy.model import scope_label, scopes_of
-from runtime.policy.resolve import EffectivePolicy
-
-STATES = {
-    "allow": "allowed",
-    "ask": "always asks",
-    "deny": "denied",
-    "off": "off",
-}
+from runtime.policy.resolve import EffectivePolicy, describe_state
 
 
 def render_policy(policy: EffectivePolicy) -> str:
@@ -21,7 +14,7 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"Policy for {scope_label(policy.conversation)} (scopes, most specific first: {scopes})",
         f"Tools (the model is offered: {offered}):",
         *(
-            f"  {tool.ljust(width)}  {STATES[v.state].ljust(11)}  {v.source}"
+            f"  {tool.ljust(width)}  {describe_state(v.state).ljust(11)}  {v.source}"
             for tool, v in policy.tools.items()
         ),
         "Approvals:",

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import getpass
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
@@ -174,6 +175,9 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("chat", "serve", "worker") and hasattr(signal, "SIGHUP"):
+        # SIGHUP reloads the policy once running; until then it must not end the process.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         settings = load_settings()
         configure_logging(settings.log_level, settings.log_format, sys.stderr)

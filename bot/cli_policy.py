@@ -19,8 +19,8 @@ from bot.settings import Settings, SettingsError
 from bot.wiring import build_policies, load_policy
 from runtime.audit import AuditLog
 from runtime.models import Actor
-from runtime.policy.model import GLOBAL, OverrideState
-from runtime.policy.service import PolicyChangeError, as_json
+from runtime.policy.model import GLOBAL, check_scope, override_state
+from runtime.policy.service import PolicyChangeError, PolicyUsageError, as_json
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
@@ -54,23 +54,33 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def run_policy_command(settings: Settings, args: argparse.Namespace) -> int:
     if args.verb != "show" and not settings.redis_url:
         raise SettingsError("REDIS_URL: required to change the policy (overrides live there)")
+    try:
+        check_scope(args.conversation)
+    except ValueError as exc:
+        print(f"clawgate: --conversation: {exc}", file=sys.stderr)
+        return 2
     return asyncio.run(_run(settings, args, sys.stdout))
 
 
 async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    document = load_policy(settings)
     redis = connect(settings.redis_url)
     keys = Keys(settings.redis_prefix)
-    policies = build_policies(settings, load_policy(settings), redis, AuditLog(redis, keys))
+    policies = build_policies(settings, document, redis, AuditLog(redis, keys))
     scope: str = args.conversation
     try:
         if args.verb == "show":
             effective = await policies.effective(scope)
             out.write((as_json(effective) if args.json else render_policy(effective)) + "\n")
+            if not settings.redis_url:
+                print(
+                    "clawgate: REDIS_URL is not set: this is the file's policy; admins' "
+                    "overrides live in Redis and are not shown",
+                    file=sys.stderr,
+                )
             return 0
         operator = Actor(platform="operator", user_id=getpass.getuser())
-        state: OverrideState | None = (
-            "allow" if args.verb == "allow" else "deny" if args.verb == "deny" else None
-        )
+        state = override_state(args.verb)
         message = await policies.change(scope, args.tool, state, operator)
         if args.json:
             verdict = (await policies.effective(scope)).verdict(args.tool)
@@ -85,6 +95,9 @@ async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int
             )
         out.write(message + "\n")
         return 0
+    except PolicyUsageError as exc:
+        print(f"clawgate: {exc}", file=sys.stderr)
+        return 2
     except PolicyChangeError as exc:
         print(f"clawgate: {exc}", file=sys.stderr)
         return 1

@@ -29,6 +29,8 @@ def load_policy_file(path: Path | None, tools: Collection[str] = ()) -> PolicyDo
         raise PolicyFileError(f"{path}: not valid TOML ({exc})") from exc
     except UnicodeDecodeError:
         raise PolicyFileError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        raise PolicyFileError(f"{path}: nested too deeply") from None
     try:
         document = PolicyDocument.model_validate(data)
     except ValidationError as exc:

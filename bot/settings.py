@@ -35,7 +35,9 @@ class Settings(BaseSettings):
     )
     admins: CommaList = Field(default_factory=list, alias="CLAWGATE_ADMINS")
     approvers: CommaList = Field(default_factory=list, alias="CLAWGATE_APPROVERS")
-    approval_timeout: float = Field(3600, alias="CLAWGATE_APPROVAL_TIMEOUT", gt=0)
+    approval_timeout: float = Field(
+        3600, alias="CLAWGATE_APPROVAL_TIMEOUT", gt=0, le=30 * 86_400, allow_inf_nan=False
+    )
     liveness_ttl: float = Field(30, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)

@@ -7,6 +7,7 @@ checkpointing that is the caller's job (see agent.py), so the loop never waits f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,9 @@ from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
 INTERRUPTED = "(no result: the run was interrupted before this call finished)"
+# Seconds a step's policy may be old when its tool calls run: it is read again after a slow
+# model answer, so a deny made meanwhile applies to the calls of that answer.
+POLICY_MAX_AGE = 1.0
 
 
 @dataclass(slots=True)
@@ -47,6 +51,7 @@ class RunState:
     rejected: dict[str, str] = field(default_factory=dict)
     # The approval whose batch this run continues (the session still waits for it).
     resumed_from: str | None = None
+    policy_read_at: float = 0.0  # time.monotonic() of the policy on ctx
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +117,19 @@ class AgentLoop:
         self.audit = audit
         self.policies = policies
 
+    async def _read_policy(self, state: RunState) -> None:
+        """The conversation's policy, read afresh and kept on the context for the executor."""
+        if self.policies is not None:
+            conversation = state.ctx.conversation.id if state.ctx.conversation else ""
+            state.ctx.policy = await self.policies.effective(conversation)
+            state.policy_read_at = time.monotonic()
+
     async def _offered(self, state: RunState) -> list[ToolSpec]:
-        """The tools the model may see at this step: the conversation's policy is read afresh
-        (an admin's change applies from the next step) and kept for the executor."""
-        if self.policies is None:
-            return self.registry.specs()
-        conversation = state.ctx.conversation.id if state.ctx.conversation else ""
-        state.ctx.policy = await self.policies.effective(conversation)
-        return self.registry.specs(state.ctx.policy.offered)
+        """The tools the model may see at this step (an admin's change applies from the next
+        step on)."""
+        await self._read_policy(state)
+        policy = state.ctx.policy
+        return self.registry.specs(None if policy is None else policy.offered)
 
     def _result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
         return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
@@ -152,6 +162,8 @@ class AgentLoop:
             repeated = [c for c in reply.tool_calls if fingerprint(c) in state.rejected]
             if repeated:
                 return await self._stop_repeat(state, reply, repeated[0]), None
+            if time.monotonic() - state.policy_read_at > POLICY_MAX_AGE:
+                await self._read_policy(state)  # the model took a while: a deny may be new
             stop = await self.run_batch(state, reply.tool_calls, 0, [], head=[reply])
             if stop is not None:
                 return stop

@@ -3,7 +3,7 @@ call a tool it was not offered, and the policy may change while a call waits).""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from runtime.middleware import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
@@ -33,26 +33,14 @@ async def current_policy(
 
 
 class ToolPolicyMiddleware:
-    """With a `PolicyService`: the conversation's effective policy (see runtime.policy).
-    `allow`/`deny` are fixed lists on top, for setups without one (tests, benchmarks):
-    `allow=None` allows every tool, and a tool in `deny` is refused even if also allowed."""
+    """Enforces the conversation's effective policy (see runtime.policy): the one the runtime
+    put on the context for this step, else a fresh one from `policies`."""
 
-    def __init__(
-        self,
-        policies: PolicyService | None = None,
-        allow: Iterable[str] | None = None,
-        deny: Iterable[str] = (),
-    ) -> None:
+    def __init__(self, policies: PolicyService | None = None) -> None:
         self.policies = policies
-        self.allow = None if allow is None else frozenset(allow)
-        self.deny = frozenset(deny)
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
         name = invocation.tool.name
-        if name in self.deny:
-            return denied(invocation, f"tool {name!r} is denied by policy")
-        if self.allow is not None and name not in self.allow:
-            return denied(invocation, f"tool {name!r} is not in the policy's allow list")
         policy = await current_policy(invocation.context, self.policies)
         if policy is not None:
             verdict = policy.verdict(name)

@@ -51,12 +51,11 @@ class RecordingChannel:
 
 def default_registry(
     approvals: ApprovalStore,
-    deny: Iterable[str] = (),
     policy: RiskPolicy | None = None,
     policies: PolicyService | None = None,
 ) -> ToolRegistry:
     registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), BashTool(timeout=40)])
-    registry.use(ToolPolicyMiddleware(policies, deny=deny))
+    registry.use(ToolPolicyMiddleware(policies))
     registry.use(HumanApprovalMiddleware(policy or RiskPolicy(), approvals, policies))
     return registry
 

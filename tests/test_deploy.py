@@ -26,6 +26,7 @@ from runtime.policy.model import PolicyDocument
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+POLICY_FILE = DEPLOY / "policy" / "clawgate.toml"
 K8S = DEPLOY / "k8s"
 
 ALIASES = {field.alias for field in Settings.model_fields.values() if field.alias}
@@ -281,12 +282,15 @@ def test_compose_serve_and_worker_agree_with_the_image_and_the_settings() -> Non
         env = _service_env(service)
         assert set(env) <= ALIASES, set(env) - ALIASES
         assert env["REDIS_URL"].startswith("redis://redis:")
-        # The policy file is mounted read-only where CLAWGATE_POLICY_FILE points.
+        # The policy file's directory is mounted read-only (so that a replaced file is seen
+        # by the reloader) where CLAWGATE_POLICY_FILE points.
         mounts = [str(v).split(":") for v in service["volumes"]]
-        policy = [m for m in mounts if m[1] == env["CLAWGATE_POLICY_FILE"]]
+        policy_file = Path(env["CLAWGATE_POLICY_FILE"])
+        policy = [m for m in mounts if m[1] == str(policy_file.parent)]
         assert len(policy) == 1
-        assert (DEPLOY / policy[0][0]).resolve() == DEPLOY / "clawgate.toml"
+        assert (DEPLOY / policy[0][0] / policy_file.name).resolve() == POLICY_FILE
         assert policy[0][2:] == ["ro"]
+        assert sorted(p.name for p in (DEPLOY / policy[0][0]).iterdir()) == ["clawgate.toml"]
         # Both share the workdir volume (a run may resume in either process).
         assert [m[0] for m in mounts if m[1] == image_env["CLAWGATE_WORKDIR"]] == ["workdir"]
         files = service["env_file"]
@@ -325,7 +329,7 @@ def test_compose_settings_are_valid_with_and_without_the_worker_profile(
     services = _compose()["services"]
     example = {name: value for active, name, value in _env_file_lines() if active}
     local = {
-        "CLAWGATE_POLICY_FILE": str(DEPLOY / "clawgate.toml"),
+        "CLAWGATE_POLICY_FILE": str(POLICY_FILE),
         "CLAWGATE_WORKDIR": str(tmp_path),
     }
 
@@ -524,7 +528,7 @@ def test_k8s_settings_are_valid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         env.update(_literal_env(container))
         env.pop("PATH", None)
         overrides = {
-            "CLAWGATE_POLICY_FILE": str(DEPLOY / "clawgate.toml"),
+            "CLAWGATE_POLICY_FILE": str(POLICY_FILE),
             "CLAWGATE_WORKDIR": str(tmp_path),
         }
         settings = _settings_from(env, monkeypatch, **overrides)
@@ -576,7 +580,7 @@ def _missing_keys(model: type[BaseModel], data: dict[str, Any], where: str) -> l
 
 
 def test_example_policy_file_loads_and_shows_every_key() -> None:
-    path = DEPLOY / "clawgate.toml"
+    path = POLICY_FILE
     policy = load_policy_file(path, ["read", "write", "edit", "bash"])
     assert policy.conversations  # the per-conversation tables are shown
     data = tomllib.loads(path.read_text())

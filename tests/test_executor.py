@@ -11,6 +11,8 @@ from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.executor import NO_OUTPUT, ToolExecutor
 from runtime.middleware import Handler, ToolInvocation
 from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.policy.model import PolicyDocument, ToolRules
+from runtime.policy.resolve import Defaults, resolve
 from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from runtime.tools.bash import BashTool
@@ -173,24 +175,30 @@ async def test_middleware_can_short_circuit(workdir: Path) -> None:
 
 
 async def test_policy_deny_wins_over_allow(workdir: Path) -> None:
+    """Enforced at execution time with the step's policy on the context, whatever the model
+    was offered."""
     registry = file_registry()
-    registry.use(ToolPolicyMiddleware(allow=["read", "write"], deny=["write"]))
+    registry.use(ToolPolicyMiddleware())
     executor = ToolExecutor(registry)
+    context = ctx(workdir)
+    document = PolicyDocument(tools=ToolRules(allow=["read", "write"], deny=["write"]))
+    tools = [t.name for t in registry.active()]
+    context.policy = resolve(document, {}, "console:x", Defaults(enabled=tuple(tools)), tools)
     out = await executor.execute(
         [
             call("write", {"path": "a.txt", "content": "x"}, "c1"),
             call("bash", {"command": "touch b.txt"}, "c2"),  # not in allow list
             call("read", {"path": "missing.txt"}, "c3"),  # allowed: runs (and fails)
         ],
-        ctx(workdir),
+        context,
     )
     assert [r.status for r in out.results] == [
         ToolStatus.DENIED,
         ToolStatus.DENIED,
         ToolStatus.ERROR,
     ]
-    assert "denied by policy" in out.results[0].model_text
-    assert "allow list" in out.results[1].model_text
+    assert "denied here by policy: policy file [global]" in out.results[0].model_text
+    assert "not in the allow list of policy file [global]" in out.results[1].model_text
     assert "no such file" in out.results[2].model_text
     assert list(workdir.iterdir()) == []
 

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -197,14 +198,17 @@ async def test_admins_change_a_tool_others_are_refused_and_everything_is_audited
     entries = [e for e in await audit.newest(50) if e.event.startswith("policy")]
     kinds = [(e.event, e.actor, e.fields.get("tool"), e.fields.get("new")) for e in entries]
     assert kinds == [
-        ("policy_refused", ALICE.key, "bash", None),
+        ("policy_refused", ALICE.key, "bash", "deny"),
         ("policy_changed", ADMIN.key, "bash", "deny"),
+        ("policy_refused", ADMIN.key, "bsh", "deny"),
         ("policy_changed", ADMIN.key, "write", "deny"),
+        ("policy_refused", ADMIN.key, "write", "allow"),
         ("policy_changed", ADMIN.key, "bash", "reset"),
     ]
     first_change = entries[1].fields
     assert first_change["scope"] == "slack:T1:C1" and first_change["old"] == "none"
-    assert entries[0].fields["why"] == "not an admin"
+    assert "only admins may change the policy" in entries[0].fields["why"]
+    assert "write stays denied" in entries[4].fields["why"]
 
 
 async def test_an_unreadable_override_counts_as_a_deny(redis: aioredis.Redis) -> None:
@@ -455,8 +459,10 @@ async def test_cli_errors_are_one_line_and_exit_non_zero(
     ):
         code = await asyncio.to_thread(main, argv)
         err = capsys.readouterr().err
-        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert message in err
+    code = await asyncio.to_thread(main, ["policy", "show", "--conversation", "slack T1"])
+    assert code == 2 and "invalid scope" in capsys.readouterr().err
     cli_env.write_text('[tools]\ndeny = ["bsh"]\n')
     code = await asyncio.to_thread(main, ["policy", "show"])
     err = capsys.readouterr().err
@@ -465,3 +471,132 @@ async def test_cli_errors_are_one_line_and_exit_non_zero(
     cli_env.write_text("")
     code = await asyncio.to_thread(main, ["policy", "allow", "bash"])
     assert code == 2 and "REDIS_URL: required" in capsys.readouterr().err
+
+
+async def test_an_admin_of_one_chat_cannot_undo_a_wider_admins_decision(
+    redis: aioredis.Redis,
+) -> None:
+    chat_admin = Actor(platform="slack", user_id="UCHAT")
+    operator = Actor(platform="operator", user_id="root")
+    document = doc(
+        '[tools]\nallow = ["read", "write", "edit"]\n'
+        '[conversations."slack:T1:C1".approvals]\nadmins = ["slack:UCHAT"]\n'
+    )
+    policies = make_policies(redis, document=document)
+    assert policies.reach(chat_admin, CHAT.id) == CHAT.id
+    assert policies.reach(chat_admin, OTHER_CHAT.id) is None
+    assert policies.reach(operator, CHAT.id) == ""
+
+    # Denying is always allowed; so is undoing one's own deny.
+    await policies.change(CHAT.id, "edit", "deny", chat_admin)
+    await policies.change(CHAT.id, "edit", None, chat_admin)
+    with pytest.raises(PolicyChangeError, match="only admins may change the policy"):
+        await policies.change(OTHER_CHAT.id, "edit", "deny", chat_admin)
+
+    # The operator's deny in this chat: the chat admin may neither lift nor reset it.
+    await policies.change(CHAT.id, "write", "deny", operator)
+    for state in ("allow", None):
+        with pytest.raises(PolicyChangeError, match="by operator:root, an admin of global"):
+            await policies.change(CHAT.id, "write", state, chat_admin)
+    assert (await policies.effective(CHAT.id)).verdict("write").state == "deny"
+
+    # bash is left out of the file's global allow list: a chat admin cannot let it in...
+    with pytest.raises(PolicyChangeError, match="as an admin of slack:T1:C1 you may not lift"):
+        await policies.change(CHAT.id, "bash", "allow", chat_admin)
+    # ...an admin of every conversation can, and the chat admin may then tighten it again.
+    await policies.change(CHAT.id, "bash", "allow", ADMIN)
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "allow"
+    await policies.change(CHAT.id, "bash", "deny", chat_admin)
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "deny"
+
+
+def test_safe_tools_never_lift_denials() -> None:
+    from runtime.approval.risk import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
+
+    policy = RiskPolicy(RiskConfig(safe_tools=["read", "bash"], deny_patterns=["victim"]))
+    assert policy.assess("bash", {"command": "rm -rf victim.txt"}).verdict is Verdict.DENY
+    assert policy.assess("bash", {"command": "rm -rf /"}).verdict is Verdict.DENY
+    assert policy.assess("bash", {"command": "rm notes.txt"}).verdict is Verdict.ALLOW
+
+
+async def test_a_deny_made_while_the_model_answers_applies_to_its_calls(
+    redis: aioredis.Redis, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import loop  # noqa: PLC0415
+    from runtime.models import AssistantMessage, ToolCall  # noqa: PLC0415
+
+    monkeypatch.setattr(loop, "POLICY_MAX_AGE", 0.0)  # no need to wait for a slow model
+    (workdir / "victim.txt").write_text("precious")
+    runtime: Any = None
+
+    class SlowModel:
+        name = "slow"
+        offline_demo = False
+        answered = 0
+
+        async def complete(self, messages: Any, tools: Any) -> AssistantMessage:
+            self.answered += 1
+            if self.answered > 1:
+                return AssistantMessage(content="done")
+            await runtime.policies.change(CHAT.id, "bash", "deny", ADMIN)  # while it "thinks"
+            command = json.dumps({"command": "rm victim.txt"})
+            return AssistantMessage(tool_calls=[ToolCall(id="c1", name="bash", arguments=command)])
+
+    document = doc('[risk]\nsafe_tools = ["read", "bash"]\n')  # bash would run unasked
+    runtime, channel = make_runtime(redis, workdir, SlowModel(), document=document)
+    result = await runtime.run("s1", "delete it", ALICE, CHAT)
+    assert result.stop_reason is StopReason.FINAL
+    assert (workdir / "victim.txt").read_text() == "precious"
+    (finished,) = channel.of(ToolFinished)
+    assert finished.status is ToolStatus.DENIED
+
+
+async def test_reload_survives_bad_files_and_sees_every_change(
+    redis: aioredis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "clawgate.toml"
+    path.write_text("")
+    policies = make_policies(redis, document=load_policy_file(path, TOOLS))
+    # Edited after the start-up read, before the reloader runs: its first check sees it.
+    path.write_text('[tools]\ndeny = ["bash"]\n')
+    reloader = PolicyReloader(policies, path)
+    await reloader.check()
+    assert policies.document.tools.deny == ["bash"]
+
+    def errors() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+    for bad, problem in (
+        ('[risk]\nask_patterns = ["x{4294967296}"]\n', "invalid regular expression"),
+        ("[approvals]\ntimeout = inf\n", "approvals.timeout"),
+        ("[approvals]\ntimeout = 1e16\n", "approvals.timeout"),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "policy file rejected"),
+        ('[risk]\nsafe_tools = ["raed"]\n', "unknown tools raed"),
+    ):
+        caplog.clear()
+        path.write_text(bad)
+        await reloader.check()
+        assert any(problem in line for line in errors()), (bad[:40], errors())
+        assert policies.document.tools.deny == ["bash"]  # the previous policy stays
+        caplog.clear()
+        await reloader.check()  # unchanged: not rejected again every poll
+        assert not errors()
+
+    # The same size and modification time, other content: still seen.
+    path.write_text('[tools]\ndeny = ["edit"]\n')
+    await reloader.check()
+    stat = path.stat()
+    path.write_text('[tools]\ndeny = ["read"]\n')
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    await reloader.check()
+    assert policies.document.tools.deny == ["read"]
+
+    # Unreadable (here: a directory in its place), then fixed: the fix is loaded.
+    path.unlink()
+    path.mkdir()
+    await reloader.check()
+    assert "cannot read the policy file" in errors()[-1]
+    path.rmdir()
+    path.write_text('[tools]\ndeny = ["write"]\n')
+    await reloader.check()
+    assert policies.document.tools.deny == ["write"]

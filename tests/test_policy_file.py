@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_shipped_example_loads() -> None:
-    policy = load_policy_file(REPO / "deploy" / "clawgate.toml")
+    policy = load_policy_file(REPO / "deploy" / "policy" / "clawgate.toml")
     assert policy.risk.ask_patterns == [r"terraform\s+apply"]
     assert policy.approvals.requester_may_approve is False
 

@@ -23,6 +23,7 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.policy.model import PolicyDocument, ToolRules
 from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
@@ -44,9 +45,10 @@ def make_runtime(
     provider: Provider,
     max_steps: int = 6,
     registry: ToolRegistry | None = None,
+    document: PolicyDocument | None = None,
 ) -> tuple[Runtime, RecordingChannel, HistoryStore]:
     runtime, channel = support.make_runtime(
-        redis, workdir, provider, max_steps=max_steps, registry=registry
+        redis, workdir, provider, max_steps=max_steps, registry=registry, document=document
     )
     return runtime, channel, runtime.history
 
@@ -204,14 +206,19 @@ async def test_denied_tool_is_reported_to_the_model(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
     registry = ToolRegistry([ReadTool(), BashTool(timeout=5)])
-    registry.use(ToolPolicyMiddleware(deny=["bash"]))
+    registry.use(ToolPolicyMiddleware())  # the runtime puts each step's policy on the context
     fake_openai.script = [calls(("call_1", "bash", {"command": "touch pwned"})), reply("ok")]
     runtime, channel, _ = make_runtime(
-        redis, workdir, openai_provider(fake_openai), registry=registry
+        redis,
+        workdir,
+        openai_provider(fake_openai),
+        registry=registry,
+        document=PolicyDocument(tools=ToolRules(deny=["bash"])),
     )
     await runtime.run("s7", "touch", ACTOR, CONVERSATION)
     assert not (workdir / "pwned").exists()
-    assert "denied by policy" in fake_openai.requests[1]["messages"][-1]["content"]
+    assert "bash" not in str(fake_openai.requests[0].get("tools"))  # never offered
+    assert "denied here by policy" in fake_openai.requests[1]["messages"][-1]["content"]
     (finished,) = channel.of(ToolFinished)
     assert finished.status is ToolStatus.DENIED
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from runtime.approval.models import ApprovalRecord
 from runtime.models import Actor
@@ -14,12 +14,12 @@ OPERATOR_PLATFORM = "operator"
 @dataclass(frozen=True, slots=True)
 class ApproverPolicy:
     """Admins may decide anything (also their own requests: the console user is an admin).
-    Approvers, global or for one conversation, may decide others' requests; the requester
-    only where `requester_may_approve` is set. The operator CLI acts as an admin."""
+    Approvers may decide others' requests; the requester only where `requester_may_approve`
+    is set. The operator CLI acts as an admin. One conversation's effective policy gives the
+    people (see runtime.policy)."""
 
     admins: frozenset[str] = frozenset()
     approvers: frozenset[str] = frozenset()
-    conversation_approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
     requester_may_approve: bool = False
 
     @classmethod
@@ -27,11 +27,9 @@ class ApproverPolicy:
         cls,
         admins: Iterable[str] = (),
         approvers: Iterable[str] = (),
-        conversation_approvers: Mapping[str, Iterable[str]] | None = None,
         requester_may_approve: bool = False,
     ) -> ApproverPolicy:
-        per_conversation = {k: frozenset(v) for k, v in (conversation_approvers or {}).items()}
-        return cls(frozenset(admins), frozenset(approvers), per_conversation, requester_may_approve)
+        return cls(frozenset(admins), frozenset(approvers), requester_may_approve)
 
     def is_admin(self, actor: Actor) -> bool:
         return actor.platform == OPERATOR_PLATFORM or actor.key in self.admins
@@ -44,9 +42,6 @@ class ApproverPolicy:
             if self.requester_may_approve:
                 return None
             return "you requested this call, and requesters may not approve their own calls here"
-        allowed = self.approvers | self.conversation_approvers.get(
-            record.conversation.id, frozenset()
-        )
-        if actor.key not in allowed:
+        if actor.key not in self.approvers:
             return f"{actor.key} is not an approver for this conversation"
         return None

@@ -64,7 +64,7 @@ def check_patterns(patterns: list[str]) -> list[str]:
     for pattern in patterns:
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:
             raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
     return patterns
 
@@ -145,15 +145,17 @@ class RiskPolicy:
 
     def assess(self, tool: str, arguments: Mapping[str, Any]) -> RiskDecision:
         findings = _Findings()
-        if tool in self.safe_tools:
-            pass
-        elif tool == "bash":
+        if tool == "bash":
             self._assess_bash(arguments.get("command"), findings)
         elif tool in ("write", "edit"):
             self._assess_file(tool, arguments, findings)
-        else:
+        elif tool not in self.safe_tools:
             findings.ask(f"{tool} is not known to the risk policy")
-        return findings.decision()
+        decision = findings.decision()
+        if tool in self.safe_tools and decision.verdict is Verdict.ASK:
+            # A safe tool never asks, but the denials (built in and configured) still apply.
+            return RiskDecision(Verdict.ALLOW, ())
+        return decision
 
     def _assess_bash(self, command: object, findings: _Findings) -> None:
         if not isinstance(command, str):

@@ -15,9 +15,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from runtime.approval.risk import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
-_SCOPE = re.compile(r"^[a-z]+(:[^\s:]+){0,2}$")
+_SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")
 _PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
 OverrideState = Literal["allow", "deny"]
+MAX_TIMEOUT = 30 * 86_400
 
 
 def check_scope(scope: str) -> str:
@@ -89,7 +90,8 @@ class ApprovalRules(_Strict):
     admins: list[str] = Field(default_factory=list)
     approvers: list[str] = Field(default_factory=list)
     requester_may_approve: bool | None = None
-    timeout: float | None = Field(None, gt=0)  # seconds; default CLAWGATE_APPROVAL_TIMEOUT
+    # Seconds, at most 30 days; default CLAWGATE_APPROVAL_TIMEOUT.
+    timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
 
     @field_validator("admins", "approvers")
     @classmethod
@@ -115,9 +117,10 @@ class PolicyDocument(ScopeRules):
         return self if scope == GLOBAL else self.conversations.get(scope)
 
     def tools_named(self) -> set[str]:
-        names = self.tools.named()
-        for rules in self.conversations.values():
-            names |= rules.tools.named()
+        """Every tool name the file mentions, to catch typos."""
+        names: set[str] = set()
+        for rules in (self, *self.conversations.values()):
+            names |= rules.tools.named() | set(rules.risk.safe_tools or ())
         return names
 
 
@@ -127,3 +130,17 @@ class Override(BaseModel):
     state: OverrideState
     by: str
     at: int  # ms since the epoch
+    # The widest scope `by` is an admin of: only admins of that scope or a wider one may
+    # change or reset this override.
+    reach: str = GLOBAL
+
+
+def override_state(action: str) -> OverrideState | None:
+    """`/policy allow|deny|reset`: the override state to set, None to remove it."""
+    if action == "allow":
+        return "allow"
+    if action == "deny":
+        return "deny"
+    if action == "reset":
+        return None
+    raise ValueError(f"unknown policy action {action!r}")

@@ -26,6 +26,18 @@ _T = TypeVar("_T", bool, float)
 Overrides = Mapping[str, Mapping[str, Override]]  # scope -> tool -> override
 
 
+STATE_WORDS: dict[ToolState, str] = {
+    "allow": "allowed",
+    "ask": "always asks",
+    "deny": "denied",
+    "off": "off",
+}
+
+
+def describe_state(state: ToolState) -> str:
+    return STATE_WORDS[state]
+
+
 @dataclass(frozen=True, slots=True)
 class Defaults:
     """What applies where neither the file nor an override says anything (the settings)."""

@@ -11,29 +11,47 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
+from runtime.approval.authz import OPERATOR_PLATFORM
 from runtime.approval.risk import RiskConfig, RiskPolicy
 from runtime.audit import AuditLog
 from runtime.models import Actor
 from runtime.policy.model import (
+    GLOBAL,
     Override,
     OverrideState,
     PolicyDocument,
     check_scope,
     scope_label,
+    scopes_of,
 )
-from runtime.policy.resolve import Defaults, EffectivePolicy, Overrides, resolve
+from runtime.policy.resolve import (
+    Defaults,
+    EffectivePolicy,
+    Overrides,
+    describe_state,
+    resolve,
+)
 from runtime.store.keys import Keys
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\x1f"
+RISK_CACHE = 64  # compiled `[risk]` variants kept (one per distinct merged table)
 
 
 class PolicyChangeError(Exception):
-    """A change that was refused or is malformed; the text says why, for the person asking."""
+    """A change that was refused; the text says why, for the person asking."""
+
+
+class PolicyUsageError(PolicyChangeError):
+    """A change that names no known tool or no valid scope."""
 
 
 def document_hash(document: PolicyDocument) -> str:
     return hashlib.sha256(document.model_dump_json().encode()).hexdigest()[:12]
+
+
+def _wider(scope: str, than: str) -> bool:
+    return len(scopes_of(scope)) < len(scopes_of(than))
 
 
 class PolicyService:
@@ -55,16 +73,22 @@ class PolicyService:
         self.audit = audit
         self._risk: dict[str, RiskPolicy] = {}
 
-    async def overrides(self) -> dict[str, dict[str, Override]]:
+    async def overrides(self, conversation_id: str) -> dict[str, dict[str, Override]]:
+        """The overrides that can apply to one conversation (each scope of it x each tool):
+        one round trip however many conversations have overrides."""
+        fields = [(s, t) for s in scopes_of(conversation_id) for t in self.tools]
+        values = await self.redis.hmget(self.key, [f"{s}{SEPARATOR}{t}" for s, t in fields])
         found: dict[str, dict[str, Override]] = {}
-        for field, value in (await self.redis.hgetall(self.key)).items():
-            scope, _, tool = str(field).partition(SEPARATOR)
+        for (scope, tool), value in zip(fields, values, strict=True):
+            if value is None:
+                continue
             try:
-                found.setdefault(scope, {})[tool] = Override.model_validate_json(value)
+                override = Override.model_validate_json(value)
             except ValueError:
                 # Fail closed: an unreadable override counts as a deny of its tool.
-                log.warning("unreadable policy override %r: treated as a deny", field)
-                found.setdefault(scope, {})[tool] = Override(state="deny", by="?", at=0)
+                log.warning("unreadable policy override for %s at %r: a deny", tool, scope)
+                override = Override(state="deny", by="?", at=0)
+            found.setdefault(scope, {})[tool] = override
         return found
 
     def resolve(self, conversation_id: str, overrides: Overrides) -> EffectivePolicy:
@@ -72,87 +96,156 @@ class PolicyService:
 
     async def effective(self, conversation_id: str) -> EffectivePolicy:
         """The policy of one conversation right now (one Redis round trip)."""
-        return self.resolve(conversation_id, await self.overrides())
+        return self.resolve(conversation_id, await self.overrides(conversation_id))
 
     def risk_policy(self, config: RiskConfig) -> RiskPolicy:
         """The compiled risk rules for a merged `[risk]` (compiling patterns is not free)."""
         key = config.model_dump_json()
         policy = self._risk.get(key)
         if policy is None:
+            if len(self._risk) >= RISK_CACHE:
+                self._risk.clear()
             policy = self._risk[key] = RiskPolicy(config)
         return policy
 
-    async def replace(self, document: PolicyDocument, origin: str) -> None:
-        """Swap in a newly loaded file; runs in flight keep the step they are in."""
+    async def replace(self, document: PolicyDocument, origin: str) -> bool:
+        """Swap in a newly loaded file (True if it differs); runs in flight keep the step
+        they are in."""
         old, self.document = document_hash(self.document), document
         new = document_hash(document)
-        if old != new and self.audit is not None:
+        if old == new:
+            return False
+        if self.audit is not None:
             await self.audit.record("policy_reloaded", actor=origin, old=old, new=new)
+        return True
+
+    def reach(self, actor: Actor, scope: str) -> str | None:
+        """The widest scope of `scope` (or above it) that `actor` is an admin of; None if
+        they are no admin here. The operator CLI and the settings' admins reach everywhere."""
+        if actor.platform == OPERATOR_PLATFORM or actor.key in self.defaults.admins:
+            return GLOBAL
+        for candidate in scopes_of(scope):
+            rules = self.document.at(candidate)
+            if rules is not None and actor.key in rules.approvals.admins:
+                return candidate
+        return None
 
     async def change(self, scope: str, tool: str, state: OverrideState | None, actor: Actor) -> str:
         """Set (`allow`/`deny`) or remove (None) the override of `tool` at `scope`, as `actor`;
-        returns what changed, raises `PolicyChangeError` for what may not."""
+        returns what changed. Raises `PolicyUsageError` for an unknown tool or scope and
+        `PolicyChangeError` for a change that is not allowed; both are audited."""
+        new = state or "reset"
         try:
             check_scope(scope)
+            if tool not in self.tools:
+                raise PolicyUsageError(f"unknown tool {tool!r}; tools: {', '.join(self.tools)}")
         except ValueError as exc:
-            raise PolicyChangeError(str(exc)) from None
-        if tool not in self.tools:
-            known = ", ".join(self.tools)
-            raise PolicyChangeError(f"unknown tool {tool!r}; tools: {known}")
-        overrides = await self.overrides()
-        before = self.resolve(scope, overrides)
-        where = scope_label(scope)
-        if not before.approver_policy().is_admin(actor):
-            if self.audit is not None:
-                await self.audit.record(
-                    "policy_refused", actor=actor.key, scope=where, tool=tool, why="not an admin"
-                )
-            raise PolicyChangeError(
-                f"only admins may change the policy of {where}; {actor.key} is not one"
-            )
-        field = f"{scope}{SEPARATOR}{tool}"
+            await self._refused(actor, scope, tool, new, None, str(exc))
+            raise PolicyUsageError(str(exc)) from None
+        except PolicyUsageError as exc:
+            await self._refused(actor, scope, tool, new, None, str(exc))
+            raise
+        overrides = await self.overrides(scope)
         old = overrides.get(scope, {}).get(tool)
+        try:
+            message = self._check(scope, tool, state, actor, overrides, old)
+        except PolicyChangeError as exc:
+            await self._refused(actor, scope, tool, new, old, str(exc))
+            raise
+        if message is not None:
+            return message
+        field = f"{scope}{SEPARATOR}{tool}"
+        before = self.resolve(scope, overrides).verdict(tool)
         scoped = overrides.setdefault(scope, {})
         if state is None:
-            if old is None:
-                return f"{tool} has no override in {where}; nothing to reset."
-            del scoped[tool]
-        else:
-            scoped[tool] = Override(state=state, by=actor.key, at=int(time.time() * 1000))
-        after = self.resolve(scope, overrides).verdict(tool)
-        if state == "allow" and after.state in ("deny", "off"):
-            raise PolicyChangeError(
-                f"{tool} stays {_word(after.state)} in {where}: {after.source}; an allow cannot "
-                "lift that, so nothing was changed"
-            )
-        if state is None:
+            scoped.pop(tool, None)
             await self.redis.hdel(self.key, field)
         else:
+            reach = self.reach(actor, scope)
+            scoped[tool] = Override(
+                state=state, by=actor.key, at=int(time.time() * 1000), reach=reach or GLOBAL
+            )
             await self.redis.hset(self.key, field, scoped[tool].model_dump_json())
+        after = self.resolve(scope, overrides).verdict(tool)
         if self.audit is not None:
             await self.audit.record(
                 "policy_changed",
                 actor=actor.key,
-                scope=where,
+                scope=scope_label(scope),
                 tool=tool,
                 old=old.state if old else "none",
-                new=state or "reset",
+                new=new,
                 effective=after.state,
             )
-        was = before.verdict(tool)
         return (
-            f"{tool} in {where}: now {_word(after.state)} ({after.source}); "
-            f"was {_word(was.state)} ({was.source})."
+            f"{tool} in {scope_label(scope)}: now {describe_state(after.state)} "
+            f"({after.source}); was {describe_state(before.state)} ({before.source})."
         )
 
+    def _check(
+        self,
+        scope: str,
+        tool: str,
+        state: OverrideState | None,
+        actor: Actor,
+        overrides: Overrides,
+        old: Override | None,
+    ) -> str | None:
+        """Raise if `actor` may not make this change; a message when there is nothing to do."""
+        where = scope_label(scope)
+        reach = self.reach(actor, scope)
+        if reach is None:
+            raise PolicyChangeError(
+                f"only admins may change the policy of {where}; {actor.key} is not one"
+            )
+        if state is None and old is None:
+            return f"{tool} has no override in {where}; nothing to reset."
+        # Tightening is always allowed; loosening may not undo a wider admin's decision.
+        if state != "deny" and old is not None and _wider(old.reach, reach):
+            raise PolicyChangeError(
+                f"{tool} in {where} was set to {old.state} by {old.by}, an admin of "
+                f"{scope_label(old.reach)}; only an admin of that scope may change it"
+            )
+        if state != "allow":
+            return None
+        trial = {s: dict(tools) for s, tools in overrides.items()}
+        trial.setdefault(scope, {})[tool] = Override(state="allow", by=actor.key, at=0)
+        verdict = self.resolve(scope, trial).verdict(tool)
+        if verdict.state in ("deny", "off"):
+            raise PolicyChangeError(
+                f"{tool} stays {describe_state(verdict.state)} in {where}: {verdict.source}; "
+                "an allow cannot lift that, so nothing was changed"
+            )
+        if reach != GLOBAL:
+            # Without overrides of admins who reach as far or less: the file and wider admins.
+            wider = {s: o for s, o in overrides.items() if _wider(s, reach)}
+            verdict = self.resolve(scope, wider).verdict(tool)
+            if verdict.state in ("deny", "off"):
+                raise PolicyChangeError(
+                    f"{tool} is {describe_state(verdict.state)} in {where} by {verdict.source}; "
+                    f"as an admin of {scope_label(reach)} you may not lift that"
+                )
+        return None
 
-def _word(state: str) -> str:
-    return {
-        "allow": "allowed",
-        "ask": "allowed, always asks",
-        "deny": "denied",
-        "off": "off (not offered)",
-    }[state]
+    async def _refused(
+        self,
+        actor: Actor,
+        scope: str,
+        tool: str,
+        new: str,
+        old: Override | None,
+        why: str,
+    ) -> None:
+        if self.audit is not None:
+            await self.audit.record(
+                "policy_refused",
+                actor=actor.key,
+                scope=scope_label(scope),
+                tool=tool,
+                old=old.state if old else "none",
+                new=new,
+                why=why,
+            )
 
 
 def as_json(policy: EffectivePolicy) -> str:
