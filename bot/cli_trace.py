@@ -23,7 +23,7 @@ from bot.settings import Settings, SettingsError
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc
-from runtime.tracing.store import TraceStore
+from runtime.tracing.store import TraceStore, UnreadableTrace
 
 MAX_DEPTH = 50  # resumed-by links followed at most this deep
 PAYLOAD_LINE = 160  # payload text shown per line in the tree (the JSON has all of it)
@@ -44,11 +44,16 @@ def add_trace_parser(sub: Any) -> None:
 
 
 def run_trace_command(settings: Settings, args: argparse.Namespace) -> int:
-    """`clawgate trace …`: 0; 1 for an unknown id or when Redis fails."""
+    """`clawgate trace …`: 0; 1 for an unknown or unreadable id or when Redis fails; 2 for
+    a usage error."""
+    trace_id = args.id.strip()
+    if not trace_id:
+        print("clawgate: trace show: the trace id is empty", file=sys.stderr)
+        return 2
     if not settings.redis_url:
         raise SettingsError("REDIS_URL: required for `clawgate trace` (traces live there)")
     try:
-        return asyncio.run(_show(settings, args.id.strip(), args.json, sys.stdout, sys.stderr))
+        return asyncio.run(_show(settings, trace_id, args.json, sys.stdout, sys.stderr))
     except RedisError as exc:
         print(f"clawgate: cannot read traces: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -69,14 +74,21 @@ class Linked:
 
 
 async def collect(store: TraceStore, trace_id: str) -> Linked | None:
-    """The trace and everything that resumed it, transitively (each trace once)."""
+    """The trace and everything that resumed it, transitively (each trace once). Raises
+    `UnreadableTrace` when the trace itself cannot be read; resuming traces that cannot be
+    read are left out."""
     seen: set[str] = set()
 
     async def load(tid: str, depth: int) -> Linked | None:
         if tid in seen or depth > MAX_DEPTH:
             return None
         seen.add(tid)
-        doc = await store.load(tid)
+        try:
+            doc = await store.load(tid)
+        except UnreadableTrace:
+            if depth == 0:
+                raise
+            return None
         if doc is None:
             return None
         linked = Linked(doc)
@@ -93,6 +105,12 @@ async def _show(settings: Settings, trace_id: str, as_json: bool, out: TextIO, e
     redis = connect(settings.redis_url)
     try:
         linked = await collect(TraceStore(redis, Keys(settings.redis_prefix)), trace_id)
+    except UnreadableTrace:
+        err.write(
+            f"clawgate: trace {trace_id!r} is stored but unreadable (damaged, or written by "
+            "an incompatible version)\n"
+        )
+        return 1
     finally:
         await redis.aclose()
     if linked is None:

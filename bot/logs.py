@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from runtime.approval.redact import MASK, redact, redact_text
+from runtime.approval.redact import redact, redact_text
 
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
-
-# Beyond runtime.approval.redact: `Authorization` values with or without a scheme, and quoted
-# `"key": "value"` pairs (JSON, Python reprs) whose key names a secret.
-_AUTHORIZATION = re.compile(
-    r"(?i)(\b[\w.-]*authorization[\w.-]*[\"']?\s*[:=]\s*)"
-    r"(\"[^\"]*\"|'[^']*'|(?:(?:bearer|basic|digest|token|bot)\s+)?[^\s\"',;}\]]+)"
-)
-_QUOTED_PAIR = re.compile(
-    r"(?i)([\"'][\w.-]*(?:secret|token|passw(?:or)?d|api[_-]?key|authorization)[\w.-]*[\"']"
-    r"\s*:\s*)(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,}\]]+)"
-)
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", None, None).__dict__) | {
@@ -30,20 +18,6 @@ _STANDARD = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", None, None)
     "taskName",
 }
 _CORE = ("ts", "level", "logger", "message", "exc")
-
-
-def redact_log_text(text: str) -> str:
-    """`text` with tokens, keys, bearer/authorization values and secret assignments masked."""
-    text = _AUTHORIZATION.sub(lambda m: m.group(1) + _mask_like(m.group(2)), text)
-    text = _QUOTED_PAIR.sub(lambda m: m.group(1) + _mask_like(m.group(2)), text)
-    return redact_text(text)
-
-
-def _mask_like(value: str) -> str:
-    """The mask, quoted the way `value` was, so JSON-ish text stays JSON-ish."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return f"{value[0]}{MASK}{value[0]}"
-    return MASK
 
 
 class RedactingFilter(logging.Filter):
@@ -63,16 +37,16 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except Exception:
             message = str(record.msg)  # a bad format string: still mask what will be shown
-        record.msg = redact_log_text(message)
+        record.msg = redact_text(message)
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact_log_text(record.exc_text)
+            record.exc_text = redact_text(record.exc_text)
         if record.stack_info:
-            record.stack_info = redact_log_text(record.stack_info)
+            record.stack_info = redact_text(record.stack_info)
         for key in record.__dict__.keys() - _STANDARD:
-            record.__dict__[key] = redact(record.__dict__[key], key, redact_log_text)
+            record.__dict__[key] = redact(record.__dict__[key], key)
 
 
 class JsonFormatter(logging.Formatter):

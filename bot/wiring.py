@@ -22,9 +22,11 @@ from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
+from runtime.subagent import Explorer
 from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool
 from runtime.tools.bash import BashTool
+from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing.recorder import Tracer
@@ -46,7 +48,7 @@ def build_provider(settings: Settings) -> Provider:
     )
 
 
-def all_tools(settings: Settings) -> list[Tool[Any]]:
+def file_and_shell_tools(settings: Settings) -> list[Tool[Any]]:
     return [
         ReadTool(),
         WriteTool(),
@@ -55,19 +57,19 @@ def all_tools(settings: Settings) -> list[Tool[Any]]:
     ]
 
 
-def tool_names(settings: Settings) -> list[str]:
-    return [tool.name for tool in all_tools(settings)]
+# Every tool the process knows (enabled or not), in the order the model sees them.
+TOOL_NAMES = (ReadTool.name, WriteTool.name, EditTool.name, BashTool.name, ExploreTool.name)
 
 
 def load_policy(settings: Settings) -> PolicyDocument:
     """The policy file named by the settings, checked against the tools this process has."""
-    return load_policy_file(settings.policy_file, tool_names(settings))
+    return load_policy_file(settings.policy_file, TOOL_NAMES)
 
 
 def build_registry(
-    settings: Settings, approvals: ApprovalStore, policies: PolicyService
+    settings: Settings, tools: list[Tool[Any]], approvals: ApprovalStore, policies: PolicyService
 ) -> ToolRegistry:
-    registry = ToolRegistry(all_tools(settings), enabled=settings.enabled_tools)
+    registry = ToolRegistry(tools, enabled=settings.enabled_tools)
     unknown = registry.unknown_enabled()
     if unknown:
         raise SettingsError(f"CLAWGATE_ENABLED_TOOLS: unknown tools {', '.join(unknown)}")
@@ -91,7 +93,7 @@ def build_policies(
         approval_timeout=settings.approval_timeout,
     )
     keys = Keys(settings.redis_prefix)
-    return PolicyService(redis, keys, defaults, tool_names(settings), document, audit)
+    return PolicyService(redis, keys, defaults, TOOL_NAMES, document, audit)
 
 
 def build_runtime(
@@ -111,11 +113,26 @@ def build_runtime(
     approvals = ApprovalStore(redis, keys, timeout_s=settings.approval_timeout)
     audit = AuditLog(redis, keys, settings.audit_maxlen)
     policies = build_policies(settings, policy, redis, audit, extra_admins)
+    provider = build_provider(settings)
+    history = HistoryStore(redis, keys)
+    tools = file_and_shell_tools(settings)
+    explorer = Explorer(
+        provider,
+        tools,
+        history,
+        redis,
+        keys,
+        settings.max_tool_result_chars,
+        policies,
+        audit,
+        step_limit=settings.max_steps,
+    )
+    tools.append(ExploreTool(explorer))
     return Runtime(
         config,
-        build_provider(settings),
-        build_registry(settings, approvals, policies),
-        HistoryStore(redis, keys),
+        provider,
+        build_registry(settings, tools, approvals, policies),
+        history,
         channel,
         approvals,
         policies,

@@ -34,7 +34,7 @@ from runtime.approval.models import (
     call_hash,
     new_approval_id,
 )
-from runtime.approval.redact import argument_summary
+from runtime.approval.redact import argument_summary, redact_text
 from runtime.approval.store import ApprovalStore, Transition
 from runtime.audit import AuditLog
 from runtime.channel import (
@@ -392,7 +392,7 @@ class Runtime:
             session=record.session,
             conversation=ctx.conversation.id,
             requester=ctx.actor.key,
-            reasons="; ".join(record.reasons),
+            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
             expires_at=record.expires_at,
         )
         ref = await self.channel.send(ctx.conversation, ApprovalRequested(self._notice(record)))
@@ -649,8 +649,8 @@ class Runtime:
             actor.key,
             approval=record.id,
             tool=record.tool,
-            rule=shown,
-            reasons="; ".join(record.reasons),
+            rule=redact_text(shown),
+            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
             session=record.session,
             conversation=record.conversation.id,
             trace=trace,

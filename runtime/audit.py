@@ -5,18 +5,20 @@ the run it belongs to ("" outside a run).
 
 Retention: the stream is capped at about the newest `maxlen` entries (`XADD MAXLEN ~`, so Redis
 trims whole nodes and may keep a few more). Tool arguments are never stored, only their
-`args_sha256` (over the canonical JSON the approval record stores too) and their key names.
+`args_sha256` (over the canonical JSON the approval record stores too) and their key names
+(at most 20, each cut at 64 characters); a tool name the model made up is stored as
+`(unknown)` with its hash. Risk reasons and standing rules, which may quote parts of a command
+or a path, are stored with secrets masked.
 
-Writing never raises: by the time something is audited its side effect has happened, so a
-Redis failure logs one warning and the caller goes on. The per-session streams written by the
-approval scripts (exact, atomic with each transition) stay as they are; this one is the
+Building and writing never raise: by the time something is audited its side effect has
+happened, so a failure logs one warning and the caller goes on. The per-session streams written
+by the approval scripts (exact, atomic with each transition) stay as they are; this one is the
 operator's timeline (`clawgate audit tail`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -27,6 +29,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict
 from redis.asyncio import Redis
 
+from runtime.canonical import key_names, text_sha256
 from runtime.store.keys import Keys
 from runtime.tracing.context import current_trace_id
 
@@ -75,18 +78,24 @@ class AuditEntry(BaseModel):
 def _text(value: str | int | float) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    text = str(value)
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (model text): Redis takes only UTF-8
+        text = text.encode("utf-8", "replace").decode()
+    return text
 
 
 def arguments_digest(canonical: str) -> tuple[str | None, str]:
     """(`args_sha256`, `arg_keys`) of a call's canonical arguments: the hash only when they
-    are JSON (unparseable text is not hashed), the keys only of a JSON object (comma list)."""
+    are JSON (unparseable text is not hashed), the keys only of a JSON object (comma list of
+    at most 20 names, each cut at 64 characters)."""
     try:
         value = json.loads(canonical)
     except json.JSONDecodeError:
         return None, ""
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
-    keys = ",".join(sorted(value)) if isinstance(value, dict) else ""
+    digest = text_sha256(canonical)
+    keys = ",".join(key_names(value)) if isinstance(value, dict) else ""
     return digest, keys
 
 
@@ -103,15 +112,19 @@ class AuditLog:
     def entry(event: str, actor: str = "", **fields: Field) -> dict[str, str]:
         """The stream fields of one entry, stamped now with the current run's trace id (a
         `trace` field given here wins: e.g. the trace of the run an approval suspended, for a
-        decision made outside any run). Build it where the thing happens; `record_many`."""
+        decision made outside any run). Build it where the thing happens; `record_many`.
+        Never raises: fields that cannot be written are left out (`incomplete`), with a
+        warning; text that is not valid UTF-8 (a lone surrogate) has it replaced by `?`."""
         trace = fields.pop("trace", None)
-        data = {k: _text(v) for k, v in fields.items() if v is not None and k not in RESERVED}
-        data.update(
-            event=event,
-            at=str(int(time.time() * 1000)),
-            actor=actor,
-            trace=_text(trace) if trace else current_trace_id() or "",
-        )
+        try:
+            data = {k: _text(v) for k, v in fields.items() if v is not None and k not in RESERVED}
+            data.update(
+                actor=_text(actor), trace=_text(trace) if trace else current_trace_id() or ""
+            )
+        except Exception as exc:  # never fail the caller: keep what happened, not its details
+            log.warning("audit: %s entry without its fields: %s", event, type(exc).__name__)
+            data = {"incomplete": "true", "actor": "", "trace": ""}
+        data.update(event=event, at=str(int(time.time() * 1000)))
         return data
 
     async def record(self, event: str, actor: str = "", **fields: Field) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.audit import AuditLog, arguments_digest
-from runtime.canonical import canonical_json
+from runtime.canonical import canonical_json, tool_fields
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware import ToolInvocation, build_chain
@@ -169,9 +169,11 @@ class ToolExecutor:
             elif isinstance(item, ToolResult):
                 result = self._shape(item)
                 self._note(calls[i], ctx, result)
-                tracing.tool_result(calls[i], i, canonical_arguments, result)
+                known = self.registry.known(calls[i].name)
+                tracing.tool_result(calls[i], i, canonical_arguments, result, known)
                 await self._emit(ToolFinished(item.call_id, item.tool, item.status, result.display))
             else:
+                await self._audit_before(item)
                 result = await self._run_one(item, i)
             results.append(result)
             if result.status is ToolStatus.SUSPENDED:
@@ -202,7 +204,8 @@ class ToolExecutor:
         chain = build_chain(self.registry.middlewares, self._invoke_tool)
         began = time.perf_counter()
         try:
-            result = self._shape(await chain(invocation))
+            with tracing.inside(span):
+                result = self._shape(await chain(invocation))
         except Exception as exc:
             # Fail closed: a broken policy check (or Redis going away) means "do not run".
             log.exception("tool chain failed for %s", call.name)
@@ -265,22 +268,32 @@ class ToolExecutor:
         duration; of its arguments only a hash and the key names, never the values."""
         if self.audit is None:
             return
-        digest, keys = arguments_digest(canonical_arguments(call))
-        self._audited.append(
-            self.audit.entry(
-                "tool_executed",
-                ctx.actor.key if ctx.actor else "",
-                session=ctx.session,
-                conversation=ctx.conversation.id if ctx.conversation else None,
-                tool=call.name,
-                call=call.id,
-                status=result.status.value,
-                duration_ms=None if duration_ms is None else round(duration_ms, 1),
-                args_sha256=digest,
-                arg_keys=keys or None,
-                approval=approval,
+        try:
+            digest, keys = arguments_digest(canonical_arguments(call))
+            self._audited.append(
+                self.audit.entry(
+                    "tool_executed",
+                    ctx.actor.key if ctx.actor else "",
+                    session=ctx.session,
+                    conversation=ctx.conversation.id if ctx.conversation else None,
+                    **tool_fields(call.name, self.registry.known(call.name)),
+                    call=call.id,
+                    status=result.status.value,
+                    duration_ms=None if duration_ms is None else round(duration_ms, 1),
+                    args_sha256=digest,
+                    arg_keys=keys or None,
+                    approval=approval,
+                )
             )
-        )
+        except Exception as exc:  # the call has run: auditing it must not fail the run
+            log.warning("audit: a tool_executed entry was not recorded: %s", type(exc).__name__)
+
+    async def _audit_before(self, invocation: ToolInvocation) -> None:
+        """Before a call that is not parallel-safe, write the entries of the calls before it:
+        they may have had side effects, and their records must not wait for (and be lost with)
+        a long call during which the process may die. A one-call batch still writes once."""
+        if not invocation.tool.parallel_safe and self._audited:
+            await self._write_audit()
 
     async def _write_audit(self) -> None:
         """One round trip for the whole batch, after it (never raises)."""

@@ -127,9 +127,11 @@ class AgentLoop:
     async def _offered(self, state: RunState) -> list[ToolSpec]:
         """The tools the model may see at this step (an admin's change applies from the next
         step on)."""
+        if self.policies is None:
+            return self.registry.specs()
         await self._read_policy(state)
-        policy = state.ctx.policy
-        return self.registry.specs(None if policy is None else policy.offered)
+        assert state.ctx.policy is not None
+        return self.registry.specs(state.ctx.policy.offered)
 
     def _result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
         return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
@@ -151,7 +153,7 @@ class AgentLoop:
             except ProviderError as exc:
                 await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
                 return self._result(state, StopReason.ERROR, error=str(exc)), None
-            tracing.llm_replied(llm, reply)
+            tracing.llm_replied(llm, reply, self.registry.known)
             if not reply.tool_calls:
                 await self._append(state, [reply])
                 text = reply.content or "(the model returned an empty answer)"

@@ -6,6 +6,7 @@ Every request body is recorded so tests can check what the real `openai` client 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ class Step:
     content: str | None = None
     tool_calls: list[tuple[str, str, dict[str, Any] | str]] = field(default_factory=list)
     status: int = 200
+    delay: float = 0.0  # seconds before answering (a slow model)
 
 
 def reply(content: str) -> Step:
@@ -65,6 +67,8 @@ class FakeOpenAI:
         if not self.script:
             return web.json_response({"error": {"message": "script exhausted"}}, status=500)
         step = self.script.pop(0)
+        if step.delay:
+            await asyncio.sleep(step.delay)
         if step.status != 200:
             return web.json_response(
                 {"error": {"message": "scripted failure", "type": "server_error"}},

@@ -22,16 +22,19 @@ import redis.asyncio as aioredis
 from adapters.dispatch import dispatch
 from bot.cli import main
 from bot.cli_audit import parse_since
-from runtime.audit import AuditEntry, AuditLog
+from runtime.audit import AuditEntry, AuditLog, arguments_digest
 from runtime.canonical import canonical_json
 from runtime.executor import ToolExecutor
 from runtime.models import Actor, ConversationRef, StopReason, ToolCall
 from runtime.providers.demo import DemoProvider
+from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.keys import Keys
 from runtime.tools.base import ToolContext
 from runtime.tools.files import ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing.recorder import Tracer
+from runtime.tracing.store import TraceStore
+from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.support import ADMIN, ALICE, HERE, PREFIX, make_runtime
 
 BOB = Actor(platform="slack", user_id="UBOB")
@@ -262,12 +265,142 @@ async def test_calls_that_fail_to_prepare_are_recorded_as_errors(
         ("c3", "error"),
     ]
     unknown, unparseable, invalid = entries
-    assert unknown.fields["tool"] == "nope" and unknown.fields["arg_keys"] == "secret"
+    # A name the model made up may be any text: only its hash and size.
+    assert unknown.fields["tool"] == "(unknown)" and unknown.fields["arg_keys"] == "secret"
+    assert unknown.fields["tool_sha256"] == hashlib.sha256(b"nope").hexdigest()
+    assert unknown.fields["tool_chars"] == "4"
     assert len(unknown.fields["args_sha256"]) == 64
     assert "args_sha256" not in unparseable.fields and "arg_keys" not in unparseable.fields
     assert invalid.fields["arg_keys"] == "path"
     assert "duration_ms" not in unknown.fields  # nothing went through the chain
     assert SENTINEL not in await raw_stream(redis)
+
+
+async def test_risk_reasons_and_standing_rules_are_stored_with_secrets_masked(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    answers: list[str] = []
+    asked = await dispatch(
+        runtime,
+        "s12",
+        "run: mysql --password=PWVAL-4242 -e 'select 1'",
+        ALICE,
+        HERE,
+        lambda t: said(answers, t),
+    )
+    assert asked is not None and asked.approval_id is not None
+    text = f"/approve {asked.approval_id} always"
+    await dispatch(runtime, "s12", text, ADMIN, HERE, lambda t: said(answers, t))
+    quoted = await runtime.run("s13", 'run: bash -c "$CMD --token=TOKVAL-99"', ALICE, HERE)
+    assert quoted.approval_id is not None
+
+    entries = await trail(redis)
+    (rule,) = of(entries, "rule_added")
+    assert rule.fields["rule"] == "bash mysql --password=[redacted] -e"
+    first, second = of(entries, "approval_requested")
+    assert "mysql" in first.fields["reasons"]
+    # The reason quotes the command, the secret masked.
+    assert "$CMD --token=[redacted]" in second.fields["reasons"]
+    stored = await raw_stream(redis)
+    assert "PWVAL-4242" not in stored and "TOKVAL-99" not in stored
+
+
+async def test_a_lone_surrogate_in_arguments_never_breaks_the_run(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [calls(("c1", "read", {"path": "\ud800"})), reply("done")]
+    provider = OpenAIProvider("fake", api_key="sk-test", base_url=fake_openai.base_url)
+    runtime, _ = make_runtime(redis, workdir, provider)
+    store = TraceStore(redis, Keys(PREFIX), 3600)
+    runtime.tracer = Tracer("metadata", store)
+
+    result = await runtime.run("s14", "read it", ALICE, HERE)
+
+    assert result.stop_reason is StopReason.FINAL and result.final_text == "done"
+    (executed,) = of(await trail(redis), "tool_executed")
+    assert executed.fields["status"] == "error"  # no such file
+    expected = hashlib.sha256('{"path":"\ud800"}'.encode("utf-8", "surrogatepass")).hexdigest()
+    assert executed.fields["args_sha256"] == expected
+    assert arguments_digest('{"path":"\ud800"}') == (expected, "path")
+    # The trace holds the same hash (and is stored at all).
+    assert result.trace_id is not None
+    doc = await store.load(result.trace_id)
+    assert doc is not None
+    (call,) = [s for s in doc.spans() if s.name == "tool.call"]
+    assert call.attributes["args_sha256"] == expected
+    # Fields that cannot be written as they are are written with the surrogate replaced.
+    await audit_log(redis).record("odd", "someone", note="a\udc80b")
+    (odd,) = of(await trail(redis), "odd")
+    assert odd.fields["note"] == "a?b"
+
+
+async def test_an_audit_entry_that_cannot_be_built_never_breaks_the_run(
+    redis: aioredis.Redis,
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(canonical: str) -> tuple[str | None, str]:
+        raise UnicodeEncodeError("utf-8", canonical, 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr("runtime.executor.arguments_digest", broken)
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    with caplog.at_level(logging.WARNING, logger="runtime.executor"):
+        result = await runtime.run("s15", "write a.txt: hello", ALICE, HERE)
+    assert result.stop_reason is StopReason.FINAL
+    assert (workdir / "a.txt").read_text() == "hello\n"
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "tool_executed entry was not recorded" in warning
+    assert not of(await trail(redis), "tool_executed")
+
+    def unprintable(value: object) -> str:
+        raise ValueError("cannot show it")
+
+    monkeypatch.setattr("runtime.audit._text", unprintable)
+    with caplog.at_level(logging.WARNING, logger="runtime.audit"):
+        fields = AuditLog.entry("command", "someone", name="help")
+    assert fields["event"] == "command" and fields["incomplete"] == "true"
+    assert "name" not in fields
+
+
+async def test_earlier_calls_are_recorded_before_a_call_with_side_effects(
+    redis: aioredis.Redis, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's entries are written together, except that calls which may have had side
+    effects are on record before a later call that is not parallel-safe starts (a crash
+    during it must not lose them); a one-call batch is still one write."""
+    for name in ("a.txt", "b.txt"):
+        (workdir / name).write_text(name)
+    audit = audit_log(redis)
+    writes: list[list[str]] = []
+    record_many = audit.record_many
+
+    async def spy(entries: list[dict[str, str]]) -> None:
+        writes.append([e["call"] for e in entries])
+        await record_many(entries)
+
+    monkeypatch.setattr(audit, "record_many", spy)
+    executor = ToolExecutor(ToolRegistry([ReadTool(), WriteTool()]), audit=audit)
+    ctx = ToolContext(session="s16", workdir=workdir, actor=ALICE, conversation=HERE)
+
+    def call(call_id: str, tool: str, **args: str) -> ToolCall:
+        return ToolCall(id=call_id, name=tool, arguments=json.dumps(args))
+
+    await executor.execute([call("w0", "write", path="c.txt", content="c")], ctx)
+    assert writes == [["w0"]]
+    writes.clear()
+    batch = [
+        call("r1", "read", path="a.txt"),
+        call("r2", "read", path="b.txt"),
+        call("w1", "write", path="d.txt", content="d"),
+        call("w2", "write", path="e.txt", content="e"),
+        call("r3", "read", path="a.txt"),
+    ]
+    await executor.execute(batch, ctx)
+    assert writes == [["r1", "r2"], ["w1"], ["w2", "r3"]]
+    entries = of(await trail(redis), "tool_executed")
+    assert [e.fields["call"] for e in entries] == ["w0", "r1", "r2", "w1", "w2", "r3"]
 
 
 async def test_every_entry_carries_a_trace_field(

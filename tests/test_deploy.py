@@ -22,6 +22,7 @@ from pydantic import BaseModel, SecretStr
 
 from bot.policy_file import load_policy_file
 from bot.settings import Settings
+from bot.wiring import TOOL_NAMES
 from runtime.policy.model import PolicyDocument
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -428,7 +429,7 @@ def test_k8s_policy_configmap_loads(tmp_path: Path) -> None:
     data = _of_kind("ConfigMap")["clawgate-policy"]["data"]
     path = tmp_path / "clawgate.toml"
     path.write_text(data["clawgate.toml"])
-    load_policy_file(path)
+    load_policy_file(path, TOOL_NAMES)
 
 
 def test_k8s_deployments_agree_with_settings_image_and_each_other() -> None:
@@ -581,7 +582,7 @@ def _missing_keys(model: type[BaseModel], data: dict[str, Any], where: str) -> l
 
 def test_example_policy_file_loads_and_shows_every_key() -> None:
     path = POLICY_FILE
-    policy = load_policy_file(path, ["read", "write", "edit", "bash"])
+    policy = load_policy_file(path, TOOL_NAMES)
     assert policy.conversations  # the per-conversation tables are shown
     data = tomllib.loads(path.read_text())
     assert _missing_keys(PolicyDocument, data, "") == []

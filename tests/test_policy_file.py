@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from bot.policy_file import PolicyFileError, load_policy_file
+from bot.wiring import TOOL_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_shipped_example_loads() -> None:
-    policy = load_policy_file(REPO / "deploy" / "policy" / "clawgate.toml")
+    policy = load_policy_file(REPO / "deploy" / "policy" / "clawgate.toml", TOOL_NAMES)
     assert policy.risk.ask_patterns == [r"terraform\s+apply"]
     assert policy.approvals.requester_may_approve is False
 

@@ -5,26 +5,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import io
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from aiohttp import web
+from redis.asyncio.client import Pipeline
 
 from bot.cli import main
 from bot.operator import run_approvals_command
 from runtime.agent import Runtime
+from runtime.approval.redact import redact_text
+from runtime.audit import AuditLog
 from runtime.models import StopReason, ToolCall, ToolResult, ToolStatus
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, ProviderError
+from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.keys import Keys
 from runtime.tracing import hooks, recorder
 from runtime.tracing.context import current_trace_id
-from runtime.tracing.document import SpanDoc, TraceDoc
+from runtime.tracing.document import SpanDoc, TraceDoc, TraceLink
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 from tests.fake_openai import FakeOpenAI, calls, reply
@@ -280,9 +287,9 @@ async def test_metadata_mode_keeps_hashes_and_sizes_but_no_text(
     assert len(str(doc.root.attributes["input_sha256"])) == 64
     missing, ok = named(doc.root, "tool.call")
     assert missing.status == "error"  # no such file
-    assert missing.attributes["args_keys"] == ["path"]
+    assert missing.attributes["arg_keys"] == ["path"]
     assert ok.status == "completed"
-    assert ok.attributes["args_keys"] == ["path"]
+    assert ok.attributes["arg_keys"] == ["path"]
     assert len(str(ok.attributes["args_sha256"])) == 64
     assert ok.attributes["output_chars"] == len("FILE-SENTINEL-3141 the launch code")
     assert isinstance(ok.attributes["output_sha256"], str)
@@ -379,7 +386,7 @@ async def test_a_failing_store_or_recorder_never_breaks_the_run(
 ) -> None:
     (workdir / "a.txt").write_text("a")
     (workdir / "victim.txt").write_text("precious")
-    monkeypatch.setattr(recorder, "_warned", set())
+    monkeypatch.setattr(recorder, "_warned", {})
     store = BrokenStore()
     fake_openai.script = [
         calls(("call_1", "read", {"path": "a.txt"})),
@@ -413,7 +420,7 @@ async def test_a_failing_store_or_recorder_never_breaks_the_run(
     assert store.calls == 1  # then the document could not even be built
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len([w for w in warnings if "storing failed" in w]) == 1
-    assert len([w for w in warnings if "recording failed" in w]) == 1  # said once
+    assert len([w for w in warnings if "recording failed" in w]) == 1  # said once (per 5 minutes)
 
 
 async def test_a_store_that_hangs_is_given_up_on(
@@ -449,3 +456,368 @@ def test_trace_show_needs_redis_url(
     monkeypatch.delenv("REDIS_URL", raising=False)
     assert main(["trace", "show", "abc"]) == 2
     assert "REDIS_URL" in capsys.readouterr().err
+
+
+# -- 7. what replay mode masks, and how fast ------------------------------------------------------
+
+TOKENS = {
+    "stripe": "sk_live_" + "S1t2r3i4p5e6K7e8y9Z0",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RWQUwifQ.c2lnbmF0dXJlLWp3dA",
+    "google": "AIza" + "GoogleKeyValue0123456789abcdefghijk",
+    "gitlab": "glpat-" + "GitLabTokenValue2718x",
+}
+
+
+def test_redact_text_masks_json_pairs_authorization_and_more_token_kinds() -> None:
+    text = redact_text(
+        '{"api_key": "AKVAL-1", "password":"PWVAL-2", "db": "main"} '
+        "Authorization: tok-AUTHVAL-3, authorization=Basic AUTHVAL-4 " + " ".join(TOKENS.values())
+    )
+    for value in ("AKVAL-1", "PWVAL-2", "tok-AUTHVAL-3", "AUTHVAL-4", *TOKENS.values()):
+        assert value not in text
+    assert '"api_key": "[redacted]"' in text and '"db": "main"' in text  # still JSON-shaped
+    assert "Authorization: [redacted]" in text
+    # Words that merely contain "auth" or "pass" in another sense are left alone.
+    assert redact_text("author: Ada, --author=Ada") == "author: Ada, --author=Ada"
+
+
+async def test_replay_masks_json_shaped_secrets_and_authorization_headers(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    secrets = {
+        "api_key": "AKVAL-1234",
+        "password": "PWVAL-5678",
+        "Authorization": "Basic AUTHVAL-91",
+        **TOKENS,
+    }
+    (workdir / "config.json").write_text(json.dumps({**secrets, "db": "DB-VISIBLE"}, indent=2))
+    log_line = (
+        'POST /login {"password": "PWVAL-LOG", "user": "USER-VISIBLE"} Authorization: tok-H1\n'
+    )
+    (workdir / "app.log").write_text(log_line * 3)  # JSON inside text: redacted as text
+    runtime, _, store = traced(redis, workdir, DemoProvider(), "replay")
+
+    read = await runtime.run("t8", "read config.json", ALICE, HERE)
+    logged = await runtime.run("t8", "read app.log", ALICE, HERE)
+    message = 'my creds: {"token": "TOKVAL-42"} and Authorization: tok-AUTHVAL'
+    told = await runtime.run("t8", message, ALICE, HERE)
+
+    stored = ""
+    for result in (read, logged, told):
+        doc = await load(store, result.trace_id)
+        stored += str(await redis.get(Keys(PREFIX).trace(doc.trace_id)))
+    for value in (*secrets.values(), "PWVAL-LOG", "tok-H1", "TOKVAL-42", "tok-AUTHVAL"):
+        assert value not in stored
+    assert "DB-VISIBLE" in stored and "USER-VISIBLE" in stored and "my creds" in stored
+
+
+ADVERSARIAL = {
+    "dashes": "ab-" * 70_000,  # one 210 KB word: every position used to start a scan
+    "logins": "login " * 35_000,  # every `login` used to scan to the end of the line
+    "tokens": "token-" * 35_000,
+    "jwts": "eyJ" * 70_000,
+    "quotes": 'password:"' * 21_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_redacting_adversarial_text_is_linear(name: str) -> None:
+    text = ADVERSARIAL[name]
+    began = time.perf_counter()
+    redact_text(text)
+    assert time.perf_counter() - began < 2.0  # quadratic: minutes
+
+
+@pytest.mark.parametrize("name", ["dashes", "logins"])
+async def test_replay_of_a_huge_adversarial_output_is_quick(
+    redis: aioredis.Redis, workdir: Path, name: str
+) -> None:
+    text = ADVERSARIAL[name]
+    (workdir / "data.txt").write_text(text)
+    runtime, _, store = traced(redis, workdir, DemoProvider(), "replay")
+
+    began = time.perf_counter()
+    result = await runtime.run("t9", "read data.txt", ALICE, HERE)
+
+    assert time.perf_counter() - began < 5.0  # redacting it all took minutes
+    doc = await load(store, result.trace_id)
+    (call,) = named(doc.root, "tool.call")
+    output = call.payloads["output"]
+    assert output.startswith(text[:100])
+    assert output.endswith(f"[cut at 2000 of {len(text)} characters]")
+    assert call.attributes["output_chars"] == len(text)
+
+
+# -- 8. metadata mode keeps no error text ---------------------------------------------------------
+
+
+class FailingModel:
+    name = "failing"
+    offline_demo = False
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    async def complete(self, messages: Any, tools: Any) -> Any:
+        raise self.exc
+
+
+@pytest.mark.parametrize("mode", ["metadata", "replay"])
+async def test_error_text_is_kept_only_as_a_replay_payload(
+    redis: aioredis.Redis, workdir: Path, mode: str
+) -> None:
+    failing = FailingModel(ProviderError("ERR-SENTINEL at the server, password=hunter2"))
+    runtime, _, store = traced(redis, workdir, failing, mode)
+
+    result = await runtime.run("t10", "hi", ALICE, HERE)
+
+    assert result.stop_reason is StopReason.ERROR
+    doc = await load(store, result.trace_id)
+    stored = await redis.get(Keys(PREFIX).trace(doc.trace_id)) or ""
+    (llm,) = named(doc.root, "llm.call")
+    assert llm.status == "error" and llm.attributes["error_type"] == "ProviderError"
+    assert "error" not in llm.attributes and "error" not in doc.root.attributes
+    assert "hunter2" not in stored
+    if mode == "metadata":
+        assert "ERR-SENTINEL" not in stored
+    else:
+        assert llm.payloads["error"] == "ERR-SENTINEL at the server, password=[redacted]"
+        assert doc.root.payloads["error"].startswith("ERR-SENTINEL")
+
+    # Not a ProviderError: the run fails, its trace keeps the type only.
+    crashing, _, _ = traced(redis, workdir, FailingModel(RuntimeError("BUG-SENTINEL")))
+    with pytest.raises(RuntimeError):
+        await crashing.run("t11", "hi", ALICE, HERE)
+    (key,) = set(await redis.keys(f"{PREFIX}:trace:*")) - {Keys(PREFIX).trace(doc.trace_id)}
+    crashed = await redis.get(key) or ""
+    assert '"error_type":"RuntimeError"' in crashed and "BUG-SENTINEL" not in crashed
+
+
+async def test_tool_call_arguments_sent_as_an_object_are_taken_as_json(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """Some OpenAI-compatible servers send `arguments` as an object, not a JSON string."""
+    (workdir / "a.txt").write_text("A-CONTENT")
+    answers: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": {"path": "a.txt"}},
+                }
+            ]
+        },
+        {"content": "done"},
+    ]
+
+    async def complete(request: web.Request) -> web.Response:
+        message = {"role": "assistant", "content": None, **answers.pop(0)}
+        return web.json_response(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", complete)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        provider = OpenAIProvider("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+        runtime, _ = make_runtime(redis, workdir, provider)
+        result = await runtime.run("t12", "read a.txt", ALICE, HERE)
+    finally:
+        await runner.cleanup()
+    assert result.stop_reason is StopReason.FINAL and result.final_text == "done"
+    history = await runtime.history.load("t12")
+    assert "A-CONTENT" in [getattr(m, "content", None) for m in history]
+
+
+# -- 9. names the model made up are bounded -------------------------------------------------------
+
+
+async def test_made_up_tool_names_and_argument_keys_are_stored_bounded(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    name = "my password is HUNTER2 " + "x" * 5000
+    arguments = {f"{i:02d}" + "k" * 3000: i for i in range(30)}
+    fake_openai.script = [calls(("c1", name, arguments)), reply("ok")]
+    runtime, _, store = traced(redis, workdir, openai(fake_openai))
+
+    result = await runtime.run("t13", "hi", ALICE, HERE)
+
+    assert result.final_text == "ok"
+    doc = await load(store, result.trace_id)
+    (llm, _), (call,) = named(doc.root, "llm.call"), named(doc.root, "tool.call")
+    assert llm.attributes["tools_called"] == ["(unknown)"]
+    assert call.attributes["tool"] == "(unknown)"
+    assert call.attributes["tool_chars"] == len(name)
+    assert call.attributes["tool_sha256"] == hashlib.sha256(name.encode()).hexdigest()
+    keys = call.attributes["arg_keys"]
+    assert isinstance(keys, list) and len(keys) == 20
+    assert keys[0] == "00" + "k" * 62 and all(len(k) == 64 for k in keys)
+    stored = await redis.get(Keys(PREFIX).trace(doc.trace_id)) or ""
+    assert "HUNTER2" not in stored and len(stored) < 8_000
+
+    (entry,) = [
+        e for e in await AuditLog(redis, Keys(PREFIX)).newest(10) if e.event == "tool_executed"
+    ]
+    assert entry.fields["tool"] == "(unknown)" and entry.fields["tool_chars"] == str(len(name))
+    assert entry.fields["arg_keys"].split(",") == keys
+    assert "HUNTER2" not in json.dumps(await redis.xrange(Keys(PREFIX).audit()))
+
+
+# -- 10. a slow store does not hold up a cancel; warnings repeat, rarely --------------------------
+
+
+async def test_cancelling_a_run_does_not_wait_for_a_hung_store(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    asked = asyncio.Event()
+    saved: list[str] = []
+
+    class SlowModel:
+        name = "slow"
+        offline_demo = False
+
+        async def complete(self, messages: Any, tools: Any) -> Any:
+            asked.set()
+            await asyncio.sleep(60)
+
+    class HungStore:
+        async def save(self, doc: TraceDoc) -> None:
+            saved.append(doc.root.status)
+            await asyncio.sleep(60)
+
+    runtime, _ = make_runtime(redis, workdir, SlowModel())
+    runtime.tracer = Tracer("metadata", HungStore(), save_timeout=60)
+    task = asyncio.create_task(runtime.run("t14", "hi", ALICE, HERE))
+    await asyncio.wait_for(asked.wait(), timeout=10)
+    task.cancel()
+    try:
+        done, _ = await asyncio.wait({task}, timeout=20)  # the store would hold it 60 s
+        assert task in done and task.cancelled()
+        assert saved == ["cancelled"]  # it was tried, briefly
+    finally:
+        task.cancel()
+
+
+def test_tracing_warnings_repeat_at_most_every_five_minutes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(recorder, "_warned", {})
+    monkeypatch.setattr(recorder, "_clock", lambda: now[0])
+    with caplog.at_level(logging.DEBUG, logger="runtime.tracing.recorder"):
+        for at in (0, 10, 299):
+            now[0] = 1000.0 + at
+            recorder.warn_once("storing", ConnectionError("down"))
+        recorder.warn_once("recording", RuntimeError("bug"))  # another kind: its own warning
+        now[0] = 1000.0 + 301
+        recorder.warn_once("storing", ConnectionError("still down"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w.split(" failed")[0] for w in warnings] == [
+        "tracing: storing",
+        "tracing: recording",
+        "tracing: storing",
+    ]
+    assert "still down" in warnings[-1]
+    assert len([r for r in caplog.records if r.levelno == logging.DEBUG]) == 2
+
+
+# -- 11. an index hint is for its step only -------------------------------------------------------
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_call_id_reused_in_a_later_step_gets_its_own_index(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, approve: bool
+) -> None:
+    for name in ("a.txt", "b.txt", "c.txt", "x"):
+        (workdir / name).write_text(name)
+    fake_openai.script = [
+        calls(("c0", "read", {"path": "a.txt"}), ("cX", "bash", {"command": "rm x"})),
+        calls(("cX", "read", {"path": "b.txt"}), ("c9", "read", {"path": "c.txt"})),
+        reply("done"),
+    ]
+    runtime, _, store = traced(redis, workdir, openai(fake_openai))
+    first = await runtime.run("t15", "go", ALICE, HERE)
+    assert first.approval_id is not None
+
+    decision = await runtime.decide(first.approval_id, approve, ADMIN, HERE, reason="no")
+
+    assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
+    doc = await load(store, decision.run.trace_id)
+    resumed, again = [s for s in doc.root.children if s.name == "agent.step"][:2]
+    placed = [(c.attributes["call_id"], c.attributes["index"]) for c in named(resumed, "tool.call")]
+    assert placed == ([("cX", 1)] if approve else [])  # the approved call, at its index
+    placed = [(c.attributes["call_id"], c.attributes["index"]) for c in named(again, "tool.call")]
+    assert placed == [("cX", 0), ("c9", 1)]
+
+
+# -- 12. the CLI on unreadable and empty ids; resumed-by lists always expire ----------------------
+
+
+@pytest.mark.parametrize("stored", ["{not json", '{"version": 1, "trace_id": "t"}'])
+async def test_an_unreadable_trace_is_one_clear_line_and_exit_1(
+    redis: aioredis.Redis,
+    cli_env: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    stored: str,
+) -> None:
+    await redis.set(Keys(PREFIX).trace("damaged1"), stored)
+    with caplog.at_level(logging.WARNING):
+        assert await trace_show("damaged1") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("clawgate: trace 'damaged1' is stored but unreadable")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("trace_id", ["", "   "])
+def test_an_empty_trace_id_is_a_usage_error(
+    cli_env: str, capsys: pytest.CaptureFixture[str], trace_id: str
+) -> None:
+    assert main(["trace", "show", trace_id]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "clawgate: trace show: the trace id is empty"
+
+
+async def test_resumed_by_is_appended_with_its_ttl_in_one_step(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[list[str]] = []
+    execute = Pipeline.execute
+
+    async def spy(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
+        sent.append([str(c[0][0]).upper() for c in self.command_stack])
+        return await execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "execute", spy)
+    store = TraceStore(redis, Keys(PREFIX), TTL)
+    doc = TraceDoc(
+        trace_id="later",
+        mode="metadata",
+        session="s",
+        started_at=0,
+        duration_ms=1.0,
+        links=[TraceLink(trace_id="earlier", approval_id="a1")],
+        root=SpanDoc(id="r", name="approval.resume", status="final", start_ms=0.0),
+    )
+    await store.save(doc)
+
+    (commands,) = sent
+    # Never an RPUSH on its own that a failure could leave without its EXPIRE.
+    assert "RPUSH" not in commands or "MULTI" in commands
+    assert await store.resumed_by("earlier") == ["later"]
+    assert 0 < await redis.ttl(Keys(PREFIX).trace_resumed_by("earlier")) <= TTL
+    assert await store.load("later") == doc

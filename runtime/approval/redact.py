@@ -1,4 +1,8 @@
-"""What of a tool call's arguments may be shown in chat: secrets masked, length capped."""
+"""What of a tool call's arguments may be shown in chat: secrets masked, length capped.
+
+Every pattern here runs in time linear in the text (no unbounded `.*` between two parts that
+must both match, no greedy run that a failed suffix backtracks over from every position), so
+masking a long tool output cannot stall the event loop."""
 
 from __future__ import annotations
 
@@ -15,29 +19,52 @@ _SECRET_VALUES = [
     re.compile(r"xox[abposr]-[\w-]+"),  # Slack tokens
     re.compile(r"xapp-[\w-]+"),
     re.compile(r"sk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret/restricted keys
     re.compile(r"AKIA[0-9A-Z]{16}"),  # AWS access key ids
     re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"glpat-[A-Za-z0-9_-]{20,}"),  # GitLab personal access tokens
+    re.compile(r"AIza[0-9A-Za-z_-]{35}"),  # Google API keys
+    re.compile(r"(?<![\w-])eyJ[\w-]{8,}\.[\w-]{8,}(?:\.[\w-]*)?"),  # JWTs (JSON header.payload)
     re.compile(r"(?i)bearer\s+[\w.~+/-]+=*"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
 ]
-_ASSIGNMENT = re.compile(
-    r"(?i)\b([\w.-]*(secret|token|passw(or)?d|pass|pwd|api[_-]?key)[\w.-]*)\s*([=:])\s*"
-    r"(\"[^\"]*\"|'[^']*'|\S+)"
+# A value masked already, a quoted value (JSON, shell) up to its closing quote on the same
+# line, else one word.
+_VALUE = r"(\[redacted\]|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|\S+)"
+# `Authorization: <scheme> <value>` or `Authorization: <value>`, as a header, JSON or argument.
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*)"
+    r"(\[redacted\]|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+    r"|(?:(?:basic|bearer|digest|negotiate|ntlm|token|bot|apikey|key)\s+)?[^\s\"',;}\]]+)"
 )
-# `--password x`, `-p x` after login-ish commands, `curl -u user:pass`, HTTP auth headers.
+_KEYWORD = (
+    r"(?:secret|token|passw(?:or)?d|pass|pwd|api[_-]?key|credential|authori[sz]ation|auth(?!or))"
+)
+# `key=value`, `key: value`, `"key": "value"` where the key names a secret. The key is a whole
+# run of [\w.-] (it starts where no such character precedes it), and the lookahead checks it
+# for a secret word once: linear, where `\b[\w.-]*secret[\w.-]*` retried every position.
+_ASSIGNMENT = re.compile(rf"(?i)(?<![\w.-])(?=[\w.-]*?{_KEYWORD})([\w.-]+[\"']?\s*[=:]\s*){_VALUE}")
+# `--password x`, `-p x` after login-ish commands, `curl -u user:pass`.
 _FLAG_VALUES = [
     re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api-key)[= ])(\S+)"),
-    re.compile(r"(?i)(\blogin\b.*?\s-p\s+)(\S+)"),
+    re.compile(r"(?i)(\blogin\b.{0,200}?\s-p\s+)(\S+)"),
     re.compile(r"(\s-u\s+[^:\s]+:)(\S+)"),
-    re.compile(r"(?i)(authorization:\s*\w+\s+)([^\s\"']+)"),
 ]
 _URL_CREDENTIALS = re.compile(r"(://[^/\s:@]*):[^@\s/]+@")  # also redis://:password@
+
+
+def _masked(value: str) -> str:
+    """The mask, quoted the way `value` was, so JSON-ish text stays JSON-ish."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return f"{value[0]}{MASK}{value[0]}"
+    return MASK
 
 
 def redact_text(text: str) -> str:
     for pattern in _SECRET_VALUES:
         text = pattern.sub(MASK, text)
-    text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(4)}{MASK}", text)
+    text = _AUTH_HEADER.sub(lambda m: m.group(1) + _masked(m.group(2)), text)
+    text = _ASSIGNMENT.sub(lambda m: m.group(1) + _masked(m.group(2)), text)
     for pattern in _FLAG_VALUES:
         text = pattern.sub(lambda m: f"{m.group(1)}{MASK}", text)
     return _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)

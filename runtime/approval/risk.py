@@ -149,6 +149,8 @@ class RiskPolicy:
             self._assess_bash(arguments.get("command"), findings)
         elif tool in ("write", "edit"):
             self._assess_file(tool, arguments, findings)
+        elif tool == "explore":
+            pass  # its child only reads: each of the child's calls is judged there
         elif tool not in self.safe_tools:
             findings.ask(f"{tool} is not known to the risk policy")
         decision = findings.decision()

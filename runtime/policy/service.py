@@ -3,6 +3,7 @@ which live in Redis so every process sees a change from its next model step on."
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -94,9 +95,16 @@ class PolicyService:
     def resolve(self, conversation_id: str, overrides: Overrides) -> EffectivePolicy:
         return resolve(self.document, overrides, conversation_id, self.defaults, self.tools)
 
-    async def effective(self, conversation_id: str) -> EffectivePolicy:
-        """The policy of one conversation right now (one Redis round trip)."""
-        return self.resolve(conversation_id, await self.overrides(conversation_id))
+    async def effective(
+        self, conversation_id: str, also_enabled: tuple[str, ...] = ()
+    ) -> EffectivePolicy:
+        """The policy of one conversation right now (one Redis round trip). `also_enabled`:
+        tools to judge as if CLAWGATE_ENABLED_TOOLS held them (an explorer's `read`)."""
+        overrides = await self.overrides(conversation_id)
+        defaults = self.defaults
+        if also_enabled:
+            defaults = dataclasses.replace(defaults, enabled=(*defaults.enabled, *also_enabled))
+        return resolve(self.document, overrides, conversation_id, defaults, self.tools)
 
     def risk_policy(self, config: RiskConfig) -> RiskPolicy:
         """The compiled risk rules for a merged `[risk]` (compiling patterns is not free)."""

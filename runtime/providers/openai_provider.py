@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any, cast
@@ -9,6 +10,7 @@ from typing import Any, cast
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from pydantic import ValidationError
 
 from runtime.metrics import LLM_TOKENS
 from runtime.models import (
@@ -114,9 +116,25 @@ class OpenAIProvider:
         if not response.choices:
             raise ProviderError("the model server returned no choices")
         message = response.choices[0].message
-        calls = [
-            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
-            for c in message.tool_calls or []
-            if c.type == "function"
-        ]
-        return AssistantMessage(content=message.content, tool_calls=calls)
+        try:
+            calls = [
+                ToolCall(id=c.id, name=c.function.name, arguments=_arguments(c.function.arguments))
+                for c in message.tool_calls or []
+                if c.type == "function"
+            ]
+            return AssistantMessage(content=message.content, tool_calls=calls)
+        except ValidationError as exc:
+            log.warning("malformed model answer: %d problems", exc.error_count())
+            raise ProviderError("the model server returned a malformed answer") from None
+
+
+def _arguments(raw: object) -> str:
+    """A tool call's arguments as JSON text: some compatible servers send an object."""
+    if raw is None or raw == "":
+        return "{}"
+    if isinstance(raw, str):
+        return raw
+    try:
+        return json.dumps(raw, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(raw)

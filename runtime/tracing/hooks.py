@@ -8,18 +8,11 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
-from runtime.approval.redact import redact_text
+from runtime.canonical import UNKNOWN_TOOL, tool_fields
 from runtime.models import AssistantMessage, Message, ToolCall, ToolResult
 from runtime.tracing.context import current_span, enter, leave
 from runtime.tracing.document import AttributeValue
-from runtime.tracing.recorder import (
-    ERROR_CHARS,
-    Span,
-    TraceMode,
-    clip,
-    payload_value,
-    warn_once,
-)
+from runtime.tracing.recorder import Span, TraceMode, payload_value, warn_once
 
 Canonical = Callable[[ToolCall], str]
 
@@ -55,6 +48,7 @@ def begin_step(
     try:
         step_span = span.trace.begin_step(step)
         step_span.set(resumed=resumed)
+        span.trace.index_hints.clear()  # a hint is for the step it was given with
         if call is not None:
             span.trace.index_hints[call[0]] = call[1]
         enter(step_span)
@@ -92,7 +86,10 @@ def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None
         yield span
     except BaseException as exc:
         if span is not None:
-            span.set(error_type=type(exc).__name__, error=clip(redact_text(str(exc)), ERROR_CHARS))
+            # Its text may quote the model or the server: only the type as metadata.
+            span.set(error_type=type(exc).__name__)
+            if str(exc):
+                span.payload("error", str(exc), metadata=False)
             span.end("cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
         raise
     finally:
@@ -102,13 +99,20 @@ def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None
             span.end()
 
 
-def llm_replied(span: Span | None, reply: AssistantMessage) -> None:
+def llm_replied(
+    span: Span | None, reply: AssistantMessage, known: Callable[[str], bool] | None = None
+) -> None:
+    """The model's answer. `known` tells registered tool names from made-up ones (any text,
+    recorded as `(unknown)`)."""
     if span is None:
         return
     try:
+        names = [c.name for c in reply.tool_calls]
+        if known is not None:
+            names = [n if known(n) else UNKNOWN_TOOL for n in names]
         span.set(
             tool_calls=len(reply.tool_calls),
-            tools_called=[c.name for c in reply.tool_calls] or None,
+            tools_called=names or None,
             reply_chars=_chars(reply),
         )
         if not _replaying(span):
@@ -128,18 +132,20 @@ def llm_replied(span: Span | None, reply: AssistantMessage) -> None:
         warn_once("recording", exc)
 
 
-def tool_started(call: ToolCall, index: int, canonical: Canonical) -> Span | None:
+def tool_started(
+    call: ToolCall, index: int, canonical: Canonical, known: bool = True
+) -> Span | None:
     """A `tool.call` span under the current step. `canonical` gives the call's canonical
     arguments (computed only when traced; their hash matches the approval record's and the
-    audit log's)."""
+    audit log's). A tool name that is not `known` is recorded as `(unknown)` with its hash."""
     parent = current_span()
     if parent is None:
         return None
     try:
         trace = parent.trace
-        index = trace.index_hints.get(call.id, index)
+        index = trace.index_hints.pop(call.id, index)
         span = trace.child(parent, "tool.call", index)
-        span.set(tool=call.name, call_id=call.id, index=index)
+        span.set(**tool_fields(call.name, known), call_id=call.id, index=index)
         span.payload("args", payload_value(canonical(call)))
         trace.calls[call.id] = span
         return span
@@ -161,9 +167,11 @@ def tool_finished(span: Span | None, result: ToolResult, approval_id: str | None
         warn_once("recording", exc)
 
 
-def tool_result(call: ToolCall, index: int, canonical: Canonical, result: ToolResult) -> None:
+def tool_result(
+    call: ToolCall, index: int, canonical: Canonical, result: ToolResult, known: bool = True
+) -> None:
     """A call answered without running (unknown tool, invalid arguments, a duplicate)."""
-    tool_finished(tool_started(call, index, canonical), result)
+    tool_finished(tool_started(call, index, canonical, known), result)
 
 
 def approval_paused(
@@ -182,3 +190,55 @@ def approval_paused(
         span.end("pending")
     except Exception as exc:
         warn_once("recording", exc)
+
+
+@contextlib.contextmanager
+def subagent_run(session: str, max_steps: int, task_chars: int) -> Iterator[Span | None]:
+    """A `subagent.run` span under the current span (the parent's `explore` tool call): the
+    child's steps, model calls and tool calls hang under it until the block ends, then the
+    parent's step is current again."""
+    parent = current_span()
+    span = token = None
+    saved: tuple[Span, Span | None] | None = None
+    if parent is not None:
+        try:
+            trace = parent.trace
+            span = trace.child(parent, "subagent.run")
+            span.set(session=session, max_steps=max_steps, task_chars=task_chars)
+            saved = (trace.run, trace.step)
+            trace.run, trace.step = span, None
+            token = enter(span)
+        except Exception as exc:
+            warn_once("recording", exc)
+    try:
+        yield span
+    except BaseException as exc:
+        if span is not None:
+            span.end("cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
+        raise
+    finally:
+        if token is not None:
+            leave(token)
+        if span is not None and saved is not None:
+            if span.trace.step is not None:
+                span.trace.step.end()
+            span.trace.run, span.trace.step = saved
+            span.end()
+
+
+def subagent_done(span: Span | None, stop_reason: str, steps: int) -> None:
+    if span is not None:
+        span.set(stop_reason=stop_reason, steps=steps)
+        span.end(stop_reason)
+
+
+@contextlib.contextmanager
+def inside(span: Span | None) -> Iterator[None]:
+    """`span` is the current span within the block: what a tool does (an explorer's run)
+    nests under its call."""
+    token = enter(span) if span is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            leave(token)

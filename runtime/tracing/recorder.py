@@ -5,16 +5,15 @@ Modes: `off` records nothing; `metadata` keeps ids, hashes, key names, sizes, du
 statuses but no prompt, argument or output text; `replay` also keeps those texts as payloads,
 redacted (secret-sounding keys and secret-looking values masked) and cut at `payload_chars`.
 
-Recording must never break a run: every operation here catches its own failures, logs one
-warning per kind of failure and per process, and lets the run go on. A trace is written once,
-when its run ends or suspends.
+Recording must never break a run: every operation here catches its own failures, logs a
+warning per kind of failure at most every `WARN_EVERY` seconds, and lets the run go on. A trace
+is written once, when its run ends or suspends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import secrets
@@ -24,7 +23,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from runtime.approval.redact import redact, redact_text
-from runtime.canonical import canonical_json
+from runtime.canonical import canonical_json, key_names, text_sha256
 from runtime.models import RunResult
 from runtime.tracing import context
 from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc, TraceLink
@@ -32,9 +31,12 @@ from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc, TraceLin
 log = logging.getLogger(__name__)
 
 PAYLOAD_CHARS = 2_000
-ERROR_CHARS = 300
 MAX_SPANS = 2_000  # per trace: a runaway batch cannot grow a document without bound
 SAVE_TIMEOUT = 5.0
+CANCEL_SAVE_TIMEOUT = 0.5  # a cancelled run waits at most this long for its trace to be stored
+WARN_EVERY = 300.0  # seconds between two warnings of the same kind of failure
+# Attribute names of a payload's key names, where not `<payload>_keys`.
+KEY_ATTRIBUTES = {"args": "arg_keys"}
 
 
 class TraceMode(StrEnum):
@@ -47,31 +49,52 @@ class TraceSink(Protocol):
     async def save(self, doc: TraceDoc) -> None: ...
 
 
-_warned: set[str] = set()
+_warned: dict[str, float] = {}  # kind of failure -> when it was last warned about
+_clock = time.monotonic
 
 
 def warn_once(what: str, exc: BaseException) -> None:
-    """Tracing failed: say so once per kind of failure (then only at debug level)."""
-    if what in _warned:
+    """Tracing failed: warn once per kind of failure every `WARN_EVERY` seconds (in between
+    only at debug level), so a lasting outage is neither silent after its first minute nor a
+    flood."""
+    now = _clock()
+    last = _warned.get(what)
+    if last is not None and now - last < WARN_EVERY:
         log.debug("tracing: %s failed again: %s: %s", what, type(exc).__name__, exc)
         return
-    _warned.add(what)
+    _warned[what] = now
     log.warning(
-        "tracing: %s failed (%s: %s); runs go on, traces may be missing (said once)",
+        "tracing: %s failed (%s: %s); runs go on, traces may be missing "
+        "(said at most every %d minutes)",
         what,
         type(exc).__name__,
         exc,
+        WARN_EVERY // 60,
     )
 
 
 def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return text_sha256(text)
 
 
-def clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int, total: int | None = None) -> str:
+    """`text` cut at `limit` characters, saying so (`total`: the length of the text it was
+    taken from, when it was cut before)."""
+    total = len(text) if total is None else total
+    if len(text) <= limit and total <= limit:
+        return text
+    return f"{text[:limit]}… [cut at {limit} of {total} characters]"
+
+
+def head(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, ended at a whitespace near the cut when there is
+    one, so a token (a secret) is not cut in two before it is redacted."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… [cut at {limit} of {len(text)} characters]"
+    cut = text[:limit]
+    near = max(0, limit - 200)
+    space = max(cut.rfind(" ", near), cut.rfind("\n", near))
+    return cut[:space] if space > 0 else cut
 
 
 def _new_id(nbytes: int) -> str:
@@ -172,6 +195,7 @@ class Trace:
         self.dropped = 0
         self.step: Span | None = None  # the open agent.step
         self.root = Span(self, name)
+        self.run: Span = self.root  # where steps go: the root, or a subagent.run inside it
 
     def child(self, parent: Span | None, name: str, index: int | None = None) -> Span:
         span = Span(self, name, index)
@@ -185,7 +209,7 @@ class Trace:
     def begin_step(self, step: int) -> Span:
         if self.step is not None:
             self.step.end()
-        self.step = self.child(self.root, "agent.step")
+        self.step = self.child(self.run, "agent.step")
         self.step.set(step=step)
         return self.step
 
@@ -231,8 +255,8 @@ class RunTrace:
                 waits_for=result.approval_id,  # the approval the run stopped for
                 held=result.held or None,
             )
-            if result.error:
-                root.set(error=clip(redact_text(result.error), ERROR_CHARS))
+            if result.error:  # may quote a tool or the model: text only in replay mode
+                root.payload("error", result.error, metadata=False)
             if result.final_text is not None:
                 root.payload("final", result.final_text)
             root.end(result.stop_reason.value)
@@ -274,9 +298,12 @@ class Tracer:
         when the block ends. `resumes` links it to the trace of the run it continues."""
         trace = self._start(name, session, resumes, approval_id, payloads, attributes)
         token = context.enter(trace.root) if trace is not None else None
+        timeout = self.save_timeout
         try:
             yield RunTrace(trace)
         except asyncio.CancelledError:
+            # Whoever cancels waits for this block: a slow store must not hold them up.
+            timeout = min(timeout, CANCEL_SAVE_TIMEOUT)
             if trace is not None:
                 trace.root.end("cancelled")
             raise
@@ -289,7 +316,7 @@ class Tracer:
             if token is not None:
                 context.leave(token)
             if trace is not None:
-                await self._save(trace)
+                await self._save(trace, wait_s=timeout)
 
     def _start(
         self,
@@ -315,7 +342,7 @@ class Tracer:
             warn_once("recording", exc)
             return None
 
-    async def _save(self, trace: Trace) -> None:
+    async def _save(self, trace: Trace, wait_s: float) -> None:
         if self.store is None:
             return
         try:
@@ -324,7 +351,7 @@ class Tracer:
             warn_once("recording", exc)
             return
         try:
-            async with asyncio.timeout(self.save_timeout):
+            async with asyncio.timeout(wait_s):
                 await self.store.save(doc)
         except Exception as exc:  # TimeoutError included
             warn_once("storing", exc)
@@ -335,10 +362,22 @@ class Tracer:
             span.attributes[f"{name}_sha256"] = sha256(text)
             span.attributes[f"{name}_chars"] = len(text)
             if isinstance(value, Mapping):
-                span.attributes[f"{name}_keys"] = sorted(map(str, value))
+                span.attributes[KEY_ATTRIBUTES.get(name, f"{name}_keys")] = key_names(value)
         if self.mode is TraceMode.REPLAY:
-            clean = redact_text(value) if isinstance(value, str) else canonical_json(redact(value))
-            span.payloads[name] = clip(clean, self.payload_chars)
+            span.payloads[name] = self.replay_text(value)
+
+    def replay_text(self, value: object) -> str:
+        """`value` as replay text: redacted, then cut at `payload_chars`. Only about twice what
+        is kept is redacted (a tool's output may be 256 KB): each text is cut before, at a
+        whitespace near the cut where there is one. JSON text is redacted as data, so secrets
+        under secret-sounding keys are masked whatever its layout."""
+        limit = self.payload_chars
+        if isinstance(value, str) and len(value) <= 2 * limit and value.lstrip()[:1] in ("{", "["):
+            value = payload_value(value)
+        if isinstance(value, str):
+            return clip(redact_text(head(value, 2 * limit)), limit, len(value))
+        clean = canonical_json(redact(value, scrub=lambda s: redact_text(head(s, 2 * limit))))
+        return clip(clean, limit)
 
 
 def payload_value(raw: str) -> Any:

@@ -1,0 +1,66 @@
+"""`explore`: hand a question about the work directory to a read-only child agent that runs in
+a session of its own, and get back only its concise report (see runtime/subagent.py).
+
+To the parent loop it is a normal tool; it runs alone (never beside other calls: it costs
+model calls) and never needs approval, because everything the child does is read-only."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol
+
+from pydantic import Field, field_validator
+
+from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, one_line
+
+DEFAULT_STEPS = 6
+MAX_STEPS = 12
+MAX_TASK_CHARS = 8_000
+
+
+class ExploreArgs(ToolArgs):
+    task: str = Field(
+        max_length=MAX_TASK_CHARS,
+        description="What to find out, as a self-contained question or instruction: the "
+        "explorer sees nothing of this conversation.",
+    )
+    max_steps: int = Field(
+        DEFAULT_STEPS,
+        strict=True,
+        ge=1,
+        le=MAX_STEPS,
+        description=f"Model steps the explorer may take (default {DEFAULT_STEPS}).",
+    )
+
+    @field_validator("task")
+    @classmethod
+    def _not_blank(cls, task: str) -> str:
+        if not task.strip():
+            raise ValueError("must not be empty")
+        return task.strip()
+
+
+class Explorer(Protocol):
+    async def explore(self, task: str, max_steps: int, ctx: ToolContext) -> str:
+        """Run the child agent; returns the report for the parent."""
+        ...
+
+
+class ExploreTool(Tool[ExploreArgs]):
+    name: ClassVar[str] = "explore"
+    description: ClassVar[str] = (
+        "Delegate a read-only investigation of the work directory (finding where something is "
+        "defined, how a feature works, what files contain) to a helper agent with its own "
+        "context. It can read files and run read-only shell commands, never change anything. "
+        "Returns only its findings, so long explorations do not fill this conversation."
+    )
+    args_model = ExploreArgs
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.explorer = explorer
+
+    async def run(self, args: ExploreArgs, ctx: ToolContext) -> ToolOutput:
+        report = await self.explorer.explore(args.task, args.max_steps, ctx)
+        return ToolOutput(report, display=f"explored: {one_line(args.task, 60)}")
+
+    def summarize(self, args: ExploreArgs) -> str:
+        return f"explore: {one_line(args.task, 80)}"
