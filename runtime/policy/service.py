@@ -143,22 +143,22 @@ class PolicyService:
         returns what changed. Raises `PolicyUsageError` for an unknown tool or scope and
         `PolicyChangeError` for a change that is not allowed; both are audited."""
         new = state or "reset"
+        problem = None
         try:
             check_scope(scope)
-            if tool not in self.tools:
-                raise PolicyUsageError(f"unknown tool {tool!r}; tools: {', '.join(self.tools)}")
         except ValueError as exc:
-            await self._refused(actor, scope, tool, new, None, str(exc))
-            raise PolicyUsageError(str(exc)) from None
-        except PolicyUsageError as exc:
-            await self._refused(actor, scope, tool, new, None, str(exc))
-            raise
+            problem = str(exc)
+        if problem is None and tool not in self.tools:
+            problem = f"unknown tool {tool!r}; tools: {', '.join(self.tools)}"
+        if problem is not None:
+            await self._audit("policy_refused", actor, scope, tool, new, None, why=problem)
+            raise PolicyUsageError(problem)
         overrides = await self.overrides(scope)
         old = overrides.get(scope, {}).get(tool)
         try:
             message = self._check(scope, tool, state, actor, overrides, old)
         except PolicyChangeError as exc:
-            await self._refused(actor, scope, tool, new, old, str(exc))
+            await self._audit("policy_refused", actor, scope, tool, new, old, why=str(exc))
             raise
         if message is not None:
             return message
@@ -175,16 +175,7 @@ class PolicyService:
             )
             await self.redis.hset(self.key, field, scoped[tool].model_dump_json())
         after = self.resolve(scope, overrides).verdict(tool)
-        if self.audit is not None:
-            await self.audit.record(
-                "policy_changed",
-                actor=actor.key,
-                scope=scope_label(scope),
-                tool=tool,
-                old=old.state if old else "none",
-                new=new,
-                effective=after.state,
-            )
+        await self._audit("policy_changed", actor, scope, tool, new, old, effective=after.state)
         return (
             f"{tool} in {scope_label(scope)}: now {describe_state(after.state)} "
             f"({after.source}); was {describe_state(before.state)} ({before.source})."
@@ -235,24 +226,26 @@ class PolicyService:
                 )
         return None
 
-    async def _refused(
+    async def _audit(
         self,
+        event: str,
         actor: Actor,
         scope: str,
         tool: str,
         new: str,
         old: Override | None,
-        why: str,
+        **details: str,
     ) -> None:
+        """A change (`policy_changed`) or a refusal (`policy_refused`, with `why`)."""
         if self.audit is not None:
             await self.audit.record(
-                "policy_refused",
+                event,
                 actor=actor.key,
                 scope=scope_label(scope),
                 tool=tool,
                 old=old.state if old else "none",
                 new=new,
-                why=why,
+                **details,
             )
 
 
