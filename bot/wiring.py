@@ -86,9 +86,14 @@ def build_policies(
     audit: AuditLog,
     extra_admins: Iterable[str] = (),
 ) -> PolicyService:
+    extra = list(extra_admins)
+    admins_from = " + ".join(
+        [*(["CLAWGATE_ADMINS"] if settings.admins else []), *(["the local user"] if extra else [])]
+    )
     defaults = Defaults(
         enabled=tuple(settings.enabled_tools),
-        admins=frozenset([*settings.admins, *extra_admins]),
+        admins=frozenset([*settings.admins, *extra]),
+        admins_from=admins_from or "CLAWGATE_ADMINS",
         approvers=frozenset(settings.approvers),
         approval_timeout=settings.approval_timeout,
     )

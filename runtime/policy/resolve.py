@@ -46,6 +46,7 @@ class Defaults:
     admins: frozenset[str] = frozenset()
     approvers: frozenset[str] = frozenset()
     approval_timeout: float = 3600.0
+    admins_from: str = "CLAWGATE_ADMINS"  # where `admins` came from, for people
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def resolve(
         conversation=conversation_id,
         tools={tool: _tool_verdict(tool, layers, defaults) for tool in tools},
         risk=_risk(layers, sources),
-        admins=_people(layers, "admins", defaults.admins, "CLAWGATE_ADMINS", sources),
+        admins=_people(layers, "admins", defaults.admins, defaults.admins_from, sources),
         approvers=_people(layers, "approvers", defaults.approvers, "CLAWGATE_APPROVERS", sources),
         requester_may_approve=_most_specific(
             layers, "requester_may_approve", False, "default: no", sources
