@@ -62,6 +62,7 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.store.history import HistoryStore, encode_message, parse_history
@@ -141,6 +142,9 @@ class Decided:
     history: list[Message]
     rejection: ToolResult | None
     held: int  # messages held when a rejection released the session
+    # The conversation's policy read for the decision, and when: the resumed run uses it.
+    policy: EffectivePolicy
+    policy_read_at: float
 
 
 def _is_last(checkpoint: Checkpoint) -> bool:
@@ -579,7 +583,9 @@ class Runtime:
             await self._audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
             return _refused(message)
         record, checkpoint = loaded
-        refusal = await self._refusal(actor, record)
+        policy = await self.policies.effective(record.conversation.id)
+        policy_read_at = time.monotonic()
+        refusal = policy.approver_policy().refusal(actor, record)
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
             refusal = "decisions must come from the conversation that requested them"
         if refusal is not None:
@@ -620,7 +626,15 @@ class Runtime:
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )
-        return Decided(decided, checkpoint, parse_history(raw_history), rejection, transition.held)
+        return Decided(
+            decided,
+            checkpoint,
+            parse_history(raw_history),
+            rejection,
+            transition.held,
+            policy,
+            policy_read_at,
+        )
 
     def _checkpoint_hash(self, checkpoint: Checkpoint) -> str:
         call = checkpoint.calls[checkpoint.index]
@@ -668,6 +682,7 @@ class Runtime:
         record, checkpoint = decided.record, decided.checkpoint
         emit = self._emitter(checkpoint.conversation)
         ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
+        ctx.policy = decided.policy  # read just before the decision: fresh enough to run with
         state = RunState(
             checkpoint.session,
             decided.history,
@@ -675,6 +690,7 @@ class Runtime:
             emit,
             step=checkpoint.step,
             resumed_from=record.id,
+            policy_read_at=decided.policy_read_at,
         )
         call = checkpoint.calls[checkpoint.index]
         tracing.begin_step(checkpoint.step, resumed=record.id, call=(call.id, checkpoint.index))
