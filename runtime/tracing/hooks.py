@@ -64,21 +64,15 @@ def annotate(**attributes: AttributeValue | None) -> None:
 
 
 @contextlib.contextmanager
-def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None]:
-    """An `llm.call` span around one model request; current while it runs."""
+def _child(name: str, **attributes: AttributeValue | None) -> Iterator[Span | None]:
+    """A span named `name` under the current one, current itself within the block; its status
+    says how the block ended (`error`/`cancelled`, with the exception's type)."""
     parent = current_span()
-    span = None
-    token = None
+    span = token = None
     if parent is not None:
         try:
-            span = parent.trace.child(parent, "llm.call")
-            span.set(
-                provider=provider,
-                messages=len(messages),
-                message_chars=sum(_chars(m) for m in messages),
-            )
-            if _replaying(span):
-                span.payload("input", _new_input(messages), metadata=False)
+            span = parent.trace.child(parent, name)
+            span.set(**attributes)
             token = enter(span)
         except Exception as exc:
             warn_once("recording", exc)
@@ -86,10 +80,7 @@ def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None
         yield span
     except BaseException as exc:
         if span is not None:
-            # Its text may quote the model or the server: only the type as metadata.
             span.set(error_type=type(exc).__name__)
-            if str(exc):
-                span.payload("error", str(exc), metadata=False)
             span.end("cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
         raise
     finally:
@@ -97,6 +88,26 @@ def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None
             leave(token)
         if span is not None:
             span.end()
+
+
+@contextlib.contextmanager
+def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None]:
+    """An `llm.call` span around one model request; current while it runs."""
+    if current_span() is None:  # not traced: spend nothing on sizes
+        yield None
+        return
+    size = sum(_chars(m) for m in messages)
+    with _child("llm.call", provider=provider, messages=len(messages), message_chars=size) as span:
+        if span is not None and _replaying(span):
+            span.payload("input", _new_input(messages), metadata=False)
+        try:
+            yield span
+        except BaseException as exc:
+            # Its text may quote the model or the server: only the type as metadata.
+            with contextlib.suppress(Exception):  # str() of an odd exception may raise
+                if span is not None and (text := str(exc)):
+                    span.payload("error", text, metadata=False)
+            raise
 
 
 def llm_replied(
@@ -197,33 +208,20 @@ def subagent_run(session: str, max_steps: int, task_chars: int) -> Iterator[Span
     """A `subagent.run` span under the current span (the parent's `explore` tool call): the
     child's steps, model calls and tool calls hang under it until the block ends, then the
     parent's step is current again."""
-    parent = current_span()
-    span = token = None
-    saved: tuple[Span, Span | None] | None = None
-    if parent is not None:
+    with _child(
+        "subagent.run", session=session, max_steps=max_steps, task_chars=task_chars
+    ) as span:
+        trace = None if span is None else span.trace
+        saved = None if trace is None else (trace.run, trace.step)
+        if trace is not None:
+            trace.run, trace.step = span or trace.root, None
         try:
-            trace = parent.trace
-            span = trace.child(parent, "subagent.run")
-            span.set(session=session, max_steps=max_steps, task_chars=task_chars)
-            saved = (trace.run, trace.step)
-            trace.run, trace.step = span, None
-            token = enter(span)
-        except Exception as exc:
-            warn_once("recording", exc)
-    try:
-        yield span
-    except BaseException as exc:
-        if span is not None:
-            span.end("cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
-        raise
-    finally:
-        if token is not None:
-            leave(token)
-        if span is not None and saved is not None:
-            if span.trace.step is not None:
-                span.trace.step.end()
-            span.trace.run, span.trace.step = saved
-            span.end()
+            yield span
+        finally:
+            if trace is not None and saved is not None:
+                if trace.step is not None:
+                    trace.step.end()
+                trace.run, trace.step = saved
 
 
 def subagent_done(span: Span | None, stop_reason: str, steps: int) -> None:
