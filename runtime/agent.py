@@ -881,6 +881,7 @@ class Runtime:
             conversation=record.conversation.id,
             trace=checkpoint.trace_id,
         )
+        await self._trace_ending("approval.cancelled", record, checkpoint, cancelled_by=actor.key)
         await self._update_notice(record)
         await self._close_batch(record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
         await self._emitter(checkpoint.conversation)(RunFinished(StopReason.CANCELLED, 0))
@@ -956,11 +957,34 @@ class Runtime:
             requester=record.requester.key,
             trace=checkpoint.trace_id,
         )
+        await self._trace_ending("approval.expired", record, checkpoint)
         await self._update_notice(record)
         await self._close_batch(
             record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
         )
         await self._release_later(record)
+
+    async def _trace_ending(
+        self,
+        name: str,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        cancelled_by: str | None = None,
+    ) -> None:
+        """A one-span trace linked to the paused run, for an approval that ended without a
+        resume (expired, cancelled, outcome unknown): `trace show` draws it under the pause."""
+        if checkpoint.trace_id is None:
+            return
+        async with self.tracer.trace(
+            name,
+            session=record.session,
+            resumes=checkpoint.trace_id,
+            approval_id=record.id,
+            tool=record.tool,
+            cancelled_by=cancelled_by,
+        ) as trace:
+            if trace.trace is not None:
+                trace.trace.root.end(name.removeprefix("approval."))
 
     async def _release_later(self, record: ApprovalRecord) -> None:
         if self.release is None:
@@ -992,6 +1016,7 @@ class Runtime:
             outcome=record.outcome,
             trace=checkpoint.trace_id,
         )
+        await self._trace_ending("approval.outcome_unknown", record, checkpoint)
         await self._update_notice(record)
         await self._emitter(record.conversation)(
             Reply(

@@ -821,3 +821,35 @@ async def test_resumed_by_is_appended_with_its_ttl_in_one_step(
     assert await store.resumed_by("earlier") == ["later"]
     assert 0 < await redis.ttl(Keys(PREFIX).trace_resumed_by("earlier")) <= TTL
     assert await store.load("later") == doc
+
+
+async def test_an_approval_that_ends_without_a_resume_is_drawn_under_its_pause(
+    redis: aioredis.Redis,
+    workdir: Path,
+    cli_env: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Expired and withdrawn approvals leave a linked one-span trace, so `trace show` of
+    the paused run says how it ended."""
+    runtime, _, store = traced(redis, workdir, DemoProvider())
+    expiring = await runtime.run("t9", "run: rm a.txt", ALICE, HERE)
+    cancelled = await runtime.run("t10", "run: rm b.txt", ALICE, HERE)
+    assert expiring.approval_id and cancelled.approval_id and expiring.trace_id
+    key = f"{PREFIX}:{{t9}}:approval:{expiring.approval_id}"
+    await redis.hset(key, "expires_at", "1")  # overdue now
+    await redis.zadd(f"{PREFIX}:approvals:expiring", {expiring.approval_id: 1})
+    assert await runtime.sweep() == 1
+    assert "withdrawn" in await runtime.cancel("t10", ALICE, HERE)
+
+    for paused, ending in ((expiring, "expired"), (cancelled, "cancelled")):
+        assert paused.trace_id is not None
+        (raw,) = await redis.lrange(f"{PREFIX}:trace:{paused.trace_id}:resumed-by", 0, -1)
+        linked = str(raw)
+        doc = await load(store, linked)
+        assert doc.root.name == f"approval.{ending}" and doc.root.status == ending
+        assert doc.links[0].trace_id == paused.trace_id
+        assert await trace_show(paused.trace_id) == 0
+        lines = capsys.readouterr().out.splitlines()
+        pause = next(i for i, line in enumerate(lines) if "approval.pause" in line)
+        assert f"[trace {linked}] approval.{ending} {ending}" in lines[pause + 1]
+    assert doc.root.attributes["cancelled_by"] == ALICE.key
