@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
@@ -198,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(exc).splitlines():
             print(f"clawgate: {line}", file=sys.stderr)
         return 2
+    except RedisError as exc:  # what a command did not handle itself: one line, no traceback
+        print(f"clawgate: cannot reach Redis ({exc})", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

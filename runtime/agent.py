@@ -257,8 +257,9 @@ class Runtime:
         not even be recorded never ran."""
         try:
             return await self._enter(session, text, actor, conversation)
-        except RedisError:
-            log.exception("session %s: Redis unavailable", session)
+        except RedisError as exc:
+            # An outage, not a bug: one line, no traceback.
+            log.error("session %s: Redis unavailable (%s)", session, exc)
             await self._emitter(conversation)(Reply(REDIS_DOWN_RUN))
             return RunResult(
                 session=session, stop_reason=StopReason.ERROR, steps=0, error=REDIS_DOWN_RUN
@@ -376,8 +377,10 @@ class Runtime:
         try:
             timeout = ctx.policy.approval_timeout if ctx.policy else None
             record = await self.approvals.create(record, checkpoint, unsaved, timeout)
-        except RedisError:
-            log.exception("session %s: could not store an approval request", state.session)
+        except RedisError as exc:
+            log.error(
+                "session %s: could not store an approval request (Redis: %s)", state.session, exc
+            )
             text = (
                 f"Could not store the approval request for {call.name} (Redis unavailable); "
                 "it was not executed."
@@ -458,8 +461,8 @@ class Runtime:
         """`conversation` is where the decision was made; None only for the operator CLI."""
         try:
             decided = await self._record_decision(approval_id, approve, actor, conversation, reason)
-        except RedisError:
-            log.exception("decision on %s failed: Redis unavailable", approval_id)
+        except RedisError as exc:
+            log.error("decision on %s failed: Redis unavailable (%s)", approval_id, exc)
             return _refused(REDIS_DOWN)
         if isinstance(decided, Decision):
             return decided
@@ -494,9 +497,9 @@ class Runtime:
                 result = trace.done(result)
             if held:
                 await self._release_held(record.session)
-        except RedisError:
+        except RedisError as exc:
             # Past the point of no return: say what is known, never "nothing was executed".
-            log.exception("approval %s: Redis failed after the decision", record.id)
+            log.error("approval %s: Redis failed after the decision (%s)", record.id, exc)
             return Decision(
                 True,
                 f"Approval {record.id} was recorded, but Redis became unreachable while the run "

@@ -600,3 +600,29 @@ async def test_reload_survives_bad_files_and_sees_every_change(
     path.write_text('[tools]\ndeny = ["write"]\n')
     await reloader.check()
     assert policies.document.tools.deny == ["write"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["approvals", "list"],
+        ["approvals", "approve", "abc"],
+        ["policy", "show"],
+        ["policy", "deny", "bash"],
+    ],
+)
+async def test_an_unreachable_redis_is_a_clear_line_and_exit_1(
+    cli_env: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    from tests.conftest import free_port  # noqa: PLC0415
+
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    code = await asyncio.to_thread(main, argv)
+    captured = capsys.readouterr()
+    assert code == 1 and not captured.out
+    lines = captured.err.strip().splitlines()
+    assert "Traceback" not in captured.err
+    assert lines[-1].startswith("clawgate: cannot reach Redis"), lines
