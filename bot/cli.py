@@ -27,6 +27,7 @@ from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import build_runtime, load_policy
 from runtime.models import Actor
 from runtime.store.connection import connect
+from runtime.store.keys import check_session_id
 
 SWEEP_INTERVAL = 5.0
 _N = TypeVar("_N", int, float)
@@ -36,7 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="clawgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     chat = sub.add_parser("chat", help="chat with the assistant in this terminal")
-    chat.add_argument("--session", default="local", help="session name (default: local)")
+    chat.add_argument(
+        "--session",
+        type=_session_name,
+        default="local",
+        help="session name (default: local; no spaces or braces, at most 190 characters)",
+    )
 
     sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
     sub.add_parser("worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)")
@@ -85,6 +91,16 @@ def _parser() -> argparse.ArgumentParser:
         help="ingest: whose signed events to send, to a fake of whose API (default slack)",
     )
     return parser
+
+
+def _session_name(name: str) -> str:
+    try:
+        check_session_id(f"console:{name}")  # the terminal's session ids carry this prefix
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{name!r}: 1-190 characters, no spaces or braces"
+        ) from None
+    return name
 
 
 def _positive(kind: Callable[[str], _N]) -> Callable[[str], _N]:

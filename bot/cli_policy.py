@@ -66,7 +66,8 @@ async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int
     document = load_policy(settings)
     redis = connect(settings.redis_url)
     keys = Keys(settings.redis_prefix)
-    policies = build_policies(settings, document, redis, AuditLog(redis, keys))
+    audit = AuditLog(redis, keys, settings.audit_maxlen)
+    policies = build_policies(settings, document, redis, audit)
     scope: str = args.conversation
     try:
         if args.verb == "show":

@@ -86,7 +86,7 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
             return 0
         fields = record.model_dump(mode="json", exclude={"arguments", "notice"})
         for name in ("created_at", "expires_at", "decided_at"):
-            if name in fields:
+            if fields.get(name):
                 fields[name] = _when(fields[name]) + " UTC"
         fields["conversation"] = record.conversation.id
         fields["requester"] = record.requester.key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +33,8 @@ from runtime.tools.registry import ToolRegistry
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 
+log = logging.getLogger(__name__)
+
 
 def build_provider(settings: Settings) -> Provider:
     if settings.uses_demo_model:
@@ -61,6 +64,23 @@ def file_and_shell_tools(settings: Settings) -> list[Tool[Any]]:
 TOOL_NAMES = (ReadTool.name, WriteTool.name, EditTool.name, BashTool.name, ExploreTool.name)
 
 
+def locked_paths(settings: Settings) -> tuple[str, ...]:
+    """The policy file's path in the work directory, if it lies there: the agent's tools may
+    never change it (it is what decides what they may do)."""
+    if settings.policy_file is None:
+        return ()
+    try:
+        inside = settings.policy_file.resolve().relative_to(settings.workdir)
+    except ValueError:
+        return ()
+    log.warning(
+        "the policy file %s lies in CLAWGATE_WORKDIR: tool calls may not change it; keep it "
+        "outside the work directory in production",
+        settings.policy_file,
+    )
+    return (inside.as_posix(),)
+
+
 def load_policy(settings: Settings) -> PolicyDocument:
     """The policy file named by the settings, checked against the tools this process has."""
     return load_policy_file(settings.policy_file, TOOL_NAMES)
@@ -69,10 +89,7 @@ def load_policy(settings: Settings) -> PolicyDocument:
 def build_registry(
     settings: Settings, tools: list[Tool[Any]], approvals: ApprovalStore, policies: PolicyService
 ) -> ToolRegistry:
-    registry = ToolRegistry(tools, enabled=settings.enabled_tools)
-    unknown = registry.unknown_enabled()
-    if unknown:
-        raise SettingsError(f"CLAWGATE_ENABLED_TOOLS: unknown tools {', '.join(unknown)}")
+    registry = ToolRegistry(tools, enabled=settings.enabled_tools)  # checked in build_policies
     # Order matters: an admin's deny never reaches a human; only then the risk policy asks.
     registry.use(ToolPolicyMiddleware(policies))
     registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))
@@ -90,12 +107,19 @@ def build_policies(
     admins_from = " + ".join(
         [*(["CLAWGATE_ADMINS"] if settings.admins else []), *(["the local user"] if extra else [])]
     )
+    unknown = sorted(set(settings.enabled_tools) - set(TOOL_NAMES))
+    if unknown:
+        raise SettingsError(
+            f"CLAWGATE_ENABLED_TOOLS: unknown tools {', '.join(unknown)} "
+            f"(tools: {', '.join(TOOL_NAMES)})"
+        )
     defaults = Defaults(
         enabled=tuple(settings.enabled_tools),
         admins=frozenset([*settings.admins, *extra]),
         admins_from=admins_from or "CLAWGATE_ADMINS",
         approvers=frozenset(settings.approvers),
         approval_timeout=settings.approval_timeout,
+        locked_paths=locked_paths(settings),
     )
     keys = Keys(settings.redis_prefix)
     return PolicyService(redis, keys, defaults, TOOL_NAMES, document, audit)

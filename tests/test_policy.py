@@ -626,3 +626,37 @@ async def test_an_unreachable_redis_is_a_clear_line_and_exit_1(
     lines = captured.err.strip().splitlines()
     assert "Traceback" not in captured.err
     assert lines[-1].startswith("clawgate: cannot reach Redis"), lines
+
+
+def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call() -> None:
+    from runtime.approval.risk import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
+
+    policy = RiskPolicy(
+        RiskConfig(locked_paths=["conf/clawgate.toml"], safe_tools=["read", "bash"])
+    )
+    for tool, arguments in (
+        ("write", {"path": "conf/clawgate.toml", "content": "[tools]\n"}),
+        ("write", {"path": "./conf/../conf/clawgate.toml", "content": ""}),
+        ("edit", {"path": "/work/conf/clawgate.toml", "old_text": "a", "new_text": "b"}),
+        ("bash", {"command": "echo '[tools]' > conf/CLAWGATE.toml"}),
+    ):
+        decision = policy.assess(tool, arguments)
+        assert decision.verdict is Verdict.DENY, (tool, arguments)
+        assert "the policy file (admins change it outside clawgate)" in decision.reasons[0]
+    assert policy.assess("read", {"path": "conf/clawgate.toml"}).verdict is Verdict.ALLOW
+    assert policy.assess("write", {"path": "other.toml", "content": ""}).verdict is Verdict.ALLOW
+
+
+async def test_an_agent_cannot_rewrite_the_policy_that_governs_it(workdir: Path) -> None:
+    """`clawgate chat` in a directory holding its clawgate.toml: the default setup."""
+    from tests.test_console_chat import chat, clean_env  # noqa: PLC0415
+
+    policy = workdir / "clawgate.toml"
+    policy.write_text('[tools]\ndeny = ["bash"]\n')
+    code, out, err = await chat(
+        "write clawgate.toml: [tools]\n/policy show\n", workdir, clean_env(), "chat"
+    )
+    assert code == 0
+    assert policy.read_text() == '[tools]\ndeny = ["bash"]\n'
+    assert "clawgate.toml is the policy file (admins change it outside clawgate)" in out
+    assert "lies in CLAWGATE_WORKDIR" in err

@@ -53,6 +53,9 @@ class RiskConfig(BaseModel):
     protected_paths: list[str] = Field(default_factory=list)
     safe_tools: list[str] = Field(default_factory=lambda: ["read"])
     large_deletion_lines: int = Field(20, ge=1)
+    # Paths (relative to the work directory) no call may change, whoever approves: the policy
+    # file when it lies in the work directory. Set by the runtime, not by the policy file.
+    locked_paths: list[str] = Field(default_factory=list)
 
     @field_validator("ask_patterns", "deny_patterns")
     @classmethod
@@ -129,6 +132,19 @@ PROTECTED: tuple[tuple[str, str], ...] = (
 SECRET_NAME = re.compile(r"secret|(?:^|[^a-z]|api)keys?(?:[^a-z]|$)")
 
 
+LOCKED = "the policy file (admins change it outside clawgate)"
+
+
+def _normalized(path: str) -> str:
+    return posixpath.normpath(path.replace("\\", "/")).lower()
+
+
+def _tails(path: str) -> list[str]:
+    """`a/b/c` -> `a/b/c`, `b/c`, `c` (normalized), so rules apply at any depth."""
+    parts = [part for part in _normalized(path).split("/") if part not in ("", ".")]
+    return ["/".join(parts[start:]) for start in range(len(parts))]
+
+
 # -- the policy ---------------------------------------------------------------------------------
 
 
@@ -142,6 +158,7 @@ class RiskPolicy:
         self.protected = PROTECTED + tuple(
             (glob, "listed in protected_paths") for glob in self.config.protected_paths
         )
+        self.locked = [_normalized(p) for p in self.config.locked_paths]
 
     def assess(self, tool: str, arguments: Mapping[str, Any]) -> RiskDecision:
         findings = _Findings()
@@ -163,6 +180,9 @@ class RiskPolicy:
         if not isinstance(command, str):
             findings.ask("the bash command is missing")
             return
+        for path in self.locked:
+            if posixpath.basename(path) in command.lower():
+                findings.deny(f"it names {path}, {LOCKED}")
         for pattern in self.deny_patterns:
             if pattern.search(command):
                 findings.deny(f"matches the deny pattern {pattern.pattern!r}")
@@ -176,6 +196,8 @@ class RiskPolicy:
         if not isinstance(path, str) or not path.strip():
             findings.ask(f"{tool} has no path")
             return
+        if any(tail in self.locked for tail in _tails(path)):
+            findings.deny(f"{path} is {LOCKED}")
         whys = self._protection(path)
         if whys:
             findings.ask(f"{path} is a protected path ({'; '.join(whys)})")
@@ -187,9 +209,8 @@ class RiskPolicy:
     def _protection(self, path: str) -> list[str]:
         """Why `path` is protected (empty if it is not). Globs are matched against the
         path and each of its tails, case-insensitively, so they apply at any depth."""
-        normalized = posixpath.normpath(path.replace("\\", "/")).lower()
-        parts = [part for part in normalized.split("/") if part not in ("", ".")]
-        tails = ["/".join(parts[start:]) for start in range(len(parts))]
+        tails = _tails(path)
+        parts = tails[0].split("/") if tails else []
         reasons = [
             why
             for glob, why in self.protected

@@ -47,6 +47,7 @@ class Defaults:
     approvers: frozenset[str] = frozenset()
     approval_timeout: float = 3600.0
     admins_from: str = "CLAWGATE_ADMINS"  # where `admins` came from, for people
+    locked_paths: tuple[str, ...] = ()  # the policy file, when in the work directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def resolve(
     return EffectivePolicy(
         conversation=conversation_id,
         tools={tool: _tool_verdict(tool, layers, defaults) for tool in tools},
-        risk=_risk(layers, sources),
+        risk=_risk(layers, sources, defaults.locked_paths),
         admins=_people(layers, "admins", defaults.admins, defaults.admins_from, sources),
         approvers=_people(layers, "approvers", defaults.approvers, "CLAWGATE_APPROVERS", sources),
         requester_may_approve=_most_specific(
@@ -191,8 +192,8 @@ def _most_specific(
     return default
 
 
-def _risk(layers: Sequence[_Layer], sources: dict[str, str]) -> RiskConfig:
-    merged = RiskConfig().model_dump()
+def _risk(layers: Sequence[_Layer], sources: dict[str, str], locked: Sequence[str]) -> RiskConfig:
+    merged = RiskConfig(locked_paths=list(locked)).model_dump()
     for name in ("ask_patterns", "deny_patterns", "protected_paths"):
         values: list[str] = []
         for layer in layers:

@@ -64,7 +64,3 @@ class ToolRegistry:
         return [
             self._specs[tool.name] for tool in self.active() if only is None or tool.name in only
         ]
-
-    def unknown_enabled(self) -> list[str]:
-        """Names in the enabled list that no tool has: a settings mistake worth reporting."""
-        return sorted((self.enabled or frozenset()) - self._tools.keys())
