@@ -60,6 +60,19 @@ async def _command(
     say: Say,
     help_text: str,
 ) -> RunResult | None:
+    async with runtime.audit.unit():  # the command's record goes with what it caused
+        return await _answer(runtime, command, session, actor, conversation, say, help_text)
+
+
+async def _answer(
+    runtime: Runtime,
+    command: Command,
+    session: str,
+    actor: Actor,
+    conversation: ConversationRef,
+    say: Say,
+    help_text: str,
+) -> RunResult | None:
     # Every command is audited (who, what, where); ordinary messages never are.
     await runtime.audit.record(
         "command",

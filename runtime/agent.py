@@ -256,7 +256,8 @@ class Runtime:
         """Handle one message. If Redis is unreachable the sender is told; a message that could
         not even be recorded never ran."""
         try:
-            return await self._enter(session, text, actor, conversation)
+            async with self.audit.unit():  # the run's records in as few round trips as may be
+                return await self._enter(session, text, actor, conversation)
         except RedisError as exc:
             # An outage, not a bug: one line, no traceback.
             log.error("session %s: Redis unavailable (%s)", session, exc)
@@ -459,6 +460,18 @@ class Runtime:
         always: bool = False,
     ) -> Decision:
         """`conversation` is where the decision was made; None only for the operator CLI."""
+        async with self.audit.unit():  # the decision's and the resumed run's records together
+            return await self._decide(approval_id, approve, actor, conversation, reason, always)
+
+    async def _decide(
+        self,
+        approval_id: str,
+        approve: bool,
+        actor: Actor,
+        conversation: ConversationRef | None,
+        reason: str | None,
+        always: bool,
+    ) -> Decision:
         try:
             decided = await self._record_decision(approval_id, approve, actor, conversation, reason)
         except RedisError as exc:

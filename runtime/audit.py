@@ -19,10 +19,12 @@ operator's timeline (`clawgate audit tail`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -34,6 +36,10 @@ from runtime.store.keys import Keys
 from runtime.tracing.context import current_trace_id
 
 log = logging.getLogger(__name__)
+# The entries of the unit of work the running code is in (see AuditLog.unit), with their log.
+_UNIT: ContextVar[list[tuple[AuditLog, Mapping[str, str]]] | None] = ContextVar(
+    "clawgate_audit_unit", default=None
+)
 
 DEFAULT_MAXLEN = 100_000
 Field = str | int | float | None
@@ -129,8 +135,47 @@ class AuditLog:
 
     async def record(self, event: str, actor: str = "", **fields: Field) -> None:
         """Append one entry; None fields are left out. Never raises. `at` (ms) and `trace`
-        (the current run's, "" outside a run, unless given) are added."""
-        await self.record_many([self.entry(event, actor, **fields)])
+        (the current run's, "" outside a run, unless given) are added. Inside a `unit` the
+        entry waits for the unit's end (or a `flush`)."""
+        await self.add([self.entry(event, actor, **fields)])
+
+    async def add(self, entries: Sequence[Mapping[str, str]]) -> None:
+        """Entries built with `entry`: kept for the current unit, else written now."""
+        if not self.keep(*entries):
+            await self.record_many(entries)
+
+    def keep(self, *entries: Mapping[str, str]) -> bool:
+        """Hold entries for the current unit; False (nothing held) outside a unit."""
+        pending = _UNIT.get()
+        if pending is None:
+            return False
+        pending.extend((self, e) for e in entries)
+        return True
+
+    @contextlib.asynccontextmanager
+    async def unit(self) -> AsyncIterator[None]:
+        """What is recorded inside (a run, a decision) is written in one round trip when the
+        block ends, or earlier by `flush`. A unit inside another joins it."""
+        if _UNIT.get() is not None:
+            yield
+            return
+        token = _UNIT.set([])
+        try:
+            yield
+        finally:
+            await self.flush()
+            _UNIT.reset(token)
+
+    async def flush(self) -> None:
+        """Write what the current unit holds now: before a call with side effects, so its
+        record and those before it are not lost if the process dies during it."""
+        pending = _UNIT.get()
+        if not pending:
+            return
+        held = list(pending)
+        pending.clear()
+        for log_ in dict.fromkeys(owner for owner, _ in held):
+            await log_.record_many([e for owner, e in held if owner is log_])
 
     async def record_many(self, entries: Sequence[Mapping[str, str]]) -> None:
         """Append entries built with `entry` in one round trip. Never raises."""

@@ -84,7 +84,6 @@ class ToolExecutor:
         self.max_result_chars = max_result_chars
         self.emit = emit
         self.audit = audit
-        self._audited: list[dict[str, str]] = []  # this batch's entries, written after it
 
     def prepare(self, call: ToolCall, ctx: ToolContext) -> ToolInvocation | ToolResult:
         """Resolve and validate a call; an error result means nothing may run."""
@@ -117,10 +116,11 @@ class ToolExecutor:
     ) -> BatchOutcome:
         """Run `calls[start:]`; `prior` are the results of `calls[:start]` (a resumed batch)
         and `grants` maps call ids to the approval that lets them through the chain."""
-        try:
+        if self.audit is None:
             outcome = await self._execute(calls, ctx, start, prior, grants)
-        finally:
-            await self._write_audit()
+        else:
+            async with self.audit.unit():  # the batch's records in one round trip
+                outcome = await self._execute(calls, ctx, start, prior, grants)
         for result in outcome.results:
             # Names the model made up would grow the label set without bound.
             tool = result.tool if self.registry.known(result.tool) else "(unknown)"
@@ -270,7 +270,7 @@ class ToolExecutor:
             return
         try:
             digest, keys = arguments_digest(canonical_arguments(call))
-            self._audited.append(
+            self.audit.keep(
                 self.audit.entry(
                     "tool_executed",
                     ctx.actor.key if ctx.actor else "",
@@ -289,17 +289,11 @@ class ToolExecutor:
             log.warning("audit: a tool_executed entry was not recorded: %s", type(exc).__name__)
 
     async def _audit_before(self, invocation: ToolInvocation) -> None:
-        """Before a call that is not parallel-safe, write the entries of the calls before it:
-        they may have had side effects, and their records must not wait for (and be lost with)
-        a long call during which the process may die. A one-call batch still writes once."""
-        if not invocation.tool.parallel_safe and self._audited:
-            await self._write_audit()
-
-    async def _write_audit(self) -> None:
-        """One round trip for the whole batch, after it (never raises)."""
-        if self.audit is not None and self._audited:
-            entries, self._audited = self._audited, []
-            await self.audit.record_many(entries)
+        """Before a call that is not parallel-safe, write what is held: the calls before it
+        may have had side effects, and their records must not wait for (and be lost with) a
+        long call during which the process may die. A one-call batch still writes once."""
+        if self.audit is not None and not invocation.tool.parallel_safe:
+            await self.audit.flush()
 
 
 def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:
