@@ -1,6 +1,9 @@
-"""The effective policy as text, for `/policy show` in chat and `clawgate policy show`."""
+"""The effective policy as text, for `/policy show` in chat and `clawgate policy show`
+(and as JSON for its `--json`)."""
 
 from __future__ import annotations
+
+import json
 
 from runtime.policy.model import scope_label, scopes_of
 from runtime.policy.resolve import EffectivePolicy, describe_state
@@ -46,3 +49,21 @@ def render_policy(policy: EffectivePolicy) -> str:
 
 def _people(people: frozenset[str], source: str) -> str:
     return f"{', '.join(sorted(people))} ({source})" if people else "nobody"
+
+
+def as_json(policy: EffectivePolicy) -> str:
+    """The effective policy for `--json`."""
+    return json.dumps(
+        {
+            "conversation": policy.conversation or "global",
+            "tools": {t: {"state": v.state, "source": v.source} for t, v in policy.tools.items()},
+            "offered": sorted(policy.offered),
+            "admins": sorted(policy.admins),
+            "approvers": sorted(policy.approvers),
+            "requester_may_approve": policy.requester_may_approve,
+            "approval_timeout": policy.approval_timeout,
+            "risk": policy.risk.model_dump(),
+            "sources": policy.sources,
+        },
+        indent=2,
+    )

@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         "--session",
         type=_session_name,
         default="local",
-        help="session name (default: local; no spaces or braces, at most 190 characters)",
+        help="session name (default: local; no spaces or braces, at most 192 characters)",
     )
 
     sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
@@ -98,7 +98,7 @@ def _session_name(name: str) -> str:
         check_session_id(f"console:{name}")  # the terminal's session ids carry this prefix
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{name!r}: 1-190 characters, no spaces or braces"
+            f"{name!r}: 1-192 characters, no spaces or braces"
         ) from None
     return name
 

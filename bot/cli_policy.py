@@ -12,15 +12,13 @@ import json
 import sys
 from typing import Any, TextIO
 
-from redis.exceptions import RedisError
-
-from adapters.policy_text import render_policy
+from adapters.policy_text import as_json, render_policy
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_policies, load_policy
 from runtime.audit import AuditLog
 from runtime.models import Actor
 from runtime.policy.model import GLOBAL, check_scope, override_state
-from runtime.policy.service import PolicyChangeError, PolicyUsageError, as_json
+from runtime.policy.service import PolicyChangeError, PolicyUsageError
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
@@ -101,9 +99,6 @@ async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int
         return 2
     except PolicyChangeError as exc:
         print(f"clawgate: {exc}", file=sys.stderr)
-        return 1
-    except RedisError as exc:
-        print(f"clawgate: cannot reach Redis ({exc})", file=sys.stderr)
         return 1
     finally:
         await redis.aclose()

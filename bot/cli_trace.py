@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from bot.settings import Settings, SettingsError
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
+from runtime.tools.base import one_line
 from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc
 from runtime.tracing.store import TraceStore, UnreadableTrace
 
@@ -209,7 +210,10 @@ def _span_lines(span: SpanDoc) -> list[str]:
     headline = " ".join(words)
     if attributes:
         headline += "  " + " ".join(f"{k}={_attribute(k, v)}" for k, v in attributes.items())
-    return [headline, *(f"{name}: {_one_line(text)}" for name, text in span.payloads.items())]
+    return [
+        headline,
+        *(f"{name}: {one_line(text, PAYLOAD_LINE)}" for name, text in span.payloads.items()),
+    ]
 
 
 def _attribute(key: str, value: AttributeValue) -> str:
@@ -229,8 +233,3 @@ def _value(value: AttributeValue) -> str:
 
 def _duration(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
-
-
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= PAYLOAD_LINE else line[: PAYLOAD_LINE - 1] + "…"

@@ -73,11 +73,6 @@ def locked_paths(settings: Settings) -> tuple[str, ...]:
         inside = settings.policy_file.resolve().relative_to(settings.workdir)
     except ValueError:
         return ()
-    log.warning(
-        "the policy file %s lies in CLAWGATE_WORKDIR: tool calls may not change it; keep it "
-        "outside the work directory in production",
-        settings.policy_file,
-    )
     return (inside.as_posix(),)
 
 
@@ -142,6 +137,12 @@ def build_runtime(
     approvals = ApprovalStore(redis, keys, timeout_s=settings.approval_timeout)
     audit = AuditLog(redis, keys, settings.audit_maxlen)
     policies = build_policies(settings, policy, redis, audit, extra_admins)
+    if policies.defaults.locked_paths:  # said where tools run, not by every operator command
+        log.warning(
+            "the policy file %s lies in CLAWGATE_WORKDIR: tool calls may not change it; keep "
+            "it outside the work directory in production",
+            settings.policy_file,
+        )
     provider = build_provider(settings)
     history = HistoryStore(redis, keys)
     tools = file_and_shell_tools(settings)

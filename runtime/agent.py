@@ -496,7 +496,9 @@ class Runtime:
             await self._update_notice(record)
             note = ""
             if approve and always:
-                note = await self._add_standing_rule(record, actor, decided.checkpoint.trace_id)
+                note = await self._add_standing_rule(
+                    record, actor, decided.policy, decided.checkpoint.trace_id
+                )
             async with self.tracer.trace(
                 "approval.resume",
                 session=record.session,
@@ -659,15 +661,19 @@ class Runtime:
         )
 
     async def _add_standing_rule(
-        self, record: ApprovalRecord, actor: Actor, trace: str | None = None
+        self,
+        record: ApprovalRecord,
+        actor: Actor,
+        policy: EffectivePolicy,
+        trace: str | None = None,
     ) -> str:
+        """`policy`: the conversation's, as read for the decision."""
         rule = standing_rule(record.tool, json.loads(record.arguments))
         if rule is None:
             return (
                 " No standing rule was added: chains, redirections and substitutions are "
                 "approved once only."
             )
-        policy = await self.policies.effective(record.conversation.id)
         if policy.verdict(record.tool).state == "ask":
             return f" No standing rule was added: the policy says {record.tool} always asks here."
         await self.approvals.add_rule(

@@ -123,8 +123,7 @@ class AgentLoop:
         this run read it less than POLICY_MAX_AGE ago."""
         fresh = time.monotonic() - state.policy_read_at <= POLICY_MAX_AGE
         if self.policies is not None and not (fresh and state.ctx.policy is not None):
-            conversation = state.ctx.conversation.id if state.ctx.conversation else ""
-            state.ctx.policy = await self.policies.effective(conversation)
+            state.ctx.policy = await self.policies.for_context(state.ctx)
             state.policy_read_at = time.monotonic()
 
     async def _offered(self, state: RunState) -> list[ToolSpec]:

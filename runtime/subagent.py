@@ -19,7 +19,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from runtime.approval.risk import RiskPolicy, Verdict
+from runtime.approval.risk import Verdict
 from runtime.audit import AuditLog
 from runtime.channel import Event
 from runtime.loop import AgentLoop, RunState
@@ -68,21 +68,18 @@ class ReadOnlyGuard:
     it is now (an admin's deny during a long exploration applies at once), then against the
     risk policy, whose every "ask" is a refusal here: there is nobody to ask."""
 
-    def __init__(self, policies: PolicyService | None) -> None:
+    def __init__(self, policies: PolicyService) -> None:
         self.policies = policies
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
         name = invocation.tool.name
-        ctx = invocation.context
-        policy = await explorer_policy(self.policies, ctx)
-        risk = RiskPolicy()
-        if policy is not None and self.policies is not None:
-            if name not in offered_to_explorer(policy):
-                verdict = policy.verdict(name)
-                return denied(
-                    invocation, f"{name} is not allowed to the explorer here ({verdict.source})"
-                )
-            risk = self.policies.risk_policy(policy.risk)
+        policy = await explorer_policy(self.policies, invocation.context)
+        if name not in offered_to_explorer(policy):
+            verdict = policy.verdict(name)
+            return denied(
+                invocation, f"{name} is not allowed to the explorer here ({verdict.source})"
+            )
+        risk = self.policies.risk_policy(policy.risk)
         decision = risk.assess(name, invocation.args.model_dump(mode="json"))
         if decision.verdict is not Verdict.ALLOW:
             why = "; ".join(decision.reasons)
@@ -90,22 +87,15 @@ class ReadOnlyGuard:
         return await call_next(invocation)
 
 
-async def explorer_policy(
-    policies: PolicyService | None, ctx: ToolContext
-) -> EffectivePolicy | None:
+async def explorer_policy(policies: PolicyService, ctx: ToolContext) -> EffectivePolicy:
     """The conversation's policy as it applies to an explorer: `read` counts as enabled (it is
     the explorer's own tool even where the parent only has `explore`), so what decides is
     whether the policy denies it, leaves it out of an allow list or always asks for it."""
-    if policies is None:
-        return None
-    conversation = ctx.conversation.id if ctx.conversation else ""
-    return await policies.effective(conversation, also_enabled=("read",))
+    return await policies.for_context(ctx, also_enabled=("read",))
 
 
-def offered_to_explorer(policy: EffectivePolicy | None) -> tuple[str, ...]:
+def offered_to_explorer(policy: EffectivePolicy) -> tuple[str, ...]:
     """`read` and `bash` where the policy allows them outright: an explorer cannot ask."""
-    if policy is None:
-        return ("read",)
     return tuple(name for name in READ_ONLY if policy.verdict(name).state == "allow")
 
 
@@ -125,7 +115,7 @@ class Explorer:
         redis: Redis,
         keys: Keys,
         max_tool_result_chars: int,
-        policies: PolicyService | None = None,
+        policies: PolicyService,
         audit: AuditLog | None = None,
         step_limit: int = MAX_STEPS,
     ) -> None:

@@ -27,8 +27,7 @@ async def current_policy(
 ) -> EffectivePolicy | None:
     """The policy the runtime put on the context for this step, else a fresh one."""
     if ctx.policy is None and policies is not None:
-        conversation = ctx.conversation.id if ctx.conversation else ""
-        ctx.policy = await policies.effective(conversation)
+        ctx.policy = await policies.for_context(ctx)
     return ctx.policy
 
 

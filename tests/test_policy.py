@@ -499,6 +499,11 @@ async def test_an_admin_of_one_chat_cannot_undo_a_wider_admins_decision(
         with pytest.raises(PolicyChangeError, match="by operator:root, an admin of global"):
             await policies.change(CHAT.id, "write", state, chat_admin)
     assert (await policies.effective(CHAT.id)).verdict("write").state == "deny"
+    # Denying it again is no way round: the deny keeps the operator's reach.
+    await policies.change(CHAT.id, "write", "deny", chat_admin)
+    with pytest.raises(PolicyChangeError, match="an admin of global"):
+        await policies.change(CHAT.id, "write", None, chat_admin)
+    assert (await policies.effective(CHAT.id)).verdict("write").state == "deny"
 
     # bash is left out of the file's global allow list: a chat admin cannot let it in...
     with pytest.raises(PolicyChangeError, match="as an admin of slack:T1:C1 you may not lift"):
@@ -639,11 +644,15 @@ def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call
         ("write", {"path": "./conf/../conf/clawgate.toml", "content": ""}),
         ("edit", {"path": "/work/conf/clawgate.toml", "old_text": "a", "new_text": "b"}),
         ("bash", {"command": "echo '[tools]' > conf/CLAWGATE.toml"}),
+        ("bash", {"command": "sed -i s/deny/allow/ conf/clawgate.tom?"}),
+        ("bash", {"command": "cp /tmp/evil ./conf/*.toml"}),
     ):
         decision = policy.assess(tool, arguments)
         assert decision.verdict is Verdict.DENY, (tool, arguments)
         assert "the policy file (admins change it outside clawgate)" in decision.reasons[0]
     assert policy.assess("read", {"path": "conf/clawgate.toml"}).verdict is Verdict.ALLOW
+    for command in ("cat conf/clawgate.toml", "grep deny *"):  # reading it stays possible
+        assert policy.assess("bash", {"command": command}).verdict is Verdict.ALLOW
     assert policy.assess("write", {"path": "other.toml", "content": ""}).verdict is Verdict.ALLOW
 
 
@@ -660,3 +669,19 @@ async def test_an_agent_cannot_rewrite_the_policy_that_governs_it(workdir: Path)
     assert policy.read_text() == '[tools]\ndeny = ["bash"]\n'
     assert "clawgate.toml is the policy file (admins change it outside clawgate)" in out
     assert "lies in CLAWGATE_WORKDIR" in err
+
+
+async def test_messages_held_during_a_long_wait_are_kept_as_long_as_the_wait(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    document = doc('[conversations."slack:T1:C1".approvals]\ntimeout = 2592000\n')  # 30 days
+    fake_openai.script = [calls(("call_1", "bash", {"command": "rm a"}))]
+    runtime, _ = make_runtime(redis, workdir, openai(fake_openai), document=document)
+    asked = await runtime.run("s1", "rm a", ALICE, CHAT)
+    assert asked.approval_id is not None
+    held = await runtime.run("s1", "and then this", ALICE, CHAT)
+    assert held.held
+    pending_ttl = await redis.pttl(f"{PREFIX}:{{s1}}:pending")
+    held_ttl = await redis.pttl(f"{PREFIX}:{{s1}}:held")
+    assert pending_ttl > 29 * 86_400_000
+    assert held_ttl >= pending_ttl - 1_000

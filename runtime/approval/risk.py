@@ -139,6 +139,17 @@ def _normalized(path: str) -> str:
     return posixpath.normpath(path.replace("\\", "/")).lower()
 
 
+def _may_name(command: str, name: str) -> bool:
+    """Whether a word of `command` is `name` or a glob matching it (quotes and escapes
+    removed, case ignored): a best effort, the policy file belongs outside the work dir."""
+    plain = re.sub(r"[\"'\\]", "", command.lower())
+    for word in re.split(r"[\s;&|<>()`=]+", plain):
+        base = posixpath.basename(word)
+        if base == name or (re.search(r"[*?\[]", base) and fnmatch.fnmatchcase(name, base)):
+            return True
+    return False
+
+
 def _tails(path: str) -> list[str]:
     """`a/b/c` -> `a/b/c`, `b/c`, `c` (normalized), so rules apply at any depth."""
     parts = [part for part in _normalized(path).split("/") if part not in ("", ".")]
@@ -180,9 +191,6 @@ class RiskPolicy:
         if not isinstance(command, str):
             findings.ask("the bash command is missing")
             return
-        for path in self.locked:
-            if posixpath.basename(path) in command.lower():
-                findings.deny(f"it names {path}, {LOCKED}")
         for pattern in self.deny_patterns:
             if pattern.search(command):
                 findings.deny(f"matches the deny pattern {pattern.pattern!r}")
@@ -190,6 +198,10 @@ class RiskPolicy:
             if pattern.search(command):
                 findings.ask(f"matches the ask pattern {pattern.pattern!r}")
         judge_bash(command, self.safe_programs, findings)
+        if findings.questions or findings.denials:  # it may change files: not this one
+            for path in self.locked:
+                if _may_name(command, posixpath.basename(path)):
+                    findings.deny(f"it may change {path}, {LOCKED}")
 
     def _assess_file(self, tool: str, arguments: Mapping[str, Any], findings: _Findings) -> None:
         path = arguments.get("path")

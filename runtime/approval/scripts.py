@@ -124,7 +124,8 @@ ENTER = """
 local id = redis.call('GET', KEYS[1])
 if id or redis.call('LLEN', KEYS[2]) > 0 then
   local n = redis.call('RPUSH', KEYS[2], ARGV[1])
-  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
+  -- Kept at least as long as the wait itself (a conversation's timeout may exceed the default).
+  redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[1])))
   return {n, id or '', {}}
 end
 redis.call('RPUSH', KEYS[3], ARGV[3])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from runtime.policy.resolve import (
     resolve,
 )
 from runtime.store.keys import Keys
+from runtime.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
 SEPARATOR = "\x1f"
@@ -95,6 +95,13 @@ class PolicyService:
     def resolve(self, conversation_id: str, overrides: Overrides) -> EffectivePolicy:
         return resolve(self.document, overrides, conversation_id, self.defaults, self.tools)
 
+    async def for_context(
+        self, ctx: ToolContext, also_enabled: tuple[str, ...] = ()
+    ) -> EffectivePolicy:
+        """The policy of the conversation a run (its tool context) belongs to."""
+        conversation = ctx.conversation.id if ctx.conversation else ""
+        return await self.effective(conversation, also_enabled)
+
     async def effective(
         self, conversation_id: str, also_enabled: tuple[str, ...] = ()
     ) -> EffectivePolicy:
@@ -156,7 +163,7 @@ class PolicyService:
         overrides = await self.overrides(scope)
         old = overrides.get(scope, {}).get(tool)
         try:
-            message = self._check(scope, tool, state, actor, overrides, old)
+            reach, message = self._check(scope, tool, state, actor, overrides, old)
         except PolicyChangeError as exc:
             await self._audit("policy_refused", actor, scope, tool, new, old, why=str(exc))
             raise
@@ -169,9 +176,12 @@ class PolicyService:
             scoped.pop(tool, None)
             await self.redis.hdel(self.key, field)
         else:
-            reach = self.reach(actor, scope)
+            if old is not None and _wider(old.reach, reach):
+                # A narrower admin's deny over a wider admin's override is theirs to make, not
+                # to undo: it keeps the wider reach, so they cannot reset their way past it.
+                reach = old.reach
             scoped[tool] = Override(
-                state=state, by=actor.key, at=int(time.time() * 1000), reach=reach or GLOBAL
+                state=state, by=actor.key, at=int(time.time() * 1000), reach=reach
             )
             await self.redis.hset(self.key, field, scoped[tool].model_dump_json())
         after = self.resolve(scope, overrides).verdict(tool)
@@ -189,8 +199,9 @@ class PolicyService:
         actor: Actor,
         overrides: Overrides,
         old: Override | None,
-    ) -> str | None:
-        """Raise if `actor` may not make this change; a message when there is nothing to do."""
+    ) -> tuple[str, str | None]:
+        """Raise if `actor` may not make this change; else how far `actor` reaches, and a
+        message when there is nothing to do."""
         where = scope_label(scope)
         reach = self.reach(actor, scope)
         if reach is None:
@@ -198,7 +209,7 @@ class PolicyService:
                 f"only admins may change the policy of {where}; {actor.key} is not one"
             )
         if state is None and old is None:
-            return f"{tool} has no override in {where}; nothing to reset."
+            return reach, f"{tool} has no override in {where}; nothing to reset."
         # Tightening is always allowed; loosening may not undo a wider admin's decision.
         if state != "deny" and old is not None and _wider(old.reach, reach):
             raise PolicyChangeError(
@@ -206,7 +217,7 @@ class PolicyService:
                 f"{scope_label(old.reach)}; only an admin of that scope may change it"
             )
         if state != "allow":
-            return None
+            return reach, None
         trial = {s: dict(tools) for s, tools in overrides.items()}
         trial.setdefault(scope, {})[tool] = Override(state="allow", by=actor.key, at=0)
         verdict = self.resolve(scope, trial).verdict(tool)
@@ -224,7 +235,7 @@ class PolicyService:
                     f"{tool} is {describe_state(verdict.state)} in {where} by {verdict.source}; "
                     f"as an admin of {scope_label(reach)} you may not lift that"
                 )
-        return None
+        return reach, None
 
     async def _audit(
         self,
@@ -247,21 +258,3 @@ class PolicyService:
                 new=new,
                 **details,
             )
-
-
-def as_json(policy: EffectivePolicy) -> str:
-    """The effective policy for `--json`."""
-    return json.dumps(
-        {
-            "conversation": policy.conversation or "global",
-            "tools": {t: {"state": v.state, "source": v.source} for t, v in policy.tools.items()},
-            "offered": sorted(policy.offered),
-            "admins": sorted(policy.admins),
-            "approvers": sorted(policy.approvers),
-            "requester_may_approve": policy.requester_may_approve,
-            "approval_timeout": policy.approval_timeout,
-            "risk": policy.risk.model_dump(),
-            "sources": policy.sources,
-        },
-        indent=2,
-    )

@@ -73,10 +73,6 @@ def warn_once(what: str, exc: BaseException) -> None:
     )
 
 
-def sha256(text: str) -> str:
-    return text_sha256(text)
-
-
 def clip(text: str, limit: int, total: int | None = None) -> str:
     """`text` cut at `limit` characters, saying so (`total`: the length of the text it was
     taken from, when it was cut before)."""
@@ -239,10 +235,6 @@ class RunTrace:
     def __init__(self, trace: Trace | None) -> None:
         self.trace = trace
 
-    @property
-    def trace_id(self) -> str | None:
-        return None if self.trace is None else self.trace.trace_id
-
     def done(self, result: RunResult) -> RunResult:
         """Record how the run stopped; the result, carrying the trace id."""
         if self.trace is None:
@@ -359,7 +351,7 @@ class Tracer:
     def record_payload(self, span: Span, name: str, value: object, metadata: bool = True) -> None:
         if metadata:
             text = value if isinstance(value, str) else canonical_json(value)
-            span.attributes[f"{name}_sha256"] = sha256(text)
+            span.attributes[f"{name}_sha256"] = text_sha256(text)
             span.attributes[f"{name}_chars"] = len(text)
             if isinstance(value, Mapping):
                 span.attributes[KEY_ATTRIBUTES.get(name, f"{name}_keys")] = key_names(value)
