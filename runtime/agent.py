@@ -537,12 +537,7 @@ class Runtime:
         record = loaded[0]
         refusal = await self._refusal(actor, record)
         if refusal is not None:
-            await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
-            APPROVALS.labels("refused").inc()
-            message = f"You cannot decide approval {record.id}: {refusal}."
-            await self._audit_refusal(
-                record.id, actor, "unauthorized", message, record, trace=loaded[1].trace_id
-            )
+            message = await self._unauthorized(record, actor, refusal, None, loaded[1].trace_id)
             return message, record.session
         if record.conversation.id != conversation.id:
             message = _TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
@@ -559,6 +554,43 @@ class Runtime:
             )
             return message, record.session
         return None, record.session
+
+    async def _unauthorized(
+        self,
+        record: ApprovalRecord,
+        actor: Actor,
+        refusal: str,
+        attempt: str | None,
+        trace: str | None,
+    ) -> str:
+        """`actor` may not decide (or withdraw) `record`: recorded in its session's stream and
+        the global trail; returns what to tell them."""
+        await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
+        APPROVALS.labels("refused").inc()
+        verb = "cancel" if attempt == "cancel" else "decide"
+        message = f"You cannot {verb} approval {record.id}: {refusal}."
+        await self._audit_refusal(record.id, actor, "unauthorized", message, record, attempt, trace)
+        return message
+
+    async def _transition_refused(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        transition: Transition,
+        actor: Actor,
+        attempt: str | None,
+    ) -> str:
+        """The status script refused (expired, already decided, wrong conversation, hash):
+        an expiry found this way is settled now; returns what to tell `actor`."""
+        if transition.outcome == "expired":
+            await self._after_expiry(record, checkpoint)
+        APPROVALS.labels("refused").inc()
+        message = _transition_message(record.id, transition)
+        why = _REFUSAL_KINDS.get(transition.outcome, transition.outcome)
+        await self._audit_refusal(
+            record.id, actor, why, message, record, attempt, checkpoint.trace_id
+        )
+        return message
 
     async def _audit_refusal(
         self,
@@ -607,13 +639,9 @@ class Runtime:
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
             refusal = "decisions must come from the conversation that requested them"
         if refusal is not None:
-            await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
-            APPROVALS.labels("refused").inc()
-            message = f"You cannot decide approval {record.id}: {refusal}."
-            await self._audit_refusal(
-                record.id, actor, "unauthorized", message, record, attempt, checkpoint.trace_id
+            return _refused(
+                await self._unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
             )
-            return _refused(message)
         call = checkpoint.calls[checkpoint.index]
         rejection = None if approve else _rejection(call, actor, reason)
         transition, raw_history = await self.approvals.decide(
@@ -629,15 +657,9 @@ class Runtime:
             last=_is_last(checkpoint),
         )
         if not transition.ok:
-            if transition.outcome == "expired":
-                await self._after_expiry(record, checkpoint)
-            APPROVALS.labels("refused").inc()
-            message = _transition_message(record.id, transition)
-            why = _REFUSAL_KINDS.get(transition.outcome, transition.outcome)
-            await self._audit_refusal(
-                record.id, actor, why, message, record, attempt, checkpoint.trace_id
+            return _refused(
+                await self._transition_refused(record, checkpoint, transition, actor, attempt)
             )
-            return _refused(message)
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         APPROVALS.labels(status.value).inc()
         DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
@@ -864,12 +886,9 @@ class Runtime:
         if actor.key != record.requester.key:
             refusal = await self._refusal(actor, record)
             if refusal is not None:
-                await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
-                message = f"You cannot cancel approval {record.id}: {refusal}."
-                await self._audit_refusal(
-                    record.id, actor, "unauthorized", message, record, "cancel", checkpoint.trace_id
+                return await self._unauthorized(
+                    record, actor, refusal, "cancel", checkpoint.trace_id
                 )
-                return message
         reason = f"cancelled by {actor.key}"
         transition, _ = await self.approvals.decide(
             record,
@@ -882,14 +901,7 @@ class Runtime:
             self.config.liveness_ttl,
         )
         if not transition.ok:
-            if transition.outcome == "expired":
-                await self._after_expiry(record, checkpoint)
-            message = _transition_message(record.id, transition)
-            why = _REFUSAL_KINDS.get(transition.outcome, transition.outcome)
-            await self._audit_refusal(
-                record.id, actor, why, message, record, "cancel", checkpoint.trace_id
-            )
-            return message
+            return await self._transition_refused(record, checkpoint, transition, actor, "cancel")
         record = record.model_copy(
             update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
         )
