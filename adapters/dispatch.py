@@ -48,23 +48,11 @@ async def dispatch(
         return None
     if command is None:
         return await runtime.run(session, text, actor, conversation)
-    return await _command(runtime, command, session, actor, conversation, say, help_text)
+    async with runtime.audit.unit():  # the command's record goes with what it caused
+        return await _command(runtime, command, session, actor, conversation, say, help_text)
 
 
 async def _command(
-    runtime: Runtime,
-    command: Command,
-    session: str,
-    actor: Actor,
-    conversation: ConversationRef,
-    say: Say,
-    help_text: str,
-) -> RunResult | None:
-    async with runtime.audit.unit():  # the command's record goes with what it caused
-        return await _answer(runtime, command, session, actor, conversation, say, help_text)
-
-
-async def _answer(
     runtime: Runtime,
     command: Command,
     session: str,
