@@ -18,7 +18,7 @@ from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware import ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
-from runtime.tools.base import ToolContext, ToolError, one_line
+from runtime.tools.base import ToolCancelled, ToolContext, ToolError, one_line
 from runtime.tools.registry import RUNTIME_MARKERS, ToolRegistry
 from runtime.tracing import hooks as tracing
 
@@ -225,6 +225,8 @@ class ToolExecutor:
             return _error(call, f"tool {call.name!r} is no longer enabled", ToolStatus.DENIED)
         try:
             output = await tool.run(invocation.args, invocation.context)
+        except ToolCancelled as exc:
+            return _error(call, f"{call.name} cancelled: {exc}", ToolStatus.CANCELLED)
         except ToolError as exc:
             return _error(call, f"{call.name} failed: {exc}")
         except Exception as exc:

@@ -330,7 +330,7 @@ async def test_cancelling_the_parent_cancels_the_child(
     assert len(fake_openai.requests) == 2  # neither the child nor the parent asked again
     report = [m for m in await runtime.history.load("s1") if isinstance(m, ToolMessage)]
     assert "stop reason: cancelled" in report[0].content
-    assert report[0].status is ToolStatus.COMPLETED
+    assert report[0].status is ToolStatus.CANCELLED
 
 
 @pytest.mark.parametrize(

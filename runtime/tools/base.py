@@ -48,6 +48,10 @@ class ToolError(Exception):
     """An expected failure (missing file, ambiguous edit); its message is shown to the model."""
 
 
+class ToolCancelled(ToolError):
+    """The run was cancelled while the tool worked; its message says what was done."""
+
+
 class Tool(ABC, Generic[A]):
     name: ClassVar[str]
     description: ClassVar[str]

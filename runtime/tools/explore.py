@@ -10,7 +10,7 @@ from typing import ClassVar, Protocol
 
 from pydantic import Field, field_validator
 
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, one_line
+from runtime.tools.base import Tool, ToolArgs, ToolCancelled, ToolContext, ToolOutput, one_line
 
 DEFAULT_STEPS = 6
 MAX_STEPS = 12
@@ -60,6 +60,8 @@ class ExploreTool(Tool[ExploreArgs]):
 
     async def run(self, args: ExploreArgs, ctx: ToolContext) -> ToolOutput:
         report = await self.explorer.explore(args.task, args.max_steps, ctx)
+        if ctx.cancelled.is_set():  # the report says how far it got; the call ends cancelled
+            raise ToolCancelled(report)
         return ToolOutput(report, display=f"explored: {one_line(args.task, 60)}")
 
     def summarize(self, args: ExploreArgs) -> str:
