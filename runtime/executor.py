@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.audit import AuditLog, arguments_digest
-from runtime.canonical import canonical_json, tool_fields
+from runtime.canonical import UNKNOWN_TOOL, canonical_json, tool_fields
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware import ToolInvocation, build_chain
@@ -123,7 +123,7 @@ class ToolExecutor:
                 outcome = await self._execute(calls, ctx, start, prior, grants)
         for result in outcome.results:
             # Names the model made up would grow the label set without bound.
-            tool = result.tool if self.registry.known(result.tool) else "(unknown)"
+            tool = result.tool if self.registry.known(result.tool) else UNKNOWN_TOOL
             TOOL_CALLS.labels(tool, result.status.value).inc()
         return outcome
 
