@@ -445,10 +445,13 @@ class Runtime:
 
     # --- decisions --------------------------------------------------------------------------
 
-    async def _refusal(self, actor: Actor, record: ApprovalRecord) -> str | None:
-        """Why `actor` may not decide `record` under its conversation's policy, else None."""
+    async def _refusal(
+        self, actor: Actor, record: ApprovalRecord
+    ) -> tuple[str | None, EffectivePolicy]:
+        """Why `actor` may not decide `record` under its conversation's policy (None if they
+        may), and that policy."""
         policy = await self.policies.effective(record.conversation.id)
-        return policy.approver_policy().refusal(actor, record)
+        return policy.approver_policy().refusal(actor, record), policy
 
     async def decide(
         self,
@@ -535,7 +538,7 @@ class Runtime:
             await self._audit_refusal(approval_id, actor, "unknown_id", message)
             return message, None
         record = loaded[0]
-        refusal = await self._refusal(actor, record)
+        refusal, _ = await self._refusal(actor, record)
         if refusal is not None:
             message = await self._unauthorized(record, actor, refusal, None, loaded[1].trace_id)
             return message, record.session
@@ -633,9 +636,8 @@ class Runtime:
             await self._audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
             return _refused(message)
         record, checkpoint = loaded
-        policy = await self.policies.effective(record.conversation.id)
+        refusal, policy = await self._refusal(actor, record)
         policy_read_at = time.monotonic()
-        refusal = policy.approver_policy().refusal(actor, record)
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
             refusal = "decisions must come from the conversation that requested them"
         if refusal is not None:
@@ -884,7 +886,7 @@ class Runtime:
         conversation: ConversationRef,
     ) -> str:
         if actor.key != record.requester.key:
-            refusal = await self._refusal(actor, record)
+            refusal, _ = await self._refusal(actor, record)
             if refusal is not None:
                 return await self._unauthorized(
                     record, actor, refusal, "cancel", checkpoint.trace_id
