@@ -150,8 +150,6 @@ def build_runtime(
         provider,
         tools,
         history,
-        redis,
-        keys,
         settings.max_tool_result_chars,
         policies,
         audit,

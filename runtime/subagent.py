@@ -17,8 +17,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
-
 from runtime.approval.risk import Verdict
 from runtime.audit import AuditLog
 from runtime.channel import Event
@@ -38,7 +36,6 @@ from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.store.history import HistoryStore
-from runtime.store.keys import Keys
 from runtime.tool_policy import denied
 from runtime.tools.base import Tool, ToolContext, one_line
 from runtime.tools.explore import MAX_STEPS
@@ -112,8 +109,6 @@ class Explorer:
         provider: Provider,
         tools: Sequence[Tool[Any]],
         history: HistoryStore,
-        redis: Redis,
-        keys: Keys,
         max_tool_result_chars: int,
         policies: PolicyService,
         audit: AuditLog | None = None,
@@ -124,8 +119,6 @@ class Explorer:
         self.provider = provider
         self.tools = {t.name: t for t in tools if t.name in READ_ONLY}
         self.history = history
-        self.redis = redis
-        self.keys = keys
         self.max_tool_result_chars = max_tool_result_chars
         self.policies = policies
         self.audit = audit
@@ -179,9 +172,10 @@ class Explorer:
         """The child's history, holding the task, and its `source=subagent` marker; both keys
         expire (from the start, so an explorer that crashes leaves nothing for good)."""
         history = await self.history.append_and_load(session, task)
-        meta = self.keys.session(session, "meta")
+        keys = self.history.keys
+        meta = keys.session(session, "meta")
         created = int(time.time() * 1000)
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.history.redis.pipeline(transaction=False)
         pipe.hset(
             meta,
             items=[
@@ -196,7 +190,7 @@ class Explorer:
             ],
         )
         pipe.expire(meta, CHILD_TTL)
-        pipe.expire(self.keys.history(session), CHILD_TTL)
+        pipe.expire(keys.history(session), CHILD_TTL)
         await pipe.execute()
         return history
 

@@ -56,7 +56,7 @@ def explore_runtime(
     policies = PolicyService(redis, keys, defaults, TOOLS, audit=audit)
     history = HistoryStore(redis, keys)
     base: list[Tool[Any]] = [ReadTool(), WriteTool(), EditTool(), BashTool(timeout=10)]
-    explorer = Explorer(provider, base, history, redis, keys, 16_000, policies, audit)
+    explorer = Explorer(provider, base, history, 16_000, policies, audit)
     registry = ToolRegistry([*base, ExploreTool(explorer)], enabled=enabled)
     registry.use(ToolPolicyMiddleware(policies))
     registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))

@@ -67,7 +67,8 @@ class ApprovalStore:
         self.keys = keys
         self.timeout_ms = int(timeout_s * 1000)
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
-        self.ttl_ms = self.timeout_ms + int(grace_s * 1000)
+        self.grace_ms = int(grace_s * 1000)
+        self.ttl_ms = self.timeout_ms + self.grace_ms
         self._release = redis.register_script(scripts.RELEASE)
         self._close = redis.register_script(scripts.CLOSE)
         self._enter = redis.register_script(scripts.ENTER)
@@ -101,7 +102,7 @@ class ApprovalStore:
         sweeper's hint travel in the same round trip: they live outside the session's slot.
         `timeout_s` is the conversation's approval timeout (default: the store's)."""
         timeout_ms = self.timeout_ms if timeout_s is None else int(timeout_s * 1000)
-        ttl_ms = self.ttl_ms - self.timeout_ms + timeout_ms
+        ttl_ms = timeout_ms + self.grace_ms
         pipe = self._pipeline()
         pipe.set(self.keys.approval_index(record.id), record.session, px=ttl_ms, nx=True)
         keys = self._session_keys(record.session, record.id)
