@@ -159,23 +159,21 @@ class AuditLog:
         if _UNIT.get() is not None:
             yield
             return
-        token = _UNIT.set([])
+        mine: list[tuple[AuditLog, Mapping[str, str]]] = []
+        token = _UNIT.set(mine)
         try:
             yield
         finally:
-            await self.flush()
-            _UNIT.reset(token)
+            # Its own entries, by reference: the block may end in another context (a
+            # generator finalized elsewhere), where the current unit is someone else's.
+            with contextlib.suppress(ValueError):
+                _UNIT.reset(token)
+            await _write(mine)
 
     async def flush(self) -> None:
         """Write what the current unit holds now: before a call with side effects, so its
         record and those before it are not lost if the process dies during it."""
-        pending = _UNIT.get()
-        if not pending:
-            return
-        held = list(pending)
-        pending.clear()
-        for log_ in dict.fromkeys(owner for owner, _ in held):
-            await log_.record_many([e for owner, e in held if owner is log_])
+        await _write(_UNIT.get() or [])
 
     async def record_many(self, entries: Sequence[Mapping[str, str]]) -> None:
         """Append entries built with `entry` in one round trip. Never raises."""
@@ -239,3 +237,13 @@ class AuditLog:
 
 def _entries(raw: Any) -> list[tuple[str, dict[str, str]]]:
     return [(str(i), dict(f)) for i, f in cast(list[tuple[str, dict[str, str]]], raw)]
+
+
+async def _write(pending: list[tuple[AuditLog, Mapping[str, str]]]) -> None:
+    """Write and empty a unit's held entries, one round trip per log."""
+    if not pending:
+        return
+    held = list(pending)
+    pending.clear()
+    for log_ in dict.fromkeys(owner for owner, _ in held):
+        await log_.record_many([e for owner, e in held if owner is log_])
