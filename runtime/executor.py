@@ -155,7 +155,8 @@ class ToolExecutor:
             group = self._parallel_group(prepared, duplicate_of, i)
             if len(group) > 1:
                 ran = await asyncio.gather(*(self._run_one(v, i + k) for k, v in enumerate(group)))
-                for offset, result in enumerate(ran):
+                for offset, (result, entry) in enumerate(ran):
+                    self._keep(entry)  # in the model's order, whatever finished first
                     results.append(result)
                     if result.status is ToolStatus.SUSPENDED:
                         # Its side-effect-free neighbours after it run again on resume.
@@ -168,13 +169,14 @@ class ToolExecutor:
                 tracing.tool_result(calls[i], i, canonical_arguments, result)
             elif isinstance(item, ToolResult):
                 result = self._shape(item)
-                self._note(calls[i], ctx, result)
+                self._keep(self._entry(calls[i], ctx, result))
                 known = self.registry.known(calls[i].name)
                 tracing.tool_result(calls[i], i, canonical_arguments, result, known)
                 await self._emit(ToolFinished(item.call_id, item.tool, item.status, result.display))
             else:
                 await self._audit_before(item)
-                result = await self._run_one(item, i)
+                result, entry = await self._run_one(item, i)
+                self._keep(entry)
             results.append(result)
             if result.status is ToolStatus.SUSPENDED:
                 return BatchOutcome(results[start:], suspended_at=i)
@@ -197,7 +199,11 @@ class ToolExecutor:
             group.append(item)
         return group
 
-    async def _run_one(self, invocation: ToolInvocation, index: int = 0) -> ToolResult:
+    async def _run_one(
+        self, invocation: ToolInvocation, index: int = 0
+    ) -> tuple[ToolResult, dict[str, str] | None]:
+        """Run one call through the chain: its result, and its audit entry for the caller to
+        keep in call order."""
         tool, call = invocation.tool, invocation.call
         span = tracing.tool_started(call, index, canonical_arguments)
         await self._emit(ToolStarted(call.id, tool.name, tool.summarize(invocation.args)))
@@ -211,11 +217,11 @@ class ToolExecutor:
             log.exception("tool chain failed for %s", call.name)
             result = _error(call, f"not executed: {type(exc).__name__} while checking the call")
         elapsed = (time.perf_counter() - began) * 1000
-        self._note(call, invocation.context, result, elapsed, invocation.grant)
+        entry = self._entry(call, invocation.context, result, elapsed, invocation.grant)
         tracing.tool_finished(span, result, invocation.grant)
         log.info("session %s: %s %s", invocation.context.session, tool.name, result.status.value)
         await self._emit(ToolFinished(call.id, tool.name, result.status, result.display))
-        return result
+        return result, entry
 
     async def _invoke_tool(self, invocation: ToolInvocation) -> ToolResult:
         """The end of the chain: re-resolve the tool (policy may have changed) and run it."""
@@ -258,37 +264,41 @@ class ToolExecutor:
         if self.emit is not None:
             await self.emit(event)
 
-    def _note(
+    def _keep(self, entry: dict[str, str] | None) -> None:
+        if entry is not None and self.audit is not None:
+            self.audit.keep(entry)
+
+    def _entry(
         self,
         call: ToolCall,
         ctx: ToolContext,
         result: ToolResult,
         duration_ms: float | None = None,
         approval: str | None = None,
-    ) -> None:
-        """Audit a call that went through the chain (or failed to prepare): its status and
-        duration; of its arguments only a hash and the key names, never the values."""
+    ) -> dict[str, str] | None:
+        """The audit entry of a call that went through the chain (or failed to prepare): its
+        status and duration; of its arguments only a hash and the key names, never the
+        values."""
         if self.audit is None:
-            return
+            return None
         try:
             digest, keys = arguments_digest(canonical_arguments(call))
-            self.audit.keep(
-                self.audit.entry(
-                    "tool_executed",
-                    ctx.actor.key if ctx.actor else "",
-                    session=ctx.session,
-                    conversation=ctx.conversation.id if ctx.conversation else None,
-                    **tool_fields(call.name, self.registry.known(call.name)),
-                    call=call.id,
-                    status=result.status.value,
-                    duration_ms=None if duration_ms is None else round(duration_ms, 1),
-                    args_sha256=digest,
-                    arg_keys=keys or None,
-                    approval=approval,
-                )
+            return self.audit.entry(
+                "tool_executed",
+                ctx.actor.key if ctx.actor else "",
+                session=ctx.session,
+                conversation=ctx.conversation.id if ctx.conversation else None,
+                **tool_fields(call.name, self.registry.known(call.name)),
+                call=call.id,
+                status=result.status.value,
+                duration_ms=None if duration_ms is None else round(duration_ms, 1),
+                args_sha256=digest,
+                arg_keys=keys or None,
+                approval=approval,
             )
         except Exception as exc:  # the call has run: auditing it must not fail the run
             log.warning("audit: a tool_executed entry was not recorded: %s", type(exc).__name__)
+            return None
 
     async def _audit_before(self, invocation: ToolInvocation) -> None:
         """Before a call that is not parallel-safe, write what is held: the calls before it

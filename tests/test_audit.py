@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis as syncredis
@@ -638,3 +638,28 @@ async def test_follow_prints_new_entries_until_ctrl_c(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_parallel_calls_are_recorded_in_the_models_order(
+    redis: aioredis.Redis, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent reads finish in any order; their entries follow the batch's order."""
+    for name in ("slow.txt", "fast.txt"):
+        (workdir / name).write_text(name)
+    run = ReadTool.run
+
+    async def slow_first(self: ReadTool, args: Any, ctx: ToolContext) -> Any:
+        if args.path == "slow.txt":
+            await asyncio.sleep(0.2)
+        return await run(self, args, ctx)
+
+    monkeypatch.setattr(ReadTool, "run", slow_first)
+    executor = ToolExecutor(ToolRegistry([ReadTool()]), audit=audit_log(redis))
+    ctx = ToolContext(session="s17", workdir=workdir, actor=ALICE, conversation=HERE)
+    batch = [
+        ToolCall(id=f"c{i}", name="read", arguments=json.dumps({"path": path}))
+        for i, path in enumerate(("slow.txt", "fast.txt"))
+    ]
+    await executor.execute(batch, ctx)
+    entries = of(await trail(redis), "tool_executed")
+    assert [e.fields["call"] for e in entries] == ["c0", "c1"]
