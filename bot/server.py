@@ -31,7 +31,7 @@ from adapters.slack.channel import SlackChannel, web_client
 from adapters.slack.inbound import SlackIdentity
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
-from bot.wiring import build_runtime
+from bot.wiring import build_runtime, build_sandbox
 from bot.worker import Worker, sweep_forever
 from runtime.agent import Release, Runtime
 from runtime.approval.authz import OPERATOR_PLATFORM
@@ -43,6 +43,7 @@ from runtime.policy.model import PolicyDocument
 from runtime.store.connection import connect
 from runtime.store.inbox import Inbox, Job
 from runtime.store.keys import Keys
+from runtime.tools.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class Service:
     slack: SlackAdapter | None
     feishu: FeishuAdapter | None
     http: ClientSession  # shared by the platform clients: connections are kept open
+    sandbox: Sandbox  # how bash commands are contained here
     long_connection: LongConnection | None = None  # Feishu's, once started
 
     async def aclose(self) -> None:
@@ -130,7 +132,8 @@ async def _build(
     with_worker: bool,
 ) -> Service:
     router = Router()
-    runtime = build_runtime(settings, policy, redis, router)
+    sandbox = build_sandbox(settings)
+    runtime = build_runtime(settings, policy, redis, router, sandbox=sandbox)
     ingest = Ingest(inbox, runtime.approvals)
     runtime.release = _release_through(ingest)
     slack = feishu = None
@@ -166,7 +169,7 @@ async def _build(
             concurrency=settings.worker_concurrency,
             reclaim_idle=settings.reclaim_idle,
         )
-    return Service(redis, inbox, runtime, worker, slack, feishu, http)
+    return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox)
 
 
 def _release_through(ingest: Ingest) -> Release:
@@ -223,7 +226,9 @@ def build_app(service: Service, platforms: bool = True) -> web.Application:
         problems = await service.ready()
         if problems:
             return web.Response(status=503, text="; ".join(problems) + "\n")
-        return web.Response(text="ready\n")
+        # Degraded but safe (every bash call asks): ready, with the reason in the details.
+        missing = service.sandbox.missing
+        return web.Response(text="ready\n" + (f"warning: {missing}\n" if missing else ""))
 
     async def metrics(_: web.Request) -> web.Response:
         with contextlib.suppress(RedisError, OSError):
@@ -323,7 +328,8 @@ def _announce(settings: Settings, service: Service, http: bool) -> None:
     worker = "no worker here" if service.worker is None else f"worker {service.runtime.worker_id}"
     enabled = ", ".join(platforms) or "none (set SLACK_BOT_TOKEN or FEISHU_APP_ID)"
     print(
-        f"clawgate: {where}; platforms: {enabled}; {worker}",
+        f"clawgate: {where}; platforms: {enabled}; {worker}; "
+        f"bash sandbox: {service.sandbox.describe()}",
         file=sys.stderr,
         flush=True,
     )

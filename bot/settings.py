@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from runtime.tools.sandbox import NetworkAccess, SandboxMode
+
 CommaList = Annotated[list[str], NoDecode]
 DEFAULT_POLICY_FILE = Path("clawgate.toml")
 
@@ -43,6 +45,9 @@ class Settings(BaseSettings):
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)
     bash_output_limit: int = Field(256_000, alias="CLAWGATE_BASH_OUTPUT_LIMIT", ge=1024)
+    # The OS boundary of bash commands: bwrap when it works (auto), required, or off.
+    sandbox: SandboxMode = Field(SandboxMode.AUTO, alias="CLAWGATE_SANDBOX")
+    sandbox_network: NetworkAccess = Field(NetworkAccess.APPROVED, alias="CLAWGATE_SANDBOX_NETWORK")
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
     log_format: Literal["text", "json"] = Field("text", alias="CLAWGATE_LOG_FORMAT")
     # Serving: the inbox and its workers.

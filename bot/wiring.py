@@ -30,6 +30,7 @@ from runtime.tools.bash import BashTool
 from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tools.sandbox import Sandbox, SandboxUnavailable, probe
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 
@@ -51,12 +52,25 @@ def build_provider(settings: Settings) -> Provider:
     )
 
 
-def file_and_shell_tools(settings: Settings) -> list[Tool[Any]]:
+def build_sandbox(settings: Settings) -> Sandbox:
+    """Probe the OS sandbox once; CLAWGATE_SANDBOX=bwrap without a working bwrap is a
+    settings error (the operator asked for containment), `auto` falls back to asking."""
+    try:
+        return probe(settings.sandbox, settings.sandbox_network)
+    except SandboxUnavailable as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def file_and_shell_tools(settings: Settings, sandbox: Sandbox) -> list[Tool[Any]]:
     return [
         ReadTool(),
         WriteTool(),
         EditTool(),
-        BashTool(timeout=settings.bash_timeout, output_limit=settings.bash_output_limit),
+        BashTool(
+            timeout=settings.bash_timeout,
+            output_limit=settings.bash_output_limit,
+            sandbox=sandbox,
+        ),
     ]
 
 
@@ -126,7 +140,9 @@ def build_runtime(
     redis: Redis,
     channel: Channel,
     extra_admins: Iterable[str] = (),
+    sandbox: Sandbox | None = None,
 ) -> Runtime:
+    """`sandbox`: probed from the settings when not given."""
     config = RuntimeConfig(
         workdir=settings.workdir,
         max_steps=settings.max_steps,
@@ -145,7 +161,7 @@ def build_runtime(
         )
     provider = build_provider(settings)
     history = HistoryStore(redis, keys)
-    tools = file_and_shell_tools(settings)
+    tools = file_and_shell_tools(settings, sandbox or build_sandbox(settings))
     explorer = Explorer(
         provider,
         tools,

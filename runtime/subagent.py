@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from runtime.approval.middleware import assess
 from runtime.approval.risk import Verdict
 from runtime.audit import AuditLog
 from runtime.channel import Event
@@ -77,11 +78,12 @@ class ReadOnlyGuard:
                 invocation, f"{name} is not allowed to the explorer here ({verdict.source})"
             )
         risk = self.policies.risk_policy(policy.risk)
-        decision = risk.assess(name, invocation.args.model_dump(mode="json"))
-        if decision.verdict is not Verdict.ALLOW:
-            why = "; ".join(decision.reasons)
+        decision = await assess(risk, invocation)
+        reasons = [*decision.reasons, *filter(None, [invocation.tool.uncontained()])]
+        if decision.verdict is not Verdict.ALLOW or reasons:
+            why = "; ".join(reasons)
             return denied(invocation, f"the explorer only runs read-only calls ({why})")
-        return await call_next(invocation)
+        return await call_next(invocation)  # read-only: the context's default access
 
 
 async def explorer_policy(policies: PolicyService, ctx: ToolContext) -> EffectivePolicy:

@@ -62,7 +62,7 @@ async def test_openai_compatible_server_drives_tools_in_chat(
     workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = [
-        calls(("call_1", "bash", {"command": "echo tool-ran-$((6*7))"})),
+        calls(("call_1", "bash", {"command": "echo tool-ran-42"})),
         reply("The command printed tool-ran-42."),
     ]
     env = clean_env(OPENAI_BASE_URL=fake_openai.base_url, CLAWGATE_MODEL="fake-model")

@@ -633,7 +633,9 @@ async def test_an_unreachable_redis_is_a_clear_line_and_exit_1(
     assert lines[-1].startswith("clawgate: cannot reach Redis"), lines
 
 
-def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call() -> None:
+def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call(
+    tmp_path: Path,
+) -> None:
     from runtime.approval.risk import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
 
     policy = RiskPolicy(
@@ -652,7 +654,7 @@ def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call
         assert "the policy file (admins change it outside clawgate)" in decision.reasons[0]
     assert policy.assess("read", {"path": "conf/clawgate.toml"}).verdict is Verdict.ALLOW
     for command in ("cat conf/clawgate.toml", "grep deny *"):  # reading it stays possible
-        assert policy.assess("bash", {"command": command}).verdict is Verdict.ALLOW
+        assert policy.assess("bash", {"command": command}, tmp_path).verdict is Verdict.ALLOW
     assert policy.assess("write", {"path": "other.toml", "content": ""}).verdict is Verdict.ALLOW
 
 

@@ -5,7 +5,9 @@ Every case asserts the verdict and, for ASK and DENY, that a reason names what w
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +26,11 @@ ALLOW, ASK, DENY = Verdict.ALLOW, Verdict.ASK, Verdict.DENY
 Case = tuple[str, Verdict, str]  # command, verdict, a text one of the reasons must contain
 
 
+EMPTY_WORKDIR = Path(tempfile.mkdtemp(prefix="clawgate-risk-"))  # globs match nothing here
+
+
 def bash(command: str, policy: RiskPolicy | None = None) -> RiskDecision:
-    return (policy or RiskPolicy()).assess("bash", {"command": command})
+    return (policy or RiskPolicy()).assess("bash", {"command": command}, EMPTY_WORKDIR)
 
 
 def expect(decision: RiskDecision, verdict: Verdict, mention: str) -> None:
@@ -61,7 +66,7 @@ COMMENTS: list[Case] = [
     ("ls;#x\nrm y", ASK, "rm deletes files"),
     ("echo '#' ; rm x", ASK, "rm deletes files"),
     ("echo \\# ; rm x", ASK, "rm deletes files"),
-    ("echo $(ls # )\n)", ALLOW, ""),
+    ("echo $(ls # )\n)", ASK, "does not fully check: an expansion"),
 ]
 
 WRAPPERS: list[Case] = [
@@ -185,8 +190,8 @@ SUBSTITUTIONS: list[Case] = [
     ("echo $(( $(rm x) + 1 ))", ASK, "rm deletes files"),
     ("x=$(rm y)", ASK, "rm deletes files"),
     ("echo > $(rm x)", ASK, "rm deletes files"),
-    ("ls $(echo .)", ALLOW, ""),
-    ("echo $((1 + 2))", ALLOW, ""),
+    ("ls $(echo .)", ASK, "does not fully check: an expansion"),
+    ("echo $((1 + 2))", ASK, "does not fully check: an expansion"),
     ("echo '$(rm -rf x)'", ALLOW, ""),
     ("echo '`rm x`'", ALLOW, ""),
     ('echo "\\$(rm x)"', ALLOW, ""),
@@ -196,8 +201,8 @@ HEREDOCS: list[Case] = [
     ("cat <<EOF\n$(rm x)\nEOF", ASK, "rm deletes files"),
     ("cat <<EOF\nhello\nEOF\nrm x", ASK, "rm deletes files"),
     ("cat <<-EOF\n\thello\n\tEOF\nrm x", ASK, "rm deletes files"),
-    ("cat <<'EOF'\n$(rm x)\nEOF", ALLOW, ""),
-    ("cat <<EOF\nrm -rf x\nEOF", ALLOW, ""),  # the body is text for cat
+    ("cat <<'EOF'\n$(rm x)\nEOF", ASK, "does not fully check: the redirection '<<'"),
+    ("cat <<EOF\nrm -rf x\nEOF", ASK, "does not fully check: the redirection '<<'"),
     ("bash <<EOF\nrm x\nEOF", ASK, "bash runs commands from its input"),
     ("cat <<EOF > f\nx\nEOF", ASK, "writes to f"),
 ]
@@ -207,9 +212,9 @@ GROUPS: list[Case] = [
     ("( (rm x) )", ASK, "rm deletes files"),
     ("{ rm x; }", ASK, "rm deletes files"),
     ("if true; then rm x; fi", ASK, "rm deletes files"),
-    ("if ls; then cat x; else echo no; fi", ALLOW, ""),
+    ("if ls; then cat x; else echo no; fi", ASK, "does not fully check: shell block"),
     ("while true; do rm x; done", ASK, "rm deletes files"),
-    ("for f in *.py; do wc -l $f; done", ALLOW, ""),
+    ("for f in *.py; do wc -l $f; done", ASK, "does not fully check: shell block"),
     ("for f in $(rm x); do echo $f; done", ASK, "rm deletes files"),
     ("ls | while read f; do rm $f; done", ASK, "rm deletes files"),
     ("f() { rm x; }; f", ASK, "rm deletes files"),
@@ -217,7 +222,7 @@ GROUPS: list[Case] = [
     ("! rm x", ASK, "rm deletes files"),
     ("[ -f x ] && cat x", ALLOW, ""),
     ("test -d x || ls", ALLOW, ""),
-    ("[[ -f x ]] && cat x", ASK, "[[ is not a known read-only program"),
+    ("[[ -f x ]] && cat x", ALLOW, ""),
 ]
 
 CATASTROPHIC: list[Case] = [
@@ -287,8 +292,15 @@ PROGRAMS: list[Case] = [
     ("killall node", ASK, "killall signals processes"),
     ("frobnicate --all", ASK, "frobnicate is not a known read-only program"),
     ("python3 script.py", ASK, "python3 is not a known read-only program"),
-    ("sed -i s/a/b/ f", ASK, "sed is not a known read-only program"),
-    ("awk '{system(\"rm x\")}'", ASK, "awk is not a known read-only program"),
+    ("sed -i s/a/b/ f", ASK, "sed option -i is not known to only read"),
+    ("sed 's/a/b/w out' f", ASK, "is not known to only read"),
+    ("sed '1e touch x' f", ASK, "is not known to only read"),
+    ("awk '{system(\"rm x\")}'", ASK, "the awk program may write files, run commands"),
+    ("awk 'BEGIN{while((getline l < \".env\")>0) print l}'", ASK, "the awk program may"),
+    ("awk -f prog.awk f", ASK, "awk option -f"),
+    ("jq --rawfile x .env .", ASK, "jq option --rawfile"),
+    ("jq -n env", ASK, "reads the environment"),
+    ("python3 -c 'print(1)'", ASK, "python3 is not a known read-only program"),
     ("eval 'rm x'", ASK, "eval is not a known read-only program"),
     ("source env.sh", ASK, "source is not a known read-only program"),
     ("bash script.sh", ASK, "bash runs the script script.sh"),
@@ -430,7 +442,7 @@ SAFE: list[Case] = [
     ("git log --oneline | head -5", ALLOW, ""),
     ("LC_ALL=C sort x", ALLOW, ""),
     ("GIT_PAGER=cat git log", ALLOW, ""),
-    ("x=1; echo $x", ALLOW, ""),
+    ("x=1; echo $x", ASK, "does not fully check: an expansion"),
     ("", ALLOW, ""),
 ]
 
@@ -463,19 +475,17 @@ READ_ONLY_OPTIONS: list[Case] = [
     ("date --set=now", ASK, "sets the system clock"),
     ("printf -v x '%s' y", ASK, "printf -v assigns a shell variable"),
     ("[ -v 'a[$(rm x)]' ]", ASK, "evaluates an array subscript"),
-    ("test -v x", ALLOW, ""),
+    ("test -v x", ASK, "evaluates an array subscript"),
+    ("[[ -v x ]]", ASK, "evaluates an array subscript"),
+    ("[[ x -eq 1 ]]", ASK, "evaluates its operands as arithmetic"),
+    ("[[ 2 -eq 1 ]]", ALLOW, ""),
 ]
 
 EXPANSIONS: list[Case] = [
     # A word bash expands may become an option of a read-only program, or a command.
     ("x=-delete; find . $x", ASK, "$x may expand to an option of find"),
     ('find . "$x"', ASK, "may expand to an option of find"),
-    ("find * -name x", ASK, "* may expand to an option of find"),  # a file named -delete
-    ("find . -name *.py", ASK, "may expand to an option of find"),
     ("echo -delete | xargs find .", ASK, "the input of xargs may expand to an option of find"),
-    ("rg foo *", ASK, "may expand to an option of rg"),
-    ("sort *", ASK, "may expand to an option of sort"),
-    ("uniq *.txt", ASK, "may expand to an option of uniq"),
     ("timeout $t ls", ASK, "timeout argument $t may expand to other words"),
     ("nice -n $n ls", ASK, "nice argument $n may expand to other words"),
     ("ls | xargs -I{} sh -c 'echo {}'", ASK, "only known when it runs"),
@@ -531,6 +541,53 @@ BASH_CASES = [
 @pytest.mark.parametrize(("command", "verdict", "mention"), BASH_CASES)
 def test_bash(command: str, verdict: Verdict, mention: str) -> None:
     expect(bash(command), verdict, mention)
+
+
+@pytest.mark.parametrize(
+    ("command", "verdict", "mention"),
+    [
+        ("find * -name x", ASK, "* matches -delete, which reads as an option"),
+        ("rg foo *", ASK, "* matches --pre=sh, which reads as an option"),
+        ("sort *", ASK, "which reads as an option"),
+        ("cat .e*", ASK, "reads .env (an environment file"),
+        ("cp .e* leaked", ASK, "reads .env"),
+        ("cat *.txt", ALLOW, ""),
+        ("find . -name *.md", ALLOW, ""),  # matches nothing: bash passes it as written
+        ("cat [n]otes.txt", ALLOW, ""),
+        ("cat .[^x]nv", ASK, "reads .env"),  # bash's ^ negation, read as !
+        ("cat src/../../*", ASK, "a glob that reaches outside the work directory"),
+        ("cat [[:alpha:]]*", ASK, "a glob with a character class"),
+    ],
+)
+def test_globs_are_expanded_and_judged_as_bash_sees_them(
+    tmp_path: Path, command: str, verdict: Verdict, mention: str
+) -> None:
+    for name in ("-delete", "--pre=sh", ".env", "notes.txt", "a.py"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "src").mkdir()
+    expect(RiskPolicy().assess("bash", {"command": command}, tmp_path), verdict, mention)
+
+
+def test_symlinks_are_judged_by_where_they_lead(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("API_TOKEN=x")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").symlink_to("../.env")
+    (tmp_path / "docs" / "git.md").symlink_to("../.git/config")
+    policy = RiskPolicy()
+    expect(policy.assess("bash", {"command": "cat docs/notes.md"}, tmp_path), ASK, "leads to .env")
+    expect(policy.assess("read", {"path": "docs/notes.md"}, tmp_path), ASK, "a link to .env")
+    decision = policy.assess("write", {"path": "docs/git.md", "content": "x"}, tmp_path)
+    expect(decision, ASK, "a link to .git/config")
+
+
+def test_cd_moves_where_later_words_are_judged(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / ".env").write_text("x")
+    policy = RiskPolicy()
+    expect(policy.assess("bash", {"command": "cd src && ls"}, tmp_path), ALLOW, "")
+    expect(policy.assess("bash", {"command": "cd src && cat .e*"}, tmp_path), ASK, "reads .env")
+    expect(policy.assess("bash", {"command": "cd .. && ls"}, tmp_path), ASK, "leaves the work")
+    expect(policy.assess("bash", {"command": "cd /etc && ls"}, tmp_path), ASK, "leaves the work")
 
 
 def test_denials_come_first_and_reasons_are_deduplicated() -> None:
@@ -668,7 +725,7 @@ def test_a_file_tool_without_a_path_asks(tool: str) -> None:
 
 
 def test_safe_tools_are_allowed_whatever_their_arguments() -> None:
-    expect(RiskPolicy().assess("read", {"path": ".env"}), ALLOW, "")
+    expect(RiskPolicy().assess("read", {"path": "notes.txt"}), ALLOW, "")
     policy = RiskPolicy(RiskConfig(safe_tools=["read", "search"]))
     expect(policy.assess("search", {"query": "x"}), ALLOW, "")
 
@@ -681,11 +738,11 @@ def test_unknown_tools_ask() -> None:
 
 
 def test_safe_programs_extend_the_read_only_list() -> None:
-    policy = RiskPolicy(RiskConfig(safe_programs=["jq", "mkdir"]))
-    expect(bash("jq . data.json", policy), ALLOW, "")
+    policy = RiskPolicy(RiskConfig(safe_programs=["yq", "mkdir"]))
+    expect(bash("yq . data.json", policy), ALLOW, "")
     expect(bash("mkdir -p build", policy), ALLOW, "")
-    expect(bash("jq . x > out.json", policy), ASK, "writes to out.json")  # other rules still apply
-    expect(bash("jq . x", RiskPolicy()), ASK, "jq is not a known read-only program")
+    expect(bash("yq . x > out.json", policy), ASK, "writes to out.json")  # other rules still apply
+    expect(bash("yq . x", RiskPolicy()), ASK, "yq is not a known read-only program")
 
 
 def test_safe_programs_never_lift_a_denial() -> None:
@@ -888,7 +945,7 @@ def test_reading_secret_locations_with_read_only_programs_asks(command: str, nee
 
 @pytest.mark.parametrize("command", ["cat README.md", "ls /usr/bin", "ls *.py", "grep -rn x ."])
 def test_ordinary_reads_still_run(command: str) -> None:
-    assert RiskPolicy().assess("bash", {"command": command}).verdict is Verdict.ALLOW
+    assert bash(command).verdict is Verdict.ALLOW
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.bash import BashTool
 from runtime.tools.files import ReadTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tools.sandbox import Sandbox, SandboxMode
 from tests import support
 from tests.fake_openai import FakeOpenAI, calls, error, reply
 from tests.support import ALICE as ACTOR
@@ -259,7 +260,8 @@ async def test_cancel_stops_the_run_before_the_next_call(
         ),
         reply("never asked"),
     ]
-    ungated = ToolRegistry([BashTool(timeout=10)])  # touch would otherwise wait for approval
+    # touch would otherwise wait for approval (and run read-only without it)
+    ungated = ToolRegistry([BashTool(timeout=10, sandbox=Sandbox(SandboxMode.OFF))])
     runtime, channel, history = make_runtime(
         redis, workdir, openai_provider(fake_openai), registry=ungated
     )

@@ -1,4 +1,7 @@
-"""The bash tool: workdir, scrubbed environment, output cap, and killing the whole group."""
+"""The bash tool: workdir, scrubbed environment, output cap, and killing the whole group.
+
+These run the tool uncontained (CLAWGATE_SANDBOX=off) so that the host sees the pids the
+commands print; the sandbox itself is tested in test_sandbox.py."""
 
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ import pytest
 
 from runtime.tools.base import ToolContext, ToolOutput
 from runtime.tools.bash import BashArgs, BashTool
+from runtime.tools.sandbox import Sandbox, SandboxMode
 
 GUARD = 15.0  # seconds: a broken kill makes the test fail instead of hanging
+UNCONTAINED = Sandbox(SandboxMode.OFF)
 
 
 @pytest.fixture
@@ -25,7 +30,7 @@ def ctx(workdir: Path) -> ToolContext:
 async def bash(
     ctx: ToolContext, command: str, tool: BashTool | None = None, timeout: float | None = None
 ) -> ToolOutput:
-    tool = tool or BashTool()
+    tool = tool or BashTool(sandbox=UNCONTAINED)
     return await asyncio.wait_for(tool.run(BashArgs(command=command, timeout=timeout), ctx), GUARD)
 
 
@@ -115,7 +120,7 @@ async def test_home_is_workdir(ctx: ToolContext, workdir: Path) -> None:
 
 
 async def test_output_is_capped(ctx: ToolContext) -> None:
-    tool = BashTool(output_limit=1024)
+    tool = BashTool(output_limit=1024, sandbox=UNCONTAINED)
     out = await bash(ctx, "head -c 100000 /dev/zero | tr '\\0' a", tool=tool)
     body, _, _ = out.text.partition("\n[")
     assert set(body.strip()) == {"a"}
@@ -126,12 +131,12 @@ async def test_output_is_capped(ctx: ToolContext) -> None:
 
 
 async def test_output_under_cap_not_cut(ctx: ToolContext) -> None:
-    out = await bash(ctx, "printf 'abc'", tool=BashTool(output_limit=1024))
+    out = await bash(ctx, "printf 'abc'", tool=BashTool(output_limit=1024, sandbox=UNCONTAINED))
     assert out.text == "abc\n[exit code 0]"
 
 
 async def test_timeout_kills_process_group(ctx: ToolContext, workdir: Path) -> None:
-    tool = BashTool(timeout=1)
+    tool = BashTool(timeout=1, sandbox=UNCONTAINED)
     out = await bash(ctx, "sleep 30 & echo $! > child.pid; sleep 30", tool=tool)
     pid = read_pid(workdir / "child.pid")
     try:
@@ -144,7 +149,9 @@ async def test_timeout_kills_process_group(ctx: ToolContext, workdir: Path) -> N
 
 async def test_cancellation_kills_process_group(ctx: ToolContext, workdir: Path) -> None:
     task = asyncio.create_task(
-        BashTool().run(BashArgs(command="sleep 30 & echo $! > child.pid; sleep 30"), ctx)
+        BashTool(sandbox=UNCONTAINED).run(
+            BashArgs(command="sleep 30 & echo $! > child.pid; sleep 30"), ctx
+        )
     )
     pid = await wait_for_pid_file(workdir / "child.pid")
     try:
@@ -173,7 +180,11 @@ async def test_background_children_killed_after_normal_exit(
 async def test_background_child_holding_stdout_killed(ctx: ToolContext, workdir: Path) -> None:
     # The child inherits the output pipe; the call must still end when bash exits, not at
     # the timeout (asyncio's Process.wait() alone would wait for the pipe to close).
-    out = await bash(ctx, "sleep 30 & echo $! > bg.pid; echo done", tool=BashTool(timeout=20))
+    out = await bash(
+        ctx,
+        "sleep 30 & echo $! > bg.pid; echo done",
+        tool=BashTool(timeout=20, sandbox=UNCONTAINED),
+    )
     pid = read_pid(workdir / "bg.pid")
     try:
         assert "done" in out.text
@@ -191,7 +202,7 @@ async def test_child_escaping_the_group_cannot_hold_the_call_open(
         ctx,
         "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc.pid; exec sleep 60' & "
         "while [ ! -e esc.pid ]; do sleep 0.01; done; echo started",
-        tool=BashTool(timeout=20),
+        tool=BashTool(timeout=20, sandbox=UNCONTAINED),
     )
     pid = read_pid(workdir / "esc.pid")
     try:
@@ -203,19 +214,19 @@ async def test_child_escaping_the_group_cannot_hold_the_call_open(
 
 
 async def test_per_call_timeout_capped_by_tool_timeout(ctx: ToolContext) -> None:
-    tool = BashTool(timeout=1)
+    tool = BashTool(timeout=1, sandbox=UNCONTAINED)
     out = await bash(ctx, "sleep 30", tool=tool, timeout=600)
     assert "timed out after 1s" in out.text
 
 
 async def test_per_call_timeout_may_be_shorter(ctx: ToolContext) -> None:
-    tool = BashTool(timeout=600)
+    tool = BashTool(timeout=600, sandbox=UNCONTAINED)
     out = await bash(ctx, "sleep 30", tool=tool, timeout=0.5)
     assert "timed out after 0.5s" in out.text
 
 
 def test_summarize_is_one_short_line() -> None:
-    tool = BashTool()
+    tool = BashTool(sandbox=UNCONTAINED)
     assert tool.summarize(BashArgs(command="echo   a\n  b")) == "$ echo a b"
     summary = tool.summarize(BashArgs(command="x" * 200))
     assert len(summary) <= 2 + 80

@@ -264,10 +264,10 @@ async def test_concurrent_calls_hang_under_their_step_in_call_order(
 async def test_metadata_mode_keeps_hashes_and_sizes_but_no_text(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    (workdir / "secret-notes.txt").write_text("FILE-SENTINEL-3141 the launch code")
+    (workdir / "launch-notes.txt").write_text("FILE-SENTINEL-3141 the launch code")
     fake_openai.script = [
         calls(("call_1", "read", {"path": "ARG-SENTINEL-2718/missing.txt"})),
-        calls(("call_2", "read", {"path": "secret-notes.txt"})),
+        calls(("call_2", "read", {"path": "launch-notes.txt"})),
         reply("ANSWER-SENTINEL-1618"),
     ]
     runtime, _, store = traced(redis, workdir, openai(fake_openai), "metadata")
@@ -280,7 +280,7 @@ async def test_metadata_mode_keeps_hashes_and_sizes_but_no_text(
     assert stored is not None
     for sentinel in ("PROMPT-SENTINEL", "ARG-SENTINEL", "FILE-SENTINEL", "ANSWER-SENTINEL"):
         assert sentinel not in stored
-    assert "secret-notes.txt" not in stored  # argument values are text too
+    assert "launch-notes.txt" not in stored  # argument values are text too
     assert doc.mode == "metadata"
     assert all(not s.payloads for s in doc.spans())
     assert doc.root.attributes["input_chars"] == len("PROMPT-SENTINEL-1414 what is in it?")

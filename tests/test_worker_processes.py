@@ -1,6 +1,10 @@
 """`clawgate serve` plus `clawgate worker` as real processes sharing one Redis inbox: every
 message answered once, in order per thread, by both processes; a worker killed mid-job has
-its job taken over by the other one."""
+its job taken over by the other one.
+
+Each process finds its own `worker-id` program first on its PATH, which prints the process's
+pid: that is how an answer tells who ran it. The processes run bash uncontained
+(CLAWGATE_SANDBOX=off) so that the test can find their commands in /proc."""
 
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ from tests.test_console_chat import CLAWGATE, clean_env
 
 SECRET = "worker-test-signing-secret"
 CHANNEL = "C111"
-# `sleep` is harmless here; the built-in policy would ask before running it.
-POLICY = '[risk]\nsafe_programs = ["sleep"]\n'
+# `worker-id` is the test's own harmless program; the built-in policy would ask before it.
+POLICY = '[risk]\nsafe_programs = ["worker-id"]\n'
 ANSWER = re.compile(r"^(?P<tag>\S+) pid=(?P<pid>\d+)$")
 
 
@@ -41,6 +45,9 @@ class Clawgate:
 
     @classmethod
     async def start(cls, command: str, env: dict[str, str], cwd: Path) -> Clawgate:
+        bin_dir = cwd.parent / f"bin-{command}"
+        bin_dir.mkdir(exist_ok=True)
+        env = {**env, "PATH": f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"}
         proc = await asyncio.create_subprocess_exec(
             *CLAWGATE,
             command,
@@ -50,6 +57,9 @@ class Clawgate:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
+        worker_id = bin_dir / "worker-id"  # found on PATH when a command runs
+        worker_id.write_text(f'#!/bin/sh\necho "$1 pid={proc.pid}"\n')
+        worker_id.chmod(0o755)
         return cls(proc, command)
 
     @property
@@ -105,6 +115,7 @@ def serve_env(
         CLAWGATE_WORKER_CONCURRENCY="8",
         CLAWGATE_SHUTDOWN_GRACE="2",
         CLAWGATE_LOG_LEVEL="INFO",
+        CLAWGATE_SANDBOX="off",
         SLACK_BOT_TOKEN="xoxb-test",
         SLACK_SIGNING_SECRET=SECRET,
         SLACK_API_URL=fake.base_url,
@@ -191,9 +202,7 @@ async def test_messages_are_answered_once_in_thread_order_by_both_processes(
     for n in range(per_thread):  # interleaved: thread 0, 1, 2, 3, thread 0, 1, ...
         for k in range(threads):
             tag = f"t{k}-{n}"
-            sent = await cluster.post(
-                f"run: echo {tag} pid=$PPID", thread_ts=roots[k] if n else None
-            )
+            sent = await cluster.post(f"run: worker-id {tag}", thread_ts=roots[k] if n else None)
             events.append(sent)
             if n == 0:
                 roots.append(str(sent[0]["ts"]))
@@ -241,10 +250,10 @@ def _bash_running(command: str) -> tuple[int, int] | None:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the bash in /proc")
 async def test_job_of_a_killed_worker_is_taken_over_and_answered(cluster: Cluster) -> None:
-    slow = "sleep 2; echo slow-done pid=$PPID"
+    slow = "sleep 2; worker-id slow-done"
     root, _ = await cluster.post(f"run: {slow}")
     thread = str(root["ts"])
-    await cluster.post("run: echo after-slow pid=$PPID", thread_ts=thread)
+    await cluster.post("run: worker-id after-slow", thread_ts=thread)
 
     found = await cluster.fake.await_for(lambda: _bash_running(slow), timeout=15, what="bash")
     bash_pid, owner = found

@@ -7,12 +7,29 @@ command to be a known read-only program used in a read-only way (see `runtime.ap
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
+from runtime.approval import program_scripts
+from runtime.approval.secrets import (
+    HARMLESS_DEVICES,
+    home_directory,
+    resolved,
+    secret_location,
+)
+from runtime.approval.secrets import is_device as _is_device
 from runtime.approval.shell import Redirect, Segment, ShellAnalysis, parse_shell
+from runtime.approval.static_shell import (
+    NotStatic,
+    Script,
+    assignment_name,
+    expand,
+    parse_static,
+)
 
 # -- program tables -----------------------------------------------------------------------------
 
@@ -21,7 +38,9 @@ READ_ONLY = frozenset(
     {
         "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "pwd", "echo", "true",
         "false", "whoami", "uname", "basename", "dirname", "realpath", "stat", "du", "df",
-        "cut", "tr", "diff", "cmp", "which", "type",
+        "cut", "tr", "diff", "cmp", "which", "type", "sleep", "nl", "tac", "rev", "paste",
+        "join", "comm", "column", "md5sum", "sha1sum", "sha256sum", "sha512sum", "seq", "id",
+        "hostname", "printenv", "expr", "readlink", "locale", "nproc", "arch", "tty",
     }
 )  # fmt: skip
 FIXED_REASONS = {
@@ -84,7 +103,10 @@ CATASTROPHIC_DIRS = frozenset(
     }
 )  # fmt: skip
 HOME_WORDS = ("~", "$HOME", "${HOME}")
-HARMLESS_DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+# Programs that write to the files they name: onto a device, that is a raw disk write.
+FILE_WRITERS = frozenset({"cp", "mv", "tee", "shred", "truncate", "install", "ln", "rsync"})
+# Programs that read whole directory trees: from `/` or a system directory they read it all.
+RECURSIVE_READERS = frozenset({"find", "rg", "du", "tree", "grep", "egrep", "fgrep", "ls"})
 # Environment variables that cannot make a program run anything else; any other one can
 # (PATH, LD_PRELOAD, GIT_*, HOME for ~/.gitconfig, RIPGREP_CONFIG_PATH ...), so it asks.
 HARMLESS_ENV = frozenset(
@@ -97,34 +119,12 @@ PAGER_ENV = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER"})
 NOT_LITERAL = frozenset("$`*?{}")
 MAX_SHELL_DEPTH = 8  # sh -c 'sh -c ...' nesting analyzed before giving up
 
-SECRET_LOCATIONS: tuple[tuple[str, str], ...] = (
-    # The bash child's parent is clawgate itself: /proc/$PPID/environ holds its tokens.
-    ("/proc", "process details, including other processes' environments"),
-    ("environ", "a process environment, which may hold tokens"),
-    ("/sys/", "kernel and device details"),
-    ("/etc/shadow", "password hashes"),
-    ("/etc/gshadow", "password hashes"),
-    ("/etc/sudoers", "privilege configuration"),
-    (".ssh/", "SSH keys"),
-    ("id_rsa", "an SSH key"),
-    ("id_ed25519", "an SSH key"),
-    ("id_ecdsa", "an SSH key"),
-    (".aws/", "cloud credentials"),
-    (".netrc", "stored credentials"),
-    (".git-credentials", "stored credentials"),
-    (".docker/config.json", "registry credentials"),
-    (".kube/config", "cluster credentials"),
-    (".pem", "key material"),
-    (".env", "an environment file that may hold secrets"),
-    ("secret", "its name suggests secrets"),
-)
-
-# Fork bombs: a function whose body pipes into itself. This and the admin's patterns are the
-# only checks on raw text: a definition like this is easiest to recognize as written.
-FORK_BOMB = re.compile(
-    # Names start only at word boundaries and bodies are short: matching stays linear.
+# Fork bombs: a function that starts itself again in the background or in a pipe. This and
+# the admin's patterns are the only checks on raw text: a definition like this is easiest to
+# recognize as written. Names start only at word boundaries and bodies are short: linear.
+FUNCTION = re.compile(
     r"(?<![^\s;&|(){}])(?:function\s+([^\s(){}|&;<>]+)\s*(?:\(\s*\))?|([^\s(){}|&;<>]+)\s*\(\s*\))"
-    r"\s*\{[^}]{0,80}?(?:\1|\2)\s*\|\s*&?\s*(?:\1|\2)"
+    r"\s*[{(]([^}]{0,200})"
 )
 
 
@@ -169,6 +169,14 @@ GIT_GLOBAL_FLAGS = frozenset(
 GIT_GLOBAL_VALUED = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
 # Another repository's config can make git run programs (core.fsmonitor); -C only moves.
 GIT_ELSEWHERE = ("--git-dir", "--work-tree")
+# Subcommands that only list with these words (`git remote -v`, `git stash list`).
+GIT_LISTINGS = {
+    "remote": frozenset({"-v", "--verbose"}),
+    "stash": frozenset({"list"}),
+    "tag": frozenset({"-l", "--list", "-n"}),
+    "shortlog": frozenset({"-s", "-n", "-e", "-sn", "-sne", "HEAD"}),
+    "reflog": frozenset(),
+}
 GIT_BRANCH_LISTING = frozenset(
     {"-a", "-r", "-v", "-vv", "--list", "-l", "--all", "--remotes", "--verbose", "--show-current"}
 )
@@ -190,13 +198,33 @@ class Findings(Protocol):
     def deny(self, reason: str) -> None: ...
 
 
-def judge_bash(command: str, safe_programs: frozenset[str], findings: Findings) -> None:
+def judge_bash(
+    command: str, safe_programs: frozenset[str], findings: Findings, workdir: Path | None = None
+) -> None:
     """Record in `findings` why `command` must be asked about or denied; nothing if it may run.
-    The rules work on the parse from `runtime.approval.shell`, never on the raw text, except
-    for the fork-bomb check here and the admin's patterns (checked by the policy)."""
-    if FORK_BOMB.search(command):
-        findings.deny("defines a fork bomb (a function that pipes into itself)")
-    _BashJudge(safe_programs, findings).judge(command)
+
+    Only a command in the static subset (`runtime.approval.static_shell`) may run unasked: its
+    globs are expanded against `workdir` and every word judged as bash will see it. Any other
+    command asks, and is also walked with the full parser (`runtime.approval.shell`) for the
+    denials and the reasons a human reads. Raw text is only checked for fork bombs here and
+    for the admin's patterns (by the policy)."""
+    if _is_fork_bomb(command):
+        findings.deny("defines a fork bomb (a function that starts itself again)")
+    judge = _BashJudge(safe_programs, findings, workdir)
+    try:
+        judge.static(parse_static(command))
+    except NotStatic as exc:
+        findings.ask(f"uses shell syntax the judge does not fully check: {exc}")
+        _BashJudge(safe_programs, findings, workdir).judge(command)
+
+
+def _is_fork_bomb(command: str) -> bool:
+    for match in FUNCTION.finditer(command):
+        name, body = match.group(1) or match.group(2), match.group(3)
+        calls = re.findall(rf"(?<![\w.-]){re.escape(name)}(?![\w.-]|\s*\()", body)
+        if calls and (len(calls) > 1 or re.search(r"[&|]", body)):
+            return True
+    return False
 
 
 # -- the judge ----------------------------------------------------------------------------------
@@ -214,9 +242,14 @@ class _Expanding(str):
 class _BashJudge:
     """Judges every segment of a parsed command, recursing into `sh -c` strings."""
 
-    def __init__(self, safe_programs: frozenset[str], findings: Findings) -> None:
+    def __init__(
+        self, safe_programs: frozenset[str], findings: Findings, workdir: Path | None = None
+    ) -> None:
         self.safe_programs = safe_programs
         self.findings = findings
+        self.workdir = workdir
+        self.cwd = str(workdir) if workdir is not None else None  # as `cd` moves it
+        self.home = home_directory()
         self.depth = 0
         # For "downloads piped to a shell": the pieces may sit in different segments.
         self.downloader: str | None = None
@@ -248,7 +281,13 @@ class _BashJudge:
             "printf": self._printf,
             "test": self._test,
             "[": self._test,
+            "[[": self._conditional,
             "git": self._git,
+            "sed": self._reason_of(program_scripts.sed_reason),
+            "awk": self._reason_of(program_scripts.awk_reason),
+            "gawk": self._reason_of(program_scripts.awk_reason),
+            "mawk": self._reason_of(program_scripts.awk_reason),
+            "jq": self._reason_of(program_scripts.jq_reason),
         }
 
     def ask(self, reason: str) -> None:
@@ -272,6 +311,63 @@ class _BashJudge:
         for segment in analysis.segments:
             self.segment(segment)
 
+    def static(self, script: Script) -> None:
+        """A command of the static subset: each simple command with its globs expanded in
+        the directory it runs in, and every word that names a file judged by where it leads."""
+        if "|" in script.operators:
+            self.piped = True
+        for command in script.commands:
+            words: list[str] = []
+            for word in command.words:
+                matches = None
+                if word.pattern is not None:
+                    if self.cwd is None:
+                        raise NotStatic("a glob, and no work directory to expand it in")
+                    matches = expand(word.pattern, self.cwd)
+                    for match in matches or ():
+                        if match.startswith("-"):
+                            self.ask(f"{word.value} matches {match}, which reads as an option")
+                words.extend(matches or [word.value])
+            lead = 0  # `NAME=value cmd`: the assignments, then the command
+            while lead < len(command.words) and assignment_name(command.words[lead]):
+                lead += 1
+            redirects = tuple(Redirect(op, target.value) for op, target in command.redirects)
+            segment = Segment(tuple(words[lead:]), redirects, tuple(words[:lead]))
+            if segment.argv[:1] == ("cd",):
+                self.change_directory(segment)
+                continue
+            for path in [*segment.argv[1:], *(r.target for r in redirects)]:
+                self.linked(path)
+            self.segment(segment)
+        if self.downloader and self.shell and self.piped:
+            self.ask(f"downloads piped to a shell ({self.downloader} | {self.shell})")
+
+    def change_directory(self, segment: Segment) -> None:
+        """`cd DIR`: later commands run there; only a directory inside the work dir."""
+        target = segment.argv[1] if len(segment.argv) == 2 else None
+        if segment.redirects or segment.assignments or target is None or self.cwd is None:
+            self.ask("cd without exactly one directory (home, options, redirections)")
+            return
+        assert self.workdir is not None
+        place = os.path.realpath(posixpath.join(self.cwd, target))
+        root = str(self.workdir)
+        if not os.path.isdir(place) or not (place == root or place.startswith(root + "/")):
+            self.ask(f"cd {target} leaves the work directory or is not a directory")
+            return
+        self.cwd = place
+
+    def linked(self, word: str) -> None:
+        """A word naming a file (or `--opt=file`) through a symlink: judge where it leads."""
+        if self.cwd is None or self.workdir is None:
+            return
+        for path in {word, word.partition("=")[2]} - {""}:
+            if len(path) > 4096 or "\x00" in path:
+                continue
+            target = resolved(path, self.cwd, self.workdir)
+            why = None if target is None else secret_location(target, self.home)
+            if why:
+                self.ask(f"reads {path}, which leads to {target} ({why})")
+
     def segment(self, segment: Segment) -> None:
         for redirect in segment.redirects:
             self.redirect(redirect)
@@ -279,9 +375,10 @@ class _BashJudge:
             self.assignment(assignment, prefix=bool(segment.argv))
         words = [*segment.argv[1:], *segment.assignments, *(r.target for r in segment.redirects)]
         for word in words:
-            why = _secret_location(word)
+            why = _secret_location(word, self.home)
             if why:
-                self.ask(f"reads {word}: {why}")
+                self.ask(f"reads {word} ({why})")
+        self.recursive_reach(segment.argv)
         expandable = segment.expandable
         self.command([_Expanding(w) if i in expandable else w for i, w in enumerate(segment.argv)])
 
@@ -564,6 +661,8 @@ class _BashJudge:
             self.ask(f"{name} runs commands in a syntax that is not analyzed")
             return
         if name.startswith(INTERPRETERS):
+            if program_scripts.version_only(argv[1:]):
+                return
             self.shell = self.shell or name
         flagged = self.release_words(name, argv[1:])
         flagged = self.package_install(name, argv[1:]) or flagged
@@ -578,8 +677,44 @@ class _BashJudge:
         elif name == "dd":
             for arg in args:
                 target = _normalize(arg.removeprefix("of=")) if arg.startswith("of=") else ""
-                if target.startswith("/dev/") and target not in HARMLESS_DEVICES:
+                if _is_device(target):
                     self.deny(f"dd writes to the device {arg[3:]}")
+        elif name in FILE_WRITERS:
+            for arg in args:
+                path = arg.partition("=")[2] if arg.startswith("--") else arg
+                if _is_device(_normalize(path)):
+                    self.deny(f"{name} writes to the device {path}")
+        elif name == "find":
+            self.find_catastrophe(args)
+
+    def find_catastrophe(self, args: Sequence[str]) -> None:
+        """`find / -delete`, `find /usr -exec rm ...`: a whole system tree removed."""
+        starts = [arg for arg in args[: next(
+            (i for i, a in enumerate(args) if a.startswith(("-", "(", "!"))), len(args)
+        )]]  # fmt: skip
+        removes = "-delete" in args or any(
+            args[i] in ("-exec", "-execdir", "-ok", "-okdir")
+            and _basename(args[i + 1]) in ("rm", "shred", "unlink")
+            for i in range(len(args) - 1)
+        )
+        for start in starts if removes else []:
+            if any(_is_catastrophic(path) for path in _brace_variants(start)):
+                self.deny(f"find {start} deletes a system or home directory tree")
+
+    def recursive_reach(self, argv: Sequence[str]) -> None:
+        """A recursive read from `/`, a system directory or the home directory reads every
+        secret the host has: ask, even though the program only reads."""
+        if not argv or _basename(argv[0]) not in RECURSIVE_READERS:
+            return
+        name, args = _basename(argv[0]), argv[1:]
+        recursive = name in ("find", "rg", "du", "tree") or any(
+            arg in ("--recursive", "--dereference-recursive", "-d")
+            or (arg.startswith("-") and not arg.startswith("--") and set(arg) & set("rR"))
+            for arg in args
+        )
+        for arg in args if recursive else []:
+            if not arg.startswith("-") and _is_catastrophic(arg.rstrip("/") or "/"):
+                self.ask(f"{name} reads all of {arg}, which holds the host's secrets")
 
     def rm_catastrophe(self, args: Sequence[str]) -> None:
         recursive, options, targets = False, True, []
@@ -596,7 +731,7 @@ class _BashJudge:
             else:
                 targets.append(arg)
         for target in targets if recursive else []:
-            if _is_catastrophic(target):
+            if any(_is_catastrophic(path) for path in _brace_variants(target)):
                 self.deny(f"rm -r on {target} would delete a system or home directory")
 
     def release_words(self, name: str, args: Sequence[str]) -> bool:
@@ -630,12 +765,17 @@ class _BashJudge:
     # -- read-only programs with dangerous options ---------------------------------------------
 
     def _find(self, args: Sequence[str]) -> None:
-        for index, arg in enumerate(args):
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            index += 1
             if arg in ("-exec", "-execdir", "-ok", "-okdir"):
                 self.ask(f"find {arg} runs a command on each file")
-                inner = list(args[index + 1 :])
-                end = next((i for i, word in enumerate(inner) if word in (";", "+")), len(inner))
-                self.command([word for word in inner[:end] if word != "{}"] or ["true"])
+                end = index
+                while end < len(args) and args[end] not in (";", "+"):
+                    end += 1
+                self.command([word for word in args[index:end] if word != "{}"] or ["true"])
+                index = end + 1  # one pass over the words, however many -exec there are
             elif arg == "-delete":
                 self.ask("find -delete deletes files")
             elif arg in ("-fprint", "-fprint0", "-fprintf", "-fls"):
@@ -692,10 +832,30 @@ class _BashJudge:
             self.ask("printf -v assigns a shell variable")
 
     def _test(self, args: Sequence[str]) -> None:
-        # bash evaluates the subscript of `test -v 'a[$(cmd)]'`, running cmd.
-        for option, operand in zip(args, [*args[1:], ""], strict=True):
-            if option in ("-v", "-R") and ("[" in operand or isinstance(operand, _Expanding)):
-                self.ask(f"test {option} {operand} evaluates an array subscript")
+        # bash evaluates the subscript of `test -v 'a[$(cmd)]'`, and of `a[x]` where x holds
+        # such a text: whatever names a variable asks.
+        for option in args:
+            if option in ("-v", "-R"):
+                self.ask(f"test {option} looks up a variable and evaluates an array subscript")
+
+    def _conditional(self, args: Sequence[str]) -> None:
+        """`[[ ... ]]`: as `test`, and its arithmetic comparisons evaluate variable names
+        (`[[ x -eq 1 ]]` runs the code x may hold): only integers may stand beside them."""
+        self._test(args)
+        for index, word in enumerate(args):
+            if word in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
+                for operand in (args[index - 1 : index], args[index + 1 : index + 2]):
+                    if not operand or not re.fullmatch(r"-?\d+", operand[0]):
+                        self.ask(f"[[ {word} ]] evaluates its operands as arithmetic")
+                        return
+
+    def _reason_of(self, check: Callable[[Sequence[str]], str | None]) -> Check:
+        def judge(args: Sequence[str]) -> None:
+            reason = check(args)
+            if reason is not None:
+                self.ask(reason)
+
+        return judge
 
     # -- git ---------------------------------------------------------------------------------
 
@@ -704,21 +864,29 @@ class _BashJudge:
         if index >= len(args):
             return  # `git`, `git --version`: usage and version
         subcommand, rest = args[index], args[index + 1 :]
-        if subcommand in ("status", "rev-parse", "ls-files", "blame"):
+        if subcommand in ("status", "rev-parse", "ls-files", "blame", "describe", "ls-tree"):
             return
-        if subcommand in ("diff", "log", "show"):
+        if subcommand in GIT_LISTINGS:
+            self._git_listing(subcommand, rest)
+        elif subcommand in ("diff", "log", "show"):
             for arg in rest:
                 if _long_option_is(arg, "--output"):
                     self.ask(f"git {subcommand} {arg} writes to a file")
         elif subcommand == "grep":
             for arg in rest:
-                if _long_option_is(arg, "--open-files-in-pager") or arg.startswith("-O"):
+                if _long_option_is(arg, "--open-files-in-pager") or _short_option_has(
+                    arg, "O", "efABCm"
+                ):
                     self.ask(f"git grep {arg} opens the files in a program")
         elif subcommand == "branch":
             if any(arg not in GIT_BRANCH_LISTING for arg in rest):
                 self.ask(f"git branch {' '.join(rest)} changes branches")
         else:
             self._git_changes(subcommand, rest)
+
+    def _git_listing(self, subcommand: str, rest: Sequence[str]) -> None:
+        if not all(arg in GIT_LISTINGS[subcommand] for arg in rest):
+            self.ask(f"git {subcommand} {' '.join(rest)} may change the repository")
 
     def _git_global_options(self, args: Sequence[str]) -> int:
         """Index of the subcommand after git's own options; `-c` can make git run programs."""
@@ -849,16 +1017,35 @@ def _normalize(path: str) -> str:
     return posixpath.normpath("/" + path.lstrip("/"))
 
 
-def _secret_location(word: str) -> str | None:
+def _secret_location(word: str, home: str | None = None) -> str | None:
     """Why reading `word` may expose secrets (read-only programs would otherwise run freely),
     or None. Globs that reach outside the work directory are refused too: `/pro?/1/envir*`."""
-    lowered = word.lower()
-    for needle, why in SECRET_LOCATIONS:
-        if needle in lowered:
-            return why
-    if any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
+    why = secret_location(word, home)
+    if why is None and any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
         return "a pattern that matches files outside the work directory"
-    return None
+    return why
+
+
+MAX_BRACE_VARIANTS = 64
+
+
+def _brace_variants(word: str) -> list[str]:
+    """What brace expansion makes of `word` (`/{usr,etc}` -> `/usr`, `/etc`), bounded: for
+    the deny rules, which must see every spelling of a catastrophe."""
+    variants = [word]
+    for _ in range(8):
+        expanded: list[str] = []
+        for variant in variants:
+            match = re.search(r"\{([^{}]*,[^{}]*)\}", variant)
+            if match is None:
+                expanded.append(variant)
+                continue
+            for choice in match.group(1).split(","):
+                expanded.append(variant[: match.start()] + choice + variant[match.end() :])
+        if expanded == variants or len(expanded) > MAX_BRACE_VARIANTS:
+            break
+        variants = expanded[:MAX_BRACE_VARIANTS]
+    return variants
 
 
 def _is_fd(target: str) -> bool:
@@ -897,6 +1084,12 @@ def command_signature(command: str) -> str | None:
     have them, and its sorted flags (`rm -rf`, `git push --force`). None when no standing
     rule may cover the command: anything but one plain command, or one whose meaning the
     flags do not capture (wrappers, shells, variables, programs run by path)."""
+    try:
+        script = parse_static(command)
+    except NotStatic:
+        return None
+    if any(word.pattern is not None for c in script.commands for word in c.words):
+        return None  # `cp .e* x` expands to other files than the approved call named
     analysis = parse_shell(command)
     if not analysis.is_simple:
         return None

@@ -3,15 +3,18 @@ the rest until a human decides. The runtime then checkpoints the run (see agent.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from pathlib import PurePath
 from typing import Any
 
-from runtime.approval.risk import RiskPolicy, Verdict, command_signature
+from runtime.approval.risk import RiskDecision, RiskPolicy, Verdict, command_signature
 from runtime.approval.store import ApprovalStore
 from runtime.middleware import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
 from runtime.policy.service import PolicyService
 from runtime.tool_policy import current_policy, denied
+from runtime.tools.sandbox import Access
 
 RULE_SEPARATOR = "\x1f"
 
@@ -62,22 +65,49 @@ class HumanApprovalMiddleware:
             verdict = effective.verdict(name)
             if verdict.state == "ask":
                 always_ask = f"{name} always asks for approval here ({verdict.source})"
-        decision = risk.assess(name, arguments)
+        decision = await assess(risk, invocation)
         if decision.verdict is Verdict.DENY:
             # Even an approval cannot let a catastrophic call through.
             why = "refused by the risk policy: " + "; ".join(decision.reasons)
             return denied(invocation, why, decision.reasons)
         if invocation.grant is not None:
-            return await call_next(invocation)
+            return await call_next(approved(invocation))
         if always_ask is not None:
             # "Always" means always: standing rules do not cover these tools.
             return suspended(invocation, (always_ask, *decision.reasons))
-        if decision.verdict is Verdict.ALLOW:
-            return await call_next(invocation)
+        uncontained = invocation.tool.uncontained()
+        if decision.verdict is Verdict.ALLOW and uncontained is None:
+            return await call_next(invocation)  # read-only (the context's default access)
+        reasons = decision.reasons if uncontained is None else (*decision.reasons, uncontained)
         conversation = invocation.context.conversation
         rule = standing_rule(name, arguments)
         if conversation and rule:
-            approved = await self.store.rule_reasons(conversation.id, rule)
-            if approved is not None and set(decision.reasons) <= approved:
-                return await call_next(invocation)
-        return suspended(invocation, decision.reasons)
+            approved_reasons = await self.store.rule_reasons(conversation.id, rule)
+            if approved_reasons is not None and set(reasons) <= approved_reasons:
+                return await call_next(approved(invocation))
+        return suspended(invocation, reasons)
+
+
+def approved(invocation: ToolInvocation) -> ToolInvocation:
+    """The call as a human approved it: it runs with the access of an approved call."""
+    invocation.context = dataclasses.replace(invocation.context, access=Access.APPROVED)
+    return invocation
+
+
+LONG_COMMAND = 2_000  # characters of a bash command judged off the event loop
+
+
+async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
+    """The risk policy's decision on the call, judged against its work directory. A long
+    command (or one that expands globs against the disk) is judged in a thread, so that no
+    input can hold up every other conversation of the process."""
+    arguments = invocation.args.model_dump(mode="json")
+    name, workdir = invocation.tool.name, invocation.context.workdir
+    command = arguments.get("command")
+    if (
+        name == "bash"
+        and isinstance(command, str)
+        and (len(command) > LONG_COMMAND or any(c in command for c in "*?["))
+    ):
+        return await asyncio.to_thread(risk.assess, name, arguments, workdir)
+    return risk.assess(name, arguments, workdir)

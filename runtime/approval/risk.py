@@ -9,16 +9,20 @@ Bash commands are judged by `runtime.approval.bash_risk`.
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.approval.bash_risk import command_signature, judge_bash
+from runtime.approval.redact import redact_text
+from runtime.approval.secrets import home_directory, secret_location
 
 __all__ = [
     "RiskConfig",
@@ -102,6 +106,8 @@ PROTECTED: tuple[tuple[str, str], ...] = (
     (".travis.yml", CI),
     ("azure-pipelines.yml", CI),
     ("pyproject.toml", "project configuration"),
+    (".gitattributes", "git attributes, which pick programs git runs"),
+    (".gitmodules", "git submodules, which can run programs"),
     ("*.pem", KEY),
     ("*.key", KEY),
     ("id_rsa*", KEY),
@@ -133,6 +139,9 @@ SECRET_NAME = re.compile(r"secret|(?:^|[^a-z]|api)keys?(?:[^a-z]|$)")
 
 
 LOCKED = "the policy file (admins change it outside clawgate)"
+# Files that make a directory a git repository whose config git obeys (`git -C x status`
+# runs x/config's core.fsmonitor): written only with a human's approval.
+GIT_METADATA = frozenset({"config", "head", "packed-refs", "index", "commondir", "gitdir"})
 
 
 def _normalized(path: str) -> str:
@@ -171,48 +180,72 @@ class RiskPolicy:
         )
         self.locked = [_normalized(p) for p in self.config.locked_paths]
 
-    def assess(self, tool: str, arguments: Mapping[str, Any]) -> RiskDecision:
+    def assess(
+        self, tool: str, arguments: Mapping[str, Any], workdir: Path | None = None
+    ) -> RiskDecision:
+        """`workdir`: where the call runs, to expand globs and follow symlinks in it (a call
+        judged without one asks for whatever needs the disk to be understood)."""
         findings = _Findings()
         if tool == "bash":
-            self._assess_bash(arguments.get("command"), findings)
+            self._assess_bash(arguments, findings, workdir)
         elif tool in ("write", "edit"):
-            self._assess_file(tool, arguments, findings)
+            self._assess_file(tool, arguments, findings, workdir)
         elif tool == "explore":
             pass  # its child only reads: each of the child's calls is judged there
         elif tool not in self.safe_tools:
             findings.ask(f"{tool} is not known to the risk policy")
+        if tool == "read":
+            secret = _file_secret(arguments.get("path"), workdir)
+            if secret:
+                return RiskDecision(Verdict.ASK, (_shorten(redact_text(secret)),))
         decision = findings.decision()
         if tool in self.safe_tools and decision.verdict is Verdict.ASK:
             # A safe tool never asks, but the denials (built in and configured) still apply.
             return RiskDecision(Verdict.ALLOW, ())
         return decision
 
-    def _assess_bash(self, command: object, findings: _Findings) -> None:
+    def _assess_bash(
+        self, arguments: Mapping[str, Any], findings: _Findings, workdir: Path | None
+    ) -> None:
+        command = arguments.get("command")
         if not isinstance(command, str):
             findings.ask("the bash command is missing")
             return
+        if arguments.get("request_approval") is True:
+            findings.ask("the model asked to run it with write access")
         for pattern in self.deny_patterns:
             if pattern.search(command):
                 findings.deny(f"matches the deny pattern {pattern.pattern!r}")
         for pattern in self.ask_patterns:
             if pattern.search(command):
                 findings.ask(f"matches the ask pattern {pattern.pattern!r}")
-        judge_bash(command, self.safe_programs, findings)
+        judge_bash(command, self.safe_programs, findings, workdir)
         if findings.questions or findings.denials:  # it may change files: not this one
             for path in self.locked:
                 if _may_name(command, posixpath.basename(path)):
                     findings.deny(f"it may change {path}, {LOCKED}")
 
-    def _assess_file(self, tool: str, arguments: Mapping[str, Any], findings: _Findings) -> None:
+    def _assess_file(
+        self, tool: str, arguments: Mapping[str, Any], findings: _Findings, workdir: Path | None
+    ) -> None:
         path = arguments.get("path")
         if not isinstance(path, str) or not path.strip():
             findings.ask(f"{tool} has no path")
             return
-        if any(tail in self.locked for tail in _tails(path)):
-            findings.deny(f"{path} is {LOCKED}")
-        whys = self._protection(path)
-        if whys:
-            findings.ask(f"{path} is a protected path ({'; '.join(whys)})")
+        target = _link_target(path, workdir)
+        for name in [path] if target is None else [path, target]:
+            shown = path if name == path else f"{path} (a link to {name})"
+            if any(tail in self.locked for tail in _tails(name)):
+                findings.deny(f"{shown} is {LOCKED}")
+            whys = self._protection(name)
+            if whys:
+                findings.ask(f"{shown} is a protected path ({'; '.join(whys)})")
+            if posixpath.basename(_normalized(name)) in GIT_METADATA:
+                findings.ask(f"{shown} could make a directory a git repository that runs programs")
+            if "hooks" in _normalized(name).split("/"):
+                findings.ask(f"{shown} could be a git hook, which runs as a program")
+        if target is not None and target.startswith("/"):
+            findings.ask(f"{path} leads outside the work directory ({target})")
         if _is_misleading_name(path):
             findings.ask(f"{path!r} is a file name shell commands could misread")
         if tool == "edit":
@@ -252,11 +285,12 @@ class _Findings:
         self.denials: dict[str, None] = {}
         self.questions: dict[str, None] = {}
 
+    # Reasons quote the arguments: masked like them, since every human-facing text shows them.
     def ask(self, reason: str) -> None:
-        self.questions.setdefault(_shorten(reason), None)
+        self.questions.setdefault(_shorten(redact_text(reason)), None)
 
     def deny(self, reason: str) -> None:
-        self.denials.setdefault(_shorten(reason), None)
+        self.denials.setdefault(_shorten(redact_text(reason)), None)
 
     def decision(self) -> RiskDecision:
         # Denials first: they are what decides the verdict.
@@ -276,6 +310,38 @@ def _shorten(reason: str, limit: int = MAX_REASON) -> str:
 
 
 # -- file rules ---------------------------------------------------------------------------------
+
+
+def _link_target(path: str, workdir: Path | None) -> str | None:
+    """Where `path` really leads when a symlink makes it differ from what is written: relative
+    to the work directory when inside it, else absolute; None if it is what it says."""
+    if workdir is None or "\x00" in path or len(path) > 4096:
+        return None
+    root = str(workdir)
+    joined = posixpath.normpath(posixpath.join(root, path))
+    try:
+        real = os.path.realpath(joined)
+    except (OSError, ValueError):
+        return None
+    if real == joined:
+        return None
+    if real == root or real.startswith(root + "/"):
+        return posixpath.relpath(real, root)
+    return real
+
+
+def _file_secret(path: object, workdir: Path | None) -> str | None:
+    """Why reading `path` with the read tool may expose secrets (through links too)."""
+    if not isinstance(path, str):
+        return None
+    target = _link_target(path, workdir)
+    home = home_directory()
+    for name in [path] if target is None else [path, target]:
+        why = secret_location(name, home)
+        if why:
+            shown = path if name == path else f"{path} (a link to {name})"
+            return f"reads {shown} ({why})"
+    return None
 
 
 def _is_misleading_name(path: str) -> bool:

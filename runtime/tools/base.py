@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from runtime.models import Actor, ConversationRef, ToolSpec
+from runtime.tools.sandbox import Access
 
 if TYPE_CHECKING:
     from runtime.policy.resolve import EffectivePolicy
@@ -36,6 +37,8 @@ class ToolContext:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     # The conversation's policy as of the current model step (set by the runtime).
     policy: EffectivePolicy | None = None
+    # What this call was granted: read-only unless a human approved it (approval middleware).
+    access: Access = Access.READ_ONLY
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,11 @@ class Tool(ABC, Generic[A]):
 
     @abstractmethod
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput: ...
+
+    def uncontained(self) -> str | None:
+        """Why this tool cannot be contained here, so that no call of it may run without a
+        human; None when it can (or needs no containment)."""
+        return None
 
     def summarize(self, args: A) -> str:
         """A one-line description of the call for progress messages."""

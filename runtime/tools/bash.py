@@ -1,4 +1,7 @@
-"""The bash tool: a shell command in the work directory, bounded in time, output and reach."""
+"""The bash tool: a shell command in the work directory, bounded in time, output and reach.
+
+Each command runs in the OS sandbox (runtime.tools.sandbox) with what its call was granted:
+read-only unless a human approved it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import signal
 from pydantic import Field
 
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, one_line
+from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode, probe
 
 # Only these variables reach the command: the bot's own environment holds tokens and keys.
 DRAIN_SECONDS = 2.0
@@ -30,6 +34,36 @@ class BashArgs(ToolArgs):
     timeout: float | None = Field(
         None, gt=0, description="Seconds before the command is killed (capped by the admin)."
     )
+    request_approval: bool = Field(
+        False,
+        description=(
+            "Set true when the command must change files or reach the network: a human is "
+            "asked first, and once approved it runs with the work directory writable. "
+            "Without approval commands run read-only."
+        ),
+    )
+
+
+# What commands print when the sandbox refused them, and what the model is told then.
+READ_ONLY_SIGNS = ("Read-only file system",)
+NETWORK_SIGNS = (
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Connection refused",
+)
+
+
+def sandbox_note(text: str, access: Access, sandbox: Sandbox) -> str | None:
+    """What the sandbox blocked, said plainly, for a command that failed; None if nothing."""
+    if not sandbox.contained:
+        return None
+    if access is Access.READ_ONLY and any(sign in text for sign in READ_ONLY_SIGNS):
+        return "blocked by the sandbox: read-only"
+    if not sandbox.allows_network(access) and any(sign in text for sign in NETWORK_SIGNS):
+        return "blocked by the sandbox: no network"
+    return None
 
 
 def _kill_group(pid: int) -> None:
@@ -53,9 +87,15 @@ class BashTool(Tool[BashArgs]):
     description = "Run a bash command in the work directory; stdout and stderr are returned."
     args_model = BashArgs
 
-    def __init__(self, timeout: float = 60.0, output_limit: int = 256_000) -> None:
+    def __init__(
+        self, timeout: float = 60.0, output_limit: int = 256_000, sandbox: Sandbox | None = None
+    ) -> None:
         self.timeout = timeout
         self.output_limit = output_limit
+        self.sandbox = sandbox if sandbox is not None else default_sandbox()
+
+    def uncontained(self) -> str | None:
+        return self.sandbox.missing
 
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout or self.timeout, self.timeout)
@@ -63,12 +103,12 @@ class BashTool(Tool[BashArgs]):
         # to close, i.e. for any background child still holding it.
         read_fd, write_fd = os.pipe()
         try:
+            argv = self.sandbox.wrap(["bash", "-c", args.command], ctx.workdir, ctx.access)
+            home = SANDBOX_HOME if self.sandbox.contained else str(ctx.workdir)
             proc = await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                args.command,
+                *argv,
                 cwd=ctx.workdir,
-                env=scrubbed_env(str(ctx.workdir)),
+                env=scrubbed_env(home),  # bwrap's own environment is visible inside: scrubbed
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
@@ -112,15 +152,41 @@ class BashTool(Tool[BashArgs]):
             notes.append(f"[output cut at {len(output)} of {total} bytes]")
         if escaped:
             notes.append("[a background process still held the output; stopped reading]")
-        if timed_out:
-            notes.append(f"[timed out after {timeout:g}s; the process group was killed]")
-        else:
-            notes.append(f"[exit code {proc.returncode}]")
+        returncode = None if timed_out else proc.returncode
+        status, end_notes = self._ending(text, returncode, timeout, ctx)
         body = text if text.endswith("\n") or not text else text + "\n"
-        status = "timed out" if timed_out else f"exit {proc.returncode}"
         return ToolOutput(
-            body + "\n".join(notes), display=f"$ {one_line(args.command, 80)} ({status})"
+            body + "\n".join([*notes, *end_notes]),
+            display=f"$ {one_line(args.command, 80)} ({status})",
         )
+
+    def _ending(
+        self, text: str, returncode: int | None, timeout: float, ctx: ToolContext
+    ) -> tuple[str, list[str]]:
+        """How the command ended (None: timed out), as a short status and notes for the model;
+        what the sandbox refused is said plainly, so that the model can ask for approval."""
+        if returncode is None:
+            return "timed out", [f"[timed out after {timeout:g}s; the process group was killed]"]
+        status, notes = f"exit {returncode}", [f"[exit code {returncode}]"]
+        blocked = None if returncode == 0 else sandbox_note(text, ctx.access, self.sandbox)
+        if blocked is not None:
+            status += f"; {blocked}"
+            notes.append(
+                f"[{blocked}: commands that run without approval cannot change files or reach "
+                "the network; call bash again with request_approval=true to ask a human]"
+            )
+        return status, notes
 
     def summarize(self, args: BashArgs) -> str:
         return f"$ {one_line(args.command, 80)}"
+
+
+_default: Sandbox | None = None
+
+
+def default_sandbox() -> Sandbox:
+    """`auto`, probed once per process: for tools built without explicit settings."""
+    global _default  # noqa: PLW0603 - one probe per process
+    if _default is None:
+        _default = probe(SandboxMode.AUTO)
+    return _default

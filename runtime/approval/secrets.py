@@ -1,0 +1,139 @@
+"""Where secrets live: the paths whose reading asks a human, however they are spelled.
+
+Matched on the path's components (`~/.ssh`, `.ssh/id_rsa`, `../../root/.aws` alike) and on
+the path a symlink resolves to, not on substrings of the text as typed; shared by the bash
+judge and the file tools' rules.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+from pathlib import Path
+
+SSH = "SSH keys or configuration"
+CLOUD = "cloud credentials"
+STORED = "stored credentials"
+KEY = "key material"
+ENVIRONMENT = "an environment file that may hold secrets"
+# Directories any of whose contents count as secret.
+SECRET_DIRS = {
+    ".ssh": SSH,
+    ".aws": CLOUD,
+    ".azure": CLOUD,
+    "gcloud": CLOUD,
+    ".gnupg": "GnuPG keys",
+    ".docker": "registry credentials",
+    ".kube": "cluster credentials",
+    ".password-store": STORED,
+}
+# Tools' credential directories under ~/.config.
+SECRET_CONFIG_DIRS = (".config/gh", ".config/hub", ".config/gcloud", ".config/op")
+SECRET_FILES = (
+    (".netrc", STORED),
+    ("_netrc", STORED),
+    (".git-credentials", STORED),
+    (".npmrc", "package registry tokens"),
+    (".pypirc", "package registry tokens"),
+    (".pgpass", STORED),
+    (".vault-token", STORED),
+    ("credentials", STORED),
+    ("credentials.*", STORED),
+    ("*credentials*.json", CLOUD),
+    ("id_rsa*", SSH),
+    ("id_dsa*", SSH),
+    ("id_ecdsa*", SSH),
+    ("id_ed25519*", SSH),
+    ("ssh_host_*", SSH),
+    ("authorized_keys", SSH),
+    ("known_hosts", SSH),
+    ("*.pem", KEY),
+    ("*.key", KEY),
+    ("*.p12", KEY),
+    ("*.pfx", KEY),
+    ("*.jks", KEY),
+    (".env", ENVIRONMENT),
+    (".env.*", ENVIRONMENT),
+    ("*.env", ENVIRONMENT),
+    (".envrc", ENVIRONMENT),
+    ("*secret*", "its name suggests secrets"),
+    ("*.token", "its name suggests secrets"),
+    ("token.json", "its name suggests secrets"),
+    ("shadow", "password hashes"),
+    ("gshadow", "password hashes"),
+    ("sudoers", "privilege configuration"),
+    ("environ", "a process environment, which may hold tokens"),
+)
+EXAMPLES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
+# Absolute places: process details (clawgate's own environment among them), kernel and raw
+# devices, and where hosts keep their users and secrets.
+SECRET_ROOTS = (
+    ("/proc", "process details, including other processes' environments"),
+    ("/sys", "kernel and device details"),
+    ("/root", "the administrator's home directory"),
+    ("/home", "users' home directories"),
+    ("/etc/ssh", SSH),
+    ("/etc/ssl/private", KEY),
+    ("/run/secrets", STORED),
+    ("/var/run/secrets", STORED),
+    ("/var/lib/redis", "the database's files"),
+)
+HARMLESS_DEVICES = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty",
+     "/dev/random", "/dev/urandom", "/dev/full"}
+)  # fmt: skip
+
+
+def secret_location(path: str, home: str | None = None) -> str | None:
+    """Why reading `path` may expose secrets, or None. `home`: clawgate's own home directory,
+    whose contents count as secret wherever it is."""
+    text = path.replace("\\", "/")
+    normalized = posixpath.normpath(text) if text else text
+    lowered = normalized.lower()
+    if lowered.startswith("/"):
+        for root, why in SECRET_ROOTS:
+            if lowered == root or lowered.startswith(root + "/"):
+                return why
+        if is_device(lowered):
+            return "a device, which may expose raw disks or memory"
+        if home and home != "/" and (normalized == home or normalized.startswith(home + "/")):
+            return "clawgate's home directory"
+    if any(f"{name}/" in lowered + "/" for name in SECRET_CONFIG_DIRS):
+        return STORED
+    for part in lowered.split("/"):
+        if part in SECRET_DIRS:
+            return SECRET_DIRS[part]
+        if part in EXAMPLES:
+            continue
+        for pattern, why in SECRET_FILES:
+            if fnmatch.fnmatchcase(part, pattern):
+                return why
+    return None
+
+
+def is_device(path: str) -> bool:
+    """A device other than the harmless ones (/dev/null ...): a disk, memory, a terminal."""
+    harmless = path in HARMLESS_DEVICES or path.startswith("/dev/fd/")
+    return path.startswith("/dev/") and not harmless
+
+
+def resolved(path: str, cwd: str, workdir: Path) -> str | None:
+    """Where `path` (as a command in `cwd` would open it) really is, when a symlink makes
+    that differ from what is written: relative to the work directory when inside it, else
+    absolute. None when it does not exist or is what it says."""
+    joined = posixpath.normpath(posixpath.join(cwd, path))
+    if not os.path.lexists(joined):
+        return None
+    real = os.path.realpath(joined)
+    if real == joined:
+        return None
+    root = str(workdir)
+    if real == root or real.startswith(root + "/"):
+        return posixpath.relpath(real, root)
+    return real
+
+
+def home_directory() -> str | None:
+    home = os.path.expanduser("~")
+    return None if home in ("~", "/") else os.path.realpath(home)

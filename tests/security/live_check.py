@@ -1,0 +1,497 @@
+"""Liveness check for the security corpus: does each dangerous case really do harm?
+
+Run it as a script (``python tests/security/live_check.py``); pytest does not collect it.
+
+For every DANGEROUS case with ``run=True`` it builds the test environment described in
+``corpus.py`` in fresh throwaway directories (a work dir with the fixture files and a git
+repository, a fake HOME holding canaries, a marker dir, a TCP listener counting connections)
+and runs the case's steps *uncontained by clawgate*, but inside a bubblewrap sandbox that can
+write only to those throwaway directories: the rest of the filesystem is read-only, /tmp is a
+private tmpfs, the sandbox has its own pid/uts/ipc namespaces and no capabilities. The network
+namespace is shared so that the loopback listener is reachable (every case only ever dials
+127.0.0.1:@PORT@). Write/Edit steps are done by this script on the host, following symlinks
+like a naive file tool would (refusing anything that resolves outside the throwaway dirs);
+Read steps print the file. A case is *live* when it produced at least one effect. Cases with
+``run=False`` are never run.
+
+The canary process variables are held by the ``bwrap`` process, which is the sandboxed
+shell's parent (its pid 1); under clawgate the bash child's parent is the clawgate process
+itself, whose environment holds them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root
+
+from tests.security.corpus import BENIGN, DANGEROUS, KINDS, Bash, Case, Edit, Read, Write
+
+STEP_TIMEOUT = 5.0
+BWRAP = "/usr/bin/bwrap"
+PATH = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+
+
+# --------------------------------------------------------------------------- environment
+
+
+@dataclass
+class Env:
+    root: Path
+    work: Path
+    mark: Path
+    home: Path
+    port: int
+    canaries: list[str] = field(default_factory=list)
+    proc_env: dict[str, str] = field(default_factory=dict)
+
+    def sub(self, text: str) -> str:
+        return (
+            text.replace("@W@", str(self.work))
+            .replace("@MARK@", str(self.mark))
+            .replace("@PORT@", str(self.port))
+            .replace("@HOME@", str(self.home))
+        )
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts connections (and answers HTTP-ishly)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.port: int = self.sock.getsockname()[1]
+        self.count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            conn.settimeout(0.5)
+            with contextlib.suppress(OSError):
+                conn.recv(4096)
+            conn.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.count += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
+        self.sock.close()
+
+
+FIXTURE = {
+    ".env.example": "API_TOKEN=changeme\n",
+    "notes.txt": "alpha: first note\nbeta: second note\ngamma: third note\nalpha: again\n",
+    "README.md": "# demo\n\nA small demo project.\n\nRun `python3 src/app.py`.\n",
+    "data.json": '{"name": "demo", "items": [1, 2, 3]}\n',
+    "src/app.py": (
+        "from util import greet\n\n\ndef main():\n    print(greet('world'))\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    ),
+    "src/util.py": "def greet(name):\n    return f'hello {name}'\n",
+    "victim/keep.txt": "keep me\n",
+}
+
+HOME_FILES = {
+    ".ssh/id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n{c}\n-----END OPENSSH PRIVATE KEY-----\n",
+    ".ssh/config": "Host demo\n  HostName 127.0.0.1\n  # {c}\n",
+    ".aws/credentials": "[default]\naws_access_key_id = AKIA{c}\naws_secret_access_key = {c}\n",
+    ".netrc": "machine example.com login demo password {c}\n",
+    ".git-credentials": "https://demo:{c}@example.com\n",
+    ".docker/config.json": '{{"auths": {{"example.com": {{"auth": "{c}"}}}}}}\n',
+    ".config/gcloud/application_default_credentials.json": '{{"refresh_token": "{c}"}}\n',
+    ".npmrc": "//registry.example.com/:_authToken={c}\n",
+    ".pypirc": "[pypi]\nusername = __token__\npassword = {c}\n",
+}
+
+
+def _git(work: Path, *args: str) -> None:
+    env = {
+        "PATH": PATH,
+        "HOME": str(work),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+    }
+    subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
+
+
+def build_env(base: Path, case: Case, port: int) -> Env:
+    root = Path(tempfile.mkdtemp(prefix="case-", dir=base))
+    env = Env(root, root / "work", root / "mark", root / "home", port)
+    for d in (env.work, env.mark, env.home):
+        d.mkdir()
+    env_canary = f"CANARY-ENV-{secrets.token_hex(6)}"
+    env.canaries.append(env_canary)
+    (env.work / ".env").write_text(f"API_TOKEN={env_canary}\n")
+    for rel, text in FIXTURE.items():
+        p = env.work / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    _git(env.work, "init", "-q", "-b", "main")
+    _git(env.work, "config", "user.name", "Demo Dev")
+    _git(env.work, "config", "user.email", "dev@example.com")
+    _git(env.work, "add", "-A")
+    _git(env.work, "commit", "-q", "-m", "initial commit")
+    for rel, tmpl in HOME_FILES.items():
+        c = f"CANARY-HOME-{secrets.token_hex(6)}"
+        env.canaries.append(c)
+        p = env.home / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(tmpl.format(c=c))
+    for name in ("OPENAI_API_KEY", "CLAWGATE_CANARY"):
+        c = f"CANARY-PROC-{secrets.token_hex(6)}"
+        env.canaries.append(c)
+        env.proc_env[name] = c
+    for rel, text in case.files:
+        p = env.work / env.sub(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(env.sub(text))
+        if text.startswith("#!"):
+            p.chmod(0o755)
+    for rel, target in case.links:
+        p = env.work / env.sub(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.symlink_to(env.sub(target))
+    return env
+
+
+# ----------------------------------------------------------------------------- snapshot
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _tree_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    if path.is_dir():
+        for p in sorted(path.rglob("*")):
+            h.update(str(p.relative_to(path)).encode())
+            if p.is_file():
+                h.update((_digest(p) or "-").encode())
+    return h.hexdigest()
+
+
+def snapshot(env: Env) -> dict[str, str | None]:
+    return {
+        "victim/keep.txt": _digest(env.work / "victim/keep.txt"),
+        ".env": _digest(env.work / ".env"),
+        ".git/config": _digest(env.work / ".git/config"),
+        ".git/hooks/": _tree_digest(env.work / ".git/hooks"),
+    }
+
+
+def _walk_names(top: Path) -> Iterator[str]:
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            yield os.path.join(dirpath, name)
+
+
+# -------------------------------------------------------------------------------- steps
+
+
+def _inside(env: Env, path: Path) -> bool:
+    real = Path(os.path.realpath(path))
+    return real == env.root or env.root in real.parents
+
+
+def run_bash(env: Env, command: str) -> tuple[str, int | None]:
+    argv = [
+        BWRAP,
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+        "--bind", str(env.work), str(env.work),
+        "--bind", str(env.mark), str(env.mark),
+        "--bind", str(env.home), str(env.home),
+        "--unshare-pid", "--unshare-uts", "--unshare-ipc",
+        "--cap-drop", "ALL",
+        "--clearenv",
+        "--setenv", "PATH", PATH,
+        "--setenv", "HOME", str(env.home),
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "TERM", "dumb",
+        "--setenv", "PAGER", "cat",
+        "--setenv", "GIT_TERMINAL_PROMPT", "0",
+        "--chdir", str(env.work),
+        "--die-with-parent",
+        "bash", "-c", command,
+    ]  # fmt: skip
+    # bwrap itself (the shell's parent) holds the canary variables, as clawgate would.
+    parent_env = {"PATH": PATH, "LANG": "C.UTF-8", **env.proc_env}
+    proc = subprocess.Popen(
+        argv,
+        env=parent_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            out, _ = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            out = b""
+        out += b"\n[timed out]"
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return out.decode("utf-8", errors="replace"), proc.returncode
+
+
+def run_write(env: Env, path: str, content: str) -> str:
+    p = env.work / path
+    if not _inside(env, p.parent if not p.exists() else p):
+        return f"[refused: {path} resolves outside the throwaway dirs]"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if not _inside(env, p):
+        return f"[refused: {path} resolves outside the throwaway dirs]"
+    p.write_text(content)
+    return f"wrote {path}"
+
+
+def run_edit(env: Env, path: str, old: str, new: str) -> str:
+    p = env.work / path
+    if not _inside(env, p):
+        return f"[refused: {path} resolves outside the throwaway dirs]"
+    text = p.read_text()
+    if old not in text:
+        return f"[edit: old text not found in {path}]"
+    p.write_text(text.replace(old, new, 1))
+    return f"edited {path}"
+
+
+_READER = """
+import os, sys
+p = sys.argv[1]
+if not os.path.isfile(p):
+    print(f"[read: {p} is not a regular file]")
+else:
+    with open(p, "rb") as f:
+        sys.stdout.write(f.read(2_000_000).decode("utf-8", errors="replace"))
+"""
+
+
+def run_read(env: Env, path: str) -> str:
+    # In a child whose environment holds the canaries, like the clawgate process that runs
+    # the read tool in-process (so /proc/self/... means "the tool's own process").
+    proc = subprocess.run(
+        [sys.executable, "-c", _READER, path],
+        cwd=env.work,
+        env={"PATH": PATH, "LANG": "C.UTF-8", **env.proc_env},
+        capture_output=True,
+        timeout=STEP_TIMEOUT,
+        check=False,
+    )
+    return (proc.stdout + proc.stderr).decode("utf-8", errors="replace")
+
+
+# ------------------------------------------------------------------------------ leakage
+
+
+def _b64_fragments(canary: str) -> list[str]:
+    """Base64 substrings that appear whatever the canary's offset in the encoded stream."""
+    out = []
+    raw = canary.encode()
+    for off in range(3):
+        enc = base64.b64encode(b"\0" * off + raw).decode()
+        start = -(-off * 4 // 3) + 1  # skip the chars touched by the padding prefix
+        out.append(enc[start : len(enc) - 4])
+    return out
+
+
+def leaks(canary: str, output: str) -> bool:
+    """The canary appears in the output: literally, or hex/base64/od-encoded."""
+    if canary in output:
+        return True
+    flat = re.sub(r"\s+", "", output)
+    if canary in flat or canary.encode().hex() in flat.lower():
+        return True
+    return any(frag in flat for frag in _b64_fragments(canary))
+
+
+# ------------------------------------------------------------------------------- a case
+
+
+@dataclass
+class Result:
+    index: int
+    case: Case
+    effects: list[str]
+    outputs: list[str]
+    codes: list[int | None]
+
+
+def run_case(base: Path, index: int, case: Case) -> Result:
+    listener = Listener()
+    env = build_env(base, case, listener.port)
+    try:
+        before = snapshot(env)
+        outputs: list[str] = []
+        codes: list[int | None] = []
+        for step in case.steps:
+            match step:
+                case Bash(command):
+                    out, rc = run_bash(env, env.sub(command))
+                    outputs.append(out)
+                    codes.append(rc)
+                case Write(path, content):
+                    outputs.append(run_write(env, env.sub(path), env.sub(content)))
+                case Edit(path, old, new):
+                    outputs.append(run_edit(env, env.sub(path), env.sub(old), env.sub(new)))
+                case Read(path):
+                    outputs.append(run_read(env, env.sub(path)))
+        time.sleep(0.2)  # let in-flight connections land
+        effects: list[str] = []
+        marks = sorted(os.listdir(env.mark))
+        if marks:
+            effects.append(f"marker file(s) {marks[:3]}")
+        pwned = [p for p in _walk_names(env.work) if os.path.basename(p).startswith("pwned")]
+        if pwned:
+            effects.append(f"pwned file {os.path.relpath(pwned[0], env.work)}")
+        after = snapshot(env)
+        effects += [f"{k} changed" for k in before if before[k] != after[k]]
+        leaked = sorted({c.split("-")[1] for c in env.canaries for o in outputs if leaks(c, o)})
+        if leaked:
+            effects.append(f"canary in output ({', '.join(leaked)})")
+        if listener.count:
+            effects.append(f"{listener.count} connection(s) to the port")
+        return Result(index, case, effects, outputs, codes)
+    finally:
+        listener.close()
+        shutil.rmtree(env.root, ignore_errors=True)
+
+
+def describe(case: Case) -> str:
+    parts = []
+    for step in case.steps:
+        match step:
+            case Bash(command):
+                parts.append(f"Bash({command[:100]!r})")
+            case Write(path, _):
+                parts.append(f"Write({path!r})")
+            case Edit(path, _, _):
+                parts.append(f"Edit({path!r})")
+            case Read(path):
+                parts.append(f"Read({path!r})")
+    return "; ".join(parts)
+
+
+def check_benign(jobs: int, verbose: bool) -> int:
+    """Every benign command must run cleanly here and produce no effect at all."""
+    cases = [(i, Case("benign", "BENIGN", (Bash(cmd),))) for i, cmd in enumerate(BENIGN)]
+    base = Path(tempfile.mkdtemp(prefix="clawgate-benign-", dir="/var/tmp"))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            results = list(pool.map(lambda ic: run_case(base, *ic), cases))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    bad = 0
+    for r in results:
+        cmd = BENIGN[r.index]
+        # diff exits 1 when the files differ; that is its normal answer.
+        failed = r.codes[0] not in (0, 1) or (r.codes[0] == 1 and not cmd.startswith("diff "))
+        if r.effects or failed:
+            bad += 1
+            print(f"BENIGN #{r.index} {cmd!r}: effects={r.effects} exit={r.codes[0]}")
+            if verbose:
+                print("    | " + r.outputs[0][-600:].replace("\n", "\n    | "))
+    print(f"benign: {len(results) - bad}/{len(results)} clean")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=KINDS, help="only cases of this kind")
+    parser.add_argument("--index", type=int, action="append", help="only this case index")
+    parser.add_argument("-j", "--jobs", type=int, default=4)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show outputs of dead cases")
+    parser.add_argument("--show", action="store_true", help="list every case with its effects")
+    parser.add_argument(
+        "--benign", action="store_true", help="run BENIGN instead: none may have an effect"
+    )
+    args = parser.parse_args()
+    if os.geteuid() != 0 or not os.access(BWRAP, os.X_OK):
+        print("needs root and bubblewrap (/usr/bin/bwrap)", file=sys.stderr)
+        return 2
+    if args.benign:
+        return check_benign(args.jobs, args.verbose)
+    picked = [
+        (i, c)
+        for i, c in enumerate(DANGEROUS)
+        if c.run
+        and (args.kind is None or c.kind == args.kind)
+        and (args.index is None or i in args.index)
+    ]
+    base = Path(tempfile.mkdtemp(prefix="clawgate-live-", dir="/var/tmp"))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            results = list(pool.map(lambda ic: run_case(base, *ic), picked))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    dead = [r for r in results if not r.effects]
+    per_kind: dict[str, list[int]] = {}
+    for r in results:
+        per_kind.setdefault(r.case.kind, [0, 0])
+        per_kind[r.case.kind][0] += 1
+        per_kind[r.case.kind][1] += bool(r.effects)
+    for kind in KINDS:
+        if kind in per_kind:
+            total, live = per_kind[kind]
+            print(f"  {kind:24} {live:4}/{total:<4} live")
+    judge_only = sum(1 for c in DANGEROUS if not c.run)
+    live_n = len(results) - len(dead)
+    pct = 100.0 * live_n / len(results) if results else 0.0
+    print(f"live: {live_n}/{len(results)} ({pct:.1f}%); {judge_only} judge-only cases not run")
+    if args.show:
+        for r in results:
+            print(f"#{r.index} [{r.case.kind}] {r.case.source}: {'; '.join(r.effects) or 'DEAD'}")
+    for r in dead:
+        print(f"DEAD #{r.index} [{r.case.kind}] {r.case.source}: {describe(r.case)}")
+        if args.verbose:
+            for out in r.outputs:
+                print("    | " + out[-600:].replace("\n", "\n    | "))
+    return 0 if not dead else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
