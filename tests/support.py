@@ -26,6 +26,7 @@ from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tools.sandbox import Sandbox
 
 E = TypeVar("E", bound=Event)
 PREFIX = "cgtest"
@@ -53,8 +54,11 @@ def default_registry(
     approvals: ApprovalStore,
     policy: RiskPolicy | None = None,
     policies: PolicyService | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ToolRegistry:
-    registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), BashTool(timeout=40)])
+    """`sandbox`: the bash tool's (default: probed once, as `CLAWGATE_SANDBOX=auto`)."""
+    bash = BashTool(timeout=40, sandbox=sandbox)
+    registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), bash])
     registry.use(ToolPolicyMiddleware(policies))
     registry.use(HumanApprovalMiddleware(policy or RiskPolicy(), approvals, policies))
     return registry
@@ -103,6 +107,7 @@ def make_runtime(
     requester_may_approve: bool = False,
     timeout_s: float = 3600,
     liveness_ttl: float = 30,
+    sandbox: Sandbox | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
     channel = RecordingChannel()
     keys = Keys(PREFIX)
@@ -122,7 +127,7 @@ def make_runtime(
     runtime = Runtime(
         config,
         provider,
-        registry or default_registry(approvals, policies=policies),
+        registry or default_registry(approvals, policies=policies, sandbox=sandbox),
         HistoryStore(redis, keys),
         channel,
         approvals,
