@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runtime.approval.redact import redact_text
 from runtime.audit import AuditLog, arguments_digest
 from runtime.canonical import UNKNOWN_TOOL, canonical_json, tool_fields
 from runtime.channel import Event, ToolFinished, ToolStarted
@@ -206,7 +207,8 @@ class ToolExecutor:
         keep in call order."""
         tool, call = invocation.tool, invocation.call
         span = tracing.tool_started(call, index, canonical_arguments)
-        await self._emit(ToolStarted(call.id, tool.name, tool.summarize(invocation.args)))
+        summary = redact_text(tool.summarize(invocation.args))
+        await self._emit(ToolStarted(call.id, tool.name, summary))
         chain = build_chain(self.registry.middlewares, self._invoke_tool)
         began = time.perf_counter()
         try:
@@ -248,9 +250,10 @@ class ToolExecutor:
 
     def _shape(self, result: ToolResult) -> ToolResult:
         """Empty output becomes `(no output)`; long output is cut for the model and kept whole;
-        the chat display stays one short line."""
-        if len(result.display) > DISPLAY_CHARS or "\n" in result.display:
-            result = result.model_copy(update={"display": one_line(result.display, DISPLAY_CHARS)})
+        the chat display stays one short line, with secrets masked like the arguments."""
+        display = one_line(redact_text(result.display), DISPLAY_CHARS)
+        if display != result.display:
+            result = result.model_copy(update={"display": display})
         text = result.model_text
         if not text.strip():
             return result.model_copy(update={"model_text": NO_OUTPUT})

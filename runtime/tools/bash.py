@@ -24,6 +24,10 @@ def scrubbed_env(home: str) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(HOME=home, TERM="dumb", PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    # git obeys the config of any bare repository it finds in the directory it runs in
+    # (core.fsmonitor runs a program): only one named explicitly (--git-dir, which asks).
+    env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.bareRepository")
+    env.update(GIT_CONFIG_VALUE_0="explicit")
     return env
 
 

@@ -11,8 +11,10 @@ private tmpfs, the sandbox has its own pid/uts/ipc namespaces and no capabilitie
 namespace is shared so that the loopback listener is reachable (every case only ever dials
 127.0.0.1:@PORT@). Write/Edit steps are done by this script on the host, following symlinks
 like a naive file tool would (refusing anything that resolves outside the throwaway dirs);
-Read steps print the file. A case is *live* when it produced at least one effect. Cases with
-``run=False`` are never run.
+Read steps print the file (from a child process holding the canary variables, as the
+clawgate process does). The shell gets HOME=@HOME@ (clawgate's own bash tool sets HOME to the
+work dir; only the few ``~`` cases depend on this). A case is *live* when it produced at
+least one effect. Cases with ``run=False`` are never run.
 
 The canary process variables are held by the ``bwrap`` process, which is the sandboxed
 shell's parent (its pid 1); under clawgate the bash child's parent is the clawgate process
@@ -293,7 +295,10 @@ def run_edit(env: Env, path: str, old: str, new: str) -> str:
     p = env.work / path
     if not _inside(env, p):
         return f"[refused: {path} resolves outside the throwaway dirs]"
-    text = p.read_text()
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        return f"[edit: {exc}]"
     if old not in text:
         return f"[edit: old text not found in {path}]"
     p.write_text(text.replace(old, new, 1))
