@@ -96,9 +96,7 @@ def test_git_metadata_is_never_written_unasked(workdir: Path, path: str) -> None
     assert decision.verdict is Verdict.ASK, decision
 
 
-async def test_a_planted_bare_repository_runs_nothing(
-    redis: aioredis.Redis, workdir: Path
-) -> None:
+async def test_a_planted_bare_repository_runs_nothing(redis: aioredis.Redis, workdir: Path) -> None:
     """Even if its files got there, `git -C x status` may not run x/config's programs: the
     model's plain writes of them ask, and an unapproved git runs read-only with no network."""
     runtime, _ = make_runtime(redis, workdir, DemoProvider())
@@ -115,9 +113,7 @@ async def test_a_planted_bare_repository_runs_nothing(
     for name in ("objects", "refs/heads"):
         (workdir / "y" / name).mkdir(parents=True)
     (workdir / "y" / "HEAD").write_text("ref: refs/heads/main\n")
-    (workdir / "y" / "config").write_text(
-        f"[core]\n\tbare = true\n\tfsmonitor = touch {marker}\n"
-    )
+    (workdir / "y" / "config").write_text(f"[core]\n\tbare = true\n\tfsmonitor = touch {marker}\n")
     result = await runtime.run("bare2", "run: git -C y status", ALICE, HERE)
     assert result.stop_reason is StopReason.FINAL and result.final_text is not None
     assert "cannot use bare repository" in result.final_text  # safe.bareRepository=explicit

@@ -118,6 +118,10 @@ HARMLESS_ENV = frozenset(
 PAGER_ENV = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER"})
 NOT_LITERAL = frozenset("$`*?{}")
 MAX_SHELL_DEPTH = 8  # sh -c 'sh -c ...' nesting analyzed before giving up
+MAX_WRAPPERS = 16  # env nice timeout ... unwrapped before giving up
+MAX_EXECS = 16  # find -exec ... judged before giving up
+MAX_GLOBS = 16  # different globs of one command expanded before giving up
+MAX_EXPANDED_WORDS = 2_000  # words the globs of one command may expand to
 
 # Fork bombs: a function that starts itself again in the background or in a pipe. This and
 # the admin's patterns are the only checks on raw text: a definition like this is easiest to
@@ -250,6 +254,8 @@ class _BashJudge:
         self.workdir = workdir
         self.cwd = str(workdir) if workdir is not None else None  # as `cd` moves it
         self.home = home_directory()
+        self.globs: dict[tuple[str, str], list[str] | None] = {}  # (pattern, cwd): matches
+        self.expanded_words = 0
         self.depth = 0
         # For "downloads piped to a shell": the pieces may sit in different segments.
         self.downloader: str | None = None
@@ -308,8 +314,11 @@ class _BashJudge:
             self.ask(f"could not parse the command: {analysis.error}")
         if {"|", "|&"} & set(analysis.operators) or analysis.substitutions:
             self.piped = True
+        judged: set[Segment] = set()
         for segment in analysis.segments:
-            self.segment(segment)
+            if segment not in judged:  # `a|a|a|...`: the same command judges the same
+                judged.add(segment)
+                self.segment(segment)
 
     def static(self, script: Script) -> None:
         """A command of the static subset: each simple command with its globs expanded in
@@ -323,14 +332,20 @@ class _BashJudge:
                 if word.pattern is not None:
                     if self.cwd is None:
                         raise NotStatic("a glob, and no work directory to expand it in")
-                    matches = expand(word.pattern, self.cwd)
+                    key = (word.pattern, self.cwd)
+                    if key not in self.globs:
+                        if len(self.globs) >= MAX_GLOBS:
+                            raise NotStatic("more globs than the judge expands")
+                        self.globs[key] = expand(word.pattern, self.cwd)
+                    matches = self.globs[key]
                     for match in matches or ():
                         if match.startswith("-"):
                             self.ask(f"{word.value} matches {match}, which reads as an option")
                 words.extend(matches or [word.value])
-            lead = 0  # `NAME=value cmd`: the assignments, then the command
-            while lead < len(command.words) and assignment_name(command.words[lead]):
-                lead += 1
+                self.expanded_words += len(matches or ())
+                if self.expanded_words > MAX_EXPANDED_WORDS:
+                    raise NotStatic("globs that expand to more words than are checked")
+            lead = command.assignments  # `NAME=value cmd`: the assignments, then the command
             redirects = tuple(Redirect(op, target.value) for op, target in command.redirects)
             segment = Segment(tuple(words[lead:]), redirects, tuple(words[:lead]))
             if segment.argv[:1] == ("cd",):
@@ -385,14 +400,17 @@ class _BashJudge:
     def command(self, words: Sequence[str]) -> None:
         """Unwrap wrappers (`env`, `sudo`, `xargs` ...) and judge the program they run."""
         argv = list(words)
-        while argv and _is_plain_program(argv[0]):
-            wrapper = self.wrappers.get(_basename(argv[0]))
-            if wrapper is None:
+        for _ in range(MAX_WRAPPERS + 1):
+            wrapper = self.wrappers.get(_basename(argv[0])) if argv else None
+            if wrapper is None or not _is_plain_program(argv[0]):
                 break
             inner = wrapper(argv)
             if inner == argv[len(argv) - len(inner) :]:  # not rebuilt (env -S, xargs)
                 self.wrapper_arguments(argv[0], argv[1 : len(argv) - len(inner)])
             argv = inner
+        else:
+            self.ask("wrappers are nested too deeply to check")
+            return
         if argv and _is_plain_program(argv[0]) and _basename(argv[0]) in SHELLS:
             self.shell_command(argv)
         elif argv:
@@ -765,12 +783,16 @@ class _BashJudge:
     # -- read-only programs with dangerous options ---------------------------------------------
 
     def _find(self, args: Sequence[str]) -> None:
-        index = 0
+        index = execs = 0
         while index < len(args):
             arg = args[index]
             index += 1
             if arg in ("-exec", "-execdir", "-ok", "-okdir"):
                 self.ask(f"find {arg} runs a command on each file")
+                execs += 1
+                if execs > MAX_EXECS:
+                    self.ask("find runs more commands than are checked one by one")
+                    return
                 end = index
                 while end < len(args) and args[end] not in (";", "+"):
                     end += 1

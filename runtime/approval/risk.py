@@ -284,13 +284,18 @@ class _Findings:
     def __init__(self) -> None:
         self.denials: dict[str, None] = {}
         self.questions: dict[str, None] = {}
+        self.seen: set[tuple[bool, str]] = set()  # reasons as found, before masking
 
     # Reasons quote the arguments: masked like them, since every human-facing text shows them.
     def ask(self, reason: str) -> None:
-        self.questions.setdefault(_shorten(redact_text(reason)), None)
+        if (False, reason) not in self.seen:
+            self.seen.add((False, reason))
+            self.questions.setdefault(_shorten(redact_text(reason)), None)
 
     def deny(self, reason: str) -> None:
-        self.denials.setdefault(_shorten(redact_text(reason)), None)
+        if (True, reason) not in self.seen:
+            self.seen.add((True, reason))
+            self.denials.setdefault(_shorten(redact_text(reason)), None)
 
     def decision(self) -> RiskDecision:
         # Denials first: they are what decides the verdict.

@@ -8,8 +8,10 @@ judge and the file tools' rules.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import posixpath
+import re
 from pathlib import Path
 
 SSH = "SSH keys or configuration"
@@ -85,6 +87,12 @@ HARMLESS_DEVICES = frozenset(
 )  # fmt: skip
 
 
+_FILE_PATTERNS = [(re.compile(fnmatch.translate(glob)), why) for glob, why in SECRET_FILES]
+# One pass over a path component instead of one per pattern: most components match none.
+_ANY_FILE = re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob, _ in SECRET_FILES))
+
+
+@functools.lru_cache(maxsize=8192)
 def secret_location(path: str, home: str | None = None) -> str | None:
     """Why reading `path` may expose secrets, or None. `home`: clawgate's own home directory,
     whose contents count as secret wherever it is."""
@@ -104,11 +112,9 @@ def secret_location(path: str, home: str | None = None) -> str | None:
     for part in lowered.split("/"):
         if part in SECRET_DIRS:
             return SECRET_DIRS[part]
-        if part in EXAMPLES:
+        if part in EXAMPLES or not _ANY_FILE.match(part):
             continue
-        for pattern, why in SECRET_FILES:
-            if fnmatch.fnmatchcase(part, pattern):
-                return why
+        return next(why for pattern, why in _FILE_PATTERNS if pattern.match(part))
     return None
 
 

@@ -8,17 +8,22 @@ which the policy treats as risky: it never has to guess.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NoReturn
 
 METACHARS = frozenset(" \t\n;&|()<>")
+# Characters with no meaning to the word reader (no quoting, expansion, glob or brace).
+PLAIN_RUN = re.compile(r"[^ \t\n;&|()<>'\"\\$`*?\[{}]+")
 QUOTING = frozenset("'\"\\$`")
 # Longest first: the first operator that matches is the one bash reads.
 REDIRECT_OPS = ("&>>", "<<<", "<<-", "&>", "<<", "<>", "<&", ">>", ">|", ">&", "<", ">")
 CONTROL_OPS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|")
 CASE_OPS = frozenset({";;&", ";;", ";&"})
+CONTROL_STARTS = frozenset(";&|")
+REDIRECT_STARTS = frozenset("<>&{0123456789")  # what a redirection (or its fd) starts with
 NEEDS_COMMAND_AFTER = frozenset({"&&", "||", "|", "|&"})
 HEX_DIGITS = "0123456789abcdefABCDEF"
 OCTAL_DIGITS = "01234567"
@@ -247,8 +252,8 @@ class _Parser:
             self.fail(f"{blocks[-1]!r} block is never closed")
 
     def read_control_operator(self) -> str | None:
-        if self.at("&>"):
-            return None  # a redirection that starts a command
+        if self.peek() not in CONTROL_STARTS or self.at("&>"):
+            return None  # `&>` is a redirection that starts a command
         for op in CONTROL_OPS:
             if self.at(op):
                 if op in CASE_OPS:
@@ -472,6 +477,8 @@ class _Parser:
         return 0
 
     def try_redirect(self) -> Redirect | None:
+        if self.peek() not in REDIRECT_STARTS:
+            return None
         fd_length = self.fd_prefix_length()
         start = self.pos + fd_length
         op = next((op for op in REDIRECT_OPS if self.text.startswith(op, start)), None)
@@ -535,6 +542,9 @@ class _Parser:
                 parts.append(self.read_dollar(in_quotes=False))
             elif ch == "`":
                 parts.append(self.read_backquoted(in_quotes=False))
+            elif plain := PLAIN_RUN.match(self.text, self.pos):
+                parts.append(plain.group())  # a run of ordinary characters at once
+                self.pos = plain.end()
             else:
                 # A glob or brace before any literal text may become `-delete` (`{}` stays).
                 if not self.expanded and not prefix and self.glob_starts(ch):

@@ -34,7 +34,12 @@ REFUSED_IN_WORDS = {
     "(": "parentheses (subshells, functions, arrays, extended globs)",
     ")": "parentheses (subshells, functions, arrays, extended globs)",
 }
-MAX_MATCHES = 500  # files one glob may expand to before the judge gives up and asks
+# Characters that mean nothing special to the word reader: read in runs.
+PLAIN_RUN = re.compile(r"[^ \t\n;&|<>'\"\\$`(){}~*?\[\]\x00-\x1f\x7f]+")
+MAX_MATCHES = 500
+MAX_GLOB_DEPTH = 8  # directory levels of one glob
+MAX_COMMANDS = 100  # simple commands, and words, judged one by one; a longer command asks
+MAX_WORDS = 1_000  # files one glob may expand to before the judge gives up and asks
 
 
 class NotStatic(ValueError):
@@ -56,6 +61,7 @@ class Word:
 @dataclass(slots=True)
 class Command:
     words: list[Word] = field(default_factory=list)
+    assignments: int = 0  # how many of the first words are `NAME=value` assignments
     redirects: list[tuple[str, Word]] = field(default_factory=list)  # (op with fd, target)
 
 
@@ -76,8 +82,11 @@ def expand(pattern: str, cwd: str) -> list[str] | None:
     cannot mirror exactly, or that match too much."""
     if "[:" in pattern or "[=" in pattern or "[." in pattern:
         raise NotStatic("a glob with a character class")
-    if pattern.startswith("/") or ".." in pattern.split("/"):
+    parts = pattern.split("/")
+    if pattern.startswith("/") or ".." in parts:
         raise NotStatic("a glob that reaches outside the work directory")
+    if len(parts) > MAX_GLOB_DEPTH:
+        raise NotStatic("a glob deeper than the judge expands")
     pattern = pattern.replace("[^", "[!")  # bash takes both for a negated set
     matches: list[str] = []
     for match in glob.iglob(pattern, root_dir=cwd):
@@ -99,6 +108,7 @@ class _Reader:
         commands: list[Command] = []
         operators: list[str] = []
         current = Command()
+        words = 0
         while True:
             self.skip_blanks()
             self.skip_comment()
@@ -110,6 +120,8 @@ class _Reader:
                     commands.append(current)
                     current = Command()
                     operators.append(op)
+                    if len(commands) >= MAX_COMMANDS:
+                        raise self.fail("more commands than are checked one by one")
                 elif op != "\n":  # a newline after `&&` or `|` continues the command
                     raise self.fail(f"an operator {op!r} without a command before it")
                 continue
@@ -123,11 +135,17 @@ class _Reader:
                     self.conditional(current)
                     continue
                 raise self.fail(f"shell block syntax ({word.value!r})")
-            if ARRAY_WORD.match(word.lead if word.quoted else word.value) and all(
-                assignment_name(w) for w in current.words
+            if (
+                ARRAY_WORD.match(word.lead if word.quoted else word.value)
+                and len(current.words) == current.assignments
             ):
                 raise self.fail("an array assignment (its subscript is evaluated)")
+            if len(current.words) == current.assignments and assignment_name(word):
+                current.assignments += 1
             current.words.append(word)
+            words += 1
+            if words > MAX_WORDS:
+                raise self.fail("more words than are checked one by one")
         if current.words or current.redirects:
             commands.append(current)
         elif operators and operators[-1] in ("\n", ";"):
@@ -230,6 +248,9 @@ class _Reader:
                     )
                 built.plain("{}")  # find -exec ... {}: a literal word
                 self.pos += 2
+            elif plain := PLAIN_RUN.match(text, self.pos):
+                built.plain(plain.group())  # a run of ordinary characters at once
+                self.pos = plain.end()
             else:
                 built.plain(ch)
                 self.pos += 1
@@ -309,6 +330,7 @@ class _WordBuilder:
         self.pattern.append(glob.escape(text))
 
     def plain(self, text: str) -> None:
+        """Unquoted text: one character of glob syntax, or a run of ordinary ones."""
         # `[` is a glob only when a `]` closes it: `[[` and `a[` are plain words.
         if text in ("*", "?") or (text == "]" and self.bracket):
             self.globbed = True

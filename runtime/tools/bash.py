@@ -17,6 +17,9 @@ from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode, pr
 
 # Only these variables reach the command: the bot's own environment holds tokens and keys.
 DRAIN_SECONDS = 2.0
+# Longer scripts belong in a file (the write tool): the judge reads every command in
+# bounded time, and a human can still read what they approve.
+MAX_COMMAND_CHARS = 4_000
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 
 
@@ -33,7 +36,9 @@ def scrubbed_env(home: str) -> dict[str, str]:
 
 class BashArgs(ToolArgs):
     command: str = Field(
-        min_length=1, max_length=16_000, description="A bash command, run in the work directory."
+        min_length=1,
+        max_length=MAX_COMMAND_CHARS,
+        description="A bash command, run in the work directory (write files with the write tool).",
     )
     timeout: float | None = Field(
         None, gt=0, description="Seconds before the command is killed (capped by the admin)."
