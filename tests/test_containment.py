@@ -68,7 +68,7 @@ async def test_secrets_in_arguments_never_reach_a_human_unmasked(
     ]
     for secret in SECRETS:
         assert not any(secret in text for text in shown), (secret, shown)
-    assert any("[redacted]" in text for text in notice.reasons + (notice.arguments,))
+    assert any("[redacted]" in text for text in (*notice.reasons, notice.arguments))
 
 
 async def test_writes_through_a_symlink_are_judged_where_they_land(

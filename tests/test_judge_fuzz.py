@@ -25,7 +25,8 @@ PIECES = (
     ">", ">>", "2>&1", "&>", "|", "||", "&&", ";", "&", "\n", "#", "~", "..", "/", "/etc",
     "/proc/self/environ", "x=1", "a[$(id)]=1", "for", "in", "do", "done", "if", "then", "fi",
     "f()", "function", "case", "esac", "sh", "-c", "bash", "xargs", "env", "sudo", "timeout",
-    "5", "test", "-v", "=", "\t", "\r", "\x00", "é", "ｒｍ", "--", "-o", "--pre=x", "cd", "src",
+    "5", "test", "-v", "=", "\t", "\r", "\x00", "é", "\uff52\uff4d", "--", "-o", "--pre=x",
+    "cd", "src",
 )  # fmt: skip
 # The worst shapes found while tuning, at the size limit.
 WORST = (

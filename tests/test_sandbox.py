@@ -75,9 +75,13 @@ async def listener() -> AsyncIterator[Listener]:
 
 
 async def bash(
-    sandbox: Sandbox, workdir: Path, command: str, access: Access = Access.READ_ONLY, **kw: float
+    sandbox: Sandbox,
+    workdir: Path,
+    command: str,
+    access: Access = Access.READ_ONLY,
+    timeout: float = 60.0,
 ) -> tuple[str, str]:
-    tool = BashTool(sandbox=sandbox, **kw)
+    tool = BashTool(timeout=timeout, sandbox=sandbox)
     ctx = ToolContext(session="t", workdir=workdir, access=access)
     out = await asyncio.wait_for(tool.run(BashArgs(command=command), ctx), 30)
     return out.text, out.display or ""
@@ -176,7 +180,7 @@ async def test_the_network_can_be_closed_to_approved_commands_too(
     workdir: Path, listener: Listener
 ) -> None:
     closed = working_sandbox(NetworkAccess.NEVER)
-    text, display = await bash(
+    _, display = await bash(
         closed, workdir, f"exec 3<>/dev/tcp/127.0.0.1/{listener.port}", Access.APPROVED
     )
     assert listener.connections == 0
@@ -248,7 +252,7 @@ def test_off_is_the_explicit_opt_out() -> None:
 async def test_through_the_runtime_only_an_approved_call_may_write(
     redis: aioredis.Redis, workdir: Path, sandbox: Sandbox
 ) -> None:
-    runtime, channel = make_runtime(redis, workdir, DemoProvider(), sandbox=sandbox)
+    runtime, _ = make_runtime(redis, workdir, DemoProvider(), sandbox=sandbox)
     # Auto-allowed: runs, read-only.
     result = await runtime.run("s-ro", "run: ls", ALICE, HERE)
     assert result.stop_reason is StopReason.FINAL

@@ -26,7 +26,7 @@ from runtime.approval.shell import Redirect, Segment, ShellAnalysis, parse_shell
 from runtime.approval.static_shell import (
     NotStatic,
     Script,
-    assignment_name,
+    Word,
     expand,
     parse_static,
 )
@@ -326,25 +326,7 @@ class _BashJudge:
         if "|" in script.operators:
             self.piped = True
         for command in script.commands:
-            words: list[str] = []
-            for word in command.words:
-                matches = None
-                if word.pattern is not None:
-                    if self.cwd is None:
-                        raise NotStatic("a glob, and no work directory to expand it in")
-                    key = (word.pattern, self.cwd)
-                    if key not in self.globs:
-                        if len(self.globs) >= MAX_GLOBS:
-                            raise NotStatic("more globs than the judge expands")
-                        self.globs[key] = expand(word.pattern, self.cwd)
-                    matches = self.globs[key]
-                    for match in matches or ():
-                        if match.startswith("-"):
-                            self.ask(f"{word.value} matches {match}, which reads as an option")
-                words.extend(matches or [word.value])
-                self.expanded_words += len(matches or ())
-                if self.expanded_words > MAX_EXPANDED_WORDS:
-                    raise NotStatic("globs that expand to more words than are checked")
+            words = [path for word in command.words for path in self.expanded(word)]
             lead = command.assignments  # `NAME=value cmd`: the assignments, then the command
             redirects = tuple(Redirect(op, target.value) for op, target in command.redirects)
             segment = Segment(tuple(words[lead:]), redirects, tuple(words[:lead]))
@@ -356,6 +338,26 @@ class _BashJudge:
             self.segment(segment)
         if self.downloader and self.shell and self.piped:
             self.ask(f"downloads piped to a shell ({self.downloader} | {self.shell})")
+
+    def expanded(self, word: Word) -> list[str]:
+        """The words bash makes of `word` in the current directory (globs expanded once)."""
+        if word.pattern is None:
+            return [word.value]
+        if self.cwd is None:
+            raise NotStatic("a glob, and no work directory to expand it in")
+        key = (word.pattern, self.cwd)
+        if key not in self.globs:
+            if len(self.globs) >= MAX_GLOBS:
+                raise NotStatic("more globs than the judge expands")
+            self.globs[key] = expand(word.pattern, self.cwd)
+        matches = self.globs[key] or [word.value]  # no match: bash keeps the word as written
+        self.expanded_words += len(matches)
+        if self.expanded_words > MAX_EXPANDED_WORDS:
+            raise NotStatic("globs that expand to more words than are checked")
+        for match in matches:
+            if match.startswith("-"):
+                self.ask(f"{word.value} matches {match}, which reads as an option")
+        return matches
 
     def change_directory(self, segment: Segment) -> None:
         """`cd DIR`: later commands run there; only a directory inside the work dir."""

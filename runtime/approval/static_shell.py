@@ -128,22 +128,7 @@ class _Reader:
             redirect = self.redirect(current)
             if redirect:
                 continue
-            word = self.word()
-            if not current.words and word.plain and word.value in RESERVED:
-                if word.value == "[[":
-                    current.words.append(word)
-                    self.conditional(current)
-                    continue
-                raise self.fail(f"shell block syntax ({word.value!r})")
-            if (
-                ARRAY_WORD.match(word.lead if word.quoted else word.value)
-                and len(current.words) == current.assignments
-            ):
-                raise self.fail("an array assignment (its subscript is evaluated)")
-            if len(current.words) == current.assignments and assignment_name(word):
-                current.assignments += 1
-            current.words.append(word)
-            words += 1
+            words += self.add_word(current, self.word())
             if words > MAX_WORDS:
                 raise self.fail("more words than are checked one by one")
         if current.words or current.redirects:
@@ -153,6 +138,22 @@ class _Reader:
         elif operators:
             raise self.fail(f"an operator {operators[-1]!r} without a command after it")
         return Script(commands, operators)
+
+    def add_word(self, current: Command, word: Word) -> int:
+        """Add `word` to the command being read; how many words that added."""
+        if not current.words and word.plain and word.value in RESERVED:
+            if word.value != "[[":
+                raise self.fail(f"shell block syntax ({word.value!r})")
+            current.words.append(word)
+            self.conditional(current)
+            return len(current.words)
+        leading = len(current.words) == current.assignments
+        if leading and ARRAY_WORD.match(word.lead if word.quoted else word.value):
+            raise self.fail("an array assignment (its subscript is evaluated)")
+        if leading and assignment_name(word):
+            current.assignments += 1
+        current.words.append(word)
+        return 1
 
     def skip_blanks(self) -> None:
         while self.pos < len(self.text):
