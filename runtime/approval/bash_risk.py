@@ -7,6 +7,7 @@ command to be a known read-only program used in a read-only way (see `runtime.ap
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import re
@@ -20,6 +21,7 @@ from runtime.approval.secrets import (
     home_directory,
     resolved,
     secret_location,
+    tracked_secrets,
 )
 from runtime.approval.secrets import is_device as _is_device
 from runtime.approval.shell import Redirect, Segment, ShellAnalysis, parse_shell
@@ -103,6 +105,12 @@ CATASTROPHIC_DIRS = frozenset(
     }
 )  # fmt: skip
 HOME_WORDS = ("~", "$HOME", "${HOME}")
+ECHOED = re.compile(r"\$\(\s*echo\s+([^\s()$`]+)\s*\)|`\s*echo\s+([^\s()$`]+)\s*`")
+# Raw disks and memory: reading them exposes everything, writing them destroys it.
+RAW_DEVICE = re.compile(
+    r"/dev/(?:sd[a-z]|nvme\d|hd[a-z]|vd[a-z]|xvd[a-z]|mmcblk\d|dm-\d|mapper/|loop\d|disk/"
+    r"|mem$|kmem$|port$)"
+)
 # Programs that write to the files they name: onto a device, that is a raw disk write.
 FILE_WRITERS = frozenset({"cp", "mv", "tee", "shred", "truncate", "install", "ln", "rsync"})
 # Programs that read whole directory trees: from `/` or a system directory they read it all.
@@ -173,6 +181,23 @@ GIT_GLOBAL_FLAGS = frozenset(
 GIT_GLOBAL_VALUED = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
 # Another repository's config can make git run programs (core.fsmonitor); -C only moves.
 GIT_ELSEWHERE = ("--git-dir", "--work-tree")
+# Subcommands that print committed file contents (log and whatchanged only with a patch).
+GIT_CONTENT = frozenset(
+    {"log", "whatchanged", "show", "diff", "grep", "blame", "cat-file", "archive", "annotate",
+     "format-patch", "stash"}
+)  # fmt: skip
+GIT_PATCH_FLAGS = frozenset(
+    {"-p", "-u", "--patch", "--patch-with-stat", "--cc", "-c", "--full-diff"}
+)
+GIT_SUMMARY_FLAGS = frozenset(
+    {"--stat", "--name-only", "--name-status", "--shortstat", "--numstat", "--no-patch", "-s",
+     "--quiet", "--summary", "--dirstat"}
+)  # fmt: skip
+# Subcommands that only read the repository, whatever their options.
+GIT_READ_ONLY = frozenset(
+    {"status", "rev-parse", "ls-files", "blame", "describe", "ls-tree", "cat-file",
+     "count-objects", "rev-list", "merge-base", "for-each-ref", "show-ref", "name-rev"}
+)  # fmt: skip
 # Subcommands that only list with these words (`git remote -v`, `git stash list`).
 GIT_LISTINGS = {
     "remote": frozenset({"-v", "--verbose"}),
@@ -222,7 +247,17 @@ def judge_bash(
         _BashJudge(safe_programs, findings, workdir).judge(command)
 
 
+# Forking without end in any language: `perl -e 'fork while 1'`, `while(1){os.fork()}`,
+# `while true; do bash & done`.
+ENDLESS_FORK = re.compile(
+    r"\bfork\s+while\b|\bwhile\b[^\n]{0,60}?\bfork\b|\bos\.fork\(\)[^\n]{0,60}?\bwhile\b"
+    r"|\bwhile\s+(?:true|1|:)\s*;?\s*do\b[^\n]{0,80}?&\s*(?:;\s*)?done\b"
+)
+
+
 def _is_fork_bomb(command: str) -> bool:
+    if ENDLESS_FORK.search(command):
+        return True
     for match in FUNCTION.finditer(command):
         name, body = match.group(1) or match.group(2), match.group(3)
         calls = re.findall(rf"(?<![\w.-]){re.escape(name)}(?![\w.-]|\s*\()", body)
@@ -256,6 +291,8 @@ class _BashJudge:
         self.home = home_directory()
         self.globs: dict[tuple[str, str], list[str] | None] = {}  # (pattern, cwd): matches
         self.expanded_words = 0
+        self.variables: dict[str, str] = {}  # plain assignments seen, for the deny rules
+        self.directory: str | None = None  # where a `cd` went, for the deny rules
         self.depth = 0
         # For "downloads piped to a shell": the pieces may sit in different segments.
         self.downloader: str | None = None
@@ -359,6 +396,29 @@ class _BashJudge:
                 self.ask(f"{word.value} matches {match}, which reads as an option")
         return matches
 
+    def remember(self, segment: Segment) -> None:
+        """What later commands' deny rules must know: plain variables (`R=/`) and the
+        directory a `cd` moved to (`cd / && rm -rf *`)."""
+        if not segment.argv:
+            for assignment in segment.assignments:
+                name, _, value = assignment.partition("=")
+                self.variables[name] = value
+        elif segment.argv[0] == "cd" and len(segment.argv) == 2:
+            self.directory = self.substituted(segment.argv[1])
+
+    def substituted(self, word: str) -> str:
+        """`word` with the variables seen so far put in (`$R`, `${R}`); others stay."""
+        if "$" not in word and "`" not in word:
+            return word
+        word = ECHOED.sub(lambda m: m.group(1) or m.group(2), word)  # $(echo /) is /
+        return re.sub(
+            r"\$\{?([A-Za-z_]\w*)\}?",
+            lambda m: self.variables.get(
+                m.group(1), HOME_WORDS[1] if m.group(1) == "HOME" else m.group(0)
+            ),
+            word,
+        )
+
     def change_directory(self, segment: Segment) -> None:
         """`cd DIR`: later commands run there; only a directory inside the work dir."""
         target = segment.argv[1] if len(segment.argv) == 2 else None
@@ -369,8 +429,8 @@ class _BashJudge:
         place = os.path.realpath(posixpath.join(self.cwd, target))
         root = str(self.workdir)
         if not os.path.isdir(place) or not (place == root or place.startswith(root + "/")):
-            self.ask(f"cd {target} leaves the work directory or is not a directory")
-            return
+            # Later words are then relative to a place the judge does not expand globs in.
+            raise NotStatic(f"cd {target} leaves the work directory or is not a directory")
         self.cwd = place
 
     def linked(self, word: str) -> None:
@@ -395,6 +455,9 @@ class _BashJudge:
             why = _secret_location(word, self.home)
             if why:
                 self.ask(f"reads {word} ({why})")
+            if RAW_DEVICE.match(_normalize(word.partition("if=")[2] or word)):
+                self.deny(f"reads the raw disk or memory device {word}")
+        self.remember(segment)
         self.recursive_reach(segment.argv)
         expandable = segment.expandable
         self.command([_Expanding(w) if i in expandable else w for i, w in enumerate(segment.argv)])
@@ -693,7 +756,7 @@ class _BashJudge:
         if name == "rm":
             self.rm_catastrophe(args)
         elif _is_mkfs(name):
-            self.deny(f"{name} formats a filesystem")
+            self.deny(f"{name} formats a filesystem (or wipes a disk)")
         elif name == "dd":
             for arg in args:
                 target = _normalize(arg.removeprefix("of=")) if arg.startswith("of=") else ""
@@ -751,7 +814,10 @@ class _BashJudge:
             else:
                 targets.append(arg)
         for target in targets if recursive else []:
-            if any(_is_catastrophic(path) for path in _brace_variants(target)):
+            path = self.substituted(target)
+            if self.directory and not path.startswith(("/", "~", "$")):
+                path = posixpath.join(self.directory, path)  # after `cd /`
+            if any(_is_catastrophic(variant) for variant in _brace_variants(path)):
                 self.deny(f"rm -r on {target} would delete a system or home directory")
 
     def release_words(self, name: str, args: Sequence[str]) -> bool:
@@ -888,25 +954,60 @@ class _BashJudge:
         if index >= len(args):
             return  # `git`, `git --version`: usage and version
         subcommand, rest = args[index], args[index + 1 :]
-        if subcommand in ("status", "rev-parse", "ls-files", "blame", "describe", "ls-tree"):
+        if subcommand in GIT_CONTENT:
+            self._git_tracked_secrets(subcommand, rest)
+        if subcommand in GIT_READ_ONLY:
             return
         if subcommand in GIT_LISTINGS:
             self._git_listing(subcommand, rest)
-        elif subcommand in ("diff", "log", "show"):
-            for arg in rest:
-                if _long_option_is(arg, "--output"):
-                    self.ask(f"git {subcommand} {arg} writes to a file")
-        elif subcommand == "grep":
-            for arg in rest:
-                if _long_option_is(arg, "--open-files-in-pager") or _short_option_has(
-                    arg, "O", "efABCm"
-                ):
-                    self.ask(f"git grep {arg} opens the files in a program")
+        elif subcommand in ("diff", "log", "show", "grep"):
+            self._git_output_options(subcommand, rest)
         elif subcommand == "branch":
             if any(arg not in GIT_BRANCH_LISTING for arg in rest):
                 self.ask(f"git branch {' '.join(rest)} changes branches")
         else:
             self._git_changes(subcommand, rest)
+
+    def _git_output_options(self, subcommand: str, rest: Sequence[str]) -> None:
+        """`--output=f` writes a file; `git grep -O<cmd>` (in any cluster) runs a program."""
+        for arg in rest:
+            if subcommand != "grep" and _long_option_is(arg, "--output"):
+                self.ask(f"git {subcommand} {arg} writes to a file")
+            elif subcommand == "grep" and (
+                _long_option_is(arg, "--open-files-in-pager")
+                or _short_option_has(arg, "O", "efABCm")
+            ):
+                self.ask(f"git grep {arg} opens the files in a program")
+
+    def _git_tracked_secrets(self, subcommand: str, rest: Sequence[str]) -> None:
+        """git prints committed contents that the sandbox cannot mask: ask when it may print
+        a secret the repository tracks (`.env` committed), unless only names or statistics
+        are shown, or its pathspecs (after `--`) leave the secrets out."""
+        patch = any(
+            arg in GIT_PATCH_FLAGS or arg.startswith(("-L", "-U", "--unified")) for arg in rest
+        )
+        if subcommand in ("log", "whatchanged") and not patch:
+            return  # commit messages only
+        summary = any(arg in GIT_SUMMARY_FLAGS for arg in rest)
+        if self.workdir is None or (summary and subcommand in ("show", "diff", "log")):
+            return  # names and statistics only
+        if (subcommand == "stash" and rest[:1] != ["show"]) or (
+            subcommand == "cat-file" and {"-t", "-s", "-e"} & set(rest)
+        ):
+            return  # stash list, an object's type or size
+        secrets = tracked_secrets(self.workdir)
+        specs: Sequence[str] | None = None
+        objects = [arg.partition(":")[2] for arg in rest if ":" in arg and not arg.startswith("-")]
+        if "--" in rest:
+            specs = rest[rest.index("--") + 1 :]
+        elif subcommand in ("blame", "annotate"):
+            specs = [arg for arg in rest if not arg.startswith("-")][-1:]  # the file
+        elif subcommand in ("show", "cat-file") and objects:
+            specs = objects  # HEAD:README.md
+        if specs is not None:
+            secrets = tuple(s for s in secrets if any(_covers(spec, s) for spec in specs))
+        if secrets:
+            self.ask(f"git {subcommand} may print {secrets[0]}, a secret the repository tracks")
 
     def _git_listing(self, subcommand: str, rest: Sequence[str]) -> None:
         if not all(arg in GIT_LISTINGS[subcommand] for arg in rest):
@@ -1050,6 +1151,14 @@ def _secret_location(word: str, home: str | None = None) -> str | None:
     return why
 
 
+def _covers(spec: str, path: str) -> bool:
+    """Whether a git pathspec (a path, a directory or a glob) may include `path`."""
+    spec = spec.rstrip("/").removeprefix("./")
+    if spec in ("", ".", "*") or spec.startswith(":"):
+        return True
+    return path == spec or path.startswith(spec + "/") or fnmatch.fnmatchcase(path, spec)
+
+
 MAX_BRACE_VARIANTS = 64
 
 
@@ -1077,7 +1186,10 @@ def _is_fd(target: str) -> bool:
 
 
 def _is_mkfs(name: str) -> bool:
-    return name in ("mkfs", "mke2fs") or name.startswith("mkfs.")
+    """Programs that format or wipe a disk."""
+    return name in ("mkfs", "mke2fs", "mkswap", "wipefs", "sfdisk", "fdisk", "parted") or (
+        name.startswith("mkfs.")
+    )
 
 
 def _is_assignment_word(word: str) -> bool:

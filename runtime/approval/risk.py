@@ -244,8 +244,8 @@ class RiskPolicy:
                 findings.ask(f"{shown} could make a directory a git repository that runs programs")
             if "hooks" in _normalized(name).split("/"):
                 findings.ask(f"{shown} could be a git hook, which runs as a program")
-        if target is not None and target.startswith("/"):
-            findings.ask(f"{path} leads outside the work directory ({target})")
+        if target is not None:  # the write lands elsewhere than the name says
+            findings.ask(f"{path} is a link: the {tool} would change {target}")
         if _is_misleading_name(path):
             findings.ask(f"{path!r} is a file name shell commands could misread")
         if tool == "edit":

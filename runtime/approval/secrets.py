@@ -143,3 +143,50 @@ def resolved(path: str, cwd: str, workdir: Path) -> str | None:
 def home_directory() -> str | None:
     home = os.path.expanduser("~")
     return None if home in ("~", "/") else os.path.realpath(home)
+
+
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+
+
+def tracked_secrets(workdir: Path) -> tuple[str, ...]:
+    """Secret-looking files that the work directory's git repository tracks (its index):
+    their committed contents can be printed by git commands that only read (`git log -p`),
+    which no sandbox mask hides. Cached while the index is unchanged."""
+    index = workdir / ".git" / "index"
+    try:
+        stat = index.stat()
+    except OSError:
+        return ()
+    return _tracked_secrets(str(index), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _tracked_secrets(index: str, _mtime: int, size: int) -> tuple[str, ...]:
+    if size > MAX_INDEX_BYTES:
+        return ("(an index too large to read)",)
+    try:
+        data = Path(index).read_bytes()
+    except OSError:
+        return ()
+    return tuple(path for path in _index_paths(data) if secret_location(path))
+
+
+def _index_paths(data: bytes) -> list[str]:
+    """The paths of a git index (versions 2 and 3; version 4 compresses paths, so every
+    NUL-ended run is taken as a possible path: more secrets found, never fewer)."""
+    if data[:4] != b"DIRC" or len(data) < 12:
+        return []
+    version = int.from_bytes(data[4:8], "big")
+    if version not in (2, 3):
+        return [chunk.decode(errors="replace") for chunk in re.findall(rb"[ -~]{2,}", data)]
+    count = int.from_bytes(data[8:12], "big")
+    paths, pos = [], 12
+    for _ in range(count):
+        flags = int.from_bytes(data[pos + 60 : pos + 62], "big")
+        start = pos + 62 + (2 if version == 3 and flags & 0x4000 else 0)
+        end = data.find(b"\x00", start)
+        if end < 0:
+            break
+        paths.append(data[start:end].decode(errors="replace"))
+        pos += (end - pos + 8) // 8 * 8  # entries are NUL-padded to a multiple of 8 bytes
+    return paths
