@@ -15,6 +15,8 @@ from runtime.approval.risk import RiskPolicy, Verdict
 from runtime.channel import ApprovalRequested, ToolFinished, ToolStarted
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
+from runtime.tools.base import ToolContext
+from runtime.tools.bash import BashArgs, BashTool
 from tests.support import ADMIN, ALICE, HERE, make_runtime
 
 SECRETS = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY", "s3cr3t-client-val",
@@ -115,8 +117,10 @@ async def test_a_planted_bare_repository_runs_nothing(redis: aioredis.Redis, wor
     (workdir / "y" / "HEAD").write_text("ref: refs/heads/main\n")
     (workdir / "y" / "config").write_text(f"[core]\n\tbare = true\n\tfsmonitor = touch {marker}\n")
     result = await runtime.run("bare2", "run: git -C y status", ALICE, HERE)
-    assert result.stop_reason is StopReason.FINAL and result.final_text is not None
-    assert "cannot use bare repository" in result.final_text  # safe.bareRepository=explicit
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED  # a repository of its own
+    # And were it approved, git itself refuses an implicit bare repository.
+    ran = await BashTool().run(BashArgs(command="git -C y status"), ToolContext("t", workdir))
+    assert "cannot use bare repository" in ran.text  # safe.bareRepository=explicit
     assert not marker.exists()
 
 

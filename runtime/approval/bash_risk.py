@@ -954,6 +954,7 @@ class _BashJudge:
         if index >= len(args):
             return  # `git`, `git --version`: usage and version
         subcommand, rest = args[index], args[index + 1 :]
+        self._git_foreign_repository(args[:index])
         if subcommand in GIT_CONTENT:
             self._git_tracked_secrets(subcommand, rest)
         if subcommand in GIT_READ_ONLY:
@@ -967,6 +968,25 @@ class _BashJudge:
                 self.ask(f"git branch {' '.join(rest)} changes branches")
         else:
             self._git_changes(subcommand, rest)
+
+    def _git_foreign_repository(self, options: Sequence[str]) -> None:
+        """A repository nested in the work directory (`git -C pkg/mod`, or after `cd`) has a
+        config of its own, which can make git run programs (core.fsmonitor): ask."""
+        if self.cwd is None or self.workdir is None:
+            return
+        place = self.cwd
+        for index, option in enumerate(options[:-1]):
+            if option == "-C":
+                place = posixpath.normpath(posixpath.join(place, options[index + 1]))
+        root = str(self.workdir)
+        while place.startswith(root + "/"):
+            if os.path.lexists(posixpath.join(place, ".git")) or all(
+                os.path.lexists(posixpath.join(place, name)) for name in ("HEAD", "config")
+            ):
+                shown = posixpath.relpath(place, root)
+                self.ask(f"git uses the repository in {shown}, whose config can run programs")
+                return
+            place = posixpath.dirname(place)
 
     def _git_output_options(self, subcommand: str, rest: Sequence[str]) -> None:
         """`--output=f` writes a file; `git grep -O<cmd>` (in any cluster) runs a program."""
