@@ -1,8 +1,10 @@
 """`clawgate bench runtime|approval`.
 
 runtime: what the executor and middleware chain cost per tool call against calling the tool
-directly, and demo-model turns per second. approval: the suspend -> approve -> resume -> final
-round trip through Redis, and checkpoint writes with 10 vs 10,000 prior messages."""
+directly, demo-model turns per second, and a bash call in the bwrap sandbox against the same
+call uncontained (plus the judge's cost for a typical command). approval: the suspend ->
+approve -> resume -> final round trip through Redis, and checkpoint writes with 10 vs 10,000
+prior messages."""
 
 from __future__ import annotations
 
@@ -42,7 +44,9 @@ from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from runtime.tools.bash import BashArgs, BashTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tools.sandbox import Access, Sandbox, SandboxMode, SandboxUnavailable, probe
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 
@@ -209,6 +213,34 @@ async def bench_checkpoint_writes(
         return samples
 
 
+BASH_COMMAND = "ls -la && git status --short 2>/dev/null | head -5"
+
+
+async def bench_bash_calls(calls: int, workdir: Path) -> dict[str, list[float]]:
+    """One bash call (a typical read-only command) uncontained, and in the sandbox as an
+    unapproved and an approved call; and the risk judge's decision on that command."""
+    (workdir / "notes.txt").write_text("bench\n")
+    args = BashArgs(command=BASH_COMMAND)
+    samples: dict[str, list[float]] = {}
+    kinds = [("uncontained", Sandbox(SandboxMode.OFF), Access.READ_ONLY)]
+    with contextlib.suppress(SandboxUnavailable):
+        contained = probe(SandboxMode.BWRAP)
+        kinds += [("bwrap, read-only", contained, Access.READ_ONLY)]
+        kinds += [("bwrap, approved", contained, Access.APPROVED)]
+    for label, sandbox, access in kinds:
+        tool = BashTool(sandbox=sandbox)
+        ctx = ToolContext(session="bench", workdir=workdir, access=access)
+        await _time_each(max(5, calls // 10), lambda: tool.run(args, ctx))  # noqa: B023
+        samples[label] = await _time_each(calls, lambda: tool.run(args, ctx))  # noqa: B023
+    policy, arguments = RiskPolicy(), {"command": BASH_COMMAND}
+
+    async def judge() -> None:
+        policy.assess("bash", arguments, workdir)
+
+    samples["judge"] = await _time_each(calls * 10, judge)
+    return samples
+
+
 def _line(label: str, samples: list[float]) -> str:
     return (
         f"{label:<44} p50 {percentile(samples, 0.5):9.1f} us   "
@@ -216,7 +248,23 @@ def _line(label: str, samples: list[float]) -> str:
     )
 
 
-async def run_bench(settings: Settings, target: str, calls: int, turns: int) -> int:
+def _print_bash(samples: dict[str, list[float]]) -> None:
+    print(_line("risk judge, one bash command", samples.pop("judge")))
+    for label, values in samples.items():
+        print(_line(f"bash call, {label}", values))
+    if "bwrap, read-only" not in samples:
+        print("bash sandbox: bwrap unavailable here, no contained figures")
+        return
+    bare, boxed = (
+        percentile(samples["uncontained"], 0.5),
+        percentile(samples["bwrap, read-only"], 0.5),
+    )
+    print(f"sandbox cost per bash call: p50 {boxed - bare:.0f} us, ratio {boxed / bare:.2f}x")
+
+
+async def run_bench(
+    settings: Settings, target: str, calls: int, turns: int, bash_calls: int = 200
+) -> int:
     store = f"redis {settings.redis_url}" if settings.redis_url else "embedded store"
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -232,6 +280,7 @@ async def run_bench(settings: Settings, target: str, calls: int, turns: int) -> 
             rate, samples = await bench_turns(turns, settings, workdir)
             print(_line(f"demo-model turn ({store})", samples))
             print(f"turns per second: {rate:.0f}")
+            _print_bash(await bench_bash_calls(bash_calls, workdir))
             return 0
         trips = await bench_approval_round_trips(turns, settings, workdir)
         print(_line(f"approval round trip ({store})", trips))

@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         help="turns or round trips to time (default 500; ingest: per thread, default 20)",
     )
     bench.add_argument(
+        "--bash-calls",
+        type=_positive(int),
+        default=200,
+        help="runtime: bash calls to time, uncontained and in the sandbox (default 200)",
+    )
+    bench.add_argument(
         "--rates",
         type=_rates,
         default=[100, 250, 500, 750, 1000, 1500],
@@ -187,7 +193,9 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
         )
     from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
 
-    return asyncio.run(run_bench(settings, args.target, args.calls, args.turns or 500))
+    return asyncio.run(
+        run_bench(settings, args.target, args.calls, args.turns or 500, args.bash_calls)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
