@@ -112,11 +112,18 @@ async def test_policy_file_denies_a_tool(workdir: Path) -> None:
 
 async def test_bench_runtime_prints_percentiles(workdir: Path) -> None:
     code, out, _ = await chat(
-        "", workdir, clean_env(), "bench", "runtime", "--calls", "200", "--turns", "20"
+        "",
+        workdir,
+        clean_env(),
+        "bench",
+        "runtime",
+        *("--calls", "200", "--turns", "20", "--bash-calls", "5"),
     )
     assert code == 0
     assert "chain overhead per call" in out
     assert "turns per second" in out and "p99" in out
+    assert "bash call, uncontained" in out and "bash call, bwrap, read-only" in out
+    assert "sandbox cost per bash call" in out
 
 
 async def test_bench_approval_prints_round_trip_and_checkpoint_ratio(

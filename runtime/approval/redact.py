@@ -60,7 +60,23 @@ def _masked(value: str) -> str:
     return MASK
 
 
+# Every pattern above needs one of these (lowercased) in the text: a few substring checks
+# spare most texts (progress lines, reasons, log messages) a dozen substitutions.
+_TRIGGERS = (
+    "xox", "xapp-", "sk-", "k_live_", "k_test_", "akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+    "glpat-", "aiza", "eyj", "bearer", "-----begin", "secret", "token", "pass", "pwd", "api",
+    "credential", "auth", "login", "-u", "://",
+)  # fmt: skip
+
+
+def _may_hold_secrets(text: str) -> bool:
+    lowered = text.lower()
+    return any(trigger in lowered for trigger in _TRIGGERS)
+
+
 def redact_text(text: str) -> str:
+    if not _may_hold_secrets(text):
+        return text
     for pattern in _SECRET_VALUES:
         text = pattern.sub(MASK, text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + _masked(m.group(2)), text)
