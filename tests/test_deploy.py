@@ -586,3 +586,21 @@ def test_example_policy_file_loads_and_shows_every_key() -> None:
     assert policy.conversations  # the per-conversation tables are shown
     data = tomllib.loads(path.read_text())
     assert _missing_keys(PolicyDocument, data, "") == []
+
+
+def test_every_deployment_lets_the_bash_sandbox_work() -> None:
+    """bubblewrap in the image; the namespaces and /proc it needs allowed in compose and
+    Kubernetes (without them CLAWGATE_SANDBOX=auto would ask for every bash call)."""
+    final = _dockerfile_stages()[-1]
+    assert any("bubblewrap" in run for run in _args(final, "RUN"))
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
+        compose["x-clawgate"]["security_opt"]
+    )
+    for deployment in _deployments().values():
+        pod_security = deployment["spec"]["template"]["spec"]["securityContext"]
+        assert pod_security["seccompProfile"]["type"] == "Unconfined"
+        assert pod_security["appArmorProfile"]["type"] == "Unconfined"
+        container = _container(deployment)
+        assert container["securityContext"]["procMount"] == "Unmasked"
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
