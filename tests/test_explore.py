@@ -32,6 +32,7 @@ from runtime.tools.bash import BashTool
 from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tools.sandbox import Sandbox, SandboxMode
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 from tests.fake_openai import FakeOpenAI, Step, calls, reply
@@ -46,6 +47,7 @@ def explore_runtime(
     fake: FakeOpenAI,
     enabled: tuple[str, ...] = ("explore",),
     tracer: Tracer | None = None,
+    sandbox: Sandbox | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
     """A runtime wired as `bot.wiring` wires it, with `enabled` tools."""
     keys = Keys(PREFIX)
@@ -55,7 +57,8 @@ def explore_runtime(
     defaults = Defaults(enabled=enabled, admins=frozenset({ADMIN.key}))
     policies = PolicyService(redis, keys, defaults, TOOLS, audit=audit)
     history = HistoryStore(redis, keys)
-    base: list[Tool[Any]] = [ReadTool(), WriteTool(), EditTool(), BashTool(timeout=10)]
+    bash = BashTool(timeout=10, sandbox=sandbox)
+    base: list[Tool[Any]] = [ReadTool(), WriteTool(), EditTool(), bash]
     explorer = Explorer(provider, base, history, 16_000, policies, audit)
     registry = ToolRegistry([*base, ExploreTool(explorer)], enabled=enabled)
     registry.use(ToolPolicyMiddleware(policies))
@@ -183,6 +186,26 @@ async def test_the_explorer_cannot_change_anything_whatever_the_model_asks(
     assert "unknown tool 'explore'" in answers["k3"] or "not enabled" in answers["k3"]
     assert "keep.txt" in answers["k4"]  # a read-only command runs
     assert not await runtime.approvals.open_ids()  # nothing asked a human
+
+
+async def test_without_a_sandbox_the_explorer_runs_no_bash(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """`auto` without bwrap: every bash call would need a human, and an explorer cannot ask."""
+    missing = Sandbox(SandboxMode.AUTO, problem="bwrap is not installed")
+    fake_openai.script = [
+        calls(("p1", "explore", {"task": "list the files"})),
+        calls(("k1", "bash", {"command": "ls"})),
+        reply("I could not list them."),
+        reply("done"),
+    ]
+    runtime, _ = explore_runtime(redis, workdir, fake_openai, ("bash", "explore"), sandbox=missing)
+    result = await runtime.run("s1", "what is here?", ALICE, HERE)
+
+    assert result.stop_reason is StopReason.FINAL
+    answers = [m["content"] for m in fake_openai.requests[2]["messages"] if m["role"] == "tool"]
+    assert any("no OS sandbox" in answer for answer in answers), answers
+    assert not await runtime.approvals.open_ids()
 
 
 async def test_the_explorer_respects_the_conversations_denies(

@@ -654,6 +654,18 @@ def sample(metrics: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+async def test_readiness_says_when_bash_has_no_sandbox(
+    fake: FakeSlack, workdir: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ready (every bash call asks instead), with the reason in the details."""
+    monkeypatch.setenv("PATH", str(workdir))  # no bwrap to be found
+    async with serving(fake, workdir, redis_url) as h:
+        status, text = await h.get("/readyz")
+        assert status == 200
+        assert text.startswith("ready\n")
+        assert "warning: no OS sandbox to run it read-only (bwrap is not installed)" in text
+
+
 async def test_health_readiness_and_metrics(fake: FakeSlack, workdir: Path, redis_url: str) -> None:
     (workdir / "notes.txt").write_text(NOTES)
     async with serving(fake, workdir, redis_url, start_worker=False) as h:
