@@ -23,6 +23,14 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
     os.environ.pop(_var, None)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """As `clawgate serve` does after start-up: the thousands of objects the SDKs create at
+    import are moved out of the collector's way, so that a test's `gc.collect()` (see
+    `fake_openai`) costs what its own objects cost, not 0.3 s."""
+    gc.collect()
+    gc.freeze()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,6 +20,8 @@ from runtime.providers.demo import DemoProvider
 from tests.support import ADMIN, PREFIX, make_runtime
 from tests.test_console_chat import CLAWGATE, chat, clean_env
 
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
 ID_LINE = re.compile(r"id ([a-z0-9]{13}): /approve")
 SESSION = "console:local"
 ORIGIN = ConversationRef(platform="console", id=SESSION)

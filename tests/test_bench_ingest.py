@@ -12,6 +12,8 @@ import redis.asyncio as aioredis
 from bot.bench_ingest import IngestReport, bench_ingest
 from bot.cli import main
 
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
 SPLIT = pytest.mark.parametrize("split", [False, True], ids=["in-process worker", "worker process"])
 
 

@@ -7,7 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI, calls, reply
+
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
 REPO = Path(__file__).resolve().parent.parent
 CLAWGATE = [sys.executable, "-m", "bot.cli"]

@@ -75,6 +75,8 @@ FEISHU_VARS = (
     "FEISHU_MODE",
 )
 
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
 
 # ---------------------------------------------------------------------------------------------
 # The harness: one service (runtime + worker + Feishu adapter) behind a real HTTP server

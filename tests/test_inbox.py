@@ -19,6 +19,8 @@ from runtime.models import Actor, ConversationRef
 from runtime.store.inbox import GROUP, Inbox, Job
 from runtime.store.keys import Keys
 
+pytestmark = pytest.mark.e2e  # real worker loops waiting on reclaim timers: the slow tier
+
 PREFIX = "cginbox"
 EIGHT_HOURS_MS = 8 * 3600 * 1000
 

@@ -54,6 +54,8 @@ from tests.serving import (
     running,
 )
 
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
 SECRET = "test-signing-secret"
 CHANNEL = "C111"
 ADMIN = "U_ADMIN"

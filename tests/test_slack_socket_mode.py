@@ -26,6 +26,8 @@ from tests.fake_slack import (
 )
 from tests.test_worker_processes import Clawgate, serve_env
 
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
 CHANNEL = "C111"
 APP_TOKEN = "xapp-1-A111-test"
 

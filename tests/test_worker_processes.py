@@ -27,6 +27,8 @@ from tests.conftest import free_port
 from tests.fake_slack import FakeSlack, event_body, mention_event, new_event_id, post_signed
 from tests.test_console_chat import CLAWGATE, clean_env
 
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
 SECRET = "worker-test-signing-secret"
 CHANNEL = "C111"
 # `worker-id` is the test's own harmless program; the built-in policy would ask before it.
