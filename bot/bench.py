@@ -18,12 +18,11 @@ from redis.asyncio import Redis
 
 from bot.settings import Settings
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.middleware import HumanApprovalMiddleware
-from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
 from runtime.channel import Event
 from runtime.executor import ToolExecutor
 from runtime.loop import RunState, Suspension
+from runtime.middleware.default import default_chain
 from runtime.models import (
     Actor,
     AssistantMessage,
@@ -36,13 +35,14 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
 from runtime.providers.demo import DemoProvider
+from runtime.risk.policy import RiskPolicy
 from runtime.store.connection import connect
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
-from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from runtime.tools.bash import BashArgs, BashTool
 from runtime.tools.registry import ToolRegistry
@@ -90,18 +90,12 @@ ACTOR = Actor(platform="bench", user_id="bench")
 CONVERSATION = ConversationRef(platform="bench", id="bench:local")
 
 
-def _policies(redis: Redis, keys: Keys) -> PolicyService:
+def _policies(redis: Redis, keys: Keys, gated: bool = False) -> PolicyService:
+    """Ungated, noop is a safe tool; gated, it asks (the risk policy does not know it)."""
     defaults = Defaults(enabled=("noop",), admins=frozenset([ACTOR.key]))
-    return PolicyService(redis, keys, defaults, ["noop"])
-
-
-def _registry(policies: PolicyService, approvals: ApprovalStore | None = None) -> ToolRegistry:
-    """The default chain; with `approvals`, noop is gated (the risk policy does not know it)."""
-    registry = ToolRegistry([NoopTool()])
-    registry.use(ToolPolicyMiddleware(policies))
-    if approvals is not None:
-        registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))
-    return registry
+    document = PolicyDocument()
+    document.risk.safe_tools = None if gated else ["noop"]
+    return PolicyService(redis, keys, defaults, ["noop"], document)
 
 
 @contextlib.asynccontextmanager
@@ -111,8 +105,7 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
     keys = Keys(f"{settings.redis_prefix}-bench-{time.time_ns()}")
     try:
         approvals = ApprovalStore(redis, keys)
-        policies = _policies(redis, keys)
-        registry = _registry(policies, approvals if gated else None)
+        policies = _policies(redis, keys, gated)
         history = HistoryStore(redis, keys)
         config = RuntimeConfig(workdir=workdir)
         # As `clawgate serve` runs: audit trail on, tracing in the configured mode.
@@ -120,12 +113,13 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
         yield Runtime(
             config,
             DemoProvider(),
-            registry,
+            ToolRegistry([NoopTool()]),
             history,
             NullChannel(),
             approvals,
             policies,
             tracer=tracer,
+            middlewares=default_chain(policies, approvals),
         )
     finally:
         stale = [k async for k in redis.scan_iter(match=f"{keys.prefix}:*")]
@@ -138,8 +132,10 @@ async def bench_tool_calls(calls: int, settings: Settings, workdir: Path) -> dic
     """The chain as a model step runs it: the step's policy is already on the context."""
     redis = connect(settings.redis_url)
     policies = _policies(redis, Keys("bench"))
-    registry = _registry(policies)
-    executor = ToolExecutor(registry)
+    approvals = ApprovalStore(redis, Keys("bench"))
+    executor = ToolExecutor(
+        ToolRegistry([NoopTool()]), middlewares=default_chain(policies, approvals)
+    )
     ctx = ToolContext(session="bench", workdir=workdir)
     ctx.policy = await policies.effective(CONVERSATION.id)
     tool, args = NoopTool(), NoopArgs(value=1)

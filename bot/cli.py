@@ -16,11 +16,11 @@ from redis.exceptions import RedisError
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
+from bot.cli_approvals import add_approvals_parser, run_approvals_command
 from bot.cli_audit import add_audit_parser, run_audit_command
 from bot.cli_policy import add_policy_parser, run_policy_command
 from bot.cli_trace import add_trace_parser, run_trace_command
 from bot.logs import configure_logging
-from bot.operator import add_approvals_parser, run_approvals_command
 from bot.policy_file import PolicyFileError
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings

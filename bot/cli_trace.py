@@ -20,9 +20,9 @@ from typing import Any, TextIO
 from redis.exceptions import RedisError
 
 from bot.settings import Settings, SettingsError
+from runtime.redact import one_line
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
-from runtime.tools.base import one_line
 from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc
 from runtime.tracing.store import TraceStore, UnreadableTrace
 

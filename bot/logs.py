@@ -7,7 +7,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from runtime.approval.redact import redact, redact_text
+from runtime.redact import redact, redact_text
 
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 

@@ -34,11 +34,11 @@ from bot.settings import Settings, SettingsError
 from bot.wiring import build_runtime, build_sandbox
 from bot.worker import Worker, sweep_forever
 from runtime.agent import Release, Runtime
-from runtime.approval.authz import OPERATOR_PLATFORM
 from runtime.channel import Notice
 from runtime.inbound import Inbound
 from runtime.ingest import Ingest
 from runtime.models import Actor, ConversationRef
+from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import PolicyDocument
 from runtime.store.connection import connect
 from runtime.store.inbox import Inbox, Job

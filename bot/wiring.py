@@ -11,11 +11,11 @@ from redis.asyncio import Redis
 from bot.policy_file import load_policy_file
 from bot.settings import Settings, SettingsError
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.middleware import HumanApprovalMiddleware
-from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import Channel
+from runtime.explorer import Explorer
+from runtime.middleware.default import default_chain
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
@@ -23,8 +23,6 @@ from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
-from runtime.subagent import Explorer
-from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool
 from runtime.tools.bash import BashTool
 from runtime.tools.explore import ExploreTool
@@ -93,16 +91,6 @@ def locked_paths(settings: Settings) -> tuple[str, ...]:
 def load_policy(settings: Settings) -> PolicyDocument:
     """The policy file named by the settings, checked against the tools this process has."""
     return load_policy_file(settings.policy_file, TOOL_NAMES)
-
-
-def build_registry(
-    settings: Settings, tools: list[Tool[Any]], approvals: ApprovalStore, policies: PolicyService
-) -> ToolRegistry:
-    registry = ToolRegistry(tools, enabled=settings.enabled_tools)  # checked in build_policies
-    # Order matters: an admin's deny never reaches a human; only then the risk policy asks.
-    registry.use(ToolPolicyMiddleware(policies))
-    registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))
-    return registry
 
 
 def build_policies(
@@ -175,11 +163,12 @@ def build_runtime(
     return Runtime(
         config,
         provider,
-        build_registry(settings, tools, approvals, policies),
+        ToolRegistry(tools, enabled=settings.enabled_tools),  # checked in build_policies
         history,
         channel,
         approvals,
         policies,
         audit=audit,
         tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
+        middlewares=default_chain(policies, approvals),
     )

@@ -24,8 +24,6 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from runtime.approval.authz import OPERATOR_PLATFORM
-from runtime.approval.middleware import standing_rule
 from runtime.approval.models import (
     ApprovalRecord,
     ApprovalStatus,
@@ -34,7 +32,6 @@ from runtime.approval.models import (
     call_hash,
     new_approval_id,
 )
-from runtime.approval.redact import argument_summary, redact_text
 from runtime.approval.store import ApprovalStore, Transition
 from runtime.audit import AuditLog
 from runtime.channel import (
@@ -50,6 +47,8 @@ from runtime.channel import (
 from runtime.executor import Emit, canonical_arguments
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.metrics import APPROVALS, DECISION_SECONDS, RUNS
+from runtime.middleware.approval import standing_rule
+from runtime.middleware.chain import Middleware
 from runtime.models import (
     Actor,
     ConversationRef,
@@ -62,14 +61,16 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
+from runtime.redact import argument_summary, redact_text
 from runtime.store.history import HistoryStore, encode_message, parse_history
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
+from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks as tracing
-from runtime.tracing.context import current_trace_id
 from runtime.tracing.recorder import Tracer
 
 log = logging.getLogger(__name__)
@@ -214,11 +215,14 @@ class Runtime:
         release: Release | None = None,
         audit: AuditLog | None = None,
         tracer: Tracer | None = None,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         """`release` runs the messages a session held once its wait ended outside a run (an
         expiry, a crashed execution): None runs them right here (a single-process chat);
         a server queues them in the session's lane instead, so they never run beside it.
-        `audit` is the global audit trail (default: on the approvals' Redis and prefix)."""
+        `audit` is the global audit trail (default: on the approvals' Redis and prefix).
+        `middlewares`: the chain every tool call runs through (runtime.middleware.default_chain
+        in production)."""
         self.config = config
         self.release = release
         self.provider = provider
@@ -238,6 +242,7 @@ class Runtime:
             config.max_tool_result_chars,
             audit=self.audit,
             policies=policies,
+            middlewares=middlewares,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}

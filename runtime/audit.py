@@ -33,7 +33,7 @@ from redis.asyncio import Redis
 
 from runtime.canonical import key_names, text_sha256
 from runtime.store.keys import Keys
-from runtime.tracing.context import current_trace_id
+from runtime.trace_context import current_trace_id
 
 log = logging.getLogger(__name__)
 # The entries of the unit of work the running code is in (see AuditLog.unit), with their log.

@@ -12,14 +12,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runtime.approval.redact import redact_text
 from runtime.audit import AuditLog, arguments_digest
 from runtime.canonical import UNKNOWN_TOOL, canonical_json, tool_fields
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.metrics import TOOL_CALLS
-from runtime.middleware import ToolInvocation, build_chain
+from runtime.middleware.chain import Middleware, ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
-from runtime.tools.base import ToolCancelled, ToolContext, ToolError, one_line
+from runtime.redact import one_line, redact_text
+from runtime.tools.base import ToolCancelled, ToolContext, ToolError
 from runtime.tools.registry import RUNTIME_MARKERS, ToolRegistry
 from runtime.tracing import hooks as tracing
 
@@ -80,8 +80,12 @@ class ToolExecutor:
         max_result_chars: int = 16_000,
         emit: Emit | None = None,
         audit: AuditLog | None = None,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
+        """`middlewares`: the chain every call runs through, in order (see
+        runtime.middleware.default_chain)."""
         self.registry = registry
+        self.middlewares = tuple(middlewares)
         self.max_result_chars = max_result_chars
         self.emit = emit
         self.audit = audit
@@ -209,7 +213,7 @@ class ToolExecutor:
         span = tracing.tool_started(call, index, canonical_arguments)
         summary = redact_text(tool.summarize(invocation.args))
         await self._emit(ToolStarted(call.id, tool.name, summary))
-        chain = build_chain(self.registry.middlewares, self._invoke_tool)
+        chain = build_chain(self.middlewares, self._invoke_tool)
         began = time.perf_counter()
         try:
             with tracing.inside(span):

@@ -15,6 +15,7 @@ from runtime.audit import AuditLog
 from runtime.channel import Reply
 from runtime.executor import Emit, ToolExecutor, canonical_arguments
 from runtime.metrics import LLM_SECONDS
+from runtime.middleware.chain import Middleware
 from runtime.models import (
     AssistantMessage,
     Message,
@@ -108,9 +109,11 @@ class AgentLoop:
         max_tool_result_chars: int,
         audit: AuditLog | None = None,
         policies: PolicyService | None = None,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         self.provider = provider
         self.registry = registry
+        self.middlewares = list(middlewares)  # every call's chain, in order
         self.history = history
         self.system = SystemMessage(content=system_prompt)
         self.max_steps = max_steps
@@ -188,7 +191,11 @@ class AgentLoop:
         suspension the caller writes them with the checkpoint). Returns how the run stopped,
         or None when the loop should ask the model again."""
         executor = ToolExecutor(
-            self.registry, self.max_tool_result_chars, state.emit, audit=self.audit
+            self.registry,
+            self.max_tool_result_chars,
+            state.emit,
+            audit=self.audit,
+            middlewares=self.middlewares,
         )
         outcome = await executor.execute(calls, state.ctx, start=start, prior=prior, grants=grants)
         done = outcome.results if outcome.suspended_at is None else outcome.results[:-1]
@@ -212,7 +219,11 @@ class AgentLoop:
     async def run_granted(self, state: RunState, call: ToolCall, approval_id: str) -> ToolResult:
         """Run one approved call through the whole chain; history is the caller's business."""
         executor = ToolExecutor(
-            self.registry, self.max_tool_result_chars, state.emit, audit=self.audit
+            self.registry,
+            self.max_tool_result_chars,
+            state.emit,
+            audit=self.audit,
+            middlewares=self.middlewares,
         )
         outcome = await executor.execute([call], state.ctx, grants={call.id: approval_id})
         return outcome.results[0]

@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import redis.asyncio as aioredis
 
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.middleware import HumanApprovalMiddleware
-from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested, Event
+from runtime.middleware.chain import Middleware
+from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef
 from runtime.policy.model import PolicyDocument, ScopeRules
 from runtime.policy.resolve import Defaults
@@ -22,7 +22,6 @@ from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
-from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
@@ -50,18 +49,11 @@ class RecordingChannel:
         return [e for _, e in self.events if isinstance(e, kind)]
 
 
-def default_registry(
-    approvals: ApprovalStore,
-    policy: RiskPolicy | None = None,
-    policies: PolicyService | None = None,
-    sandbox: Sandbox | None = None,
-) -> ToolRegistry:
-    """`sandbox`: the bash tool's (default: probed once, as `CLAWGATE_SANDBOX=auto`)."""
+def default_registry(sandbox: Sandbox | None = None) -> ToolRegistry:
+    """The file and shell tools; `sandbox`: the bash tool's (default: probed once, as
+    `CLAWGATE_SANDBOX=auto`)."""
     bash = BashTool(timeout=40, sandbox=sandbox)
-    registry = ToolRegistry([ReadTool(), WriteTool(), EditTool(), bash])
-    registry.use(ToolPolicyMiddleware(policies))
-    registry.use(HumanApprovalMiddleware(policy or RiskPolicy(), approvals, policies))
-    return registry
+    return ToolRegistry([ReadTool(), WriteTool(), EditTool(), bash])
 
 
 def make_policies(
@@ -108,7 +100,9 @@ def make_runtime(
     timeout_s: float = 3600,
     liveness_ttl: float = 30,
     sandbox: Sandbox | None = None,
+    middlewares: Sequence[Middleware] | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
+    """`middlewares`: the chain (default: the production one, `default_chain`)."""
     channel = RecordingChannel()
     keys = Keys(PREFIX)
     approvals = ApprovalStore(redis, keys, timeout_s=timeout_s)
@@ -127,10 +121,11 @@ def make_runtime(
     runtime = Runtime(
         config,
         provider,
-        registry or default_registry(approvals, policies=policies, sandbox=sandbox),
+        registry or default_registry(sandbox),
         HistoryStore(redis, keys),
         channel,
         approvals,
         policies,
+        middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
     )
     return runtime, channel

@@ -13,9 +13,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalStatus
-from runtime.approval.risk import RiskConfig, RiskPolicy
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Notice, Reply
-from runtime.middleware import Handler, ToolInvocation
+from runtime.middleware.chain import Handler, ToolInvocation
+from runtime.middleware.default import default_chain
 from runtime.models import (
     Actor,
     ConversationRef,
@@ -26,6 +26,7 @@ from runtime.models import (
 )
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.risk.policy import RiskConfig, RiskPolicy
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.support import (
     ADMIN,
@@ -33,7 +34,6 @@ from tests.support import (
     HERE,
     PREFIX,
     RecordingChannel,
-    default_registry,
     make_runtime,
 )
 
@@ -453,7 +453,7 @@ async def test_recovery_taking_over_a_slow_call_is_not_answered_twice(
             assert await runtime.sweep() == 1
         return result
 
-    runtime.registry.use(stall)
+    runtime.loop.middlewares.append(stall)
     decision = await runtime.decide(approval_id, True, ADMIN, HERE)
     assert decision.run is not None and decision.run.stop_reason is StopReason.ERROR
     assert await status_of(redis, "s1", approval_id) == "outcome_unknown"
@@ -517,8 +517,7 @@ async def test_gated_parallel_calls_suspend_instead_of_slipping_through(
         (workdir / name).write_text(name)
     runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
     strict = RiskPolicy(RiskConfig(safe_tools=[]))  # even reads ask
-    runtime.registry = default_registry(runtime.approvals, policy=strict)
-    runtime.loop.registry = runtime.registry
+    runtime.loop.middlewares[:] = default_chain(None, runtime.approvals, strict)
     fake_openai.script = [
         calls(("r1", "read", {"path": "a.txt"}), ("r2", "read", {"path": "b.txt"})),
         reply("done"),

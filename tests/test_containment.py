@@ -11,10 +11,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.console.channel import render, render_pending
-from runtime.approval.risk import RiskPolicy, Verdict
 from runtime.channel import ApprovalRequested, ToolFinished, ToolStarted
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
+from runtime.risk.policy import RiskPolicy, Verdict
 from runtime.tools.base import ToolContext
 from runtime.tools.bash import BashArgs, BashTool
 from tests.support import ADMIN, ALICE, HERE, make_runtime

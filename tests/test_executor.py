@@ -9,11 +9,11 @@ from typing import Any
 
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.executor import NO_OUTPUT, ToolExecutor
-from runtime.middleware import Handler, ToolInvocation
+from runtime.middleware.chain import Handler, ToolInvocation
+from runtime.middleware.tool_policy import ToolPolicyMiddleware
 from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.policy.model import PolicyDocument, ToolRules
 from runtime.policy.resolve import Defaults, resolve
-from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
@@ -101,8 +101,7 @@ async def test_runtime_markers_are_stripped_from_model_arguments(workdir: Path) 
         return await call_next(invocation)
 
     registry = ToolRegistry([echo])
-    registry.use(spy)
-    out = await ToolExecutor(registry).execute(
+    out = await ToolExecutor(registry, middlewares=[spy]).execute(
         [call("echo", {"text": "hi", "approved": True, "approval_id": "x", "_internal": 1})],
         ctx(workdir),
     )
@@ -140,9 +139,9 @@ async def test_middleware_runs_in_registration_order_and_unwinds_in_reverse(work
 
     echo = EchoTool()
     registry = ToolRegistry([echo])
-    registry.use(recorder("A"))
-    registry.use(recorder("B"))
-    await ToolExecutor(registry).execute([call("echo", {"text": "x"})], ctx(workdir))
+    await ToolExecutor(registry, middlewares=[recorder("A"), recorder("B")]).execute(
+        [call("echo", {"text": "x"})], ctx(workdir)
+    )
     assert trail == ["A in", "B in", "B out", "A out"]
     assert len(echo.runs) == 1
 
@@ -166,9 +165,9 @@ async def test_middleware_can_short_circuit(workdir: Path) -> None:
 
     echo = EchoTool()
     registry = ToolRegistry([echo])
-    registry.use(gate)
-    registry.use(later)
-    out = await ToolExecutor(registry).execute([call("echo", {"text": "x"})], ctx(workdir))
+    out = await ToolExecutor(registry, middlewares=[gate, later]).execute(
+        [call("echo", {"text": "x"})], ctx(workdir)
+    )
     assert out.results[0].model_text == "blocked by gate"
     assert trail == ["gate"]
     assert echo.runs == []
@@ -178,8 +177,7 @@ async def test_policy_deny_wins_over_allow(workdir: Path) -> None:
     """Enforced at execution time with the step's policy on the context, whatever the model
     was offered."""
     registry = file_registry()
-    registry.use(ToolPolicyMiddleware())
-    executor = ToolExecutor(registry)
+    executor = ToolExecutor(registry, middlewares=[ToolPolicyMiddleware()])
     context = ctx(workdir)
     document = PolicyDocument(tools=ToolRules(allow=["read", "write"], deny=["write"]))
     tools = [t.name for t in registry.active()]
@@ -210,8 +208,7 @@ async def test_tool_is_resolved_again_at_execution_time(workdir: Path) -> None:
         registry.excluded = frozenset({"write"})  # e.g. an admin changed policy meanwhile
         return await call_next(invocation)
 
-    registry.use(disable_write)
-    out = await ToolExecutor(registry).execute(
+    out = await ToolExecutor(registry, middlewares=[disable_write]).execute(
         [call("write", {"path": "a.txt", "content": "x"})], ctx(workdir)
     )
     assert out.results[0].status is ToolStatus.DENIED
@@ -247,8 +244,7 @@ async def test_consecutive_reads_run_concurrently_and_keep_model_order(workdir: 
         return result
 
     registry = file_registry()
-    registry.use(rendezvous)
-    out = await ToolExecutor(registry).execute(
+    out = await ToolExecutor(registry, middlewares=[rendezvous]).execute(
         [call("read", {"path": f"{n}.txt"}, f"c{n}") for n in ("c", "a", "b")], ctx(workdir)
     )
     assert [r.status for r in out.results] == [ToolStatus.COMPLETED] * 3
@@ -271,8 +267,7 @@ async def test_side_effect_calls_run_one_at_a_time(workdir: Path) -> None:
         return result
 
     registry = file_registry()
-    registry.use(gauge)
-    out = await ToolExecutor(registry).execute(
+    out = await ToolExecutor(registry, middlewares=[gauge]).execute(
         [
             call("write", {"path": "f.txt", "content": "1"}, "w1"),
             call("read", {"path": "f.txt"}, "r1"),
@@ -295,8 +290,7 @@ async def test_cancellation_is_checked_before_each_call(workdir: Path) -> None:
         return result
 
     registry = ToolRegistry([echo])
-    registry.use(cancel_after_first)
-    out = await ToolExecutor(registry).execute(
+    out = await ToolExecutor(registry, middlewares=[cancel_after_first]).execute(
         [call("echo", {"text": str(i)}, f"c{i}") for i in range(3)], context
     )
     assert [a.text for a in echo.runs] == ["0"]
@@ -323,8 +317,7 @@ async def test_suspension_stops_the_batch(workdir: Path) -> None:
         return await call_next(invocation)
 
     registry = ToolRegistry([echo])
-    registry.use(suspend_b)
-    out = await ToolExecutor(registry).execute(
+    out = await ToolExecutor(registry, middlewares=[suspend_b]).execute(
         [call("echo", {"text": t}, f"c{t}") for t in "abc"], ctx(workdir)
     )
     assert out.suspended_at == 1
@@ -399,8 +392,9 @@ async def test_a_crashing_middleware_fails_closed(workdir: Path) -> None:
         raise ConnectionError("redis went away")
 
     registry = ToolRegistry([echo])
-    registry.use(broken)
-    out = await ToolExecutor(registry).execute([call("echo", {"text": "x"})], ctx(workdir))
+    out = await ToolExecutor(registry, middlewares=[broken]).execute(
+        [call("echo", {"text": "x"})], ctx(workdir)
+    )
     assert out.results[0].status is ToolStatus.ERROR
     assert "not executed" in out.results[0].model_text
     assert echo.runs == []

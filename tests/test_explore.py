@@ -13,11 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from runtime.agent import Runtime, RuntimeConfig
-from runtime.approval.middleware import HumanApprovalMiddleware
-from runtime.approval.risk import RiskPolicy
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ToolFinished
+from runtime.explorer import REPORT_CHARS, Explorer
+from runtime.middleware.default import default_chain
 from runtime.models import AssistantMessage, StopReason, ToolMessage, ToolStatus
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
@@ -25,8 +25,6 @@ from runtime.policy.service import PolicyService
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
-from runtime.subagent import REPORT_CHARS, Explorer
-from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.base import Tool
 from runtime.tools.bash import BashTool
 from runtime.tools.explore import ExploreTool
@@ -61,8 +59,6 @@ def explore_runtime(
     base: list[Tool[Any]] = [ReadTool(), WriteTool(), EditTool(), bash]
     explorer = Explorer(provider, base, history, 16_000, policies, audit)
     registry = ToolRegistry([*base, ExploreTool(explorer)], enabled=enabled)
-    registry.use(ToolPolicyMiddleware(policies))
-    registry.use(HumanApprovalMiddleware(RiskPolicy(), approvals, policies))
     channel = RecordingChannel()
     runtime = Runtime(
         RuntimeConfig(workdir=workdir),
@@ -74,6 +70,7 @@ def explore_runtime(
         policies,
         audit=audit,
         tracer=tracer,
+        middlewares=default_chain(policies, approvals),
     )
     return runtime, channel
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.approval.risk import RiskPolicy, Verdict
+from runtime.risk.policy import RiskPolicy, Verdict
 from runtime.tools.bash import MAX_COMMAND_CHARS
 
 BUDGET_S = 0.050

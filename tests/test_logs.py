@@ -14,7 +14,7 @@ import pytest
 
 from bot.logs import configure_logging, make_handler
 from bot.settings import Settings
-from runtime.approval.redact import MASK
+from runtime.redact import MASK
 from tests.test_console_chat import chat, clean_env
 
 SLACK_BOT = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"

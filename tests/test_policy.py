@@ -516,7 +516,7 @@ async def test_an_admin_of_one_chat_cannot_undo_a_wider_admins_decision(
 
 
 def test_safe_tools_never_lift_denials() -> None:
-    from runtime.approval.risk import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
+    from runtime.risk.policy import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
 
     policy = RiskPolicy(RiskConfig(safe_tools=["read", "bash"], deny_patterns=["victim"]))
     assert policy.assess("bash", {"command": "rm -rf victim.txt"}).verdict is Verdict.DENY
@@ -636,7 +636,7 @@ async def test_an_unreachable_redis_is_a_clear_line_and_exit_1(
 def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call(
     tmp_path: Path,
 ) -> None:
-    from runtime.approval.risk import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
+    from runtime.risk.policy import RiskConfig, RiskPolicy, Verdict  # noqa: PLC0415
 
     policy = RiskPolicy(
         RiskConfig(locked_paths=["conf/clawgate.toml"], safe_tools=["read", "bash"])

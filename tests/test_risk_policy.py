@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from runtime.approval.risk import (
+from runtime.risk.policy import (
     RiskConfig,
     RiskDecision,
     RiskPolicy,
     Verdict,
     command_signature,
 )
-from runtime.approval.shell import Redirect, Segment, parse_shell
+from runtime.risk.shell import Redirect, Segment, parse_shell
 
 ALLOW, ASK, DENY = Verdict.ALLOW, Verdict.ASK, Verdict.DENY
 Case = tuple[str, Verdict, str]  # command, verdict, a text one of the reasons must contain

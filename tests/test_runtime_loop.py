@@ -14,6 +14,8 @@ from prometheus_client import REGISTRY
 from runtime.agent import DEMO_NOTICE, Runtime
 from runtime.channel import Notice, Reply, RunFinished, ToolFinished, ToolStarted
 from runtime.loop import INTERRUPTED, paired_tool_results
+from runtime.middleware.chain import Middleware
+from runtime.middleware.tool_policy import ToolPolicyMiddleware
 from runtime.models import (
     AssistantMessage,
     Message,
@@ -28,7 +30,6 @@ from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.history import HistoryStore
-from runtime.tool_policy import ToolPolicyMiddleware
 from runtime.tools.bash import BashTool
 from runtime.tools.files import ReadTool
 from runtime.tools.registry import ToolRegistry
@@ -47,9 +48,16 @@ def make_runtime(
     max_steps: int = 6,
     registry: ToolRegistry | None = None,
     document: PolicyDocument | None = None,
+    middlewares: list[Middleware] | None = None,
 ) -> tuple[Runtime, RecordingChannel, HistoryStore]:
     runtime, channel = support.make_runtime(
-        redis, workdir, provider, max_steps=max_steps, registry=registry, document=document
+        redis,
+        workdir,
+        provider,
+        max_steps=max_steps,
+        registry=registry,
+        document=document,
+        middlewares=middlewares,
     )
     return runtime, channel, runtime.history
 
@@ -207,7 +215,6 @@ async def test_denied_tool_is_reported_to_the_model(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
     registry = ToolRegistry([ReadTool(), BashTool(timeout=5)])
-    registry.use(ToolPolicyMiddleware())  # the runtime puts each step's policy on the context
     fake_openai.script = [calls(("call_1", "bash", {"command": "touch pwned"})), reply("ok")]
     runtime, channel, _ = make_runtime(
         redis,
@@ -215,6 +222,7 @@ async def test_denied_tool_is_reported_to_the_model(
         openai_provider(fake_openai),
         registry=registry,
         document=PolicyDocument(tools=ToolRules(deny=["bash"])),
+        middlewares=[ToolPolicyMiddleware()],  # the runtime puts each step's policy on it
     )
     await runtime.run("s7", "touch", ACTOR, CONVERSATION)
     assert not (workdir / "pwned").exists()
@@ -263,7 +271,7 @@ async def test_cancel_stops_the_run_before_the_next_call(
     # touch would otherwise wait for approval (and run read-only without it)
     ungated = ToolRegistry([BashTool(timeout=10, sandbox=Sandbox(SandboxMode.OFF))])
     runtime, channel, history = make_runtime(
-        redis, workdir, openai_provider(fake_openai), registry=ungated
+        redis, workdir, openai_provider(fake_openai), registry=ungated, middlewares=[]
     )
     task = asyncio.create_task(runtime.run("s10", "go", ACTOR, CONVERSATION))
     while not channel.of(ToolStarted):  # the first call is running: cancel now

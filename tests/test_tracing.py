@@ -20,17 +20,17 @@ from aiohttp import web
 from redis.asyncio.client import Pipeline
 
 from bot.cli import main
-from bot.operator import run_approvals_command
+from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
-from runtime.approval.redact import redact_text
 from runtime.audit import AuditLog
 from runtime.models import StopReason, ToolCall, ToolResult, ToolStatus
 from runtime.providers.base import Provider, ProviderError
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.redact import redact_text
 from runtime.store.keys import Keys
+from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks, recorder
-from runtime.tracing.context import current_trace_id
 from runtime.tracing.document import SpanDoc, TraceDoc, TraceLink
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore

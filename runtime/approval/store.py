@@ -17,7 +17,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from runtime.approval import scripts
+from runtime.approval import lua
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.store.keys import Keys
 
@@ -69,10 +69,10 @@ class ApprovalStore:
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
         self.grace_ms = int(grace_s * 1000)
         self.ttl_ms = self.timeout_ms + self.grace_ms
-        self._release = redis.register_script(scripts.RELEASE)
-        self._close = redis.register_script(scripts.CLOSE)
-        self._enter = redis.register_script(scripts.ENTER)
-        self._pop_held = redis.register_script(scripts.POP_HELD)
+        self._release = redis.register_script(lua.RELEASE)
+        self._close = redis.register_script(lua.CLOSE)
+        self._enter = redis.register_script(lua.ENTER)
+        self._pop_held = redis.register_script(lua.POP_HELD)
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
 
@@ -107,7 +107,7 @@ class ApprovalStore:
         pipe.set(self.keys.approval_index(record.id), record.session, px=ttl_ms, nx=True)
         keys = self._session_keys(record.session, record.id)
         pipe.eval(
-            scripts.CREATE,
+            lua.CREATE,
             len(keys),
             *keys,
             record.id,
@@ -204,7 +204,7 @@ class ApprovalStore:
             pipe.set(self.keys.worker(worker), "alive", px=int(liveness_ttl_s * 1000))
             pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
         pipe.eval(
-            scripts.DECIDE,
+            lua.DECIDE,
             len(keys),
             *keys,
             record.id,
@@ -249,7 +249,7 @@ class ApprovalStore:
         pairs = [item for kv in (fields or {}).items() for item in kv]
         pipe = self._pipeline()
         pipe.eval(
-            scripts.MOVE,
+            lua.MOVE,
             len(keys),
             *keys,
             record.id,
@@ -270,9 +270,7 @@ class ApprovalStore:
         step; the session is released when it was the last call of its batch."""
         keys = self._session_keys(record.session, record.id)
         pipe = self._pipeline()
-        pipe.eval(
-            scripts.CONSUME, len(keys), *keys, record.id, outcome, result, "1" if last else "0"
-        )
+        pipe.eval(lua.CONSUME, len(keys), *keys, record.id, outcome, result, "1" if last else "0")
         return _transition((await pipe.execute())[-1])
 
     async def expire(self, record: ApprovalRecord) -> Transition:

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from runtime.approval.risk import check_patterns
+from runtime.risk.policy import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
 _SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")

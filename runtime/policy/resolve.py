@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
-from runtime.approval.authz import ApproverPolicy
-from runtime.approval.risk import RiskConfig
+from runtime.policy.approvers import ApproverPolicy
 from runtime.policy.model import Override, PolicyDocument, ScopeRules, scope_label, scopes_of
+from runtime.risk.policy import RiskConfig
 
 ToolState = Literal["allow", "ask", "deny", "off"]
 _T = TypeVar("_T", bool, float)

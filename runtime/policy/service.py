@@ -11,10 +11,9 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from runtime.approval.authz import OPERATOR_PLATFORM
-from runtime.approval.risk import RiskConfig, RiskPolicy
 from runtime.audit import AuditLog
 from runtime.models import Actor
+from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import (
     GLOBAL,
     Override,
@@ -31,6 +30,7 @@ from runtime.policy.resolve import (
     describe_state,
     resolve,
 )
+from runtime.risk.policy import RiskConfig, RiskPolicy
 from runtime.store.keys import Keys
 from runtime.tools.base import ToolContext
 

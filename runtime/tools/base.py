@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from runtime.models import Actor, ConversationRef, ToolSpec
+from runtime.redact import one_line
 from runtime.tools.sandbox import Access
 
 if TYPE_CHECKING:
@@ -78,9 +79,3 @@ class Tool(ABC, Generic[A]):
         schema: dict[str, Any] = self.args_model.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, parameters=schema)
-
-
-def one_line(text: str, limit: int = 100) -> str:
-    """Whitespace folded to single spaces, cut to `limit` characters: for chat displays."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -12,7 +12,8 @@ import signal
 
 from pydantic import Field
 
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, one_line
+from runtime.redact import one_line
+from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode, probe
 
 # Only these variables reach the command: the bot's own environment holds tokens and keys.

@@ -10,7 +10,8 @@ from typing import ClassVar, Protocol
 
 from pydantic import Field, field_validator
 
-from runtime.tools.base import Tool, ToolArgs, ToolCancelled, ToolContext, ToolOutput, one_line
+from runtime.redact import one_line
+from runtime.tools.base import Tool, ToolArgs, ToolCancelled, ToolContext, ToolOutput
 
 DEFAULT_STEPS = 6
 MAX_STEPS = 12

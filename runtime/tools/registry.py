@@ -1,11 +1,11 @@
-"""Every known tool, the active view the model sees, and the middleware registered for them."""
+"""Every known tool, and the active view the model sees (the middleware chain they run
+through is the executor's: see runtime.middleware)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from runtime.middleware import Middleware
 from runtime.models import ToolSpec
 from runtime.tools.base import Tool
 
@@ -22,7 +22,6 @@ class ToolRegistry:
     ) -> None:
         self._tools: dict[str, Tool[Any]] = {}
         self._specs: dict[str, ToolSpec] = {}  # schema generation is slow; specs never change
-        self._middlewares: list[Middleware] = []
         for tool in tools:
             self.register(tool)
         self.enabled = None if enabled is None else frozenset(enabled)
@@ -36,13 +35,6 @@ class ToolRegistry:
             )
         self._tools[tool.name] = tool
         self._specs[tool.name] = tool.spec()
-
-    def use(self, middleware: Middleware) -> None:
-        self._middlewares.append(middleware)
-
-    @property
-    def middlewares(self) -> tuple[Middleware, ...]:
-        return tuple(self._middlewares)
 
     def known(self, name: str) -> bool:
         return name in self._tools

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from runtime.canonical import UNKNOWN_TOOL, tool_fields
 from runtime.models import AssistantMessage, Message, ToolCall, ToolResult
-from runtime.tracing.context import current_span, enter, leave
+from runtime.trace_context import current_span, enter, leave
 from runtime.tracing.document import AttributeValue
 from runtime.tracing.recorder import Span, TraceMode, payload_value, warn_once
 

@@ -22,10 +22,10 @@ from collections.abc import AsyncIterator, Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
-from runtime.approval.redact import redact, redact_text
+from runtime import trace_context as context
 from runtime.canonical import canonical_json, key_names, text_sha256
 from runtime.models import RunResult
-from runtime.tracing import context
+from runtime.redact import redact, redact_text
 from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc, TraceLink
 
 log = logging.getLogger(__name__)

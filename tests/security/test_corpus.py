@@ -21,9 +21,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.console.channel import render
-from runtime.approval.risk import RiskPolicy, Verdict
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
+from runtime.risk.policy import RiskPolicy, Verdict
 from runtime.tools.sandbox import Sandbox
 from tests.security.corpus import BENIGN, DANGEROUS, Bash, Case, Edit, Read, Step, Write
 from tests.security.live_check import Env, Listener, build_env, leaks, snapshot

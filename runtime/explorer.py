@@ -17,12 +17,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.approval.middleware import assess
-from runtime.approval.risk import Verdict
 from runtime.audit import AuditLog
 from runtime.channel import Event
 from runtime.loop import AgentLoop, RunState
-from runtime.middleware import Handler, ToolInvocation
+from runtime.middleware.approval import assess
+from runtime.middleware.chain import Handler, ToolInvocation
+from runtime.middleware.tool_policy import denied
 from runtime.models import (
     AssistantMessage,
     Message,
@@ -36,9 +36,10 @@ from runtime.models import (
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
+from runtime.redact import one_line
+from runtime.risk.policy import Verdict
 from runtime.store.history import HistoryStore
-from runtime.tool_policy import denied
-from runtime.tools.base import Tool, ToolContext, one_line
+from runtime.tools.base import Tool, ToolContext
 from runtime.tools.explore import MAX_STEPS
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
@@ -132,7 +133,6 @@ class Explorer:
         registry = ToolRegistry(
             [self.tools[name] for name in offered_to_explorer(policy) if name in self.tools]
         )
-        registry.use(ReadOnlyGuard(self.policies))
         loop = AgentLoop(
             self.provider,
             registry,
@@ -141,6 +141,7 @@ class Explorer:
             max_steps,
             self.max_tool_result_chars,
             audit=self.audit,
+            middlewares=[ReadOnlyGuard(self.policies)],  # its only link
         )
         session = child_session(ctx.session)
         child_ctx = ToolContext(

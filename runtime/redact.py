@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime.canonical import canonical_json
-from runtime.tools.base import one_line
 
 MASK = "[redacted]"
 _SECRET_KEY = re.compile(r"(?i)(secret|token|passw(or)?d|api[_-]?key|credential|auth)")
@@ -105,3 +104,9 @@ def argument_summary(arguments: Mapping[str, Any], limit: int = 300) -> str:
     if set(clean) <= {"command", "timeout"} and isinstance(clean.get("command"), str):
         return one_line(clean["command"], limit)
     return one_line(canonical_json(clean), limit)
+
+
+def one_line(text: str, limit: int = 100) -> str:
+    """Whitespace folded to single spaces, cut to `limit` characters: for chat displays."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -2,7 +2,7 @@
 
 `judge_bash` records why a command asks or is denied: wrappers are unwrapped, `sh -c` strings
 recursed into, and every program checked against the tables below. ALLOW needs every simple
-command to be a known read-only program used in a read-only way (see `runtime.approval.risk`).
+command to be a known read-only program used in a read-only way (see `runtime.risk.policy`).
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from runtime.approval import program_scripts
-from runtime.approval.secrets import (
+from runtime.risk import program_scripts
+from runtime.risk.secrets import (
     HARMLESS_DEVICES,
     home_directory,
     resolved,
     secret_location,
     tracked_secrets,
 )
-from runtime.approval.secrets import is_device as _is_device
-from runtime.approval.shell import Redirect, Segment, ShellAnalysis, parse_shell
-from runtime.approval.static_shell import (
+from runtime.risk.secrets import is_device as _is_device
+from runtime.risk.shell import Redirect, Segment, ShellAnalysis, parse_shell
+from runtime.risk.static_shell import (
     NotStatic,
     Script,
     Word,
@@ -232,9 +232,9 @@ def judge_bash(
 ) -> None:
     """Record in `findings` why `command` must be asked about or denied; nothing if it may run.
 
-    Only a command in the static subset (`runtime.approval.static_shell`) may run unasked: its
+    Only a command in the static subset (`runtime.risk.static_shell`) may run unasked: its
     globs are expanded against `workdir` and every word judged as bash will see it. Any other
-    command asks, and is also walked with the full parser (`runtime.approval.shell`) for the
+    command asks, and is also walked with the full parser (`runtime.risk.shell`) for the
     denials and the reasons a human reads. Raw text is only checked for fork bombs here and
     for the admin's patterns (by the policy)."""
     if _is_fork_bomb(command):

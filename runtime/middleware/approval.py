@@ -8,12 +8,12 @@ import dataclasses
 from pathlib import PurePath
 from typing import Any
 
-from runtime.approval.risk import RiskDecision, RiskPolicy, Verdict, command_signature
 from runtime.approval.store import ApprovalStore
-from runtime.middleware import Handler, ToolInvocation, stop_here
+from runtime.middleware.chain import Handler, ToolInvocation, stop_here
+from runtime.middleware.tool_policy import current_policy, denied
 from runtime.models import ToolResult, ToolStatus
 from runtime.policy.service import PolicyService
-from runtime.tool_policy import current_policy, denied
+from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict, command_signature
 from runtime.tools.sandbox import Access
 
 RULE_SEPARATOR = "\x1f"

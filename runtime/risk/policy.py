@@ -3,7 +3,7 @@
 ALLOW is only given to what is known to be harmless; a few catastrophic calls are denied and
 everything else asks. Holds the verdicts, the `[risk]` config, `RiskPolicy` with its findings
 collector, and the file-tool rules (protected paths, misleading names, large deletions).
-Bash commands are judged by `runtime.approval.bash_risk`.
+Bash commands are judged by `runtime.risk.bash`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runtime.approval.bash_risk import command_signature, judge_bash
-from runtime.approval.redact import redact_text
-from runtime.approval.secrets import home_directory, secret_location
+from runtime.redact import redact_text
+from runtime.risk.bash import command_signature, judge_bash
+from runtime.risk.secrets import home_directory, secret_location
 
 __all__ = [
     "RiskConfig",

@@ -1,6 +1,6 @@
 """The fully static subset of bash: the only commands the judge may let run without asking.
 
-`runtime.approval.shell` follows bash's whole grammar to find every command a line could run,
+`runtime.risk.shell` follows bash's whole grammar to find every command a line could run,
 for the reasons a human reads. Letting a command run unasked needs more than finding its
 commands: every word must mean the same to the judge as to bash. This module accepts only
 words that are static after quote removal (no parameter, arithmetic, command or process

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime.middleware import Handler, ToolInvocation, stop_here
+from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
