@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.redact import redact_text
-from runtime.risk.bash import command_signature, judge_bash
+from runtime.risk.bash import judge_bash
 from runtime.risk.secrets import home_directory, secret_location
+from runtime.risk.signature import command_signature
 
 __all__ = [
     "RiskConfig",

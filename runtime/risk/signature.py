@@ -1,0 +1,70 @@
+"""The key of an "approve always" rule for a bash command: its command signature."""
+
+from __future__ import annotations
+
+import re
+
+from runtime.risk.shell import parse_shell
+from runtime.risk.static_shell import NotStatic, parse_static
+from runtime.risk.tables import MULTI_COMMAND, RELEASE_WORDS, SCRIPT_RUNNERS, SHELLS, TASK_RUNNERS
+from runtime.risk.words import basename, is_literal, is_system_word
+
+# -- "approve always" signatures ----------------------------------------------------------------
+
+
+def command_signature(command: str) -> str | None:
+    """The key for an "approve always" rule: the program, its subcommand for programs that
+    have them, and its sorted flags (`rm -rf`, `git push --force`). None when no standing
+    rule may cover the command: anything but one plain command, or one whose meaning the
+    flags do not capture (wrappers, shells, variables, programs run by path)."""
+    try:
+        script = parse_static(command)
+    except NotStatic:
+        return None
+    if any(word.pattern is not None for c in script.commands for word in c.words):
+        return None  # `cp .e* x` expands to other files than the approved call named
+    analysis = parse_shell(command)
+    if not analysis.is_simple:
+        return None
+    segment = analysis.segments[0]
+    if segment.assignments or segment.expandable or not segment.argv:
+        return None  # `rm *` may expand to `rm -rf ...`
+    word, rest = segment.argv[0], list(segment.argv[1:])
+    name = basename(word)
+    if not is_literal(word) or not is_system_word(word) or name in NO_SIGNATURE:
+        return None
+    if name in MULTI_COMMAND and rest and rest[0].startswith("-"):
+        return None  # options before the subcommand (git -c ...) change what it means
+    if name == "git" and rest[:1] == ["push"] and any(arg.startswith("+") for arg in rest):
+        return None  # +refspec forces a push without any flag
+    positional = [arg for arg in rest if not arg.startswith("-")]
+    kept = _signature_words(name, positional)
+    flags = sorted({arg for arg in rest if arg.startswith("-")})
+    return " ".join([name, *kept, *flags])
+
+
+def _signature_words(name: str, positional: list[str]) -> list[str]:
+    """The positional words that change what a command does, so a rule approved for
+    `npm run test` or `make build` never covers `npm run deploy` or `make deploy`."""
+    if name in TASK_RUNNERS:
+        return positional
+    kept = positional[:1] if name in MULTI_COMMAND else []
+    if kept and kept[0] in SCRIPT_RUNNERS:
+        kept = positional[:2]
+    kept += [
+        word
+        for word in positional[len(kept) :]
+        if RELEASE_WORDS & set(re.split(r"[^a-z0-9]+", word.lower()))
+    ]
+    return kept
+
+
+NO_SIGNATURE = (
+    frozenset(
+        {
+            "env", "nohup", "time", "nice", "timeout", "stdbuf", "ionice", "command",
+            "builtin", "exec", "xargs", "sudo", "doas", "eval", "source", ".",
+        }
+    )
+    | SHELLS
+)  # fmt: skip

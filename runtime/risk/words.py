@@ -1,0 +1,198 @@
+"""Helpers of the bash judge for single words: options, program names, paths."""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from collections.abc import Sequence
+
+from runtime.risk.secrets import secret_location
+from runtime.risk.tables import (
+    CATASTROPHIC_DIRS,
+    HOME_WORDS,
+    NOT_LITERAL,
+    SYSTEM_BIN_DIRS,
+    XARGS_ATTACHED,
+    XARGS_LONG_VALUED,
+    XARGS_VALUED,
+)
+
+
+class Expanding(str):
+    """An argv word that bash expands (`$x`, `*`, see Segment.expandable), or that a
+    wrapper fills in (xargs input): its value when the command runs is unknown here."""
+
+    __slots__ = ()
+
+
+# -- option helpers -----------------------------------------------------------------------------
+
+
+def option_skip(arg: str, flags: frozenset[str], valued: frozenset[str]) -> int | None:
+    """How many words an option takes: None if `arg` is not an option, -1 if unknown."""
+    if not arg.startswith("-") or (arg == "-" and "-" not in flags):
+        return None
+    if arg in flags:
+        return 1
+    if arg in valued:
+        return 2
+    name = arg.partition("=")[0]
+    if arg.startswith("--") and name in valued:
+        return 1  # --signal=KILL
+    if not arg.startswith("--") and arg[:2] in valued:
+        return 1  # -sKILL
+    return -1
+
+
+def xargs_replace_string(options: Sequence[str]) -> str | None:
+    """The string xargs -I / -i / --replace replaces with each input line, if any."""
+    replace = None
+    for index, arg in enumerate(options):
+        if arg == "-I" and index + 1 < len(options):
+            replace = options[index + 1]
+        elif arg.startswith(("-I", "-i")) and not arg.startswith("--"):
+            replace = arg[2:] or "{}"
+        elif arg.startswith("--replace"):
+            replace = arg.partition("=")[2] or "{}"
+    return replace
+
+
+def xargs_option_width(arg: str, has_next: bool) -> int:
+    if arg.startswith("--"):
+        return 2 if arg in XARGS_LONG_VALUED and has_next else 1
+    for position, letter in enumerate(arg[1:], start=1):
+        if letter in XARGS_ATTACHED:
+            return 1
+        if letter in XARGS_VALUED:
+            return 2 if position == len(arg) - 1 and has_next else 1
+    return 1
+
+
+def long_option_is(arg: str, option: str) -> bool:
+    """`arg` is `option` or an abbreviation of it, as GNU getopt accepts (`--out=f`)."""
+    name = arg.partition("=")[0]
+    return name.startswith("--") and len(name) >= 3 and option.startswith(name)
+
+
+def short_option_has(arg: str, letter: str, takes_value: str) -> bool:
+    """A cluster of short options (`-uo`) contains `letter` before any option that takes
+    the rest of the cluster as its value."""
+    if not arg.startswith("-") or arg.startswith("--"):
+        return False
+    for ch in arg[1:]:
+        if ch == letter:
+            return True
+        if ch in takes_value:
+            return False
+    return False
+
+
+def is_force_push(args: Sequence[str]) -> bool:
+    for arg in args:
+        if arg.startswith("--force") or arg == "--mirror":
+            return True
+        if not arg.startswith("-") and arg.startswith("+"):
+            return True  # +main: a forced refspec
+        if arg.startswith("-") and not arg.startswith("--") and "f" in arg:
+            return True
+    return False
+
+
+# -- word and path helpers ----------------------------------------------------------------------
+
+
+def is_plain_program(word: str) -> bool:
+    return not isinstance(word, Expanding) and is_literal(word) and is_system_word(word)
+
+
+def is_literal(word: str) -> bool:
+    """A program word bash will not expand: no variables, substitutions, globs or braces."""
+    if word in ("[", "[["):
+        return True
+    return bool(word) and not (set(word) & NOT_LITERAL or "[" in word or word.startswith("~"))
+
+
+def is_system_word(word: str) -> bool:
+    """A bare name (looked up on PATH) or a path in a system bin directory, not `./ls`."""
+    return "/" not in word or normalize(posixpath.dirname(word)) in SYSTEM_BIN_DIRS
+
+
+def basename(word: str) -> str:
+    return word.rstrip("/").rsplit("/", 1)[-1]
+
+
+def normalize(path: str) -> str:
+    if not path.startswith("/"):
+        return path
+    return posixpath.normpath("/" + path.lstrip("/"))
+
+
+def risky_read(word: str, home: str | None = None) -> str | None:
+    """Why reading `word` may expose secrets (read-only programs would otherwise run freely),
+    or None. Globs that reach outside the work directory are refused too: `/pro?/1/envir*`."""
+    why = secret_location(word, home)
+    if why is None and any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
+        return "a pattern that matches files outside the work directory"
+    return why
+
+
+def covers(spec: str, path: str) -> bool:
+    """Whether a git pathspec (a path, a directory or a glob) may include `path`."""
+    spec = spec.rstrip("/").removeprefix("./")
+    if spec in ("", ".", "*") or spec.startswith(":"):
+        return True
+    return path == spec or path.startswith(spec + "/") or fnmatch.fnmatchcase(path, spec)
+
+
+MAX_BRACE_VARIANTS = 64
+
+
+def brace_variants(word: str) -> list[str]:
+    """What brace expansion makes of `word` (`/{usr,etc}` -> `/usr`, `/etc`), bounded: for
+    the deny rules, which must see every spelling of a catastrophe."""
+    variants = [word]
+    for _ in range(8):
+        expanded: list[str] = []
+        for variant in variants:
+            match = re.search(r"\{([^{}]*,[^{}]*)\}", variant)
+            if match is None:
+                expanded.append(variant)
+                continue
+            for choice in match.group(1).split(","):
+                expanded.append(variant[: match.start()] + choice + variant[match.end() :])
+        if expanded == variants or len(expanded) > MAX_BRACE_VARIANTS:
+            break
+        variants = expanded[:MAX_BRACE_VARIANTS]
+    return variants
+
+
+def is_fd(target: str) -> bool:
+    return target == "-" or target.rstrip("-").isdigit()
+
+
+def is_mkfs(name: str) -> bool:
+    """Programs that format or wipe a disk."""
+    return name in ("mkfs", "mke2fs", "mkswap", "wipefs", "sfdisk", "fdisk", "parted") or (
+        name.startswith("mkfs.")
+    )
+
+
+def is_assignment_word(word: str) -> bool:
+    name, equals, _ = word.partition("=")
+    return bool(equals) and name.isidentifier() and name.isascii()
+
+
+def is_catastrophic(target: str) -> bool:
+    """`/`, a top-level system directory, the home directory, or everything inside one."""
+    for home in HOME_WORDS:
+        if target == home or target.startswith(home + "/"):
+            return target[len(home) :].strip("/") in ("", "*", ".")
+    if not target.startswith("/"):
+        return False
+    path = normalize(target)
+    base = path.removesuffix("/*") or "/"
+    if base in CATASTROPHIC_DIRS:
+        return True
+    # A glob at the top level (/u*, /[a-z]*) may match any of them.
+    return base.count("/") == 1 and any(ch in base for ch in "*?[")
