@@ -162,3 +162,52 @@ def test_reading_secrets_asks_even_with_the_safe_read_tool(workdir: Path) -> Non
 def test_catastrophes_are_denied_outright_in_any_spelling(command: str) -> None:
     decision = RiskPolicy().assess("bash", {"command": command})
     assert decision.verdict is Verdict.DENY, decision
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "xargs --process echo sh -c 'touch x'",  # abbreviations of valued long options
+        "xargs --arg notes.txt cat",
+        "bash -c 'for f in $(ls); do cat $f; done'",  # -c strings held to the static subset
+        "sh -c 'cat .e*'",  # and their globs expanded
+        "env -C .git cat config",  # env moves the directory
+        "env --chdir=/ cat etc/passwd",
+        "git -C / log",  # a repository outside the work directory
+        "file --comp -m notes.txt",  # abbreviated --compile writes a file
+        "date -f .env",  # prints the file's lines in its errors
+        "hostname pwned",
+    ],
+)
+def test_red_team_findings_ask(workdir: Path, command: str) -> None:
+    (workdir / ".env").write_text("x")
+    (workdir / "notes.txt").write_text("x")
+    assert RiskPolicy().assess("bash", {"command": command}, workdir).verdict is Verdict.ASK
+
+
+def test_with_a_tracked_secret_git_prints_no_contents_unasked(tmp_path: Path) -> None:
+    """A committed `.env`: no pathspec, flag order or abbreviation lets git print it."""
+    import subprocess  # noqa: PLC0415
+
+    (tmp_path / ".env").write_text("API_TOKEN=x\n")
+    (tmp_path / "README.md").write_text("x\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "i"], cwd=tmp_path, check=True)
+    policy = RiskPolicy()
+    for command in (
+        "git log -p --full-diff -- README.md",
+        "git show --stat -p",
+        "git log --binary",
+        "git log --patch-with-raw",
+        "git log -p -- src/..",
+        "git grep -h API HEAD -- src/..",
+        "git cat-file --batch-all-objects --batch --",
+        "git diff HEAD~0",
+        "git blame README.md",
+    ):
+        decision = policy.assess("bash", {"command": command}, tmp_path)
+        assert decision.verdict is Verdict.ASK, command
+    for command in ("git log --oneline -5", "git status", "git log --stat", "git stash list"):
+        assert policy.assess("bash", {"command": command}, tmp_path).verdict is Verdict.ALLOW

@@ -99,6 +99,22 @@ async def test_unapproved_commands_cannot_write_the_work_dir(
     assert "blocked by the sandbox: read-only" in display  # and so is the chat
 
 
+async def test_no_capabilities_so_no_remount_even_as_root(sandbox: Sandbox, workdir: Path) -> None:
+    """Run as root, bwrap would keep every capability in its user namespace and `mount -o
+    remount,rw` would undo the read-only binds (found by our red team)."""
+    (workdir / ".env").write_text(f"API_TOKEN={CANARY}\n")
+    text, _ = await bash(
+        sandbox,
+        workdir,
+        "grep CapEff /proc/self/status; mount -o remount,rw,bind $PWD; touch pwned; "
+        "umount .env; cat .env; unshare -r true && echo nested",
+    )
+    assert "CapEff:\t0000000000000000" in text
+    assert not (workdir / "pwned").exists()
+    assert CANARY not in text
+    assert "nested" not in text.split("[exit code")[0].splitlines()  # no user namespace inside
+
+
 async def test_unapproved_commands_cannot_reach_loopback(
     sandbox: Sandbox, workdir: Path, listener: Listener
 ) -> None:

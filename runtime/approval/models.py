@@ -85,6 +85,7 @@ def call_hash(tool: str, arguments: str, call_id: str, session: str, checkpoint_
 
 
 def checkpoint_call_hash(checkpoint: Checkpoint, arguments: str) -> str:
+    """The hash of the checkpoint's suspended call, whose canonical `arguments` are given."""
     call = checkpoint.calls[checkpoint.index]
     return call_hash(call.name, arguments, call.id, checkpoint.session, checkpoint.id)
 

@@ -69,6 +69,8 @@ from runtime.risk.tables import (
     TIME_VALUED,
     TIMEOUT_FLAGS,
     TIMEOUT_VALUED,
+    XARGS_LONG_FLAGS,
+    XARGS_LONG_VALUED,
 )
 from runtime.risk.words import (
     Expanding,
@@ -406,6 +408,8 @@ class _BashJudge(GitRules):
             skip = option_skip(arg, ENV_FLAGS, ENV_VALUED)
             if skip is None:
                 break
+            if arg.startswith(("-C", "--ch")):
+                self.ask(f"env {arg} runs the command in another directory")
             if skip < 0:
                 self.ask(f"env option {arg} is not understood")
                 skip = 1
@@ -503,6 +507,9 @@ class _BashJudge(GitRules):
             if arg == "--":
                 index += 1
                 break
+            name = arg.partition("=")[0]
+            if arg.startswith("--") and name not in XARGS_LONG_VALUED | XARGS_LONG_FLAGS:
+                self.ask(f"xargs option {arg} is not understood (abbreviations ask)")
             index += xargs_option_width(arg, has_next=index + 1 < len(argv))
         self.wrapper_arguments(argv[0], argv[1:index])
         replace = xargs_replace_string(argv[1:index])
@@ -571,14 +578,22 @@ class _BashJudge(GitRules):
             self.release_words(name, [operand])
 
     def nested_command(self, command: str) -> None:
+        """A shell's `-c` string is held to the same rule as the command itself: only the
+        static subset runs unasked (globs expanded where it runs); anything else asks and is
+        walked with the full parser for its reasons and denials."""
         if self.depth >= MAX_SHELL_DEPTH:
             self.ask("shell commands are nested too deeply to check")
             return
         self.depth += 1
+        cwd = self.cwd
         try:
+            self.static(parse_static(command))
+        except NotStatic as exc:
+            self.ask(f"runs a shell command the judge does not fully check: {exc}")
             self.analysis(parse_shell(command))
         finally:
             self.depth -= 1
+            self.cwd = cwd  # the inner shell's `cd` ends with it
 
     # -- programs ----------------------------------------------------------------------------
 
@@ -777,12 +792,16 @@ class _BashJudge(GitRules):
                 self.ask(f"tree {arg} writes files into each directory")
 
     def _file(self, args: Sequence[str]) -> None:
-        if any(short_option_has(arg, "C", "emFfmP") or arg == "--compile" for arg in args):
+        if any(
+            short_option_has(arg, "C", "emFfmP") or long_option_is(arg, "--compile") for arg in args
+        ):
             self.ask("file -C writes a compiled magic file")
 
     def _date(self, args: Sequence[str]) -> None:
         if any(long_option_is(a, "--set") or short_option_has(a, "s", "dfrI") for a in args):
             self.ask("date -s sets the system clock")
+        if any(long_option_is(a, "--file") or short_option_has(a, "f", "dsrI") for a in args):
+            self.ask("date -f reads a file, which its errors print")
 
     def _printf(self, args: Sequence[str]) -> None:
         if args and args[0].startswith("-v"):

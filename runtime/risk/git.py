@@ -12,15 +12,16 @@ from runtime.risk.secrets import tracked_secrets
 from runtime.risk.tables import (
     GIT_BRANCH_LISTING,
     GIT_CONTENT,
+    GIT_DIFF_SUMMARY,
     GIT_ELSEWHERE,
     GIT_GLOBAL_FLAGS,
     GIT_GLOBAL_VALUED,
     GIT_LISTINGS,
-    GIT_PATCH_FLAGS,
+    GIT_LOG_METADATA,
+    GIT_LOG_METADATA_VALUED,
     GIT_READ_ONLY,
-    GIT_SUMMARY_FLAGS,
 )
-from runtime.risk.words import covers, is_force_push, long_option_is, short_option_has
+from runtime.risk.words import is_force_push, long_option_is, short_option_has
 
 
 class GitRules:
@@ -67,6 +68,9 @@ class GitRules:
             if option == "-C":
                 place = posixpath.normpath(posixpath.join(place, options[index + 1]))
         root = str(self.workdir)
+        if place != root and not place.startswith(root + "/"):
+            self.ask(f"git uses a repository outside the work directory ({place})")
+            return
         while place.startswith(root + "/"):
             if os.path.lexists(posixpath.join(place, ".git")) or all(
                 os.path.lexists(posixpath.join(place, name)) for name in ("HEAD", "config")
@@ -87,34 +91,25 @@ class GitRules:
                 self.ask(f"git grep {arg} opens the files in a program")
 
     def _git_tracked_secrets(self, subcommand: str, rest: Sequence[str]) -> None:
-        """git prints committed contents that the sandbox cannot mask: ask when it may print
-        a secret the repository tracks (`.env` committed), unless only names or statistics
-        are shown, or its pathspecs (after `--`) leave the secrets out."""
-        patch = any(
-            arg in GIT_PATCH_FLAGS or arg.startswith(("-L", "-U", "--unified")) for arg in rest
-        )
-        if subcommand in ("log", "whatchanged") and not patch:
-            return  # commit messages only
-        summary = any(arg in GIT_SUMMARY_FLAGS for arg in rest)
-        if self.workdir is None or (summary and subcommand in ("show", "diff", "log")):
+        """git prints committed contents, which no sandbox mask hides: when the repository
+        tracks a secret (a committed `.env`), every subcommand that may print file contents
+        asks; `git log` only with options known to print commit metadata alone. Pathspecs do
+        not help: `--full-diff`, `..` and git's own globs reach past them."""
+        if self.workdir is None or not tracked_secrets(self.workdir):
+            return
+        if subcommand in ("log", "whatchanged") and all(_log_metadata_only(a) for a in rest):
+            return
+        options = [arg for arg in rest if arg.startswith("-")]
+        summary = set(options) <= GIT_DIFF_SUMMARY and bool(set(options) - {"--"})
+        if subcommand == "diff" and summary:
             return  # names and statistics only
-        if (subcommand == "stash" and rest[:1] != ["show"]) or (
-            subcommand == "cat-file" and {"-t", "-s", "-e"} & set(rest)
-        ):
-            return  # stash list, an object's type or size
-        secrets = tracked_secrets(self.workdir)
-        specs: Sequence[str] | None = None
-        objects = [arg.partition(":")[2] for arg in rest if ":" in arg and not arg.startswith("-")]
-        if "--" in rest:
-            specs = rest[rest.index("--") + 1 :]
-        elif subcommand in ("blame", "annotate"):
-            specs = [arg for arg in rest if not arg.startswith("-")][-1:]  # the file
-        elif subcommand in ("show", "cat-file") and objects:
-            specs = objects  # HEAD:README.md
-        if specs is not None:
-            secrets = tuple(s for s in secrets if any(covers(spec, s) for spec in specs))
-        if secrets:
-            self.ask(f"git {subcommand} may print {secrets[0]}, a secret the repository tracks")
+        if subcommand == "stash" and rest[:1] != ["show"]:
+            return  # stash list
+        batch = any(arg.startswith("--batch") for arg in rest)
+        if subcommand == "cat-file" and {"-t", "-s", "-e"} & set(rest) and not batch:
+            return  # an object's type or size
+        secret = tracked_secrets(self.workdir)[0]
+        self.ask(f"git {subcommand} may print {secret}, a secret the repository tracks")
 
     def _git_listing(self, subcommand: str, rest: Sequence[str]) -> None:
         if not all(arg in GIT_LISTINGS[subcommand] for arg in rest):
@@ -145,3 +140,14 @@ class GitRules:
             self.ask("git push --force rewrites remote history")
         elif not self.release_words("git", [subcommand, *rest]):
             self.ask(f"git {subcommand} is not a known read-only git subcommand")
+
+
+def _log_metadata_only(arg: str) -> bool:
+    """A `git log` word that keeps it to commit metadata: a revision or path, or an option
+    that selects, orders or formats commits (anything else may add a patch: -p, --binary,
+    --patch-with-raw, --full-diff ...)."""
+    if not arg.startswith("-") or arg == "--":
+        return True
+    if arg[1:].isdigit():
+        return True  # -5
+    return arg in GIT_LOG_METADATA or arg.partition("=")[0] in GIT_LOG_METADATA_VALUED

@@ -14,7 +14,7 @@ READ_ONLY = frozenset(
         "false", "whoami", "uname", "basename", "dirname", "realpath", "stat", "du", "df",
         "cut", "tr", "diff", "cmp", "which", "type", "sleep", "nl", "tac", "rev", "paste",
         "join", "comm", "column", "md5sum", "sha1sum", "sha256sum", "sha512sum", "seq", "id",
-        "hostname", "printenv", "expr", "readlink", "locale", "nproc", "arch", "tty",
+        "printenv", "expr", "readlink", "locale", "nproc", "arch", "tty",
     }
 )  # fmt: skip
 FIXED_REASONS = {
@@ -158,13 +158,20 @@ GIT_CONTENT = frozenset(
     {"log", "whatchanged", "show", "diff", "grep", "blame", "cat-file", "archive", "annotate",
      "format-patch", "stash"}
 )  # fmt: skip
-GIT_PATCH_FLAGS = frozenset(
-    {"-p", "-u", "--patch", "--patch-with-stat", "--cc", "-c", "--full-diff"}
-)
-GIT_SUMMARY_FLAGS = frozenset(
-    {"--stat", "--name-only", "--name-status", "--shortstat", "--numstat", "--no-patch", "-s",
-     "--quiet", "--summary", "--dirstat"}
+# `git log` options that print commit metadata only (no patch), alone or with `=value`.
+GIT_LOG_METADATA = frozenset(
+    {"--oneline", "--graph", "--decorate", "--all", "--stat", "--shortstat", "--name-only",
+     "--name-status", "--no-merges", "--merges", "--reverse", "--first-parent", "--no-color",
+     "--abbrev-commit", "--date-order", "--topo-order", "--no-patch", "-s", "--source"}
 )  # fmt: skip
+GIT_LOG_METADATA_VALUED = frozenset(
+    {"-n", "--max-count", "--format", "--pretty", "--since", "--until", "--after", "--before",
+     "--author", "--committer", "--grep", "--date", "--skip", "--abbrev", "--color"}
+)  # fmt: skip
+# `git diff` options that print names and statistics only.
+GIT_DIFF_SUMMARY = frozenset(
+    {"--stat", "--name-only", "--name-status", "--shortstat", "--numstat", "--no-color", "--"}
+)
 # Subcommands that only read the repository, whatever their options.
 GIT_READ_ONLY = frozenset(
     {"status", "rev-parse", "ls-files", "blame", "describe", "ls-tree", "cat-file",
@@ -186,3 +193,9 @@ XARGS_ATTACHED = frozenset("eil")  # short options whose optional value must be 
 XARGS_LONG_VALUED = frozenset(
     {"--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}
 )
+# Every long option of xargs that takes no separate value, spelled out: getopt also takes
+# any unique abbreviation (`--process` for `--process-slot-var VAR`), and those ask.
+XARGS_LONG_FLAGS = frozenset(
+    {"--null", "--no-run-if-empty", "--verbose", "--show-limits", "--exit", "--open-tty",
+     "--interactive", "--help", "--version", "--replace", "--eof", "--max-lines"}
+)  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
 from collections.abc import Sequence
@@ -59,7 +58,7 @@ def xargs_replace_string(options: Sequence[str]) -> str | None:
 
 
 def xargs_option_width(arg: str, has_next: bool) -> int:
-    if arg.startswith("--"):
+    if arg.startswith("--"):  # --max-args 5 (but --max-args=5 is one word)
         return 2 if arg in XARGS_LONG_VALUED and has_next else 1
     for position, letter in enumerate(arg[1:], start=1):
         if letter in XARGS_ATTACHED:
@@ -135,14 +134,6 @@ def risky_read(word: str, home: str | None = None) -> str | None:
     if why is None and any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
         return "a pattern that matches files outside the work directory"
     return why
-
-
-def covers(spec: str, path: str) -> bool:
-    """Whether a git pathspec (a path, a directory or a glob) may include `path`."""
-    spec = spec.rstrip("/").removeprefix("./")
-    if spec in ("", ".", "*") or spec.startswith(":"):
-        return True
-    return path == spec or path.startswith(spec + "/") or fnmatch.fnmatchcase(path, spec)
 
 
 MAX_BRACE_VARIANTS = 64

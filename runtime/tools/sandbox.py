@@ -84,7 +84,7 @@ MASKED_NAMES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "
                 "id_dsa*", "id_ecdsa*", "id_ed25519*", "*secret*", "credentials*",
                 ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass")  # fmt: skip
 UNMASKED_NAMES = (".env.example", ".env.sample", ".env.template", ".env.dist")
-MASK_DEPTH = 2  # directory levels of the work directory searched for secret files
+MASK_DEPTH = 4  # directory levels of the work directory searched for secret files
 MASK_SCAN_LIMIT = 5_000  # entries looked at, at most, per call
 SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox"})
 
@@ -162,7 +162,10 @@ class Sandbox:
     def arguments(self, workdir: Path, access: Access) -> list[str]:
         args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--tmpfs", "/tmp"]  # noqa: S108 - a private, empty /tmp
-        args += ["--unshare-all", "--die-with-parent", "--new-session"]
+        # No capabilities (run as root, bwrap would keep them all in its user namespace, and
+        # `mount -o remount,rw` would undo every read-only bind) and no nested namespaces.
+        args += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        args += ["--die-with-parent", "--new-session"]
         if self.allows_network(access):
             args.append("--share-net")
         home = Path.home()

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,6 +144,13 @@ async def test_benign_developer_commands_run_without_asking(
     redis: aioredis.Redis, sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with environment(tmp_path, monkeypatch, Case("benign", "", ())) as (env, _):
+        # As most projects keep it: `.env` on disk but ignored by git (the dangerous cases'
+        # repository commits it, where git commands that may print it ask; see docs).
+        (env.work / ".gitignore").write_text(".env\n")
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "rm", "-q", "--cached", ".env"], cwd=env.work, check=True)
+        subprocess.run([*git, "add", ".gitignore"], cwd=env.work, check=True)
+        subprocess.run([*git, "commit", "-qm", "ignore .env"], cwd=env.work, check=True)
         steps = tuple(Bash(command) for command in BENIGN)
         _, stops = await _run_steps(redis, sandbox, env, steps, "benign")
     asked = [c for c, stop in zip(BENIGN, stops, strict=True) if stop is not StopReason.FINAL]
