@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import secrets
 import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,14 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from runtime.approval.decisions import (
+    REDIS_DOWN,
+    Decided,
+    Decision,
+    Decisions,
+    checkpoint_hash,
+    refused,
+)
 from runtime.approval.models import (
     ApprovalRecord,
     ApprovalStatus,
@@ -32,22 +38,23 @@ from runtime.approval.models import (
     call_hash,
     new_approval_id,
 )
-from runtime.approval.store import ApprovalStore, Transition
+from runtime.approval.notices import is_last, not_executed, notice_of, unanswered
+from runtime.approval.settle import Settlement
+from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
+from runtime.canonical import canonical_arguments
 from runtime.channel import (
     ApprovalNotice,
     ApprovalRequested,
-    ApprovalUpdated,
     Channel,
     Event,
     Notice,
     Reply,
     RunFinished,
 )
-from runtime.executor import Emit, canonical_arguments
+from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
-from runtime.metrics import APPROVALS, DECISION_SECONDS, RUNS
-from runtime.middleware.approval import standing_rule
+from runtime.metrics import APPROVALS, RUNS
 from runtime.middleware.chain import Middleware
 from runtime.models import (
     Actor,
@@ -55,17 +62,13 @@ from runtime.models import (
     Message,
     RunResult,
     StopReason,
-    ToolCall,
-    ToolMessage,
     ToolResult,
     ToolStatus,
     UserMessage,
 )
-from runtime.policy.approvers import OPERATOR_PLATFORM
-from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
-from runtime.redact import argument_summary, redact_text
+from runtime.redact import redact_text
 from runtime.store.history import HistoryStore, encode_message, parse_history
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
@@ -92,7 +95,6 @@ REDIS_DOWN_RUN = (
     "Sorry, I cannot reach my storage (Redis) right now, so your request was not (fully) "
     "processed; please try again shortly."
 )
-REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,104 +104,6 @@ class RuntimeConfig:
     max_tool_result_chars: int = 16_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     liveness_ttl: float = 30.0  # seconds a silent process is presumed alive while executing
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The answer to a decision attempt: `accepted`, or refused with a message saying why."""
-
-    accepted: bool
-    message: str
-    run: RunResult | None = None
-
-
-def _refused(message: str) -> Decision:
-    return Decision(False, message)
-
-
-_TRANSITION_MESSAGES = {
-    "not_found": "approval {id} was not found",
-    "expired": "approval {id} has expired; nothing was executed",
-    "wrong_conversation": "approval {id} can only be decided in the conversation that requested it",
-    "hash_mismatch": "approval {id} failed its integrity check (the stored call changed); refused",
-}
-
-
-# Why a decision attempt was refused, as the audit trail names it.
-_REFUSAL_KINDS = {
-    "not_found": "unknown_id",
-    "already": "already_decided",
-    "wrong_status": "already_decided",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """A recorded decision: the record, its checkpoint, the session's history right after the
-    decision, and for a rejection the result it recorded for the call."""
-
-    record: ApprovalRecord
-    checkpoint: Checkpoint
-    history: list[Message]
-    rejection: ToolResult | None
-    held: int  # messages held when a rejection released the session
-    # The conversation's policy read for the decision, and when: the resumed run uses it.
-    policy: EffectivePolicy
-    policy_read_at: float
-
-
-def _is_last(checkpoint: Checkpoint) -> bool:
-    return checkpoint.index == len(checkpoint.calls) - 1
-
-
-def _rejection(call: ToolCall, decider: Actor, reason: str | None) -> ToolResult:
-    return ToolResult(
-        call_id=call.id,
-        tool=call.name,
-        status=ToolStatus.DENIED,
-        model_text=(
-            f"rejected by {decider.key}: {reason or 'no reason given'}; the tool was not executed"
-        ),
-        display=f"{call.name} rejected by {decider.key}",
-    )
-
-
-def _unanswered(
-    calls: Sequence[ToolCall], text: str, status: ToolStatus, rest: str | None = None
-) -> list[Message]:
-    """Answers for calls that will not run: `text` for the first, `rest` (else `text`) for
-    the others, so every call of a batch keeps exactly one tool message."""
-    return [
-        ToolMessage(
-            tool_call_id=c.id,
-            name=c.name,
-            content=text if i == 0 or rest is None else rest,
-            status=status,
-        )
-        for i, c in enumerate(calls)
-    ]
-
-
-def _not_executed(call: ToolCall, why: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.id,
-        tool=call.name,
-        status=ToolStatus.ERROR,
-        model_text=f"not executed: {why}",
-        display=f"{call.name} not executed: {why}",
-    )
-
-
-def _transition_message(approval_id: str, transition: Transition) -> str:
-    if transition.outcome in ("already", "wrong_status"):
-        status = (transition.status or "settled").replace("_", " ")
-        if transition.decided_by:
-            return (
-                f"approval {approval_id} was already decided by {transition.decided_by} ({status})"
-            )
-        return f"approval {approval_id} is already {status}"
-    template = _TRANSITION_MESSAGES.get(transition.outcome, "approval {id}: " + transition.outcome)
-    return template.format(id=approval_id)
 
 
 class Runtime:
@@ -246,6 +150,12 @@ class Runtime:
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
+        self.settlement = Settlement(
+            approvals, self.audit, self.tracer, channel.send, self._release_later
+        )
+        self.decisions = Decisions(
+            approvals, policies, self.audit, self.settlement, self.worker_id, config.liveness_ttl
+        )
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
         async def emit(event: Event) -> None:
@@ -408,7 +318,7 @@ class Runtime:
             reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
             expires_at=record.expires_at,
         )
-        ref = await self.channel.send(ctx.conversation, ApprovalRequested(self._notice(record)))
+        ref = await self.channel.send(ctx.conversation, ApprovalRequested(notice_of(record)))
         if ref:
             await self.approvals.set_notice(record, ref)
         return result.model_copy(update={"approval_id": record.id})
@@ -417,7 +327,7 @@ class Runtime:
         """Best effort after a failed checkpoint: keep what already ran in history, answer the
         rest of the batch as not executed, and stop waiting for the approval being resumed."""
         rest = suspension.calls[suspension.index :]
-        messages = [*suspension.unsaved, *_unanswered(rest, text, ToolStatus.ERROR)]
+        messages = [*suspension.unsaved, *unanswered(rest, text, ToolStatus.ERROR)]
         try:
             if state.resumed_from is not None:
                 encoded = [encode_message(m) for m in messages]
@@ -427,36 +337,7 @@ class Runtime:
         except RedisError:
             log.warning("session %s: the interrupted turn could not be saved", state.session)
 
-    def _notice(self, record: ApprovalRecord) -> ApprovalNotice:
-        try:
-            arguments = json.loads(record.arguments)
-        except json.JSONDecodeError:
-            arguments = {"arguments": record.arguments}
-        return ApprovalNotice(
-            approval_id=record.id,
-            tool=record.tool,
-            arguments=argument_summary(
-                arguments if isinstance(arguments, dict) else {"value": arguments}
-            ),
-            reasons=tuple(record.reasons),
-            requester=record.requester.name or record.requester.key,
-            expires_at=record.expires_at,
-            status=record.status.value,
-            decided_by=record.decided_by,
-            reason=record.reason,
-            outcome=record.outcome,
-            message=record.notice,
-        )
-
     # --- decisions --------------------------------------------------------------------------
-
-    async def _refusal(
-        self, actor: Actor, record: ApprovalRecord
-    ) -> tuple[str | None, EffectivePolicy]:
-        """Why `actor` may not decide `record` under its conversation's policy (None if they
-        may), and that policy."""
-        policy = await self.policies.effective(record.conversation.id)
-        return policy.approver_policy().refusal(actor, record), policy
 
     async def decide(
         self,
@@ -481,32 +362,17 @@ class Runtime:
         always: bool,
     ) -> Decision:
         try:
-            decided = await self._record_decision(approval_id, approve, actor, conversation, reason)
+            decided = await self.decisions.record(
+                approval_id, approve, actor, conversation, reason, always
+            )
         except RedisError as exc:
             log.error("decision on %s failed: Redis unavailable (%s)", approval_id, exc)
-            return _refused(REDIS_DOWN)
+            return refused(REDIS_DOWN)
         if isinstance(decided, Decision):
             return decided
         record = decided.record
-        await self.audit.record(
-            "approval_decided",
-            actor.key,
-            approval=record.id,
-            decision=record.status.value,
-            scope=("always" if always else "once") if approve else None,
-            reason=reason,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            trace=decided.checkpoint.trace_id,
-        )
         try:
-            await self._update_notice(record)
-            note = ""
-            if approve and always:
-                note = await self._add_standing_rule(
-                    record, actor, decided.policy, decided.checkpoint.trace_id
-                )
+            note = await self.decisions.announce(decided, actor, always)
             async with self.tracer.trace(
                 "approval.resume",
                 session=record.session,
@@ -535,195 +401,8 @@ class Runtime:
         self, approval_id: str, actor: Actor, conversation: ConversationRef
     ) -> tuple[str | None, str | None]:
         """(why `actor` cannot decide it here or None, the approval's session or None): for
-        platforms that must answer a click at once. Advisory: `decide` checks everything again
-        atomically, so a click that passes here can still be refused there."""
-        loaded = await self.approvals.load(approval_id.strip().lower())
-        if loaded is None:
-            message = f"unknown approval id {approval_id!r}"
-            await self._audit_refusal(approval_id, actor, "unknown_id", message)
-            return message, None
-        record = loaded[0]
-        refusal, _ = await self._refusal(actor, record)
-        if refusal is not None:
-            message = await self._unauthorized(record, actor, refusal, None, loaded[1].trace_id)
-            return message, record.session
-        if record.conversation.id != conversation.id:
-            message = _TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
-            await self._audit_refusal(
-                record.id, actor, "wrong_conversation", message, record, trace=loaded[1].trace_id
-            )
-            return message, record.session
-        if record.status is not ApprovalStatus.PENDING:
-            status = record.status.value.replace("_", " ")
-            by = f" by {record.decided_by}" if record.decided_by else ""
-            message = f"approval {record.id} was already {status}{by}"
-            await self._audit_refusal(
-                record.id, actor, "already_decided", message, record, trace=loaded[1].trace_id
-            )
-            return message, record.session
-        return None, record.session
-
-    async def _unauthorized(
-        self,
-        record: ApprovalRecord,
-        actor: Actor,
-        refusal: str,
-        attempt: str | None,
-        trace: str | None,
-    ) -> str:
-        """`actor` may not decide (or withdraw) `record`: recorded in its session's stream and
-        the global trail; returns what to tell them."""
-        await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
-        APPROVALS.labels("refused").inc()
-        verb = "cancel" if attempt == "cancel" else "decide"
-        message = f"You cannot {verb} approval {record.id}: {refusal}."
-        await self._audit_refusal(record.id, actor, "unauthorized", message, record, attempt, trace)
-        return message
-
-    async def _transition_refused(
-        self,
-        record: ApprovalRecord,
-        checkpoint: Checkpoint,
-        transition: Transition,
-        actor: Actor,
-        attempt: str | None,
-    ) -> str:
-        """The status script refused (expired, already decided, wrong conversation, hash):
-        an expiry found this way is settled now; returns what to tell `actor`."""
-        if transition.outcome == "expired":
-            await self._after_expiry(record, checkpoint)
-        APPROVALS.labels("refused").inc()
-        message = _transition_message(record.id, transition)
-        why = _REFUSAL_KINDS.get(transition.outcome, transition.outcome)
-        await self._audit_refusal(
-            record.id, actor, why, message, record, attempt, checkpoint.trace_id
-        )
-        return message
-
-    async def _audit_refusal(
-        self,
-        approval_id: str,
-        actor: Actor,
-        why: str,
-        message: str,
-        record: ApprovalRecord | None = None,
-        attempt: str | None = None,
-        trace: str | None = None,
-    ) -> None:
-        """A refused decision or withdrawal: who, what they tried, why (`unauthorized`,
-        `wrong_conversation`, `expired`, `unknown_id`, `already_decided`, `hash_mismatch`)."""
-        await self.audit.record(
-            "approval_refused",
-            actor.key,
-            approval=approval_id,
-            attempt=attempt,
-            why=why,
-            message=message,
-            tool=record.tool if record else None,
-            session=record.session if record else None,
-            conversation=record.conversation.id if record else None,
-            trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
-        )
-
-    async def _record_decision(
-        self,
-        approval_id: str,
-        approve: bool,
-        actor: Actor,
-        conversation: ConversationRef | None,
-        reason: str | None,
-    ) -> Decision | Decided:
-        """Check who may decide, then run the DECIDE script: a refusal, or what was decided."""
-        attempt = "approve" if approve else "reject"
-        loaded = await self.approvals.load(approval_id.strip().lower())
-        if loaded is None:
-            message = f"unknown approval id {approval_id!r}"
-            await self._audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
-            return _refused(message)
-        record, checkpoint = loaded
-        refusal, policy = await self._refusal(actor, record)
-        policy_read_at = time.monotonic()
-        if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
-            refusal = "decisions must come from the conversation that requested them"
-        if refusal is not None:
-            return _refused(
-                await self._unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
-            )
-        call = checkpoint.calls[checkpoint.index]
-        rejection = None if approve else _rejection(call, actor, reason)
-        transition, raw_history = await self.approvals.decide(
-            record,
-            approve,
-            actor.key,
-            reason or "",
-            None if conversation is None else conversation.id,
-            self._checkpoint_hash(checkpoint),
-            self.worker_id,
-            self.config.liveness_ttl,
-            rejection=encode_message(rejection.to_message()) if rejection else "",
-            last=_is_last(checkpoint),
-        )
-        if not transition.ok:
-            return _refused(
-                await self._transition_refused(record, checkpoint, transition, actor, attempt)
-            )
-        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-        APPROVALS.labels(status.value).inc()
-        DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
-        decided = record.model_copy(
-            update={"status": status, "decided_by": actor.key, "reason": reason}
-        )
-        return Decided(
-            decided,
-            checkpoint,
-            parse_history(raw_history),
-            rejection,
-            transition.held,
-            policy,
-            policy_read_at,
-        )
-
-    def _checkpoint_hash(self, checkpoint: Checkpoint) -> str:
-        call = checkpoint.calls[checkpoint.index]
-        return call_hash(
-            call.name, canonical_arguments(call), call.id, checkpoint.session, checkpoint.id
-        )
-
-    async def _add_standing_rule(
-        self,
-        record: ApprovalRecord,
-        actor: Actor,
-        policy: EffectivePolicy,
-        trace: str | None = None,
-    ) -> str:
-        """`policy`: the conversation's, as read for the decision."""
-        rule = standing_rule(record.tool, json.loads(record.arguments))
-        if rule is None:
-            return (
-                " No standing rule was added: chains, redirections and substitutions are "
-                "approved once only."
-            )
-        if policy.verdict(record.tool).state == "ask":
-            return f" No standing rule was added: the policy says {record.tool} always asks here."
-        await self.approvals.add_rule(
-            record.conversation.id, rule, record.reasons, actor.key, record.session
-        )
-        shown = rule.replace("\x1f", " ")
-        await self.audit.record(
-            "rule_added",
-            actor.key,
-            approval=record.id,
-            tool=record.tool,
-            rule=redact_text(shown),
-            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
-            session=record.session,
-            conversation=record.conversation.id,
-            trace=trace,
-        )
-        return f" Calls matching `{shown}` are now allowed in this conversation."
-
-    async def _update_notice(self, record: ApprovalRecord) -> None:
-        await self.channel.send(record.conversation, ApprovalUpdated(self._notice(record)))
+        platforms that must answer a click at once (see Decisions.precheck)."""
+        return await self.decisions.precheck(approval_id, actor, conversation)
 
     async def _resume(self, decided: Decided, decider: Actor) -> tuple[RunResult, int]:
         """Continue the run from its checkpoint: the decided call's result (a rejection, or the
@@ -769,7 +448,7 @@ class Runtime:
         released = [held]
 
         async def continue_run() -> tuple[RunResult, Suspension | None]:
-            if not _is_last(checkpoint):
+            if not is_last(checkpoint):
                 stop = await self.loop.run_batch(
                     state,
                     checkpoint.calls,
@@ -796,8 +475,8 @@ class Runtime:
         meanwhile: then the call's answer is not ours to write."""
         call = checkpoint.calls[checkpoint.index]
         async with self._alive():
-            if self._checkpoint_hash(checkpoint) != record.call_hash:
-                result = _not_executed(call, "the approved call failed its integrity check")
+            if checkpoint_hash(checkpoint) != record.call_hash:
+                result = not_executed(call, "the approved call failed its integrity check")
             else:
                 try:
                     result = await self.loop.run_granted(state, call, record.id)
@@ -809,7 +488,7 @@ class Runtime:
                 record,
                 result.status.value,
                 encode_message(result.to_message()),
-                last=_is_last(checkpoint),
+                last=is_last(checkpoint),
             )
         if not consumed.ok:
             log.warning("approval %s was settled by recovery while it ran", record.id)
@@ -829,7 +508,7 @@ class Runtime:
         try:
             if (await self.approvals.mark_outcome_unknown(record, self.worker_id)).ok:
                 await self.approvals.forget(record.id)
-                await self._after_outcome_unknown(record, checkpoint, run_held=False)
+                await self.settlement.after_outcome_unknown(record, checkpoint, run_held=False)
         except Exception:
             log.exception("approval %s: could not record an interrupted execution", record.id)
 
@@ -877,71 +556,14 @@ class Runtime:
             event.set()
             said.append("Stopping the running request.")
         approval_id = await self.approvals.pending_id(session)
-        if approval_id is not None:
-            loaded = await self.approvals.load(approval_id)
-            if loaded is not None:
-                said.append(await self._withdraw(*loaded, actor, conversation))
+        loaded = None if approval_id is None else await self.approvals.load(approval_id)
+        if loaded is not None:
+            message, withdrawn = await self.decisions.withdraw(*loaded, actor, conversation)
+            said.append(message)
+            if withdrawn:
+                await self._emitter(conversation)(RunFinished(StopReason.CANCELLED, 0))
+                await self._release_held(session)
         return " ".join(said) or "Nothing to cancel."
-
-    async def _withdraw(
-        self,
-        record: ApprovalRecord,
-        checkpoint: Checkpoint,
-        actor: Actor,
-        conversation: ConversationRef,
-    ) -> str:
-        if actor.key != record.requester.key:
-            refusal, _ = await self._refusal(actor, record)
-            if refusal is not None:
-                return await self._unauthorized(
-                    record, actor, refusal, "cancel", checkpoint.trace_id
-                )
-        reason = f"cancelled by {actor.key}"
-        transition, _ = await self.approvals.decide(
-            record,
-            False,
-            actor.key,
-            reason,
-            conversation.id,
-            self._checkpoint_hash(checkpoint),
-            self.worker_id,
-            self.config.liveness_ttl,
-        )
-        if not transition.ok:
-            return await self._transition_refused(record, checkpoint, transition, actor, "cancel")
-        record = record.model_copy(
-            update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
-        )
-        APPROVALS.labels("cancelled").inc()
-        await self.audit.record(
-            "approval_cancelled",
-            actor.key,
-            approval=record.id,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            trace=checkpoint.trace_id,
-        )
-        await self._trace_ending("approval.cancelled", record, checkpoint, cancelled_by=actor.key)
-        await self._update_notice(record)
-        await self._close_batch(record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED)
-        await self._emitter(checkpoint.conversation)(RunFinished(StopReason.CANCELLED, 0))
-        await self._release_held(record.session)
-        return f"Approval {record.id} withdrawn; the call was not executed."
-
-    async def _close_batch(
-        self, record: ApprovalRecord, checkpoint: Checkpoint, text: str, status: ToolStatus
-    ) -> None:
-        """A run ends at its suspended call: give that call and the rest of its batch a result
-        in history, so the conversation stays well-formed for the model; then the session
-        stops waiting."""
-        calls = checkpoint.calls[checkpoint.index :]
-        messages = _unanswered(
-            calls, text, status, rest="not executed: the run ended before this call"
-        )
-        await self.approvals.close(
-            checkpoint.session, record.id, [encode_message(m) for m in messages]
-        )
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
         """Open approvals (pending or executing), of one conversation or all of them."""
@@ -952,80 +574,15 @@ class Runtime:
                 continue
             record = loaded[0]
             if conversation is None or record.conversation.id == conversation.id:
-                notices.append(self._notice(record))
+                notices.append(notice_of(record))
         return notices
 
     # --- expiry and crash recovery ---------------------------------------------------------
 
     async def sweep(self) -> int:
-        """Expire overdue approvals and settle calls whose executing process died. Returns
-        how many approvals changed."""
-        changed = 0
-        now = await self.approvals.server_time_ms()
-        for approval_id in await self.approvals.overdue_ids(now):
-            loaded = await self.approvals.load(approval_id)
-            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
-                await self.approvals.forget(approval_id)
-                continue
-            record, checkpoint = loaded
-            if (await self.approvals.expire(record)).ok:
-                changed += 1
-                await self.approvals.forget(approval_id)
-                await self._after_expiry(record, checkpoint)
-        for approval_id in await self.approvals.executing_ids():
-            loaded = await self.approvals.load(approval_id)
-            if loaded is None or loaded[0].status is not ApprovalStatus.EXECUTING:
-                await self.approvals.forget(approval_id)
-                continue
-            record, checkpoint = loaded
-            if record.worker is None or await self.approvals.worker_alive(record.worker):
-                continue
-            if (await self.approvals.mark_outcome_unknown(record, record.worker)).ok:
-                changed += 1
-                await self.approvals.forget(approval_id)
-                await self._after_outcome_unknown(record, checkpoint)
-        return changed
-
-    async def _after_expiry(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
-        record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})
-        APPROVALS.labels("expired").inc()
-        await self.audit.record(
-            "approval_expired",
-            approval=record.id,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            requester=record.requester.key,
-            trace=checkpoint.trace_id,
-        )
-        await self._trace_ending("approval.expired", record, checkpoint)
-        await self._update_notice(record)
-        await self._close_batch(
-            record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
-        )
-        await self._release_later(record)
-
-    async def _trace_ending(
-        self,
-        name: str,
-        record: ApprovalRecord,
-        checkpoint: Checkpoint,
-        cancelled_by: str | None = None,
-    ) -> None:
-        """A one-span trace linked to the paused run, for an approval that ended without a
-        resume (expired, cancelled, outcome unknown): `trace show` draws it under the pause."""
-        if checkpoint.trace_id is None:
-            return
-        async with self.tracer.trace(
-            name,
-            session=record.session,
-            resumes=checkpoint.trace_id,
-            approval_id=record.id,
-            tool=record.tool,
-            cancelled_by=cancelled_by,
-        ) as trace:
-            if trace.trace is not None:
-                trace.trace.root.end(name.removeprefix("approval."))
+        """Expire overdue approvals and settle calls whose executing process died (see
+        Settlement.sweep). Returns how many approvals changed."""
+        return await self.settlement.sweep()
 
     async def _release_later(self, record: ApprovalRecord) -> None:
         if self.release is None:
@@ -1036,40 +593,3 @@ class Runtime:
     async def release_held(self, session: str) -> RunResult | None:
         """Run the messages the session held, in order (a queued "release" job)."""
         return await self._release_held(session)
-
-    async def _after_outcome_unknown(
-        self, record: ApprovalRecord, checkpoint: Checkpoint, run_held: bool = True
-    ) -> None:
-        record = record.model_copy(
-            update={
-                "status": ApprovalStatus.OUTCOME_UNKNOWN,
-                "outcome": "the process executing it stopped",
-            }
-        )
-        APPROVALS.labels("outcome_unknown").inc()
-        await self.audit.record(
-            "approval_outcome_unknown",
-            approval=record.id,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            decided_by=record.decided_by,
-            outcome=record.outcome,
-            trace=checkpoint.trace_id,
-        )
-        await self._trace_ending("approval.outcome_unknown", record, checkpoint)
-        await self._update_notice(record)
-        await self._emitter(record.conversation)(
-            Reply(
-                f"The approved {record.tool} call ({record.id}) was interrupted while it ran: "
-                "it may or may not have taken effect, and it will not be run again."
-            )
-        )
-        await self._close_batch(
-            record,
-            checkpoint,
-            "outcome unknown: the process executing this call stopped; it was not run again",
-            ToolStatus.ERROR,
-        )
-        if run_held:
-            await self._release_later(record)

@@ -1,4 +1,5 @@
-"""Canonical JSON: one byte-exact text per value, for duplicate detection and call hashes; and
+"""Canonical JSON: one byte-exact text per value, for duplicate detection and call hashes; a
+call's arguments as the runtime sees them (runtime-owned markers stripped); and
 the bounded forms of model-made names (tool names, argument keys) that traces and the audit
 trail store."""
 
@@ -8,6 +9,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from runtime.models import ToolCall
 
 
 def canonical_json(value: Any) -> str:
@@ -39,3 +42,24 @@ def tool_fields(name: str, known: bool) -> dict[str, str | int]:
     if known:
         return {"tool": name}
     return {"tool": UNKNOWN_TOOL, "tool_sha256": text_sha256(name), "tool_chars": len(name)}
+
+
+# Argument names the runtime owns; a model may never set them (see strip_markers).
+RUNTIME_MARKERS = frozenset({"approved", "approval_id"})
+
+
+def strip_markers(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Drop runtime-owned markers: only the runtime may say a call was approved."""
+    return {
+        k: v for k, v in arguments.items() if k not in RUNTIME_MARKERS and not k.startswith("_")
+    }
+
+
+def canonical_arguments(call: ToolCall) -> str:
+    """The call's arguments as the runtime sees them (markers stripped), in canonical JSON.
+    Unparseable arguments keep their raw text: they never run anyway."""
+    try:
+        raw = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return call.arguments
+    return canonical_json(strip_markers(raw) if isinstance(raw, dict) else raw)

@@ -8,19 +8,24 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
 from runtime.audit import AuditLog, arguments_digest
-from runtime.canonical import UNKNOWN_TOOL, canonical_json, tool_fields
+from runtime.canonical import (
+    UNKNOWN_TOOL,
+    canonical_arguments,
+    canonical_json,
+    strip_markers,
+    tool_fields,
+)
 from runtime.channel import Event, ToolFinished, ToolStarted
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware.chain import Middleware, ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.redact import one_line, redact_text
 from runtime.tools.base import ToolCancelled, ToolContext, ToolError
-from runtime.tools.registry import RUNTIME_MARKERS, ToolRegistry
+from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
 log = logging.getLogger(__name__)
@@ -42,23 +47,6 @@ class BatchOutcome:
     @property
     def cancelled(self) -> bool:
         return any(r.status is ToolStatus.CANCELLED for r in self.results)
-
-
-def strip_markers(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Drop runtime-owned markers: only the runtime may say a call was approved."""
-    return {
-        k: v for k, v in arguments.items() if k not in RUNTIME_MARKERS and not k.startswith("_")
-    }
-
-
-def canonical_arguments(call: ToolCall) -> str:
-    """The call's arguments as the runtime sees them (markers stripped), in canonical JSON.
-    Unparseable arguments keep their raw text: they never run anyway."""
-    try:
-        raw = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return call.arguments
-    return canonical_json(strip_markers(raw) if isinstance(raw, dict) else raw)
 
 
 def _error(call: ToolCall, text: str, status: ToolStatus = ToolStatus.ERROR) -> ToolResult:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from runtime.audit import AuditLog
+from runtime.canonical import canonical_arguments
 from runtime.channel import Reply
-from runtime.executor import Emit, ToolExecutor, canonical_arguments
+from runtime.executor import Emit, ToolExecutor
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
 from runtime.models import (

@@ -26,6 +26,7 @@ from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import Sandbox
+from runtime.tracing.recorder import Tracer
 
 E = TypeVar("E", bound=Event)
 PREFIX = "cgtest"
@@ -101,6 +102,7 @@ def make_runtime(
     liveness_ttl: float = 30,
     sandbox: Sandbox | None = None,
     middlewares: Sequence[Middleware] | None = None,
+    tracer: Tracer | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
     """`middlewares`: the chain (default: the production one, `default_chain`)."""
     channel = RecordingChannel()
@@ -127,5 +129,6 @@ def make_runtime(
         approvals,
         policies,
         middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
+        tracer=tracer,
     )
     return runtime, channel

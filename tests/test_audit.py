@@ -165,9 +165,10 @@ async def test_refusals_say_who_and_why(redis: aioredis.Redis, workdir: Path) ->
     assert refusal is not None
     assert (await runtime.decide(approval_id, True, ADMIN, HERE)).accepted
     assert not (await runtime.decide(approval_id, False, ADMIN, HERE)).accepted
-    assert "cannot cancel" in await runtime._withdraw(  # a stranger's /cancel
+    said, withdrawn = await runtime.decisions.withdraw(  # a stranger's /cancel
         *(await runtime.approvals.load(approval_id) or pytest.fail("no record")), BOB, HERE
     )
+    assert "cannot cancel" in said and not withdrawn
 
     refused = of(await trail(redis), "approval_refused")
     seen = [(e.actor, e.fields.get("attempt"), e.fields["why"]) for e in refused]
@@ -311,9 +312,8 @@ async def test_a_lone_surrogate_in_arguments_never_breaks_the_run(
 ) -> None:
     fake_openai.script = [calls(("c1", "read", {"path": "\ud800"})), reply("done")]
     provider = OpenAIProvider("fake", api_key="sk-test", base_url=fake_openai.base_url)
-    runtime, _ = make_runtime(redis, workdir, provider)
     store = TraceStore(redis, Keys(PREFIX), 3600)
-    runtime.tracer = Tracer("metadata", store)
+    runtime, _ = make_runtime(redis, workdir, provider, tracer=Tracer("metadata", store))
 
     result = await runtime.run("s14", "read it", ALICE, HERE)
 
@@ -422,8 +422,9 @@ async def test_every_entry_carries_a_trace_field(
 
 async def test_entries_carry_the_trace_of_their_run(redis: aioredis.Redis, workdir: Path) -> None:
     (workdir / "victim.txt").write_text("precious")
-    runtime, _ = make_runtime(redis, workdir, DemoProvider())
-    runtime.tracer = Tracer("metadata")  # no store: ids only
+    runtime, _ = make_runtime(
+        redis, workdir, DemoProvider(), tracer=Tracer("metadata")
+    )  # no store: ids only
     asked = await runtime.run("s11", "run: rm victim.txt", ALICE, HERE)
     assert asked.approval_id is not None and asked.trace_id
     assert not (await runtime.decide(asked.approval_id, True, BOB, HERE)).accepted

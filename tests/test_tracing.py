@@ -47,9 +47,8 @@ def openai(fake: FakeOpenAI) -> OpenAIProvider:
 def traced(
     redis: aioredis.Redis, workdir: Path, provider: Provider, mode: str = "metadata"
 ) -> tuple[Runtime, RecordingChannel, TraceStore]:
-    runtime, channel = make_runtime(redis, workdir, provider)
     store = TraceStore(redis, Keys(PREFIX), TTL)
-    runtime.tracer = Tracer(mode, store)
+    runtime, channel = make_runtime(redis, workdir, provider, tracer=Tracer(mode, store))
     return runtime, channel, store
 
 
@@ -394,8 +393,7 @@ async def test_a_failing_store_or_recorder_never_breaks_the_run(
         calls(("call_2", "bash", {"command": "rm victim.txt"})),
         reply("second done"),
     ]
-    runtime, _ = make_runtime(redis, workdir, openai(fake_openai))
-    runtime.tracer = Tracer("replay", store)
+    runtime, _ = make_runtime(redis, workdir, openai(fake_openai), tracer=Tracer("replay", store))
 
     with caplog.at_level(logging.WARNING, logger="runtime.tracing.recorder"):
         first = await runtime.run("t5", "read a.txt", ALICE, HERE)
@@ -431,8 +429,12 @@ async def test_a_store_that_hangs_is_given_up_on(
             await asyncio.sleep(30)
 
     fake_openai.script = [reply("quick")]
-    runtime, _ = make_runtime(redis, workdir, openai(fake_openai))
-    runtime.tracer = Tracer("metadata", SlowStore(), save_timeout=0.05)
+    runtime, _ = make_runtime(
+        redis,
+        workdir,
+        openai(fake_openai),
+        tracer=Tracer("metadata", SlowStore(), save_timeout=0.05),
+    )
     result = await asyncio.wait_for(runtime.run("t6", "hi", ALICE, HERE), timeout=5)
     assert result.final_text == "quick"
 
@@ -697,8 +699,9 @@ async def test_cancelling_a_run_does_not_wait_for_a_hung_store(
             saved.append(doc.root.status)
             await asyncio.sleep(60)
 
-    runtime, _ = make_runtime(redis, workdir, SlowModel())
-    runtime.tracer = Tracer("metadata", HungStore(), save_timeout=60)
+    runtime, _ = make_runtime(
+        redis, workdir, SlowModel(), tracer=Tracer("metadata", HungStore(), save_timeout=60)
+    )
     task = asyncio.create_task(runtime.run("t14", "hi", ALICE, HERE))
     await asyncio.wait_for(asked.wait(), timeout=10)
     task.cancel()

@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from runtime.canonical import RUNTIME_MARKERS
 from runtime.models import ToolSpec
 from runtime.tools.base import Tool
-
-# Argument names the runtime owns; a model may never set them (see executor.strip_markers).
-RUNTIME_MARKERS = frozenset({"approved", "approval_id"})
 
 
 class ToolRegistry:

@@ -1,0 +1,352 @@
+"""Human decisions on approvals: who may decide, the atomic decision script, refusals said and
+audited, "approve always" rules, and withdrawing a request (`/cancel`). What follows an
+accepted decision (resuming the run) is the runtime's (runtime.agent)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint, checkpoint_call_hash
+from runtime.approval.notices import (
+    REFUSAL_KINDS,
+    TRANSITION_MESSAGES,
+    is_last,
+    rejection,
+    transition_message,
+)
+from runtime.approval.settle import Settlement
+from runtime.approval.store import ApprovalStore, Transition
+from runtime.audit import AuditLog
+from runtime.canonical import canonical_arguments
+from runtime.metrics import APPROVALS, DECISION_SECONDS
+from runtime.middleware.approval import standing_rule
+from runtime.models import Actor, ConversationRef, Message, RunResult, ToolResult, ToolStatus
+from runtime.policy.approvers import OPERATOR_PLATFORM
+from runtime.policy.resolve import EffectivePolicy
+from runtime.policy.service import PolicyService
+from runtime.redact import redact_text
+from runtime.store.history import encode_message, parse_history
+
+REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer to a decision attempt: `accepted`, or refused with a message saying why."""
+
+    accepted: bool
+    message: str
+    run: RunResult | None = None
+
+
+def refused(message: str) -> Decision:
+    return Decision(False, message)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A recorded decision: the record, its checkpoint, the session's history right after the
+    decision, and for a rejection the result it recorded for the call."""
+
+    record: ApprovalRecord
+    checkpoint: Checkpoint
+    history: list[Message]
+    rejection: ToolResult | None
+    held: int  # messages held when a rejection released the session
+    # The conversation's policy read for the decision, and when: the resumed run uses it.
+    policy: EffectivePolicy
+    policy_read_at: float
+
+
+def checkpoint_hash(checkpoint: Checkpoint) -> str:
+    """The hash of the checkpoint's suspended call as it stands now."""
+    return checkpoint_call_hash(checkpoint, canonical_arguments(checkpoint.calls[checkpoint.index]))
+
+
+class Decisions:
+    def __init__(
+        self,
+        approvals: ApprovalStore,
+        policies: PolicyService,
+        audit: AuditLog,
+        settlement: Settlement,
+        worker_id: str,
+        liveness_ttl: float,
+    ) -> None:
+        """`worker_id` and `liveness_ttl`: the deciding process, which owns an approved call
+        until it is consumed (see ApprovalStore.decide)."""
+        self.approvals = approvals
+        self.policies = policies
+        self.audit = audit
+        self.settlement = settlement
+        self.worker_id = worker_id
+        self.liveness_ttl = liveness_ttl
+
+    async def refusal(
+        self, actor: Actor, record: ApprovalRecord
+    ) -> tuple[str | None, EffectivePolicy]:
+        """Why `actor` may not decide `record` under its conversation's policy (None if they
+        may), and that policy."""
+        policy = await self.policies.effective(record.conversation.id)
+        return policy.approver_policy().refusal(actor, record), policy
+
+    async def record(
+        self,
+        approval_id: str,
+        approve: bool,
+        actor: Actor,
+        conversation: ConversationRef | None,
+        reason: str | None,
+        always: bool,
+    ) -> Decision | Decided:
+        """Check who may decide, then run the decision script: a refusal, or what was
+        decided (audited)."""
+        attempt = "approve" if approve else "reject"
+        loaded = await self.approvals.load(approval_id.strip().lower())
+        if loaded is None:
+            message = f"unknown approval id {approval_id!r}"
+            await self.audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
+            return refused(message)
+        record, checkpoint = loaded
+        refusal, policy = await self.refusal(actor, record)
+        policy_read_at = time.monotonic()
+        if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
+            refusal = "decisions must come from the conversation that requested them"
+        if refusal is not None:
+            return refused(
+                await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
+            )
+        call = checkpoint.calls[checkpoint.index]
+        rejected = None if approve else rejection(call, actor, reason)
+        transition, raw_history = await self.approvals.decide(
+            record,
+            approve,
+            actor.key,
+            reason or "",
+            None if conversation is None else conversation.id,
+            checkpoint_hash(checkpoint),
+            self.worker_id,
+            self.liveness_ttl,
+            rejection=encode_message(rejected.to_message()) if rejected else "",
+            last=is_last(checkpoint),
+        )
+        if not transition.ok:
+            return refused(
+                await self.transition_refused(record, checkpoint, transition, actor, attempt)
+            )
+        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+        APPROVALS.labels(status.value).inc()
+        DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
+        decided = record.model_copy(
+            update={"status": status, "decided_by": actor.key, "reason": reason}
+        )
+        await self.audit.record(
+            "approval_decided",
+            actor.key,
+            approval=record.id,
+            decision=status.value,
+            scope=("always" if always else "once") if approve else None,
+            reason=reason,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=checkpoint.trace_id,
+        )
+        return Decided(
+            decided,
+            checkpoint,
+            parse_history(raw_history),
+            rejected,
+            transition.held,
+            policy,
+            policy_read_at,
+        )
+
+    async def announce(self, decided: Decided, actor: Actor, always: bool) -> str:
+        """Update the notice in place and, for "approve always", add the standing rule; returns
+        what to add to the decider's answer."""
+        record = decided.record
+        await self.settlement.update_notice(record)
+        if not always or record.status is not ApprovalStatus.APPROVED:
+            return ""
+        return await self.add_standing_rule(
+            record, actor, decided.policy, decided.checkpoint.trace_id
+        )
+
+    async def precheck(
+        self, approval_id: str, actor: Actor, conversation: ConversationRef
+    ) -> tuple[str | None, str | None]:
+        """(why `actor` cannot decide it here or None, the approval's session or None): for
+        platforms that must answer a click at once. Advisory: `record` checks everything
+        again atomically, so a click that passes here can still be refused there."""
+        loaded = await self.approvals.load(approval_id.strip().lower())
+        if loaded is None:
+            message = f"unknown approval id {approval_id!r}"
+            await self.audit_refusal(approval_id, actor, "unknown_id", message)
+            return message, None
+        record, checkpoint = loaded
+        refusal, _ = await self.refusal(actor, record)
+        if refusal is not None:
+            message = await self.unauthorized(record, actor, refusal, None, checkpoint.trace_id)
+            return message, record.session
+        why = None
+        if record.conversation.id != conversation.id:
+            why = "wrong_conversation"
+            message = TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
+        elif record.status is not ApprovalStatus.PENDING:
+            why = "already_decided"
+            status = record.status.value.replace("_", " ")
+            by = f" by {record.decided_by}" if record.decided_by else ""
+            message = f"approval {record.id} was already {status}{by}"
+        if why is None:
+            return None, record.session
+        await self.audit_refusal(record.id, actor, why, message, record, trace=checkpoint.trace_id)
+        return message, record.session
+
+    async def withdraw(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: Actor,
+        conversation: ConversationRef,
+    ) -> tuple[str, bool]:
+        """`/cancel` of a pending request, by its requester or someone who may decide it:
+        what to say, and whether it was withdrawn (its batch is then closed in history)."""
+        if actor.key != record.requester.key:
+            refusal, _ = await self.refusal(actor, record)
+            if refusal is not None:
+                message = await self.unauthorized(
+                    record, actor, refusal, "cancel", checkpoint.trace_id
+                )
+                return message, False
+        reason = f"cancelled by {actor.key}"
+        transition, _ = await self.approvals.decide(
+            record,
+            False,
+            actor.key,
+            reason,
+            conversation.id,
+            checkpoint_hash(checkpoint),
+            self.worker_id,
+            self.liveness_ttl,
+        )
+        if not transition.ok:
+            message = await self.transition_refused(record, checkpoint, transition, actor, "cancel")
+            return message, False
+        record = record.model_copy(
+            update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
+        )
+        APPROVALS.labels("cancelled").inc()
+        await self.audit.record(
+            "approval_cancelled",
+            actor.key,
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=checkpoint.trace_id,
+        )
+        settle = self.settlement
+        await settle.trace_ending("approval.cancelled", record, checkpoint, cancelled_by=actor.key)
+        await settle.update_notice(record)
+        await settle.close_batch(
+            record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED
+        )
+        return f"Approval {record.id} withdrawn; the call was not executed.", True
+
+    async def unauthorized(
+        self,
+        record: ApprovalRecord,
+        actor: Actor,
+        refusal: str,
+        attempt: str | None,
+        trace: str | None,
+    ) -> str:
+        """`actor` may not decide (or withdraw) `record`: recorded in its session's stream and
+        the global trail; returns what to tell them."""
+        await self.approvals.audit(record.session, "refused", record.id, actor.key, refusal)
+        APPROVALS.labels("refused").inc()
+        verb = "cancel" if attempt == "cancel" else "decide"
+        message = f"You cannot {verb} approval {record.id}: {refusal}."
+        await self.audit_refusal(record.id, actor, "unauthorized", message, record, attempt, trace)
+        return message
+
+    async def transition_refused(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        transition: Transition,
+        actor: Actor,
+        attempt: str | None,
+    ) -> str:
+        """The status script refused (expired, already decided, wrong conversation, hash):
+        an expiry found this way is settled now; returns what to tell `actor`."""
+        if transition.outcome == "expired":
+            await self.settlement.after_expiry(record, checkpoint)
+        APPROVALS.labels("refused").inc()
+        message = transition_message(record.id, transition)
+        why = REFUSAL_KINDS.get(transition.outcome, transition.outcome)
+        await self.audit_refusal(
+            record.id, actor, why, message, record, attempt, checkpoint.trace_id
+        )
+        return message
+
+    async def audit_refusal(
+        self,
+        approval_id: str,
+        actor: Actor,
+        why: str,
+        message: str,
+        record: ApprovalRecord | None = None,
+        attempt: str | None = None,
+        trace: str | None = None,
+    ) -> None:
+        """A refused decision or withdrawal: who, what they tried, why (`unauthorized`,
+        `wrong_conversation`, `expired`, `unknown_id`, `already_decided`, `hash_mismatch`)."""
+        await self.audit.record(
+            "approval_refused",
+            actor.key,
+            approval=approval_id,
+            attempt=attempt,
+            why=why,
+            message=message,
+            tool=record.tool if record else None,
+            session=record.session if record else None,
+            conversation=record.conversation.id if record else None,
+            trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
+        )
+
+    async def add_standing_rule(
+        self,
+        record: ApprovalRecord,
+        actor: Actor,
+        policy: EffectivePolicy,
+        trace: str | None = None,
+    ) -> str:
+        """`policy`: the conversation's, as read for the decision."""
+        rule = standing_rule(record.tool, json.loads(record.arguments))
+        if rule is None:
+            return (
+                " No standing rule was added: chains, redirections and substitutions are "
+                "approved once only."
+            )
+        if policy.verdict(record.tool).state == "ask":
+            return f" No standing rule was added: the policy says {record.tool} always asks here."
+        await self.approvals.add_rule(
+            record.conversation.id, rule, record.reasons, actor.key, record.session
+        )
+        shown = rule.replace("\x1f", " ")
+        await self.audit.record(
+            "rule_added",
+            actor.key,
+            approval=record.id,
+            tool=record.tool,
+            rule=redact_text(shown),
+            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=trace,
+        )
+        return f" Calls matching `{shown}` are now allowed in this conversation."

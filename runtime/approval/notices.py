@@ -1,0 +1,104 @@
+"""What people are told about approvals: the notice of a record, why a decision was refused,
+and the tool results the lifecycle writes for calls that did not (or will not) run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from runtime.approval.models import ApprovalRecord, Checkpoint
+from runtime.approval.store import Transition
+from runtime.channel import ApprovalNotice
+from runtime.models import Actor, Message, ToolCall, ToolMessage, ToolResult, ToolStatus
+from runtime.redact import argument_summary
+
+TRANSITION_MESSAGES = {
+    "not_found": "approval {id} was not found",
+    "expired": "approval {id} has expired; nothing was executed",
+    "wrong_conversation": "approval {id} can only be decided in the conversation that requested it",
+    "hash_mismatch": "approval {id} failed its integrity check (the stored call changed); refused",
+}
+# Why a decision attempt was refused, as the audit trail names it.
+REFUSAL_KINDS = {
+    "not_found": "unknown_id",
+    "already": "already_decided",
+    "wrong_status": "already_decided",
+}
+
+
+def notice_of(record: ApprovalRecord) -> ApprovalNotice:
+    """The record as a chat shows it: arguments redacted and cut."""
+    try:
+        arguments = json.loads(record.arguments)
+    except json.JSONDecodeError:
+        arguments = {"arguments": record.arguments}
+    return ApprovalNotice(
+        approval_id=record.id,
+        tool=record.tool,
+        arguments=argument_summary(
+            arguments if isinstance(arguments, dict) else {"value": arguments}
+        ),
+        reasons=tuple(record.reasons),
+        requester=record.requester.name or record.requester.key,
+        expires_at=record.expires_at,
+        status=record.status.value,
+        decided_by=record.decided_by,
+        reason=record.reason,
+        outcome=record.outcome,
+        message=record.notice,
+    )
+
+
+def transition_message(approval_id: str, transition: Transition) -> str:
+    if transition.outcome in ("already", "wrong_status"):
+        status = (transition.status or "settled").replace("_", " ")
+        if transition.decided_by:
+            return (
+                f"approval {approval_id} was already decided by {transition.decided_by} ({status})"
+            )
+        return f"approval {approval_id} is already {status}"
+    template = TRANSITION_MESSAGES.get(transition.outcome, "approval {id}: " + transition.outcome)
+    return template.format(id=approval_id)
+
+
+def is_last(checkpoint: Checkpoint) -> bool:
+    """The suspended call is the last of its batch."""
+    return checkpoint.index == len(checkpoint.calls) - 1
+
+
+def rejection(call: ToolCall, decider: Actor, reason: str | None) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status=ToolStatus.DENIED,
+        model_text=(
+            f"rejected by {decider.key}: {reason or 'no reason given'}; the tool was not executed"
+        ),
+        display=f"{call.name} rejected by {decider.key}",
+    )
+
+
+def unanswered(
+    calls: Sequence[ToolCall], text: str, status: ToolStatus, rest: str | None = None
+) -> list[Message]:
+    """Answers for calls that will not run: `text` for the first, `rest` (else `text`) for
+    the others, so every call of a batch keeps exactly one tool message."""
+    return [
+        ToolMessage(
+            tool_call_id=c.id,
+            name=c.name,
+            content=text if i == 0 or rest is None else rest,
+            status=status,
+        )
+        for i, c in enumerate(calls)
+    ]
+
+
+def not_executed(call: ToolCall, why: str) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status=ToolStatus.ERROR,
+        model_text=f"not executed: {why}",
+        display=f"{call.name} not executed: {why}",
+    )

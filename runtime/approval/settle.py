@@ -1,0 +1,162 @@
+"""How approvals end without a resume (expired, withdrawn, outcome unknown), and the sweeper
+that finds the ones nobody will decide or finish: each ending updates the notice, answers
+the rest of the batch in history, and lets the session's held messages run."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
+from runtime.approval.notices import notice_of, unanswered
+from runtime.approval.store import ApprovalStore
+from runtime.audit import AuditLog
+from runtime.channel import ApprovalUpdated, Event, Reply
+from runtime.metrics import APPROVALS
+from runtime.models import ConversationRef, ToolStatus
+from runtime.store.history import encode_message
+from runtime.tracing.recorder import Tracer
+
+Send = Callable[[ConversationRef, Event], Awaitable[object]]
+# Lets a session's held messages run once its wait ended (in this process, or queued).
+ReleaseHeld = Callable[[ApprovalRecord], Awaitable[None]]
+
+
+class Settlement:
+    def __init__(
+        self,
+        approvals: ApprovalStore,
+        audit: AuditLog,
+        tracer: Tracer,
+        send: Send,
+        release: ReleaseHeld,
+    ) -> None:
+        self.approvals = approvals
+        self.audit = audit
+        self.tracer = tracer
+        self.send = send
+        self.release = release
+
+    async def update_notice(self, record: ApprovalRecord) -> None:
+        await self.send(record.conversation, ApprovalUpdated(notice_of(record)))
+
+    async def sweep(self) -> int:
+        """Expire overdue approvals and settle calls whose executing process died. Returns
+        how many approvals changed."""
+        changed = 0
+        now = await self.approvals.server_time_ms()
+        for approval_id in await self.approvals.overdue_ids(now):
+            loaded = await self.approvals.load(approval_id)
+            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
+                await self.approvals.forget(approval_id)
+                continue
+            record, checkpoint = loaded
+            if (await self.approvals.expire(record)).ok:
+                changed += 1
+                await self.approvals.forget(approval_id)
+                await self.after_expiry(record, checkpoint)
+        for approval_id in await self.approvals.executing_ids():
+            loaded = await self.approvals.load(approval_id)
+            if loaded is None or loaded[0].status is not ApprovalStatus.EXECUTING:
+                await self.approvals.forget(approval_id)
+                continue
+            record, checkpoint = loaded
+            if record.worker is None or await self.approvals.worker_alive(record.worker):
+                continue
+            if (await self.approvals.mark_outcome_unknown(record, record.worker)).ok:
+                changed += 1
+                await self.approvals.forget(approval_id)
+                await self.after_outcome_unknown(record, checkpoint)
+        return changed
+
+    async def after_expiry(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
+        record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})
+        APPROVALS.labels("expired").inc()
+        await self.audit.record(
+            "approval_expired",
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            requester=record.requester.key,
+            trace=checkpoint.trace_id,
+        )
+        await self.trace_ending("approval.expired", record, checkpoint)
+        await self.update_notice(record)
+        await self.close_batch(
+            record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
+        )
+        await self.release(record)
+
+    async def after_outcome_unknown(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, run_held: bool = True
+    ) -> None:
+        record = record.model_copy(
+            update={
+                "status": ApprovalStatus.OUTCOME_UNKNOWN,
+                "outcome": "the process executing it stopped",
+            }
+        )
+        APPROVALS.labels("outcome_unknown").inc()
+        await self.audit.record(
+            "approval_outcome_unknown",
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+            decided_by=record.decided_by,
+            outcome=record.outcome,
+            trace=checkpoint.trace_id,
+        )
+        await self.trace_ending("approval.outcome_unknown", record, checkpoint)
+        await self.update_notice(record)
+        await self.send(
+            record.conversation,
+            Reply(
+                f"The approved {record.tool} call ({record.id}) was interrupted while it ran: "
+                "it may or may not have taken effect, and it will not be run again."
+            ),
+        )
+        await self.close_batch(
+            record,
+            checkpoint,
+            "outcome unknown: the process executing this call stopped; it was not run again",
+            ToolStatus.ERROR,
+        )
+        if run_held:
+            await self.release(record)
+
+    async def trace_ending(
+        self,
+        name: str,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        cancelled_by: str | None = None,
+    ) -> None:
+        """A one-span trace linked to the paused run, for an approval that ended without a
+        resume (expired, cancelled, outcome unknown): `trace show` draws it under the pause."""
+        if checkpoint.trace_id is None:
+            return
+        async with self.tracer.trace(
+            name,
+            session=record.session,
+            resumes=checkpoint.trace_id,
+            approval_id=record.id,
+            tool=record.tool,
+            cancelled_by=cancelled_by,
+        ) as trace:
+            if trace.trace is not None:
+                trace.trace.root.end(name.removeprefix("approval."))
+
+    async def close_batch(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, text: str, status: ToolStatus
+    ) -> None:
+        """A run ends at its suspended call: give that call and the rest of its batch a result
+        in history, so the conversation stays well-formed for the model; then the session
+        stops waiting."""
+        calls = checkpoint.calls[checkpoint.index :]
+        messages = unanswered(
+            calls, text, status, rest="not executed: the run ended before this call"
+        )
+        await self.approvals.close(
+            checkpoint.session, record.id, [encode_message(m) for m in messages]
+        )
