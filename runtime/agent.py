@@ -10,69 +10,36 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from redis.exceptions import RedisError
 
-from runtime.approval.decisions import (
-    REDIS_DOWN,
-    Decided,
-    Decision,
-    Decisions,
-    checkpoint_hash,
-    refused,
-)
-from runtime.approval.models import (
-    ApprovalRecord,
-    ApprovalStatus,
-    Checkpoint,
-    HeldMessage,
-    call_hash,
-    new_approval_id,
-)
-from runtime.approval.notices import is_last, not_executed, notice_of, unanswered
+from runtime.approval.decisions import REDIS_DOWN, Decided, Decision, Decisions, refused
+from runtime.approval.execute import ApprovedCalls
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
+from runtime.approval.notices import is_last, notice_of
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
+from runtime.approval.suspend import Suspender
 from runtime.audit import AuditLog
-from runtime.canonical import canonical_arguments
-from runtime.channel import (
-    ApprovalNotice,
-    ApprovalRequested,
-    Channel,
-    Event,
-    Notice,
-    Reply,
-    RunFinished,
-)
+from runtime.channel import ApprovalNotice, Channel, Event, Notice, Reply, RunFinished
 from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
-from runtime.metrics import APPROVALS, RUNS
+from runtime.metrics import RUNS
 from runtime.middleware.chain import Middleware
-from runtime.models import (
-    Actor,
-    ConversationRef,
-    Message,
-    RunResult,
-    StopReason,
-    ToolResult,
-    ToolStatus,
-    UserMessage,
-)
+from runtime.models import Actor, ConversationRef, Message, RunResult, StopReason, UserMessage
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
-from runtime.redact import redact_text
 from runtime.store.history import HistoryStore, encode_message, parse_history
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
-from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks as tracing
 from runtime.tracing.recorder import Tracer
 
@@ -155,6 +122,10 @@ class Runtime:
         )
         self.decisions = Decisions(
             approvals, policies, self.audit, self.settlement, self.worker_id, config.liveness_ttl
+        )
+        self.suspender = Suspender(approvals, history, self.audit, channel.send)
+        self.approved_calls = ApprovedCalls(
+            approvals, self.audit, self.settlement, self.worker_id, config.liveness_ttl
         )
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
@@ -260,82 +231,8 @@ class Runtime:
     async def suspend(
         self, state: RunState, suspension: Suspension, result: RunResult
     ) -> RunResult:
-        """Checkpoint a suspended run: one atomic write of the approval record and the
-        checkpoint, then the notice to the originating conversation. Nothing waits."""
-        ctx = state.ctx
-        assert ctx.actor is not None and ctx.conversation is not None
-        call = suspension.calls[suspension.index]
-        checkpoint = Checkpoint(
-            id=new_approval_id(),
-            session=state.session,
-            conversation=ctx.conversation,
-            actor=ctx.actor,
-            step=suspension.step,
-            calls=suspension.calls,
-            index=suspension.index,
-            prior_results=suspension.prior,
-            history_len=len(state.history) + len(suspension.unsaved),
-            trace_id=current_trace_id(),
-        )
-        arguments = canonical_arguments(call)
-        record = ApprovalRecord(
-            id=new_approval_id(),
-            session=state.session,
-            conversation=ctx.conversation,
-            requester=ctx.actor,
-            tool=call.name,
-            arguments=arguments,
-            call_id=call.id,
-            call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
-            reasons=suspension.result.reasons,
-        )
-        unsaved = [encode_message(m) for m in suspension.unsaved]
-        try:
-            timeout = ctx.policy.approval_timeout if ctx.policy else None
-            record = await self.approvals.create(record, checkpoint, unsaved, timeout)
-        except RedisError as exc:
-            log.error(
-                "session %s: could not store an approval request (Redis: %s)", state.session, exc
-            )
-            text = (
-                f"Could not store the approval request for {call.name} (Redis unavailable); "
-                "it was not executed."
-            )
-            await self._abandon(state, suspension, f"not executed: {text}")
-            await state.emit(Reply(text))
-            return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
-        state.history.extend(suspension.unsaved)
-        APPROVALS.labels("requested").inc()
-        tracing.approval_paused(call.id, record.id, checkpoint.id, call.name, record.reasons)
-        await self.audit.record(
-            "approval_requested",
-            ctx.actor.key,
-            approval=record.id,
-            tool=record.tool,
-            session=record.session,
-            conversation=ctx.conversation.id,
-            requester=ctx.actor.key,
-            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
-            expires_at=record.expires_at,
-        )
-        ref = await self.channel.send(ctx.conversation, ApprovalRequested(notice_of(record)))
-        if ref:
-            await self.approvals.set_notice(record, ref)
-        return result.model_copy(update={"approval_id": record.id})
-
-    async def _abandon(self, state: RunState, suspension: Suspension, text: str) -> None:
-        """Best effort after a failed checkpoint: keep what already ran in history, answer the
-        rest of the batch as not executed, and stop waiting for the approval being resumed."""
-        rest = suspension.calls[suspension.index :]
-        messages = [*suspension.unsaved, *unanswered(rest, text, ToolStatus.ERROR)]
-        try:
-            if state.resumed_from is not None:
-                encoded = [encode_message(m) for m in messages]
-                await self.approvals.close(state.session, state.resumed_from, encoded)
-            else:
-                await self.history.append(state.session, *messages)
-        except RedisError:
-            log.warning("session %s: the interrupted turn could not be saved", state.session)
+        """Checkpoint a suspended run and post its approval notice (see Suspender)."""
+        return await self.suspender.suspend(state, suspension, result)
 
     # --- decisions --------------------------------------------------------------------------
 
@@ -428,7 +325,9 @@ class Runtime:
         if first is None:
             self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
             try:
-                executed = await self._execute_approved(record, checkpoint, state)
+                executed = await self.approved_calls.execute(
+                    record, checkpoint, lambda: self.loop.run_granted(state, call, record.id)
+                )
             except BaseException:
                 self._cancels.pop(state.session, None)
                 raise
@@ -466,73 +365,6 @@ class Runtime:
             return await self.loop.run(state)
 
         return await self._drive(state, continue_run()), released[0]
-
-    async def _execute_approved(
-        self, record: ApprovalRecord, checkpoint: Checkpoint, state: RunState
-    ) -> tuple[ToolResult, int] | None:
-        """Run the frozen call (status `executing` since the decision) -> consumed, its result
-        recorded in history by the same script. None when recovery took the approval over
-        meanwhile: then the call's answer is not ours to write."""
-        call = checkpoint.calls[checkpoint.index]
-        async with self._alive():
-            if checkpoint_hash(checkpoint) != record.call_hash:
-                result = not_executed(call, "the approved call failed its integrity check")
-            else:
-                try:
-                    result = await self.loop.run_granted(state, call, record.id)
-                except BaseException:
-                    # Cancelled or crashed mid-call: whether it took effect is unknown.
-                    await asyncio.shield(self._interrupted(record, checkpoint))
-                    raise
-            consumed = await self.approvals.consume(
-                record,
-                result.status.value,
-                encode_message(result.to_message()),
-                last=is_last(checkpoint),
-            )
-        if not consumed.ok:
-            log.warning("approval %s was settled by recovery while it ran", record.id)
-            return None
-        await self.audit.record(
-            "approval_consumed",
-            record.decided_by or "",
-            approval=record.id,
-            tool=record.tool,
-            status=result.status.value,
-            session=record.session,
-            conversation=record.conversation.id,
-        )
-        return result, consumed.held
-
-    async def _interrupted(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
-        try:
-            if (await self.approvals.mark_outcome_unknown(record, self.worker_id)).ok:
-                await self.approvals.forget(record.id)
-                await self.settlement.after_outcome_unknown(record, checkpoint, run_held=False)
-        except Exception:
-            log.exception("approval %s: could not record an interrupted execution", record.id)
-
-    @contextlib.asynccontextmanager
-    async def _alive(self) -> AsyncIterator[None]:
-        """Keep this process's liveness key (first written with the decision) fresh while it
-        executes an approved call, so a crash is told apart from a slow tool."""
-        ttl = self.config.liveness_ttl
-
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(ttl / 3)
-                try:
-                    await self.approvals.heartbeat(self.worker_id, ttl)
-                except RedisError:
-                    log.warning("liveness heartbeat failed; retrying")
-
-        task = asyncio.create_task(beat())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def knows(self, session: str) -> bool:
         """Whether the session has a history (the bot has taken part in it)."""

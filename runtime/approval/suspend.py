@@ -1,0 +1,119 @@
+"""Suspending a run at a call that needs a human: one atomic write of the approval record
+and the run's checkpoint (never a copy of the history), then the notice to the originating
+conversation. Nothing waits in memory: any process may resume it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from redis.exceptions import RedisError
+
+from runtime.approval.models import ApprovalRecord, Checkpoint, call_hash, new_approval_id
+from runtime.approval.notices import notice_of, unanswered
+from runtime.approval.store import ApprovalStore
+from runtime.audit import AuditLog
+from runtime.canonical import canonical_arguments
+from runtime.channel import ApprovalRequested, Event, MessageRef, Reply
+from runtime.loop import RunState, Suspension
+from runtime.metrics import APPROVALS
+from runtime.models import ConversationRef, RunResult, StopReason, ToolStatus
+from runtime.redact import redact_text
+from runtime.store.history import HistoryStore, encode_message
+from runtime.trace_context import current_trace_id
+from runtime.tracing import hooks as tracing
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[ConversationRef, Event], Awaitable[MessageRef | None]]
+
+
+class Suspender:
+    def __init__(
+        self, approvals: ApprovalStore, history: HistoryStore, audit: AuditLog, send: Send
+    ) -> None:
+        """`send`: the channel's, whose answer is the platform's reference to the notice."""
+        self.approvals = approvals
+        self.history = history
+        self.audit = audit
+        self.send = send
+
+    async def suspend(
+        self, state: RunState, suspension: Suspension, result: RunResult
+    ) -> RunResult:
+        """Checkpoint a suspended run: one atomic write of the approval record and the
+        checkpoint, then the notice to the originating conversation. Nothing waits."""
+        ctx = state.ctx
+        assert ctx.actor is not None and ctx.conversation is not None
+        call = suspension.calls[suspension.index]
+        checkpoint = Checkpoint(
+            id=new_approval_id(),
+            session=state.session,
+            conversation=ctx.conversation,
+            actor=ctx.actor,
+            step=suspension.step,
+            calls=suspension.calls,
+            index=suspension.index,
+            prior_results=suspension.prior,
+            history_len=len(state.history) + len(suspension.unsaved),
+            trace_id=current_trace_id(),
+        )
+        arguments = canonical_arguments(call)
+        record = ApprovalRecord(
+            id=new_approval_id(),
+            session=state.session,
+            conversation=ctx.conversation,
+            requester=ctx.actor,
+            tool=call.name,
+            arguments=arguments,
+            call_id=call.id,
+            call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
+            reasons=suspension.result.reasons,
+        )
+        unsaved = [encode_message(m) for m in suspension.unsaved]
+        try:
+            timeout = ctx.policy.approval_timeout if ctx.policy else None
+            record = await self.approvals.create(record, checkpoint, unsaved, timeout)
+        except RedisError as exc:
+            log.error(
+                "session %s: could not store an approval request (Redis: %s)", state.session, exc
+            )
+            text = (
+                f"Could not store the approval request for {call.name} (Redis unavailable); "
+                "it was not executed."
+            )
+            await self.abandon(state, suspension, f"not executed: {text}")
+            await state.emit(Reply(text))
+            return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
+        state.history.extend(suspension.unsaved)
+        APPROVALS.labels("requested").inc()
+        tracing.approval_paused(call.id, record.id, checkpoint.id, call.name, record.reasons)
+        await self.audit.record(
+            "approval_requested",
+            ctx.actor.key,
+            approval=record.id,
+            tool=record.tool,
+            session=record.session,
+            conversation=ctx.conversation.id,
+            requester=ctx.actor.key,
+            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
+            expires_at=record.expires_at,
+        )
+        ref = await self.send(ctx.conversation, ApprovalRequested(notice_of(record)))
+        if ref:
+            await self.approvals.set_notice(record, ref)
+        return result.model_copy(update={"approval_id": record.id})
+
+    async def abandon(self, state: RunState, suspension: Suspension, text: str) -> None:
+        """Best effort after a failed checkpoint: keep what already ran in history, answer the
+        rest of the batch as not executed, and stop waiting for the approval being resumed."""
+        rest = suspension.calls[suspension.index :]
+        messages = [*suspension.unsaved, *unanswered(rest, text, ToolStatus.ERROR)]
+        try:
+            if state.resumed_from is not None:
+                encoded = [encode_message(m) for m in messages]
+                await self.approvals.close(state.session, state.resumed_from, encoded)
+            else:
+                await self.history.append(state.session, *messages)
+        except RedisError:
+            log.warning("session %s: the interrupted turn could not be saved", state.session)
