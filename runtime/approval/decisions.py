@@ -21,12 +21,12 @@ from runtime.approval.store import ApprovalStore, Transition
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.metrics import APPROVALS, DECISION_SECONDS
-from runtime.middleware.approval import standing_rule
 from runtime.models import Actor, ConversationRef, Message, RunResult, ToolResult, ToolStatus
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.redact import redact_text
+from runtime.risk.signature import standing_rule
 from runtime.store.history import encode_message, parse_history
 
 REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
@@ -15,13 +16,15 @@ from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import ApprovalRequested, Event, MessageRef, Reply
-from runtime.loop import RunState, Suspension
 from runtime.metrics import APPROVALS
 from runtime.models import ConversationRef, RunResult, StopReason, ToolStatus
 from runtime.redact import redact_text
 from runtime.store.history import HistoryStore, encode_message
 from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks as tracing
+
+if TYPE_CHECKING:  # the loop's own types: the loop never imports approvals
+    from runtime.loop import RunState, Suspension
 
 log = logging.getLogger(__name__)
 

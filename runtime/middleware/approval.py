@@ -5,32 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from pathlib import PurePath
-from typing import Any
 
 from runtime.approval.store import ApprovalStore
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.middleware.tool_policy import current_policy, denied
 from runtime.models import ToolResult, ToolStatus
 from runtime.policy.service import PolicyService
-from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict, command_signature
+from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict
+from runtime.risk.signature import standing_rule
 from runtime.tools.sandbox import Access
-
-RULE_SEPARATOR = "\x1f"
-
-
-def standing_rule(tool: str, arguments: dict[str, Any]) -> str | None:
-    """The key of an "approve always" rule covering this call, or None when no standing rule
-    may ever cover it (bash chains, redirections, substitutions, unparseable commands).
-
-    bash: the tool plus the parsed command signature (`rm -rf`, `git push --force`);
-    file tools: the tool plus the path; any other tool: the tool itself."""
-    if tool == "bash":
-        signature = command_signature(str(arguments.get("command", "")))
-        return None if signature is None else f"bash{RULE_SEPARATOR}{signature}"
-    if "path" in arguments:
-        return f"{tool}{RULE_SEPARATOR}{PurePath(str(arguments['path'])).as_posix()}"
-    return tool
 
 
 def suspended(invocation: ToolInvocation, reasons: tuple[str, ...]) -> ToolResult:

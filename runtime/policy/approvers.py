@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from runtime.approval.models import ApprovalRecord
 from runtime.models import Actor
+
+if TYPE_CHECKING:
+    from runtime.approval.models import ApprovalRecord
 
 OPERATOR_PLATFORM = "operator"
 

@@ -1,8 +1,11 @@
-"""The key of an "approve always" rule for a bash command: its command signature."""
+"""The key of an "approve always" rule: for bash the command signature, for file tools the
+path (`standing_rule`)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import PurePath
+from typing import Any
 
 from runtime.risk.shell import parse_shell
 from runtime.risk.static_shell import NotStatic, parse_static
@@ -68,3 +71,20 @@ NO_SIGNATURE = (
     )
     | SHELLS
 )  # fmt: skip
+
+
+RULE_SEPARATOR = "\x1f"
+
+
+def standing_rule(tool: str, arguments: dict[str, Any]) -> str | None:
+    """The key of an "approve always" rule covering this call, or None when no standing rule
+    may ever cover it (bash chains, redirections, substitutions, unparseable commands).
+
+    bash: the tool plus the parsed command signature (`rm -rf`, `git push --force`);
+    file tools: the tool plus the path; any other tool: the tool itself."""
+    if tool == "bash":
+        signature = command_signature(str(arguments.get("command", "")))
+        return None if signature is None else f"bash{RULE_SEPARATOR}{signature}"
+    if "path" in arguments:
+        return f"{tool}{RULE_SEPARATOR}{PurePath(str(arguments['path'])).as_posix()}"
+    return tool
