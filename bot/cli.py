@@ -177,7 +177,7 @@ async def _serve(settings: Settings, http: bool) -> int:
 
 def _bench(settings: Settings, args: argparse.Namespace) -> int:
     if args.target == "ingest":
-        from bot.bench_ingest import run_ingest_bench  # noqa: PLC0415 - only the bench needs it
+        from bot.bench.ingest import run_ingest_bench  # noqa: PLC0415 - only the bench needs it
 
         turns = args.turns or 20
         return asyncio.run(
@@ -191,7 +191,7 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
                 platform=args.platform,
             )
         )
-    from bot.bench import run_bench  # noqa: PLC0415 - only the bench needs it
+    from bot.bench.runtime import run_bench  # noqa: PLC0415 - only the bench needs it
 
     return asyncio.run(
         run_bench(settings, args.target, args.calls, args.turns or 500, args.bash_calls)

@@ -12,23 +12,16 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import ClientSession, web
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.dispatch import handle_inbound
-from adapters.feishu.app import FeishuAdapter, LongConnection
-from adapters.feishu.channel import FeishuChannel, FeishuError, feishu_client, fetch_identity
 from adapters.http import MAX_BODY
 from adapters.router import Router
-from adapters.slack.app import SlackAdapter
-from adapters.slack.channel import SlackChannel, web_client
-from adapters.slack.inbound import SlackIdentity
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_runtime, build_sandbox
@@ -44,6 +37,16 @@ from runtime.store.connection import connect
 from runtime.store.inbox import Inbox, Job
 from runtime.store.keys import Keys
 from runtime.tools.sandbox import Sandbox
+
+# A platform's SDK is imported only when the platform is enabled: lark-oapi alone takes
+# seconds and ~170 MB, which a Slack-only server never needs.
+if TYPE_CHECKING:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from adapters.feishu.app import FeishuAdapter, LongConnection
+    from adapters.slack.app import SlackAdapter
+    from adapters.slack.inbound import SlackIdentity
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,10 @@ class Service:
 
 
 async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackIdentity:
+    from slack_sdk.errors import SlackApiError  # noqa: PLC0415 - only with Slack enabled
+
+    from adapters.slack.inbound import SlackIdentity  # noqa: PLC0415
+
     try:
         auth = await client.auth_test()
     except SlackApiError as exc:
@@ -138,6 +145,9 @@ async def _build(
     runtime.release = _release_through(ingest)
     slack = feishu = None
     if settings.slack_enabled:
+        from adapters.slack.app import SlackAdapter  # noqa: PLC0415 - only with Slack enabled
+        from adapters.slack.channel import SlackChannel, web_client  # noqa: PLC0415
+
         assert settings.slack_bot_token is not None
         token = settings.slack_bot_token.get_secret_value()
         client = web_client(token, settings.slack_api_url, http)
@@ -193,6 +203,14 @@ def _release_through(ingest: Ingest) -> Release:
 
 
 async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> FeishuAdapter:
+    from adapters.feishu.app import FeishuAdapter  # noqa: PLC0415 - only with Feishu enabled
+    from adapters.feishu.channel import (  # noqa: PLC0415
+        FeishuChannel,
+        FeishuError,
+        feishu_client,
+        fetch_identity,
+    )
+
     assert settings.feishu_app_id is not None and settings.feishu_app_secret is not None
     app_id = settings.feishu_app_id
     client = feishu_client(
@@ -290,6 +308,8 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             )
             await socket_mode.connect_async()  # type: ignore[no-untyped-call]
         if http and service.feishu is not None and settings.feishu_mode == "websocket":
+            from adapters.feishu.app import LongConnection  # noqa: PLC0415 - Feishu only
+
             assert settings.feishu_app_id and settings.feishu_app_secret
             long_connection = LongConnection(
                 settings.feishu_app_id,

@@ -108,3 +108,19 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_file_is_too_long_to_read(path: Path) -> None:
     limit = FACADE_LINES if path == ROOT / "runtime" / "agent.py" else MAX_LINES
     assert len(path.read_text().splitlines()) <= limit
+
+
+def test_platform_sdks_load_only_when_their_platform_is_enabled() -> None:
+    """A Slack-only `clawgate serve` never imports lark-oapi (seconds and ~170 MB), and
+    `clawgate --help` imports neither SDK."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    probe = (
+        "import sys, bot.cli, bot.server; "
+        "print(sorted(m for m in ('lark_oapi', 'slack_bolt', 'slack_sdk') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from bot.bench_ingest import IngestReport, bench_ingest
+from bot.bench.ingest import IngestReport, bench_ingest
 from bot.cli import main
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
