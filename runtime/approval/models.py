@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from runtime.canonical import canonical_json
 from runtime.models import Actor, ConversationRef, ToolCall, ToolResult
@@ -20,6 +21,30 @@ def new_approval_id() -> str:
     return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
 
 
+# The shape of stored checkpoints and records. 1: wave 1 (no version field). 2: the version
+# field itself. A reader upgrades older versions and refuses newer ones (a rolling deploy
+# must not let an old process misread what a new one wrote).
+SCHEMA_VERSION = 2
+
+
+class Versioned(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        version = data.get("schema_version", 1)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {version!r} was written by a newer clawgate "
+                f"(this one reads up to {SCHEMA_VERSION}); upgrade this process"
+            )
+        # 1 -> 2 added only the version field: nothing else to convert.
+        return {**data, "schema_version": SCHEMA_VERSION}
+
+
 class ApprovalStatus(StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
@@ -30,7 +55,7 @@ class ApprovalStatus(StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
 
 
-class Checkpoint(BaseModel):
+class Checkpoint(Versioned):
     """Everything needed to continue a suspended run in any process.
 
     History is not copied: `history_len` marks where the run stood in the session's
@@ -48,7 +73,7 @@ class Checkpoint(BaseModel):
     trace_id: str | None = None  # the suspended run's trace: a resumed run's trace links to it
 
 
-class ApprovalRecord(BaseModel):
+class ApprovalRecord(Versioned):
     id: str
     session: str
     conversation: ConversationRef

@@ -23,6 +23,7 @@ from runtime.store.keys import Keys
 
 # Stored once as JSON; everything else lives in hash fields the scripts update.
 IMMUTABLE_FIELDS = {
+    "schema_version",
     "id",
     "session",
     "conversation",
