@@ -12,10 +12,10 @@ from adapters.console.channel import render_pending
 from adapters.policy_text import render_policy
 from adapters.router import Router
 from runtime.agent import Runtime
-from runtime.inbound import Inbound
 from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
+from runtime.queue.inbound import Inbound
 
 Say = Callable[[str], Awaitable[None]]
 

@@ -24,17 +24,17 @@ from adapters.http import MAX_BODY
 from adapters.router import Router
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
-from bot.wiring import build_runtime, build_sandbox
-from bot.worker import Worker, sweep_forever
+from bot.wiring import approval_store, build_runtime, build_sandbox
 from runtime.agent import Release, Runtime
 from runtime.channel import Notice
-from runtime.inbound import Inbound
-from runtime.ingest import Ingest
 from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import PolicyDocument
+from runtime.queue.inbound import Inbound
+from runtime.queue.inbox import Inbox, Job
+from runtime.queue.ingest import Ingest
+from runtime.queue.worker import Worker, sweep_forever
 from runtime.store.connection import connect
-from runtime.store.inbox import Inbox, Job
 from runtime.store.keys import Keys
 from runtime.tools.sandbox import Sandbox
 
@@ -140,9 +140,17 @@ async def _build(
 ) -> Service:
     router = Router()
     sandbox = build_sandbox(settings)
-    runtime = build_runtime(settings, policy, redis, router, sandbox=sandbox)
-    ingest = Ingest(inbox, runtime.approvals)
-    runtime.release = _release_through(ingest)
+    approvals = approval_store(settings, redis)
+    ingest = Ingest(inbox, approvals)  # held messages released by the sweeper are queued
+    runtime = build_runtime(
+        settings,
+        policy,
+        redis,
+        router,
+        sandbox=sandbox,
+        approvals=approvals,
+        release=_release_through(ingest),
+    )
     slack = feishu = None
     if settings.slack_enabled:
         from adapters.slack.app import SlackAdapter  # noqa: PLC0415 - only with Slack enabled

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from bot.policy_file import load_policy_file
 from bot.settings import Settings, SettingsError
-from runtime.agent import Runtime, RuntimeConfig
+from runtime.agent import Release, Runtime, RuntimeConfig
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import Channel
@@ -122,6 +122,10 @@ def build_policies(
     return PolicyService(redis, keys, defaults, TOOL_NAMES, document, audit)
 
 
+def approval_store(settings: Settings, redis: Redis) -> ApprovalStore:
+    return ApprovalStore(redis, Keys(settings.redis_prefix), timeout_s=settings.approval_timeout)
+
+
 def build_runtime(
     settings: Settings,
     policy: PolicyDocument,
@@ -129,8 +133,12 @@ def build_runtime(
     channel: Channel,
     extra_admins: Iterable[str] = (),
     sandbox: Sandbox | None = None,
+    approvals: ApprovalStore | None = None,
+    release: Release | None = None,
 ) -> Runtime:
-    """`sandbox`: probed from the settings when not given."""
+    """`sandbox`: probed from the settings when not given; `approvals`: the store the
+    process's ingest shares (made here when not given); `release`: how held messages run once
+    a wait ends outside a run (see Runtime)."""
     config = RuntimeConfig(
         workdir=settings.workdir,
         max_steps=settings.max_steps,
@@ -138,7 +146,7 @@ def build_runtime(
         liveness_ttl=settings.liveness_ttl,
     )
     keys = Keys(settings.redis_prefix)
-    approvals = ApprovalStore(redis, keys, timeout_s=settings.approval_timeout)
+    approvals = approvals or approval_store(settings, redis)
     audit = AuditLog(redis, keys, settings.audit_maxlen)
     policies = build_policies(settings, policy, redis, audit, extra_admins)
     if policies.defaults.locked_paths:  # said where tools run, not by every operator command
@@ -171,4 +179,5 @@ def build_runtime(
         audit=audit,
         tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
         middlewares=default_chain(policies, approvals),
+        release=release,
     )

@@ -11,12 +11,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.settings import Settings
-from bot.worker import Worker
 from runtime.approval.store import ApprovalStore
-from runtime.inbound import Inbound
-from runtime.ingest import Ingest
 from runtime.models import Actor, ConversationRef
-from runtime.store.inbox import GROUP, Inbox, Job
+from runtime.queue.inbound import Inbound
+from runtime.queue.inbox import GROUP, Inbox, Job
+from runtime.queue.ingest import Ingest
+from runtime.queue.worker import Worker
 from runtime.store.keys import Keys
 
 pytestmark = pytest.mark.e2e  # real worker loops waiting on reclaim timers: the slow tier

@@ -37,10 +37,10 @@ from adapters.feishu.inbound import (
     message_inbound,
 )
 from adapters.http import read_body
-from runtime.inbound import Inbound
-from runtime.ingest import IngestUnavailable
 from runtime.metrics import INBOUND
 from runtime.models import Actor, ConversationRef
+from runtime.queue.inbound import Inbound
+from runtime.queue.ingest import IngestUnavailable
 
 log = logging.getLogger(__name__)
 

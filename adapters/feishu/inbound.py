@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.commands import decision_target
-from runtime.inbound import Inbound
 from runtime.models import Actor, ConversationRef
+from runtime.queue.inbound import Inbound
 
 PLATFORM = "feishu"
 APPROVE_ONCE = "approve_once"

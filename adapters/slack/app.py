@@ -49,9 +49,9 @@ from adapters.slack.payloads import (
     SlashCommand,
     ViewSubmission,
 )
-from runtime.inbound import Inbound
-from runtime.ingest import IngestUnavailable
 from runtime.metrics import INBOUND
+from runtime.queue.inbound import Inbound
+from runtime.queue.ingest import IngestUnavailable
 
 log = logging.getLogger(__name__)
 

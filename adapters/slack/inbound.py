@@ -14,8 +14,8 @@ from adapters.slack.payloads import (
     ViewSubmission,
 )
 from adapters.slack.text import clean_text, mentions
-from runtime.inbound import Inbound
 from runtime.models import Actor, ConversationRef
+from runtime.queue.inbound import Inbound
 
 PLATFORM = "slack"
 APPROVE_ONCE = "clawgate_approve_once"

@@ -9,9 +9,9 @@ import asyncio
 from redis.exceptions import RedisError
 
 from runtime.approval.store import ApprovalStore
-from runtime.inbound import Inbound
 from runtime.metrics import DEDUPE_HITS
-from runtime.store.inbox import Inbox
+from runtime.queue.inbound import Inbound
+from runtime.queue.inbox import Inbox
 
 DEADLINE = 2.0  # seconds: platforms give up after 3, and a 503 makes them retry
 

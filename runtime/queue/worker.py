@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
-from runtime.store.inbox import Inbox, Job
+from runtime.queue.inbox import Inbox, Job
 
 log = logging.getLogger(__name__)
 
