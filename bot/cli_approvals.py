@@ -13,30 +13,13 @@ import getpass
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from runtime.agent import Runtime
 from runtime.channel import ApprovalNotice
 from runtime.models import Actor
 
 COLUMNS = ("ID", "STATUS", "TOOL", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
-
-
-def add_approvals_parser(sub: Any) -> None:
-    """`sub`: the `clawgate` parser's subparsers."""
-    approvals = sub.add_parser("approvals", help="list and decide approvals (needs REDIS_URL)")
-    verbs = approvals.add_subparsers(dest="verb", required=True)
-    listing = verbs.add_parser("list", help="open approvals (pending or executing)")
-    listing.add_argument("--json", action="store_true", help="a JSON array")
-    show = verbs.add_parser("show", help="one approval with its audit trail")
-    show.add_argument("id")
-    show.add_argument("--json", action="store_true", help="one JSON object")
-    approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
-    approve.add_argument("id")
-    approve.add_argument("--always", action="store_true", help="also add a standing rule")
-    reject = verbs.add_parser("reject", help="reject as the operator")
-    reject.add_argument("id")
-    reject.add_argument("reason", nargs="*", help="why (told to the model)")
 
 
 def _when(ms: int | None) -> str:

@@ -17,16 +17,16 @@ import signal
 import sys
 import time
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from redis.exceptions import RedisError
 
+from bot.cli_parser import DEFAULT_LINES
 from bot.settings import Settings, SettingsError
 from runtime.audit import AuditEntry, AuditLog
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
-DEFAULT_LINES = 20
 INTERRUPTED = 130  # the exit code after Ctrl-C
 _DURATION = re.compile(r"(\d+)\s*(s|sec|m|min|h|d|w)")
 _SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
@@ -36,31 +36,6 @@ WIDTHS = (19, 24, 20, 16)  # time, event, actor, trace (padded, never cut)
 
 class UsageError(ValueError):
     """A bad argument: one line, exit code 2."""
-
-
-def add_audit_parser(sub: Any) -> None:
-    """`sub`: the `clawgate` parser's subparsers."""
-    audit = sub.add_parser("audit", help="the audit trail (needs REDIS_URL)")
-    verbs = audit.add_subparsers(dest="verb", required=True)
-    tail = verbs.add_parser(
-        "tail",
-        help="recent audit entries: commands, approvals, refusals, policy changes, tool calls",
-    )
-    tail.add_argument(
-        "-n",
-        "--lines",
-        metavar="N",
-        help=f"how many of the newest entries (default {DEFAULT_LINES}; with --since: all)",
-    )
-    tail.add_argument(
-        "--since",
-        metavar="SINCE",
-        help="only entries since then: 10m, 2h, 1d, or an ISO time like 2025-01-31T09:00",
-    )
-    tail.add_argument("--json", action="store_true", help="one JSON object per line")
-    tail.add_argument(
-        "-f", "--follow", action="store_true", help="keep printing new entries until Ctrl-C"
-    )
 
 
 def parse_since(text: str, now: float | None = None) -> int:

@@ -10,7 +10,7 @@ import asyncio
 import getpass
 import json
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from adapters.policy_text import as_json, render_policy
 from bot.settings import Settings, SettingsError
@@ -23,36 +23,11 @@ from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
 
-def add_policy_parser(sub: Any) -> None:
-    """`sub`: the `clawgate` parser's subparsers."""
-    policy = sub.add_parser("policy", help="show or change the tool policy (changes: REDIS_URL)")
-    verbs = policy.add_subparsers(dest="verb", required=True)
-    show = verbs.add_parser("show", help="the effective policy and where each value comes from")
-    _common(show)
-    for verb, what in (
-        ("allow", "let a tool run (a deny anywhere still wins)"),
-        ("deny", "never run a tool, and hide it from the model"),
-        ("reset", "remove the override of a tool: the file's policy applies again"),
-    ):
-        change = verbs.add_parser(verb, help=what)
-        change.add_argument("tool")
-        _common(change)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--conversation",
-        metavar="REF",
-        default=GLOBAL,
-        help="a conversation id or prefix, like slack:T123:C456 (default: global)",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
 def run_policy_command(settings: Settings, args: argparse.Namespace) -> int:
     if args.verb != "show" and not settings.redis_url:
         raise SettingsError("REDIS_URL: required to change the policy (overrides live there)")
     try:
+        args.conversation = GLOBAL if args.conversation is None else args.conversation
         check_scope(args.conversation)
     except ValueError as exc:
         print(f"clawgate: --conversation: {exc}", file=sys.stderr)

@@ -33,17 +33,6 @@ HASH_CHARS = 12
 HEADLINE = {"tool.call": ("tool",), "llm.call": ("provider",)}
 
 
-def add_trace_parser(sub: Any) -> None:
-    """`sub`: the `clawgate` parser's subparsers."""
-    trace = sub.add_parser("trace", help="show recorded run traces (needs REDIS_URL)")
-    verbs = trace.add_subparsers(dest="verb", required=True)
-    show = verbs.add_parser(
-        "show", help="a run's decision tree, with the runs that resumed it after approval"
-    )
-    show.add_argument("id", help="trace id (RunResult.trace_id, `clawgate approvals show`)")
-    show.add_argument("--json", action="store_true", help="the stored JSON documents")
-
-
 def run_trace_command(settings: Settings, args: argparse.Namespace) -> int:
     """`clawgate trace …`: 0; 1 for an unknown or unreadable id or when Redis fails; 2 for
     a usage error."""

@@ -1,0 +1,189 @@
+"""The `clawgate` command line: every subcommand and option. argparse alone, so that
+`clawgate --help` answers at once; what a command needs is imported when it runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from runtime.store.keys import check_session_id
+
+_N = TypeVar("_N", int, float)
+DEFAULT_LINES = 20
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="clawgate", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    chat = sub.add_parser("chat", help="chat with the assistant in this terminal")
+    chat.add_argument(
+        "--session",
+        type=_session_name,
+        default="local",
+        help="session name (default: local; no spaces or braces, at most 192 characters)",
+    )
+
+    sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
+    sub.add_parser("worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)")
+
+    add_approvals_parser(sub)
+    add_audit_parser(sub)
+    add_policy_parser(sub)
+    add_trace_parser(sub)
+
+    bench = sub.add_parser("bench", help="measure performance")
+    bench.add_argument("target", choices=["runtime", "approval", "ingest"], help="what to measure")
+    bench.add_argument("--calls", type=int, default=20_000, help="tool calls to time (runtime)")
+    bench.add_argument(
+        "--turns",
+        type=_positive(int),
+        default=None,
+        help="turns or round trips to time (default 500; ingest: per thread, default 20)",
+    )
+    bench.add_argument(
+        "--bash-calls",
+        type=_positive(int),
+        default=200,
+        help="runtime: bash calls to time, uncontained and in the sandbox (default 200)",
+    )
+    bench.add_argument(
+        "--rates",
+        type=_rates,
+        default=[100, 250, 500, 750, 1000, 1500],
+        help="ingest: requests per second to step through (default 100,250,500,750,1000,1500)",
+    )
+    bench.add_argument(
+        "--duration",
+        type=_positive(float),
+        default=3.0,
+        help="ingest: seconds per rate (default 3)",
+    )
+    bench.add_argument(
+        "--split",
+        action="store_true",
+        help="ingest: serve without its worker (CLAWGATE_INPROCESS_WORKER=false) + one worker",
+    )
+    bench.add_argument(
+        "--threads",
+        type=_positive(int),
+        default=50,
+        help="ingest: concurrent Slack threads / Feishu chats for the end-to-end test (default 50)",
+    )
+    bench.add_argument(
+        "--platform",
+        choices=["slack", "feishu"],
+        default="slack",
+        help="ingest: whose signed events to send, to a fake of whose API (default slack)",
+    )
+    return parser
+
+
+def _session_name(name: str) -> str:
+    try:
+        check_session_id(f"console:{name}")  # the terminal's session ids carry this prefix
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{name!r}: 1-192 characters, no spaces or braces"
+        ) from None
+    return name
+
+
+def _positive(kind: Callable[[str], _N]) -> Callable[[str], _N]:
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+
+    return parse
+
+
+def _rates(text: str) -> list[int]:
+    parse = _positive(int)
+    rates = [parse(item.strip()) for item in text.split(",") if item.strip()]
+    if not rates:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of rates, like 100,500")
+    return rates
+
+
+def add_approvals_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    approvals = sub.add_parser("approvals", help="list and decide approvals (needs REDIS_URL)")
+    verbs = approvals.add_subparsers(dest="verb", required=True)
+    listing = verbs.add_parser("list", help="open approvals (pending or executing)")
+    listing.add_argument("--json", action="store_true", help="a JSON array")
+    show = verbs.add_parser("show", help="one approval with its audit trail")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="one JSON object")
+    approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
+    approve.add_argument("id")
+    approve.add_argument("--always", action="store_true", help="also add a standing rule")
+    reject = verbs.add_parser("reject", help="reject as the operator")
+    reject.add_argument("id")
+    reject.add_argument("reason", nargs="*", help="why (told to the model)")
+
+
+def add_audit_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    audit = sub.add_parser("audit", help="the audit trail (needs REDIS_URL)")
+    verbs = audit.add_subparsers(dest="verb", required=True)
+    tail = verbs.add_parser(
+        "tail",
+        help="recent audit entries: commands, approvals, refusals, policy changes, tool calls",
+    )
+    tail.add_argument(
+        "-n",
+        "--lines",
+        metavar="N",
+        help=f"how many of the newest entries (default {DEFAULT_LINES}; with --since: all)",
+    )
+    tail.add_argument(
+        "--since",
+        metavar="SINCE",
+        help="only entries since then: 10m, 2h, 1d, or an ISO time like 2025-01-31T09:00",
+    )
+    tail.add_argument("--json", action="store_true", help="one JSON object per line")
+    tail.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing new entries until Ctrl-C"
+    )
+
+
+def add_policy_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    policy = sub.add_parser("policy", help="show or change the tool policy (changes: REDIS_URL)")
+    verbs = policy.add_subparsers(dest="verb", required=True)
+    show = verbs.add_parser("show", help="the effective policy and where each value comes from")
+    _common(show)
+    for verb, what in (
+        ("allow", "let a tool run (a deny anywhere still wins)"),
+        ("deny", "never run a tool, and hide it from the model"),
+        ("reset", "remove the override of a tool: the file's policy applies again"),
+    ):
+        change = verbs.add_parser(verb, help=what)
+        change.add_argument("tool")
+        _common(change)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--conversation",
+        metavar="REF",
+        default=None,
+        help="a conversation id or prefix, like slack:T123:C456 (default: global)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_trace_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    trace = sub.add_parser("trace", help="show recorded run traces (needs REDIS_URL)")
+    verbs = trace.add_subparsers(dest="verb", required=True)
+    show = verbs.add_parser(
+        "show", help="a run's decision tree, with the runs that resumed it after approval"
+    )
+    show.add_argument("id", help="trace id (RunResult.trace_id, `clawgate approvals show`)")
+    show.add_argument("--json", action="store_true", help="the stored JSON documents")

@@ -1,0 +1,130 @@
+"""What the `clawgate` commands do, once their arguments are parsed (bot.cli_parser)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from adapters.console.channel import ConsoleChannel
+from adapters.console.chat import ConsoleChat
+from bot.cli_approvals import run_approvals_command
+from bot.cli_audit import run_audit_command
+from bot.cli_policy import run_policy_command
+from bot.cli_trace import run_trace_command
+from bot.logs import configure_logging
+from bot.policy_file import PolicyFileError
+from bot.policy_reload import keep_policy_fresh
+from bot.settings import Settings, SettingsError, load_settings
+from bot.wiring import build_runtime, load_policy
+from runtime.models import Actor
+from runtime.store.connection import connect
+
+SWEEP_INTERVAL = 5.0
+
+
+@contextlib.asynccontextmanager
+async def _redis(settings: Settings) -> AsyncIterator[Redis]:
+    redis = connect(settings.redis_url)
+    try:
+        yield redis
+    finally:
+        await redis.aclose()
+
+
+async def _chat(settings: Settings, session: str) -> int:
+    policy = load_policy(settings)
+    actor = Actor(platform="console", user_id=getpass.getuser())
+    async with _redis(settings) as redis:
+        runtime = build_runtime(
+            settings, policy, redis, ConsoleChannel(sys.stdout), extra_admins=[actor.key]
+        )
+        chat = ConsoleChat(runtime, f"console:{session}", actor, sys.stdin, sys.stdout)
+        background = [
+            asyncio.create_task(chat.sweep_forever(SWEEP_INTERVAL)),
+            asyncio.create_task(keep_policy_fresh(runtime.policies, settings.policy_file)),
+        ]
+        try:
+            return await chat.serve()
+        finally:
+            for task in background:
+                task.cancel()
+
+
+async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
+    if not settings.redis_url:
+        raise SettingsError("REDIS_URL: required for `clawgate approvals` (approvals live there)")
+    policy = load_policy(settings)
+    async with _redis(settings) as redis:
+        runtime = build_runtime(settings, policy, redis, ConsoleChannel(sys.stdout))
+        return await run_approvals_command(runtime, args, sys.stdout)
+
+
+async def _serve(settings: Settings, http: bool) -> int:
+    if not http and not settings.redis_url:
+        raise SettingsError("REDIS_URL: required for `clawgate worker` (workers share a server)")
+    from bot.server import run  # noqa: PLC0415 - the platform SDKs load only when serving
+
+    return await run(settings, load_policy(settings), http)
+
+
+def _bench(settings: Settings, args: argparse.Namespace) -> int:
+    if args.target == "ingest":
+        from bot.bench.ingest import run_ingest_bench  # noqa: PLC0415 - only the bench needs it
+
+        turns = args.turns or 20
+        return asyncio.run(
+            run_ingest_bench(
+                settings,
+                args.rates,
+                args.duration,
+                args.threads,
+                turns,
+                split=args.split,
+                platform=args.platform,
+            )
+        )
+    from bot.bench.runtime import run_bench  # noqa: PLC0415 - only the bench needs it
+
+    return asyncio.run(
+        run_bench(settings, args.target, args.calls, args.turns or 500, args.bash_calls)
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command; returns the exit code."""
+    if args.command in ("chat", "serve", "worker") and hasattr(signal, "SIGHUP"):
+        # SIGHUP reloads the policy once running; until then it must not end the process.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        settings = load_settings()
+        configure_logging(settings.log_level, settings.log_format, sys.stderr)
+        if args.command == "chat":
+            return asyncio.run(_chat(settings, args.session))
+        if args.command == "audit":
+            return run_audit_command(settings, args)
+        if args.command == "policy":
+            return run_policy_command(settings, args)
+        if args.command == "trace":
+            return run_trace_command(settings, args)
+        if args.command == "approvals":
+            return asyncio.run(_approvals(settings, args))
+        if args.command in ("serve", "worker"):
+            return asyncio.run(_serve(settings, http=args.command == "serve"))
+        return _bench(settings, args)
+    except (SettingsError, PolicyFileError) as exc:
+        for line in str(exc).splitlines():
+            print(f"clawgate: {line}", file=sys.stderr)
+        return 2
+    except RedisError as exc:  # what a command did not handle itself: one line, no traceback
+        print(f"clawgate: cannot reach Redis ({exc})", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
