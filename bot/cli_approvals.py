@@ -67,7 +67,7 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
             shown = record.model_dump(mode="json")
             say(json.dumps({**shown, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
             return 0
-        fields = record.model_dump(mode="json", exclude={"arguments", "notice"})
+        fields = record.model_dump(mode="json", exclude={"arguments", "notice", "schema_version"})
         for name in ("created_at", "expires_at", "decided_at"):
             if fields.get(name):
                 fields[name] = _when(fields[name]) + " UTC"
