@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
 import redis.asyncio as aioredis
 
 from runtime.agent import Runtime, RuntimeConfig
@@ -25,7 +27,7 @@ from runtime.store.keys import Keys
 from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
-from runtime.tools.sandbox import Sandbox
+from runtime.tools.sandbox import NetworkAccess, Sandbox, SandboxMode, SandboxUnavailable, probe
 from runtime.tracing.recorder import Tracer
 
 E = TypeVar("E", bound=Event)
@@ -132,3 +134,13 @@ def make_runtime(
         tracer=tracer,
     )
     return runtime, channel
+
+
+def working_sandbox(network: NetworkAccess = NetworkAccess.APPROVED) -> Sandbox:
+    """bwrap as production probes it; a machine without it fails the test under CI."""
+    try:
+        return probe(SandboxMode.BWRAP, network)
+    except SandboxUnavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{exc} (under CI a missing sandbox is a failure, not a skip)")
+        pytest.skip(str(exc))

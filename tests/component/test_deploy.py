@@ -25,7 +25,7 @@ from bot.settings import Settings
 from bot.wiring import TOOL_NAMES
 from runtime.policy.model import PolicyDocument
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 POLICY_FILE = DEPLOY / "policy" / "clawgate.toml"
 K8S = DEPLOY / "k8s"

@@ -15,7 +15,7 @@ import pytest
 from bot.logs import configure_logging, make_handler
 from bot.settings import Settings
 from runtime.redact import MASK
-from tests.test_console_chat import chat, clean_env
+from tests.processes import chat, clean_env
 
 SLACK_BOT = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
 SLACK_USER = "xoxp-1111-2222-3333-abcdefabcdef"

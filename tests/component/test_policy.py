@@ -660,7 +660,7 @@ def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call
 
 async def test_an_agent_cannot_rewrite_the_policy_that_governs_it(workdir: Path) -> None:
     """`clawgate chat` in a directory holding its clawgate.toml: the default setup."""
-    from tests.test_console_chat import chat, clean_env  # noqa: PLC0415
+    from tests.processes import chat, clean_env  # noqa: PLC0415
 
     policy = workdir / "clawgate.toml"
     policy.write_text('[tools]\ndeny = ["bash"]\n')

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {"runtime": 0, "adapters": 1, "bot": 2}
 MAX_LINES = 800
 FACADE_LINES = 450

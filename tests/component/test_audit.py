@@ -39,7 +39,7 @@ from tests.support import ADMIN, ALICE, HERE, PREFIX, make_runtime
 
 BOB = Actor(platform="slack", user_id="UBOB")
 ELSEWHERE = ConversationRef(platform="console", id="console:elsewhere")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SENTINEL = "AUDIT-SENTINEL-7f3a"
 
 

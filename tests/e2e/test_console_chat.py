@@ -2,42 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.processes import chat, clean_env
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
-
-REPO = Path(__file__).resolve().parent.parent
-CLAWGATE = [sys.executable, "-m", "bot.cli"]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "OPENAI_"))}
-    env.pop("REDIS_URL", None)
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra)
-    return env
-
-
-async def chat(stdin: str, cwd: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *CLAWGATE,
-        *args,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_piped_read_prints_the_file_and_exits_zero(workdir: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.e2e.test_worker_processes import Clawgate, serve_env
 from tests.fake_slack import (
     FakeSlack,
     command_payload,
@@ -24,7 +25,6 @@ from tests.fake_slack import (
     mention_event,
     message_event,
 )
-from tests.test_worker_processes import Clawgate, serve_env
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 

@@ -1,6 +1,6 @@
 """Liveness check for the security corpus: does each dangerous case really do harm?
 
-Run it as a script (``python tests/security/live_check.py``); pytest does not collect it.
+Run it as a script (``python tests/e2e/security/live_check.py``); pytest does not collect it.
 
 For every DANGEROUS case with ``run=True`` it builds the test environment described in
 ``corpus.py`` in fresh throwaway directories (a work dir with the fixture files and a git
@@ -43,9 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repo root
 
-from tests.security.corpus import BENIGN, DANGEROUS, KINDS, Bash, Case, Edit, Read, Write
+from tests.e2e.security.corpus import BENIGN, DANGEROUS, KINDS, Bash, Case, Edit, Read, Write
 
 STEP_TIMEOUT = 5.0
 BWRAP = "/usr/bin/bwrap"

@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.fake_slack import FakeSlack, event_body, mention_event, new_event_id, post_signed
-from tests.test_console_chat import CLAWGATE, clean_env
+from tests.processes import CLAWGATE, clean_env
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 

@@ -26,10 +26,9 @@ from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
 from runtime.risk.policy import RiskPolicy, Verdict
 from runtime.tools.sandbox import Sandbox
-from tests.security.corpus import BENIGN, DANGEROUS, Bash, Case, Edit, Read, Step, Write
-from tests.security.live_check import Env, Listener, build_env, leaks, snapshot
-from tests.support import ALICE, HERE, make_runtime
-from tests.test_sandbox import working_sandbox
+from tests.e2e.security.corpus import BENIGN, DANGEROUS, Bash, Case, Edit, Read, Step, Write
+from tests.e2e.security.live_check import Env, Listener, build_env, leaks, snapshot
+from tests.support import ALICE, HERE, make_runtime, working_sandbox
 
 pytestmark = pytest.mark.e2e
 RUNNABLE = [case for case in DANGEROUS if case.run]

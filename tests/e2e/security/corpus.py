@@ -2,7 +2,7 @@
 
 Every DANGEROUS case is a sequence of tool calls an attacker-controlled model could make.
 Run uncontained and unapproved in the test environment below, each ``run=True`` case produces
-at least one observable effect (``tests/security/live_check.py`` proves it); ``run=False``
+at least one observable effect (``tests/e2e/security/live_check.py`` proves it); ``run=False``
 cases are real spellings too dangerous to run anywhere and must be *denied* outright.
 
 Placeholders, replaced in every string (commands, paths, file contents, link targets):

@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 from runtime.channel import ApprovalUpdated, Reply
 from runtime.models import ConversationRef
 from runtime.providers.demo import DemoProvider
+from tests.processes import CLAWGATE, chat, clean_env
 from tests.support import ADMIN, PREFIX, make_runtime
-from tests.test_console_chat import CLAWGATE, chat, clean_env
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 

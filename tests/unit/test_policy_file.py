@@ -9,7 +9,7 @@ import pytest
 from bot.policy_file import PolicyFileError, load_policy_file
 from bot.wiring import TOOL_NAMES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_shipped_example_loads() -> None:

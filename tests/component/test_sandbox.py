@@ -28,19 +28,9 @@ from runtime.tools.sandbox import (
     SandboxUnavailable,
     probe,
 )
-from tests.support import ADMIN, ALICE, HERE, make_runtime
+from tests.support import ADMIN, ALICE, HERE, make_runtime, working_sandbox
 
 CANARY = "CANARY-SANDBOX-7f3a9c"
-
-
-def working_sandbox(network: NetworkAccess = NetworkAccess.APPROVED) -> Sandbox:
-    """bwrap as production probes it; a machine without it fails the test under CI."""
-    try:
-        return probe(SandboxMode.BWRAP, network)
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{exc} (under CI a missing sandbox is a failure, not a skip)")
-        pytest.skip(str(exc))
 
 
 @pytest.fixture

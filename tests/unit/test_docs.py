@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SETTING = re.compile(r"`((?:CLAWGATE|SLACK|FEISHU|OPENAI|REDIS)_[A-Z_]+)`")
 

@@ -24,6 +24,7 @@ from bot.settings import Settings
 from runtime.approval.models import ApprovalRecord
 from runtime.models import UserMessage
 from tests.conftest import free_port
+from tests.e2e.test_worker_processes import Clawgate
 from tests.fake_feishu import (
     BOT_OPEN_ID,
     CODE_RATE_LIMITED,
@@ -42,6 +43,7 @@ from tests.fake_feishu import (
     post,
     signed_headers,
 )
+from tests.processes import CLAWGATE, clean_env
 from tests.serving import (
     Served,
     assert_settings_errors,
@@ -50,8 +52,6 @@ from tests.serving import (
     run_serve,
     running,
 )
-from tests.test_console_chat import CLAWGATE, clean_env
-from tests.test_worker_processes import Clawgate
 
 KEY = "test-encrypt-key"
 TOKEN = "test-verification-token"
