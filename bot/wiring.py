@@ -15,7 +15,6 @@ from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import Channel
 from runtime.explorer import Explorer
-from runtime.middleware.default import default_chain
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
@@ -178,6 +177,5 @@ def build_runtime(
         policies,
         audit=audit,
         tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
-        middlewares=default_chain(policies, approvals),
         release=release,
     )

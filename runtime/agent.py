@@ -34,6 +34,7 @@ from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.metrics import RUNS
 from runtime.middleware.chain import Middleware
+from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef, Message, RunResult, StopReason, UserMessage
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
@@ -86,14 +87,14 @@ class Runtime:
         release: Release | None = None,
         audit: AuditLog | None = None,
         tracer: Tracer | None = None,
-        middlewares: Sequence[Middleware] = (),
+        middlewares: Sequence[Middleware] | None = None,
     ) -> None:
         """`release` runs the messages a session held once its wait ended outside a run (an
         expiry, a crashed execution): None runs them right here (a single-process chat);
         a server queues them in the session's lane instead, so they never run beside it.
         `audit` is the global audit trail (default: on the approvals' Redis and prefix).
-        `middlewares`: the chain every tool call runs through (runtime.middleware.default_chain
-        in production)."""
+        `middlewares`: the chain every tool call runs through; by default the one order every
+        process uses (runtime.middleware.default_chain)."""
         self.config = config
         self.release = release
         self.provider = provider
@@ -113,7 +114,7 @@ class Runtime:
             config.max_tool_result_chars,
             audit=self.audit,
             policies=policies,
-            middlewares=middlewares,
+            middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}

@@ -41,7 +41,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import os
 import secrets
 import threading
 import time
@@ -55,6 +54,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from Crypto.Cipher import AES
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
+from adapters.feishu.crypto import encrypt
 from tests.http_client import post_bytes, post_bytes_sync
 from tests.threaded_server import ThreadedServer
 
@@ -117,24 +117,12 @@ def new_thread_id() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Crypto and signatures
+# Crypto and signatures (encrypting as Feishu does: adapters.feishu.crypto.encrypt)
 # ---------------------------------------------------------------------------------------------
 
 
 def _aes_key(encrypt_key: str) -> bytes:
     return hashlib.sha256(encrypt_key.encode("utf-8")).digest()
-
-
-def encrypt(encrypt_key: str, plaintext: str) -> str:
-    """Encrypt like Feishu: AES-256-CBC, key sha256(encrypt_key), random IV prefix, PKCS7, b64.
-
-    `lark_oapi.core.utils.AESCipher(encrypt_key).decrypt_str(...)` reverses it.
-    """
-    raw = plaintext.encode("utf-8")
-    pad = AES.block_size - len(raw) % AES.block_size
-    iv = os.urandom(AES.block_size)
-    cipher = AES.new(_aes_key(encrypt_key), AES.MODE_CBC, iv)
-    return base64.b64encode(iv + cipher.encrypt(raw + bytes([pad]) * pad)).decode("ascii")
 
 
 def decrypt(encrypt_key: str, ciphertext: str) -> str:

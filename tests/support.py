@@ -16,7 +16,6 @@ from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested, Event
 from runtime.middleware.chain import Middleware
-from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef
 from runtime.policy.model import PolicyDocument, ScopeRules
 from runtime.policy.resolve import Defaults
@@ -130,7 +129,7 @@ def make_runtime(
         channel,
         approvals,
         policies,
-        middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
+        middlewares=middlewares,
         tracer=tracer,
     )
     return runtime, channel

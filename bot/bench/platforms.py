@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import base64
 import contextlib
 import functools
 import hashlib
 import itertools
 import json
 import multiprocessing
-import os
 import signal
 import time
 from collections import Counter
@@ -23,9 +21,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
-from Crypto.Cipher import AES  # pycryptodome: lark-oapi's own AES dependency
 from slack_sdk.signature import SignatureVerifier
 
+from adapters.feishu.crypto import encrypt
 from runtime.providers.demo import GRAMMAR
 
 TOKEN = "xoxb-bench"  # noqa: S105 - the fake Slack's, not a credential
@@ -341,14 +339,10 @@ class _FeishuMessages(Events):
 
     def __init__(self) -> None:
         super().__init__()
-        self._key = hashlib.sha256(FEISHU_ENCRYPT_KEY.encode()).digest()
         self._chats = itertools.count(1)
 
     def _encrypt(self, plain: bytes) -> str:
-        pad = AES.block_size - len(plain) % AES.block_size
-        iv = os.urandom(AES.block_size)
-        sealed = AES.new(self._key, AES.MODE_CBC, iv).encrypt(plain + bytes([pad]) * pad)
-        return base64.b64encode(iv + sealed).decode()
+        return encrypt(FEISHU_ENCRYPT_KEY, plain.decode())
 
     def request(self, user: int, conversation: str | None) -> tuple[str, bytes, dict[str, str]]:
         chat = conversation or f"oc_bench{next(self._chats):08d}"

@@ -119,7 +119,6 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
             approvals,
             policies,
             tracer=tracer,
-            middlewares=default_chain(policies, approvals),
         )
     finally:
         stale = [k async for k in redis.scan_iter(match=f"{keys.prefix}:*")]

@@ -17,7 +17,6 @@ from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ToolFinished
 from runtime.explorer import REPORT_CHARS, Explorer
-from runtime.middleware.default import default_chain
 from runtime.models import AssistantMessage, StopReason, ToolMessage, ToolStatus
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
@@ -70,7 +69,6 @@ def explore_runtime(
         policies,
         audit=audit,
         tracer=tracer,
-        middlewares=default_chain(policies, approvals),
     )
     return runtime, channel
 

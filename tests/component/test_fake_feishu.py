@@ -29,6 +29,7 @@ from lark_oapi.core.utils import AESCipher
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTriggerResponse
 from lark_oapi.ws.exception import ClientException
 
+from adapters.feishu.crypto import encrypt
 from tests.fake_feishu import (
     CODE_INVALID_PARAM,
     CODE_RATE_LIMITED,
@@ -38,7 +39,6 @@ from tests.fake_feishu import (
     card_action_event,
     challenge_body,
     decrypt,
-    encrypt,
     event_envelope,
     event_request,
     message_event,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from adapters.feishu.crypto import encrypt
 from bot.settings import Settings
 from runtime.approval.models import ApprovalRecord
 from runtime.models import UserMessage
@@ -35,7 +36,6 @@ from tests.fake_feishu import (
     StoredMessage,
     card_action_event,
     challenge_body,
-    encrypt,
     event_envelope,
     event_request,
     message_event,
