@@ -393,8 +393,8 @@ class Runtime:
         if loaded is not None:
             message, withdrawn = await self.decisions.withdraw(*loaded, actor, conversation)
             said.append(message)
-            if withdrawn:
-                await self._emitter(conversation)(RunFinished(StopReason.CANCELLED, 0))
+            if withdrawn:  # the run that waited ends where it ran
+                await self._emitter(loaded[1].conversation)(RunFinished(StopReason.CANCELLED, 0))
                 await self._release_held(session)
         return " ".join(said) or "Nothing to cancel."
 

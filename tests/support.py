@@ -104,6 +104,7 @@ def make_runtime(
     sandbox: Sandbox | None = None,
     middlewares: Sequence[Middleware] | None = None,
     tracer: Tracer | None = None,
+    audit: AuditLog | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
     """`middlewares`: the chain (default: the production one, `default_chain`)."""
     channel = RecordingChannel()
@@ -131,6 +132,7 @@ def make_runtime(
         policies,
         middlewares=middlewares,
         tracer=tracer,
+        audit=audit,
     )
     return runtime, channel
 

@@ -303,7 +303,8 @@ class _BashJudge(WrapperRules, GitRules):
             self.assignment(assignment, prefix=bool(segment.argv))
         words = [*segment.argv[1:], *segment.assignments, *(r.target for r in segment.redirects)]
         for word in words:
-            why = risky_read(word, self.home)
+            value = word.partition("=")[2] if word.startswith("-") else ""  # --file=.envrc
+            why = risky_read(word, self.home) or (value and risky_read(value, self.home))
             if why:
                 self.ask(f"reads {word} ({why})")
             if RAW_DEVICE.match(normalize(word.partition("if=")[2] or word)):

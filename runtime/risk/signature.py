@@ -9,7 +9,15 @@ from typing import Any
 
 from runtime.risk.shell import parse_shell
 from runtime.risk.static_shell import NotStatic, parse_static
-from runtime.risk.tables import MULTI_COMMAND, RELEASE_WORDS, SCRIPT_RUNNERS, SHELLS, TASK_RUNNERS
+from runtime.risk.tables import (
+    INTERPRETERS,
+    MULTI_COMMAND,
+    OTHER_SHELLS,
+    RELEASE_WORDS,
+    SCRIPT_RUNNERS,
+    SHELLS,
+    TASK_RUNNERS,
+)
 from runtime.risk.words import basename, is_literal, is_system_word
 
 # -- "approve always" signatures ----------------------------------------------------------------
@@ -36,6 +44,8 @@ def command_signature(command: str) -> str | None:
     name = basename(word)
     if not is_literal(word) or not is_system_word(word) or name in NO_SIGNATURE:
         return None
+    if name.startswith(INTERPRETERS):
+        return None  # `python3 x.py` approved always would cover any code
     if name in MULTI_COMMAND and rest and rest[0].startswith("-"):
         return None  # options before the subcommand (git -c ...) change what it means
     if name == "git" and rest[:1] == ["push"] and any(arg.startswith("+") for arg in rest):
@@ -49,7 +59,7 @@ def command_signature(command: str) -> str | None:
 def _signature_words(name: str, positional: list[str]) -> list[str]:
     """The positional words that change what a command does, so a rule approved for
     `npm run test` or `make build` never covers `npm run deploy` or `make deploy`."""
-    if name in TASK_RUNNERS:
+    if name in TASK_RUNNERS or name in WHOLE_SIGNATURE:
         return positional
     kept = positional[:1] if name in MULTI_COMMAND else []
     if kept and kept[0] in SCRIPT_RUNNERS:
@@ -70,7 +80,13 @@ NO_SIGNATURE = (
         }
     )
     | SHELLS
+    | OTHER_SHELLS
 )  # fmt: skip
+# Programs whose every positional word decides what they do: the script or code an
+# interpreter runs, the address a network client reaches. A rule for them is that exact call.
+WHOLE_SIGNATURE = frozenset(
+    {"curl", "wget", "ssh", "scp", "rsync", "nc", "ncat", "socat", "ftp", "sftp", "telnet"}
+)
 
 
 RULE_SEPARATOR = "\x1f"

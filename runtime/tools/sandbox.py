@@ -10,15 +10,17 @@ settings say so); it still never sees clawgate's process or credentials.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+from runtime.risk.secrets import secret_location
 
 log = logging.getLogger(__name__)
 
@@ -78,27 +80,24 @@ CREDENTIAL_FILES = (
     ".vault-token",
     ".docker/config.json",
 )
-# Secret-looking files of the work directory, masked for commands that run without approval
-# (the judge asks before such a file is named; this covers what it cannot see).
-MASKED_NAMES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*",
-                "id_dsa*", "id_ecdsa*", "id_ed25519*", "*secret*", "credentials*",
-                ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass")  # fmt: skip
-UNMASKED_NAMES = (".env.example", ".env.sample", ".env.template", ".env.dist")
-MASK_DEPTH = 4  # directory levels of the work directory searched for secret files
-MASK_SCAN_LIMIT = 5_000  # entries looked at, at most, per call
+# Secrets of the work directory, masked for commands that run without approval: whatever the
+# judge counts as a secret (runtime.risk.secrets), so that what it would ask about by name
+# cannot be read by a command that never names it (`diff -r . /tmp`, `xargs cat < list`).
+MASK_DEPTH = 8  # directory levels of the work directory searched
+MASK_SCAN_LIMIT = 20_000  # entries looked at, at most
+MASK_CACHE_SECONDS = 5.0  # a scan serves the calls of a few seconds (secrets pre-exist)
 SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox"})
+_scans: dict[Path, tuple[float, tuple[list[Path], list[Path]]]] = {}
 
 
-def _is_masked(name: str) -> bool:
-    lowered = name.lower()
-    if lowered in UNMASKED_NAMES:
-        return False
-    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in MASKED_NAMES)
-
-
-def secret_files(workdir: Path) -> list[Path]:
-    """Secret-looking files in the top `MASK_DEPTH` levels of `workdir` (bounded)."""
-    found: list[Path] = []
+def secret_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
+    """(secret files, secret directories) in the work directory (bounded scan, cached)."""
+    now = time.monotonic()
+    cached = _scans.get(workdir)
+    if cached is not None and now - cached[0] < MASK_CACHE_SECONDS:
+        return cached[1]
+    files: list[Path] = []
+    dirs: list[Path] = []
     pending = [(workdir, 0)]
     seen = 0
     while pending and seen < MASK_SCAN_LIMIT:
@@ -109,15 +108,20 @@ def secret_files(workdir: Path) -> list[Path]:
             continue
         for entry in entries:
             seen += 1
+            relative = os.path.relpath(entry.path, workdir)
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    if depth + 1 < MASK_DEPTH and entry.name not in SKIPPED_DIRS:
-                        pending.append((Path(entry.path), depth + 1))
-                elif _is_masked(entry.name) and entry.is_file(follow_symlinks=False):
-                    found.append(Path(entry.path))
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if is_dir and secret_location(relative + "/x"):
+                    dirs.append(Path(entry.path))  # .ssh, .aws, .config/gh ...: all of it
+                elif is_dir and depth + 1 < MASK_DEPTH and entry.name not in SKIPPED_DIRS:
+                    pending.append((Path(entry.path), depth + 1))
+                elif entry.is_file(follow_symlinks=False) and secret_location(relative):
+                    files.append(Path(entry.path))
             except OSError:
                 continue
-    return found
+    result = (files, dirs)
+    _scans[workdir] = (now, result)
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +181,10 @@ class Sandbox:
         # The work directory may itself be a home (or hold one's credential stores).
         args += _hide_credentials(workdir)
         if access is Access.READ_ONLY:
-            args += _hide_files(str(path) for path in secret_files(workdir))
+            files, dirs = secret_paths(workdir)
+            args += _hide_files(str(path) for path in files)
+            for secret_dir in dirs:
+                args += ["--tmpfs", str(secret_dir)]
         args += ["--dir", SANDBOX_HOME, "--chdir", str(workdir)]
         return args
 

@@ -474,14 +474,18 @@ async def test_a_redis_failure_never_reaches_the_caller(
             await broken.record("command", "someone", name="help")
         assert len(caplog.records) == 1
         assert "not recorded" in caplog.records[0].getMessage()
-        # A run whose audit writes all fail still does its work.
-        runtime, _ = make_runtime(redis, workdir, DemoProvider())
-        runtime.audit = runtime.loop.audit = broken
+        # A run whose audit writes all fail still does its work, approvals included.
+        runtime, _ = make_runtime(redis, workdir, DemoProvider(), audit=broken)
         result = await runtime.run("s10", "write a.txt: hello", ALICE, HERE)
+        (workdir / "victim.txt").write_text("x")
+        asked = await runtime.run("s11", "run: rm victim.txt", ALICE, HERE)
+        assert asked.approval_id is not None
+        decision = await runtime.decide(asked.approval_id, True, ADMIN, HERE)
     finally:
         await dead.aclose()
     assert result.stop_reason is StopReason.FINAL
     assert (workdir / "a.txt").read_text() == "hello\n"
+    assert decision.accepted and not (workdir / "victim.txt").exists()
 
 
 # --- clawgate audit tail -------------------------------------------------------------------

@@ -211,3 +211,21 @@ def test_with_a_tracked_secret_git_prints_no_contents_unasked(tmp_path: Path) ->
         assert decision.verdict is Verdict.ASK, command
     for command in ("git log --oneline -5", "git status", "git log --stat", "git stash list"):
         assert policy.assess("bash", {"command": command}, tmp_path).verdict is Verdict.ALLOW
+
+
+@pytest.mark.parametrize(
+    ("command", "signature"),
+    [
+        ("python3 test.py", None),  # approved always would cover any code
+        ("node -e 'x'", None),
+        ("perl x.pl", None),
+        ("curl https://example.invalid/a", "curl https://example.invalid/a"),  # that URL only
+        ("rm -rf build", "rm -rf"),
+    ],
+)
+def test_always_rules_never_cover_more_code_or_addresses(
+    command: str, signature: str | None
+) -> None:
+    from runtime.risk.signature import command_signature  # noqa: PLC0415
+
+    assert command_signature(command) == signature

@@ -164,6 +164,25 @@ async def test_secret_files_of_the_work_dir_are_masked_until_approved(
     assert CANARY in approved
 
 
+async def test_every_secret_the_judge_knows_is_masked_however_it_is_read(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    """Commands that never name a secret (a recursive diff, a file list) read it masked: the
+    sandbox masks what the judge counts as a secret, at any depth (found by our review)."""
+    secrets = ("gcp-credentials.json", ".envrc", "a/b/c/d/e/.env", "deploy/.aws/config", "x.token")
+    for name in secrets:
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(f"{CANARY}\n")
+    (workdir / "list.txt").write_text("\n".join(secrets) + "\n")
+    (workdir / "list0").write_text("\0".join(secrets) + "\0")
+    text, _ = await bash(
+        sandbox,
+        workdir,
+        "diff -rN . /tmp; xargs cat < list.txt; sort --files0-from=list0; cat deploy/.aws/*",
+    )
+    assert CANARY not in text
+
+
 async def test_approved_commands_write_the_work_dir_and_reach_the_network(
     sandbox: Sandbox, workdir: Path, listener: Listener
 ) -> None:

@@ -807,7 +807,7 @@ def test_config_defaults() -> None:
         ("make deploy", "make deploy"),
         ("make", "make"),
         ("kubectl apply -f x.yaml", "kubectl apply -f"),
-        ("curl -fsSL https://x", "curl -fsSL"),
+        ("curl -fsSL https://x", "curl https://x -fsSL"),
         ("fly deploy", "fly deploy"),
         ("ls\n", "ls"),
         ("ls && rm x", None),
