@@ -656,6 +656,30 @@ def sample(metrics: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+async def test_readiness_answers_within_a_second_while_redis_hangs(
+    fake: FakeSlack, workdir: Path
+) -> None:
+    """A Redis that accepts connections and never answers (stalled, not down)."""
+    stalled: list[asyncio.StreamWriter] = []
+
+    async def swallow(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stalled.append(writer)  # keep it open, never answer
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with serving(fake, workdir, f"redis://127.0.0.1:{port}/0", start_worker=False) as h:
+            started = time.monotonic()
+            status, text = await h.get("/readyz")
+            took = time.monotonic() - started
+    finally:
+        for writer in stalled:
+            writer.close()
+        server.close()
+    assert status == 503 and "did not answer" in text
+    assert took < 1.5
+
+
 async def test_readiness_says_when_bash_has_no_sandbox(
     fake: FakeSlack, workdir: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
