@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiohttp import ClientSession, web
@@ -35,6 +35,7 @@ from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
 from runtime.queue.worker import Worker, sweep_forever
 from runtime.store.connection import connect
+from runtime.store.durability import durability_warnings
 from runtime.store.keys import Keys
 from runtime.tools.sandbox import Sandbox
 
@@ -77,6 +78,9 @@ class Service:
     feishu: FeishuAdapter | None
     http: ClientSession  # shared by the platform clients: connections are kept open
     sandbox: Sandbox  # how bash commands are contained here
+    # What could go wrong unnoticed (a Redis that may lose writes, no sandbox): said at start
+    # and in /readyz, which stays ready.
+    warnings: list[str] = field(default_factory=list)
     long_connection: LongConnection | None = None  # Feishu's, once started
 
     async def aclose(self) -> None:
@@ -196,7 +200,12 @@ async def _build(
             concurrency=settings.worker_concurrency,
             reclaim_idle=settings.reclaim_idle,
         )
-    return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox)
+    warnings = [*filter(None, [sandbox.missing])]
+    if settings.redis_url:  # the embedded store says at start that it keeps nothing
+        warnings += await durability_warnings(redis)
+    for warning in warnings:
+        log.warning("%s", warning)
+    return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox, warnings)
 
 
 def _release_through(ingest: Ingest) -> Release:
@@ -261,9 +270,9 @@ def build_app(service: Service, platforms: bool = True) -> web.Application:
         problems = await service.ready()
         if problems:
             return web.Response(status=503, text="; ".join(problems) + "\n")
-        # Degraded but safe (every bash call asks): ready, with the reason in the details.
-        missing = service.sandbox.missing
-        return web.Response(text="ready\n" + (f"warning: {missing}\n" if missing else ""))
+        # Degraded but working (every bash call asks; Redis may lose the last writes): ready,
+        # with the reasons in the details.
+        return web.Response(text="ready\n" + "".join(f"warning: {w}\n" for w in service.warnings))
 
     async def metrics(_: web.Request) -> web.Response:
         with contextlib.suppress(RedisError, OSError):
