@@ -20,7 +20,7 @@ from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode, pr
 DRAIN_SECONDS = 2.0
 # Longer scripts belong in a file (the write tool): the judge reads every command in
 # bounded time, and a human can still read what they approve.
-MAX_COMMAND_CHARS = 4_000
+MAX_COMMAND_CHARS = 2_000
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 
 

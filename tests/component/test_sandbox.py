@@ -218,12 +218,12 @@ async def test_a_timeout_kills_everything_the_sandboxed_command_started(
     text, _ = await bash(
         sandbox,
         workdir,
-        "(sleep 1.5; touch late) & setsid sh -c 'sleep 1.5; touch escaped' & sleep 30",
+        "(sleep 0.8; touch late) & setsid sh -c 'sleep 0.8; touch escaped' & sleep 30",
         Access.APPROVED,
-        timeout=0.5,
+        timeout=0.3,
     )
     assert "timed out" in text
-    await asyncio.sleep(2.5)
+    await asyncio.sleep(1.3)
     assert not (workdir / "late").exists()
     assert not (workdir / "escaped").exists()  # setsid does not leave the PID namespace
 
