@@ -9,7 +9,6 @@ Bash commands are judged by `runtime.risk.bash`.
 from __future__ import annotations
 
 import fnmatch
-import os
 import posixpath
 import re
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.redact import redact_text
 from runtime.risk.bash import judge_bash
-from runtime.risk.secrets import home_directory, secret_location
+from runtime.risk.secrets import home_directory, resolved, secret_location
 from runtime.risk.signature import command_signature
 
 __all__ = [
@@ -319,21 +318,8 @@ def _shorten(reason: str, limit: int = MAX_REASON) -> str:
 
 
 def _link_target(path: str, workdir: Path | None) -> str | None:
-    """Where `path` really leads when a symlink makes it differ from what is written: relative
-    to the work directory when inside it, else absolute; None if it is what it says."""
-    if workdir is None or "\x00" in path or len(path) > 4096:
-        return None
-    root = str(workdir)
-    joined = posixpath.normpath(posixpath.join(root, path))
-    try:
-        real = os.path.realpath(joined)
-    except (OSError, ValueError):
-        return None
-    if real == joined:
-        return None
-    if real == root or real.startswith(root + "/"):
-        return posixpath.relpath(real, root)
-    return real
+    """Where a file tool's `path` really leads (see `resolved`); None if it is what it says."""
+    return None if workdir is None else resolved(path, str(workdir), workdir)
 
 
 def _file_secret(path: object, workdir: Path | None) -> str | None:

@@ -125,13 +125,16 @@ def is_device(path: str) -> bool:
 
 
 def resolved(path: str, cwd: str, workdir: Path) -> str | None:
-    """Where `path` (as a command in `cwd` would open it) really is, when a symlink makes
-    that differ from what is written: relative to the work directory when inside it, else
-    absolute. None when it does not exist or is what it says."""
-    joined = posixpath.normpath(posixpath.join(cwd, path))
-    if not os.path.lexists(joined):
+    """Where `path` (opened in `cwd`) really leads when a symlink, of the file or of a
+    directory on the way, makes that differ from what is written: relative to the work
+    directory when inside it, else absolute. None when it is what it says."""
+    if "\x00" in path or len(path) > 4096:
         return None
-    real = os.path.realpath(joined)
+    joined = posixpath.normpath(posixpath.join(cwd, path))
+    try:
+        real = os.path.realpath(joined)
+    except (OSError, ValueError):
+        return None
     if real == joined:
         return None
     root = str(workdir)
