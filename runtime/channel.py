@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -78,6 +79,8 @@ Event = (
     Reply | Notice | ToolStarted | ToolFinished | RunFinished | ApprovalRequested | ApprovalUpdated
 )
 MessageRef = dict[str, str]
+# `Channel.send` as a callable: what the approval lifecycle is handed to post and update.
+Send = Callable[[ConversationRef, "Event"], Awaitable[MessageRef | None]]
 
 
 class Channel(Protocol):

@@ -10,13 +10,12 @@ from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.notices import notice_of, unanswered
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
-from runtime.channel import ApprovalUpdated, Event, Reply
+from runtime.channel import ApprovalUpdated, Reply, Send
 from runtime.metrics import APPROVALS
-from runtime.models import ConversationRef, ToolStatus
+from runtime.models import ToolStatus
 from runtime.store.history import encode_message
 from runtime.tracing.recorder import Tracer
 
-Send = Callable[[ConversationRef, Event], Awaitable[object]]
 # Lets a session's held messages run once its wait ended (in this process, or queued).
 ReleaseHeld = Callable[[ApprovalRecord], Awaitable[None]]
 

@@ -5,7 +5,6 @@ conversation. Nothing waits in memory: any process may resume it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
@@ -15,9 +14,9 @@ from runtime.approval.notices import notice_of, unanswered
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
-from runtime.channel import ApprovalRequested, Event, MessageRef, Reply
+from runtime.channel import ApprovalRequested, Reply, Send
 from runtime.metrics import APPROVALS
-from runtime.models import ConversationRef, RunResult, StopReason, ToolStatus
+from runtime.models import RunResult, StopReason, ToolStatus
 from runtime.redact import redact_text
 from runtime.store.history import HistoryStore, encode_message
 from runtime.trace_context import current_trace_id
@@ -27,8 +26,6 @@ if TYPE_CHECKING:  # the loop's own types: the loop never imports approvals
     from runtime.loop import RunState, Suspension
 
 log = logging.getLogger(__name__)
-
-Send = Callable[[ConversationRef, Event], Awaitable[MessageRef | None]]
 
 
 class Suspender:
