@@ -289,7 +289,7 @@ class _BashJudge(WrapperRules, GitRules):
         if self.cwd is None or self.workdir is None:
             return
         for path in {word, word.partition("=")[2]} - {""}:
-            target = resolved(path, self.cwd, self.workdir)
+            target = resolved(path, self.cwd, self.workdir, existing=True)
             why = None if target is None else secret_location(target, self.home)
             if why:
                 self.ask(f"reads {path}, which leads to {target} ({why})")

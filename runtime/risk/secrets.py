@@ -124,13 +124,16 @@ def is_device(path: str) -> bool:
     return path.startswith("/dev/") and not harmless
 
 
-def resolved(path: str, cwd: str, workdir: Path) -> str | None:
+def resolved(path: str, cwd: str, workdir: Path, existing: bool = False) -> str | None:
     """Where `path` (opened in `cwd`) really leads when a symlink, of the file or of a
     directory on the way, makes that differ from what is written: relative to the work
-    directory when inside it, else absolute. None when it is what it says."""
+    directory when inside it, else absolute. None when it is what it says, or with
+    `existing` (a read: nothing to read there) when it does not exist."""
     if "\x00" in path or len(path) > 4096:
         return None
     joined = posixpath.normpath(posixpath.join(cwd, path))
+    if existing and not os.path.lexists(joined):
+        return None
     try:
         real = os.path.realpath(joined)
     except (OSError, ValueError):

@@ -126,10 +126,8 @@ class _Reader:
                     raise self.fail(f"an operator {op!r} without a command before it")
                 continue
             redirect = self.redirect(current)
-            if redirect:
-                continue
-            words += self.add_word(current, self.word())
-            if words > MAX_WORDS:
+            words += 1 if redirect else self.add_word(current, self.word())
+            if words > MAX_WORDS:  # redirection targets count as words
                 raise self.fail("more words than are checked one by one")
         if current.words or current.redirects:
             commands.append(current)
