@@ -39,17 +39,19 @@ async def dispatch(
     conversation: ConversationRef,
     say: Say,
     help_text: str = HELP,
+    job: str = "",
 ) -> RunResult | None:
-    """Handle one input; returns the run's result when the agent ran (or resumed)."""
+    """Handle one input; returns the run's result when the agent ran (or resumed). `job`: the
+    inbox entry it came in (delivered again, its run continues where it stopped)."""
     try:
         command = parse_command(text)
     except CommandError as exc:
         await say(str(exc))
         return None
     if command is None:
-        return await runtime.run(session, text, actor, conversation)
+        return await runtime.run(session, text, actor, conversation, job)
     async with runtime.audit.unit():  # the command's record goes with what it caused
-        return await _command(runtime, command, session, actor, conversation, say, help_text)
+        return await _command(runtime, command, session, actor, conversation, say, help_text, job)
 
 
 async def _command(
@@ -60,6 +62,7 @@ async def _command(
     conversation: ConversationRef,
     say: Say,
     help_text: str,
+    job: str,
 ) -> RunResult | None:
     # Every command is audited (who, what, where); ordinary messages never are.
     await runtime.audit.record(
@@ -85,6 +88,7 @@ async def _command(
             conversation,
             reason=command.reason,
             always=command.scope == "always",
+            job=job,
         )
         if not decision.accepted or command.scope == "always":
             await say(decision.message)
@@ -123,8 +127,11 @@ async def _policy(
         return "Cannot reach Redis, so the policy was neither read nor changed; try again."
 
 
-async def handle_inbound(runtime: Runtime, router: Router, inbound: Inbound) -> RunResult | None:
-    """One queued input, from any platform; answers to the sender alone go through `router`."""
+async def handle_inbound(
+    runtime: Runtime, router: Router, inbound: Inbound, job: str
+) -> RunResult | None:
+    """One queued input (`job`: its inbox entry), from any platform; answers to the sender
+    alone go through `router`."""
     if inbound.kind == "release":
         return await runtime.release_held(inbound.session)
     if inbound.needs_session and not await runtime.knows(inbound.session):
@@ -134,5 +141,11 @@ async def handle_inbound(runtime: Runtime, router: Router, inbound: Inbound) -> 
         await router.tell(inbound.conversation, inbound.actor, text, inbound.reply)
 
     return await dispatch(
-        runtime, inbound.session, inbound.text, inbound.actor, inbound.conversation, say
+        runtime,
+        inbound.session,
+        inbound.text,
+        inbound.actor,
+        inbound.conversation,
+        say,
+        job=job,
     )

@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,9 +34,9 @@ from runtime.policy.model import PolicyDocument
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
-from runtime.queue.worker import Worker, sweep_forever
+from runtime.queue.worker import OUTAGES, Worker, sweep_forever
 from runtime.store.connection import connect
-from runtime.store.durability import durability_warnings
+from runtime.store.durability import DurabilityError, durability_warnings, fsync_mode
 from runtime.store.keys import Keys
 from runtime.tools.sandbox import Sandbox
 
@@ -52,9 +53,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
-RERUN_NOTICE = (
-    "A worker stopped while handling your last message; another one is running it again "
-    "from the start (calls that were approved are never run twice)."
+REDIS_WAIT = (
+    "I cannot reach my storage (Redis) right now; your request is kept and will go on as "
+    "soon as it is back."
+)
+DROPPED = (
+    "I gave up on a message here: every process that took it stopped while working on it. "
+    "Please send it again if it is still needed."
 )
 WORKER_SILENCE = 10.0  # seconds without polling after which a worker counts as gone
 QUEUE_LAG = Histogram(
@@ -132,15 +137,27 @@ async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackId
 
 async def build_service(settings: Settings, policy: PolicyDocument, worker: bool = True) -> Service:
     redis = connect(settings.redis_url)
-    keys = Keys(settings.redis_prefix)
-    inbox = Inbox(redis, keys, dedupe_ttl_s=settings.dedupe_ttl)
     http = ClientSession()
     try:
+        inbox = await _inbox(settings, redis)
         return await _build(settings, policy, redis, inbox, http, worker)
     except BaseException:
         await http.close()
         await redis.aclose()
         raise
+
+
+async def _inbox(settings: Settings, redis: Redis) -> Inbox:
+    wait_aof = False
+    if settings.ingest_durability == "fsync":
+        try:
+            wait_aof = await fsync_mode(redis) == "waitaof"
+        except DurabilityError as exc:
+            raise SettingsError(
+                f"CLAWGATE_INGEST_DURABILITY=fsync needs every accepted input on disk: {exc}"
+            ) from exc
+    keys = Keys(settings.redis_prefix)
+    return Inbox(redis, keys, dedupe_ttl_s=settings.dedupe_ttl, wait_aof=wait_aof)
 
 
 async def _build(
@@ -185,11 +202,12 @@ async def _build(
     async def handle(job: Job) -> None:
         inbound = Inbound.model_validate_json(job.payload)
         QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
-        message = inbound.kind == "input" and not inbound.text.lstrip().startswith("/")
-        if job.deliveries > 1 and message and not inbound.needs_session:
-            # Taken over from a worker that stopped: say so, as parts may show twice.
-            await router.send(inbound.conversation, Notice(RERUN_NOTICE))
-        await handle_inbound(runtime, router, inbound)
+        try:
+            await handle_inbound(runtime, router, inbound, job.id)
+        except OUTAGES:
+            if job.attempt == 0 and inbound.kind == "input":  # said once; the worker retries
+                await router.send(inbound.conversation, Notice(REDIS_WAIT))
+            raise
 
     worker = None
     if with_worker:
@@ -199,6 +217,8 @@ async def _build(
             runtime.worker_id,
             concurrency=settings.worker_concurrency,
             reclaim_idle=settings.reclaim_idle,
+            liveness_ttl=settings.liveness_ttl,
+            dropped=_tell_dropped(router),
         )
     warnings = [*filter(None, [sandbox.missing])]
     if settings.redis_url:  # the embedded store says at start that it keeps nothing
@@ -206,6 +226,15 @@ async def _build(
     for warning in warnings:
         log.warning("%s", warning)
     return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox, warnings)
+
+
+def _tell_dropped(router: Router) -> Callable[[Job], Awaitable[None]]:
+    async def dropped(job: Job) -> None:
+        inbound = Inbound.model_validate_json(job.payload)
+        if inbound.kind == "input":
+            await router.send(inbound.conversation, Notice(DROPPED))
+
+    return dropped
 
 
 def _release_through(ingest: Ingest) -> Release:

@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(
         3600, alias="CLAWGATE_APPROVAL_TIMEOUT", gt=0, le=30 * 86_400, allow_inf_nan=False
     )
-    liveness_ttl: float = Field(30, alias="CLAWGATE_LIVENESS_TTL", ge=1)
+    liveness_ttl: float = Field(3.0, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)
@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(64, alias="CLAWGATE_WORKER_CONCURRENCY", ge=1, le=10_000)
     reclaim_idle: float = Field(30.0, alias="CLAWGATE_RECLAIM_IDLE", ge=1)
     dedupe_ttl: float = Field(86_400, alias="CLAWGATE_DEDUPE_TTL", ge=8 * 3600)
+    # fsync: an input is acknowledged to the platform only once it is on Redis's disk.
+    ingest_durability: Literal["default", "fsync"] = Field(
+        "default", alias="CLAWGATE_INGEST_DURABILITY"
+    )
     shutdown_grace: float = Field(20.0, alias="CLAWGATE_SHUTDOWN_GRACE", ge=0)
     metrics_port: int | None = Field(None, alias="CLAWGATE_METRICS_PORT", ge=1, le=65535)
     # Tracing: off, metadata (no prompt/argument/output text) or replay (redacted, truncated).

@@ -1,11 +1,10 @@
 """The runtime's public API, used by every adapter:
 
-- `run(session, text, actor, conversation)`: one message; held while the session waits for a
-  decision, else it runs the agent loop.
+- `run(session, text, actor, conversation, job)`: one message; held while the session waits
+  for a decision, else it runs the agent loop (the same job again continues it: retake.py).
 - `decide(approval_id, approve, actor, conversation, ...)`: a human's answer; on approve the
   frozen call runs exactly once and the run continues from its checkpoint, in any process.
-- `cancel`, `pending`, `sweep` (expiry and crash recovery).
-"""
+- `cancel`, `pending`, `sweep` (expiry and crash recovery)."""
 
 from __future__ import annotations
 
@@ -19,9 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import RedisError
-
-from runtime.approval.decisions import REDIS_DOWN, Decided, Decision, Decisions, refused
+from runtime.approval.decisions import Decided, Decision, Decisions, Retaken
 from runtime.approval.execute import ApprovedCalls
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
 from runtime.approval.notices import is_last, notice_of
@@ -29,16 +26,24 @@ from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
 from runtime.audit import AuditLog
-from runtime.channel import ApprovalNotice, Channel, Event, Notice, Reply, RunFinished
+from runtime.channel import ApprovalNotice, Channel, Event, Notice, RunFinished
 from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.metrics import RUNS
 from runtime.middleware.chain import Middleware
 from runtime.middleware.default import default_chain
-from runtime.models import Actor, ConversationRef, Message, RunResult, StopReason, UserMessage
+from runtime.models import (
+    Actor,
+    ConversationRef,
+    RunResult,
+    StopReason,
+    UserMessage,
+)
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
-from runtime.store.history import HistoryStore, encode_message, parse_history
+from runtime.retake import Retake
+from runtime.store.history import HistoryStore, encode_message
+from runtime.store.runs import Entry, RunJournal, held_job, new_job
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
@@ -59,10 +64,6 @@ DEMO_NOTICE = (
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
 Release = Callable[[str, ConversationRef], Awaitable[None]]
-REDIS_DOWN_RUN = (
-    "Sorry, I cannot reach my storage (Redis) right now, so your request was not (fully) "
-    "processed; please try again shortly."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ class RuntimeConfig:
     max_steps: int = 12
     max_tool_result_chars: int = 16_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    liveness_ttl: float = 30.0  # seconds a silent process is presumed alive while executing
+    liveness_ttl: float = 3.0  # seconds a silent process is presumed alive (renewed 3x as often)
 
 
 class Runtime:
@@ -125,6 +126,10 @@ class Runtime:
             approvals, policies, self.audit, self.settlement, self.worker_id, config.liveness_ttl
         )
         self.suspender = Suspender(approvals, history, self.audit, channel.send)
+        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
+        self.retake = Retake(
+            self.loop, approvals, self.suspender, self.settlement, config.liveness_ttl
+        )
         self.approved_calls = ApprovedCalls(
             approvals, self.audit, self.settlement, self.worker_id, config.liveness_ttl
         )
@@ -138,67 +143,65 @@ class Runtime:
     # --- messages ---------------------------------------------------------------------------
 
     async def run(
-        self, session: str, text: str, actor: Actor, conversation: ConversationRef
+        self,
+        session: str,
+        text: str,
+        actor: Actor,
+        conversation: ConversationRef,
+        job: str = "",
     ) -> RunResult:
-        """Handle one message. If Redis is unreachable the sender is told; a message that could
-        not even be recorded never ran."""
-        try:
-            async with self.audit.unit():  # the run's records in as few round trips as may be
-                return await self._enter(session, text, actor, conversation)
-        except RedisError as exc:
-            # An outage, not a bug: one line, no traceback.
-            log.error("session %s: Redis unavailable (%s)", session, exc)
-            await self._emitter(conversation)(Reply(REDIS_DOWN_RUN))
-            return RunResult(
-                session=session, stop_reason=StopReason.ERROR, steps=0, error=REDIS_DOWN_RUN
+        """Handle one message as the run of `job`, its inbox entry: a delivery of the same job
+        again (its process died) continues the run from what was recorded. Redis failing is
+        raised, never half-handled: the worker keeps the job and tries again."""
+        async with self.audit.unit():  # the run's records in as few round trips as may be
+            job = job or new_job()
+            held = HeldMessage(text=text, actor=actor, conversation=conversation, job=job)
+            user = UserMessage(content=text, actor=actor.key)
+            entry = await self.runs.enter(
+                session, held.model_dump_json(), encode_message(user), held.job
             )
-
-    async def _enter(
-        self, session: str, text: str, actor: Actor, conversation: ConversationRef
-    ) -> RunResult:
-        held = HeldMessage(text=text, actor=actor, conversation=conversation)
-        user = UserMessage(content=text, actor=actor.key)
-        count, approval_id, raw = await self.approvals.enter(
-            session, held.model_dump_json(), encode_message(user)
-        )
-        if not count:
-            return await self._run_message(session, held, parse_history(raw))
-        waiting = RunResult(
-            session=session,
-            stop_reason=StopReason.APPROVAL_REQUIRED,
-            steps=0,
-            approval_id=approval_id or None,
-            held=True,
-        )
-        if not approval_id:
-            # Leftovers of an interrupted wait: they run first, in arrival order, then this one
-            # (unless the session started waiting again meanwhile: then all of them wait).
-            return await self._release_held(session) or waiting
-        if count == 1:  # tell the sender once per wait, not for every message
-            await self._emitter(conversation)(
-                Notice(
-                    f"Waiting for a decision on approval {approval_id}; your message will "
-                    "run after it."
+            if entry.state != "held":
+                return await self._run_entry(session, held, entry)
+            waiting = RunResult(
+                session=session,
+                stop_reason=StopReason.APPROVAL_REQUIRED,
+                steps=0,
+                approval_id=entry.waiting_for or None,
+                held=True,
+            )
+            if not entry.waiting_for:
+                # Leftovers of an interrupted wait: they run first, in arrival order, then
+                # this one (unless the session started waiting again: then all of them wait).
+                return await self._release_held(session) or waiting
+            if entry.position == 1:  # tell the sender once per wait, not for every message
+                await self._emitter(conversation)(
+                    Notice(
+                        f"Waiting for a decision on approval {entry.waiting_for}; your message "
+                        "will run after it."
+                    )
                 )
-            )
-        return waiting
+            return waiting
 
-    async def _run_message(
-        self, session: str, message: HeldMessage, history: list[Message] | None = None
+    async def _run_entry(
+        self, session: str, message: HeldMessage, entry: Entry, held: str = ""
     ) -> RunResult:
-        """Run one message; `history` is given when the message is already appended to it."""
+        """Run a message that entered (`entry`): a new run, or a retake continued from what
+        was recorded. `held`: the held message it came from, which leaves its list at the end."""
         emit = self._emitter(message.conversation)
-        if history is None:
-            user = UserMessage(content=message.text, actor=message.actor.key)
-            history = await self.history.append_and_load(session, user)
-        if self.provider.offline_demo and len(history) == 1:
+        if entry.state == "again" and entry.done:
+            await self.runs.finish(session, message.job, held)
+            return RunResult(session=session, stop_reason=StopReason.FINAL, steps=0)
+        if self.provider.offline_demo and len(entry.history) == 1:
             await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation)
-        state = RunState(session=session, history=history, ctx=ctx, emit=emit)
+        state = RunState(session=session, history=entry.history, ctx=ctx, emit=emit)
+        work = self.retake(state, entry.start) if entry.state == "again" else self.loop.run(state)
         async with self.tracer.trace(
             "agent.run", session=session, actor=message.actor.key, payloads={"input": message.text}
         ) as trace:
-            return trace.done(await self._drive(state, self.loop.run(state)))
+            result = trace.done(await self._drive(state, work))
+        await self.runs.finish(session, message.job, held)
+        return result
 
     def _context(self, session: str, actor: Actor, conversation: ConversationRef) -> ToolContext:
         return ToolContext(
@@ -245,10 +248,15 @@ class Runtime:
         conversation: ConversationRef | None,
         reason: str | None = None,
         always: bool = False,
+        job: str = "",
     ) -> Decision:
-        """`conversation` is where the decision was made; None only for the operator CLI."""
+        """`conversation` is where the decision was made; None only for the operator CLI.
+        `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
+        failing is raised (the worker tries the job again)."""
         async with self.audit.unit():  # the decision's and the resumed run's records together
-            return await self._decide(approval_id, approve, actor, conversation, reason, always)
+            return await self._decide(
+                approval_id, approve, actor, conversation, reason, always, job or new_job()
+            )
 
     async def _decide(
         self,
@@ -258,42 +266,49 @@ class Runtime:
         conversation: ConversationRef | None,
         reason: str | None,
         always: bool,
+        job: str,
     ) -> Decision:
-        try:
-            decided = await self.decisions.record(
-                approval_id, approve, actor, conversation, reason, always
-            )
-        except RedisError as exc:
-            log.error("decision on %s failed: Redis unavailable (%s)", approval_id, exc)
-            return refused(REDIS_DOWN)
+        decided = await self.decisions.record(
+            approval_id, approve, actor, conversation, reason, always, job
+        )
         if isinstance(decided, Decision):
             return decided
+        if isinstance(decided, Retaken):
+            return await self._continue_decided(decided, job)
         record = decided.record
-        try:
-            note = await self.decisions.announce(decided, actor, always)
-            async with self.tracer.trace(
-                "approval.resume",
-                session=record.session,
-                resumes=decided.checkpoint.trace_id,
-                approval_id=record.id,
-                decision=record.status.value,
-                decided_by=actor.key,
-                tool=record.tool,
-            ) as trace:
-                result, held = await self._resume(decided, actor)
-                result = trace.done(result)
-            if held:
-                await self._release_held(record.session)
-        except RedisError as exc:
-            # Past the point of no return: say what is known, never "nothing was executed".
-            log.error("approval %s: Redis failed after the decision (%s)", record.id, exc)
-            return Decision(
-                True,
-                f"Approval {record.id} was recorded, but Redis became unreachable while the run "
-                "continued; the conversation may be incomplete.",
-            )
+        note = await self.decisions.announce(decided, actor, always)
+        async with self.tracer.trace(
+            "approval.resume",
+            session=record.session,
+            resumes=decided.checkpoint.trace_id,
+            approval_id=record.id,
+            decision=record.status.value,
+            decided_by=actor.key,
+            tool=record.tool,
+        ) as trace:
+            result, held = await self._resume(decided, actor)
+            result = trace.done(result)
+        await self.runs.finish(record.session, job)
+        if held:
+            await self._release_held(record.session)
         verb = "approved" if approve else "rejected"
         return Decision(True, f"Approval {record.id} {verb}.{note}", result)
+
+    async def _continue_decided(self, retaken: Retaken, job: str) -> Decision:
+        """The deciding job again, its process having died after the decision: continue the
+        run it resumed (unless that ended), then the messages held meanwhile (a held message
+        whose run was cut short is retaken there)."""
+        record, checkpoint = retaken.record, retaken.checkpoint
+        entry = await self.runs.latest(record.session)
+        result = None
+        if entry.job == job and not entry.done:
+            ctx = self._context(record.session, checkpoint.actor, checkpoint.conversation)
+            emit = self._emitter(checkpoint.conversation)
+            state = RunState(record.session, entry.history, ctx, emit)
+            result = await self._drive(state, self.retake(state, entry.start))
+            await self.runs.finish(record.session, job)
+        await self._release_held(record.session)
+        return Decision(True, f"Approval {record.id}: continued after a restart.", result)
 
     async def precheck(
         self, approval_id: str, actor: Actor, conversation: ConversationRef
@@ -374,10 +389,18 @@ class Runtime:
     # --- held messages, cancel, pending ----------------------------------------------------
 
     async def _release_held(self, session: str) -> RunResult | None:
-        """Run messages that arrived during the wait, in order, until one suspends again."""
+        """Run the messages held during a wait, in order, until one suspends again. Each
+        stays in its list until its run finished: a crash mid-way retakes it."""
         result = None
-        while (raw := await self.approvals.pop_held(session)) is not None:
-            result = await self._run_message(session, HeldMessage.model_validate_json(raw))
+        while (raw := await self.runs.first_held(session)) is not None:
+            message = HeldMessage.model_validate_json(raw)
+            message = message.model_copy(update={"job": held_job(raw, message.job)})
+            user = UserMessage(content=message.text, actor=message.actor.key)
+            entry = await self.runs.start_held(session, raw, encode_message(user), message.job)
+            if entry.state == "waiting":
+                break
+            if entry.state != "moved":
+                result = await self._run_entry(session, message, entry, held=raw)
         return result
 
     async def cancel(self, session: str, actor: Actor, conversation: ConversationRef) -> str:

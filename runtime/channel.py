@@ -11,9 +11,13 @@ from runtime.models import ConversationRef, StopReason, ToolStatus
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The assistant's answer (or an explanation the user must see)."""
+    """The assistant's answer (or an explanation the user must see). `key`: a stable id of
+    this answer; a run retaken after a crash posts it again with `again` set, and the channel
+    then posts it only if it is not there yet."""
 
     text: str
+    key: str = ""
+    again: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +69,11 @@ class ApprovalNotice:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequested:
+    """Post the notice; `again`: it may have been posted before a crash (post it only if it
+    is not there yet)."""
+
     notice: ApprovalNotice
+    again: bool = False
 
 
 @dataclass(frozen=True, slots=True)

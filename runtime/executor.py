@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 NO_OUTPUT = "(no output)"
 DISPLAY_CHARS = 200
 Emit = Callable[[Event], Awaitable[None]]
+# Records the batch's results so far (in history) before a call with side effects runs.
+Save = Callable[[Sequence[ToolResult]], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -106,14 +108,16 @@ class ToolExecutor:
         start: int = 0,
         prior: Sequence[ToolResult] = (),
         grants: Mapping[str, str] | None = None,
+        save: Save | None = None,
     ) -> BatchOutcome:
         """Run `calls[start:]`; `prior` are the results of `calls[:start]` (a resumed batch)
-        and `grants` maps call ids to the approval that lets them through the chain."""
+        and `grants` maps call ids to the approval that lets them through the chain. `save`
+        is given the results of `calls[start:]` so far before each call with side effects."""
         if self.audit is None:
-            outcome = await self._execute(calls, ctx, start, prior, grants)
+            outcome = await self._execute(calls, ctx, start, prior, grants, save)
         else:
             async with self.audit.unit():  # the batch's records in one round trip
-                outcome = await self._execute(calls, ctx, start, prior, grants)
+                outcome = await self._execute(calls, ctx, start, prior, grants, save)
         for result in outcome.results:
             # Names the model made up would grow the label set without bound.
             tool = result.tool if self.registry.known(result.tool) else UNKNOWN_TOOL
@@ -127,6 +131,7 @@ class ToolExecutor:
         start: int,
         prior: Sequence[ToolResult],
         grants: Mapping[str, str] | None,
+        save: Save | None,
     ) -> BatchOutcome:
         prepared = [self.prepare(call, ctx) for call in calls]
         for item in prepared:
@@ -167,7 +172,7 @@ class ToolExecutor:
                 tracing.tool_result(calls[i], i, canonical_arguments, result, known)
                 await self._emit(ToolFinished(item.call_id, item.tool, item.status, result.display))
             else:
-                await self._audit_before(item)
+                await self._before(item, save, results[start:])
                 result, entry = await self._run_one(item, i)
                 self._keep(entry)
             results.append(result)
@@ -295,12 +300,19 @@ class ToolExecutor:
             log.warning("audit: a tool_executed entry was not recorded: %s", type(exc).__name__)
             return None
 
-    async def _audit_before(self, invocation: ToolInvocation) -> None:
+    async def _before(
+        self, invocation: ToolInvocation, save: Save | None, done: Sequence[ToolResult]
+    ) -> None:
         """Before a call that is not parallel-safe, write what is held: the calls before it
-        may have had side effects, and their records must not wait for (and be lost with) a
-        long call during which the process may die. A one-call batch still writes once."""
-        if self.audit is not None and not invocation.tool.parallel_safe:
+        may have had side effects, and their audit records and results must not wait for (and
+        be lost with) a long call during which the process may die. A crash during this call
+        then leaves it the first unanswered one (see Runtime's retake)."""
+        if invocation.tool.parallel_safe:
+            return
+        if self.audit is not None:
             await self.audit.flush()
+        if save is not None:
+            await save(done)
 
 
 def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:

@@ -37,6 +37,11 @@ from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
 INTERRUPTED = "(no result: the run was interrupted before this call finished)"
+OUTCOME_UNKNOWN = (
+    "outcome unknown: the process running this call stopped while it ran; it may or may not "
+    "have taken effect, and it was not run again"
+)
+EMPTY_ANSWER = "(the model returned an empty answer)"
 # Seconds a run's copy of the conversation's policy is used for: it is read again at a step's
 # start and before the step's calls run when older (a deny made while the model answered
 # applies to the calls of that answer). Saves a Redis round trip per quick step.
@@ -65,6 +70,11 @@ class Suspension:
     prior: list[ToolResult]  # results of calls[:index]
     result: ToolResult  # the suspended call's result, with the risk reasons
     unsaved: list[Message]  # the turn so far, for history: written with the checkpoint
+
+
+def answer_key(session: str, index: int) -> str:
+    """The stable id of the final answer at `index` in the session's history."""
+    return f"answer/{session}/{index}"
 
 
 def fingerprint(call: ToolCall) -> str:
@@ -139,13 +149,13 @@ class AgentLoop:
         assert state.ctx.policy is not None
         return self.registry.specs(state.ctx.policy.offered)
 
-    def _result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
+    def result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
         return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
 
     async def run(self, state: RunState) -> tuple[RunResult, Suspension | None]:
         while state.step < self.max_steps:
             if state.ctx.cancelled.is_set():
-                return self._result(state, StopReason.CANCELLED), None
+                return self.result(state, StopReason.CANCELLED), None
             state.step += 1
             tracing.begin_step(state.step)
             specs = await self._offered(state)
@@ -158,13 +168,14 @@ class AgentLoop:
                     reply = await self.provider.complete(messages, specs)
             except ProviderError as exc:
                 await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
-                return self._result(state, StopReason.ERROR, error=str(exc)), None
+                return self.result(state, StopReason.ERROR, error=str(exc)), None
             tracing.llm_replied(llm, reply, self.registry.known)
             if not reply.tool_calls:
-                await self._append(state, [reply])
-                text = reply.content or "(the model returned an empty answer)"
-                await state.emit(Reply(text))
-                return self._result(state, StopReason.FINAL, final_text=text), None
+                await self.append(state, [reply])
+                text = reply.content or EMPTY_ANSWER
+                key = answer_key(state.session, len(state.history) - 1)
+                await state.emit(Reply(text, key=key))
+                return self.result(state, StopReason.FINAL, final_text=text), None
             if reply.content:
                 await state.emit(Reply(reply.content))
             repeated = [c for c in reply.tool_calls if fingerprint(c) in state.rejected]
@@ -177,7 +188,7 @@ class AgentLoop:
         await state.emit(
             Reply(f"Stopped after {state.step} steps without a final answer (max_steps).")
         )
-        return self._result(state, StopReason.MAX_STEPS), None
+        return self.result(state, StopReason.MAX_STEPS), None
 
     async def run_batch(
         self,
@@ -188,19 +199,23 @@ class AgentLoop:
         head: Sequence[Message] = (),
         grants: dict[str, str] | None = None,
     ) -> tuple[RunResult, Suspension | None] | None:
-        """Run `calls[start:]` and append `head` plus their results in one history write (on
-        suspension the caller writes them with the checkpoint). Returns how the run stopped,
-        or None when the loop should ask the model again."""
-        executor = ToolExecutor(
-            self.registry,
-            self.max_tool_result_chars,
-            state.emit,
-            audit=self.audit,
-            middlewares=self.middlewares,
+        """Run `calls[start:]` and append `head` plus their results to history: what is done
+        so far before each call with side effects, the rest at the end (on suspension the
+        caller writes it with the checkpoint). Returns how the run stopped, or None when the
+        loop should ask the model again."""
+        unsaved, saved = list(head), 0  # what is not yet in history: head, results from `saved`
+
+        async def save(results: Sequence[ToolResult]) -> None:
+            nonlocal saved
+            await self.append(state, [*unsaved, *(r.to_message() for r in results[saved:])])
+            unsaved.clear()
+            saved = len(results)
+
+        outcome = await self._executor(state).execute(
+            calls, state.ctx, start=start, prior=prior, grants=grants, save=save
         )
-        outcome = await executor.execute(calls, state.ctx, start=start, prior=prior, grants=grants)
         done = outcome.results if outcome.suspended_at is None else outcome.results[:-1]
-        produced = [*head, *(r.to_message() for r in done)]
+        produced = [*unsaved, *(r.to_message() for r in done[saved:])]
         if outcome.suspended_at is not None:
             # Not appended here: the checkpoint write appends them in the same atomic step.
             suspension = Suspension(
@@ -211,30 +226,59 @@ class AgentLoop:
                 outcome.results[-1],
                 produced,
             )
-            return self._result(state, StopReason.APPROVAL_REQUIRED), suspension
-        await self._append(state, produced)
+            return self.result(state, StopReason.APPROVAL_REQUIRED), suspension
+        await self.append(state, produced)
         if outcome.cancelled:
-            return self._result(state, StopReason.CANCELLED), None
+            return self.result(state, StopReason.CANCELLED), None
         return None
 
     async def run_granted(self, state: RunState, call: ToolCall, approval_id: str) -> ToolResult:
         """Run one approved call through the whole chain; history is the caller's business."""
-        executor = ToolExecutor(
+        outcome = await self._executor(state).execute(
+            [call], state.ctx, grants={call.id: approval_id}
+        )
+        return outcome.results[0]
+
+    def _executor(self, state: RunState) -> ToolExecutor:
+        return ToolExecutor(
             self.registry,
             self.max_tool_result_chars,
             state.emit,
             audit=self.audit,
             middlewares=self.middlewares,
         )
-        outcome = await executor.execute([call], state.ctx, grants={call.id: approval_id})
-        return outcome.results[0]
+
+    def interrupted(self, state: RunState, start: int) -> list[Message]:
+        """After a crash, answers for the calls of the run's last model answer that have none.
+        Results are saved before every call with side effects, so only the first of them
+        can have been running: unless it is side-effect free its outcome is unknown. None of
+        them is run again (the model may ask again)."""
+        turn = state.history[start:]
+        asked = next((m for m in reversed(turn) if isinstance(m, AssistantMessage)), None)
+        if asked is None:
+            return []
+        answered = {m.tool_call_id for m in turn if isinstance(m, ToolMessage)}
+        missing = [c for c in asked.tool_calls if c.id not in answered]
+        answers: list[Message] = []
+        for i, call in enumerate(missing):
+            tool = self.registry.resolve(call.name)
+            unknown = i == 0 and (tool is None or not tool.parallel_safe)
+            answers.append(
+                ToolMessage(
+                    tool_call_id=call.id,
+                    name=call.name,
+                    content=OUTCOME_UNKNOWN if unknown else INTERRUPTED,
+                    status=ToolStatus.ERROR,
+                )
+            )
+        return answers
 
     async def _stop_repeat(
         self, state: RunState, reply: AssistantMessage, call: ToolCall
     ) -> RunResult:
         who = state.rejected[fingerprint(call)]
         note = f"not executed: this exact call was just rejected by {who}; not asking again"
-        await self._append(
+        await self.append(
             state,
             [
                 reply,
@@ -248,9 +292,9 @@ class AgentLoop:
         )
         text = f"Stopped: the model asked again for the {call.name} call that {who} just rejected."
         await state.emit(Reply(text))
-        return self._result(state, StopReason.FINAL, final_text=text)
+        return self.result(state, StopReason.FINAL, final_text=text)
 
-    async def _append(self, state: RunState, messages: Sequence[Message]) -> None:
+    async def append(self, state: RunState, messages: Sequence[Message]) -> None:
         if messages:
             await self.history.append(state.session, *messages)
             state.history.extend(messages)

@@ -4,11 +4,12 @@ message per line, output flushed per event, exit 0 at end of input."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import threading
 from typing import TextIO
+
+from redis.exceptions import RedisError
 
 from adapters.dispatch import HELP as DISPATCH_HELP
 from adapters.dispatch import dispatch
@@ -17,6 +18,7 @@ from runtime.models import Actor, ConversationRef, RunResult
 from runtime.providers.demo import GRAMMAR
 
 log = logging.getLogger(__name__)
+REDIS_DOWN = "Cannot reach the store (Redis) right now; try again when it is back."
 
 HELP = DISPATCH_HELP.replace(
     "Anything else is a message to the assistant.",
@@ -89,8 +91,13 @@ class ConsoleChat:
         )
         async with self._lock:  # one thing at a time, also against the sweeper
             self._current = current = asyncio.ensure_future(work)
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await current
+            except asyncio.CancelledError:
+                pass
+            except RedisError as exc:  # nothing half-done is lost: the journal keeps it
+                log.error("Redis unavailable: %s", exc)
+                self._say(REDIS_DOWN)
             self._current = None
 
     async def _tell(self, text: str) -> None:

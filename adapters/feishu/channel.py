@@ -90,13 +90,15 @@ class FeishuChannel:
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if isinstance(event, Reply):
-            for piece in split_text(event.text, MAX_TEXT):
-                await self._say(conversation.data, "text", {"text": piece})
+            for i, piece in enumerate(split_text(event.text, MAX_TEXT)):
+                key = f"{event.key}/{i}" if event.key else ""
+                await self._say(conversation.data, "text", {"text": piece}, key)
         elif isinstance(event, Notice):
             await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
         elif isinstance(event, ApprovalRequested):
             card = approval_card(event.notice)
-            message_id = await self._say(conversation.data, "interactive", card)
+            key = f"approval/{event.notice.approval_id}"
+            message_id = await self._say(conversation.data, "interactive", card, key)
             return {"message_id": message_id} if message_id else None
         elif isinstance(event, ApprovalUpdated):
             card = approval_card(event.notice)
@@ -142,9 +144,14 @@ class FeishuChannel:
 
     # --- Open API calls ------------------------------------------------------------------------
 
-    async def _say(self, where: Mapping[str, str], msg_type: str, content: Any) -> str | None:
-        """Reply to `where`'s message (in thread if so marked), else post to its chat."""
-        payload, key = json.dumps(content, ensure_ascii=False), str(uuid.uuid4())
+    async def _say(
+        self, where: Mapping[str, str], msg_type: str, content: Any, key: str = ""
+    ) -> str | None:
+        """Reply to `where`'s message (in thread if so marked), else post to its chat. `key`:
+        a stable id of what is said (Feishu drops a second send with its uuid for an hour,
+        so a crashed run's retake never says it twice)."""
+        payload = json.dumps(content, ensure_ascii=False)
+        key = str(uuid.uuid5(uuid.NAMESPACE_URL, key)) if key else str(uuid.uuid4())
         if where.get("message_id"):
             body = (
                 ReplyMessageRequestBody.builder()

@@ -92,13 +92,20 @@ class SlackChannel:
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         where = _where(conversation)
         if isinstance(event, Reply):
-            for piece in split_text(event.text, MAX_TEXT):
-                await self._post(where, text=escape(piece))
+            for i, piece in enumerate(split_text(event.text, MAX_TEXT)):
+                key = f"{event.key}/{i}" if event.key else ""
+                await self._post(where, key=key, again=event.again, text=escape(piece))
         elif isinstance(event, Notice):
             await self._post(where, text=f":information_source: {escape(event.text)}")
         elif isinstance(event, ApprovalRequested):
             notice = event.notice
-            ts = await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
+            ts = await self._post(
+                where,
+                key=f"approval/{notice.approval_id}",
+                again=event.again,
+                text=fallback_text(notice),
+                blocks=approval_blocks(notice),
+            )
             return {"channel": where["channel"], "ts": ts} if ts else None
         elif isinstance(event, ApprovalUpdated):
             notice = event.notice
@@ -154,13 +161,20 @@ class SlackChannel:
 
     # --- Web API calls ---------------------------------------------------------------------
 
-    async def _post(self, where: dict[str, str], **fields: Any) -> str | None:
+    async def _post(
+        self, where: dict[str, str], key: str = "", again: bool = False, **fields: Any
+    ) -> str | None:
         """Post once, even through failures after which Slack may have posted anyway (5xx,
-        a dropped connection): every post carries a tag in its metadata, and before posting
-        again the conversation is searched for it."""
-        tag = uuid.uuid4().hex
+        a dropped connection): every post carries a tag in its metadata (`key`, else a random
+        one), and before posting again the conversation is searched for it. `again`: the
+        post may be there from before a crash: searched for first."""
+        tag = key or uuid.uuid4().hex
         metadata = {"event_type": POST_EVENT, "event_payload": {"post": tag}}
         channel, thread_ts = where["channel"], where.get("thread_ts")
+        if again:
+            checked, ts = await self._find_post(channel, thread_ts, tag)
+            if ts is not None:
+                return ts
         for attempt in range(1, ATTEMPTS + 1):
             post = self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, metadata=metadata, **fields

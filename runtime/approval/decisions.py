@@ -60,6 +60,15 @@ class Decided:
     policy_read_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class Retaken:
+    """The deciding job was delivered again after its process died: its decision stands
+    (recorded before), and the run it resumed is to be continued from what was recorded."""
+
+    record: ApprovalRecord
+    checkpoint: Checkpoint
+
+
 def checkpoint_hash(checkpoint: Checkpoint) -> str:
     """The hash of the checkpoint's suspended call as it stands now."""
     return checkpoint_call_hash(checkpoint, canonical_arguments(checkpoint.calls[checkpoint.index]))
@@ -100,9 +109,10 @@ class Decisions:
         conversation: ConversationRef | None,
         reason: str | None,
         always: bool,
-    ) -> Decision | Decided:
-        """Check who may decide, then run the decision script: a refusal, or what was
-        decided (audited)."""
+        job: str = "",
+    ) -> Decision | Decided | Retaken:
+        """Check who may decide, then run the decision script: a refusal, what was decided
+        (audited), or for a retake of `job` (the deciding job) its earlier decision."""
         attempt = "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
@@ -131,7 +141,10 @@ class Decisions:
             self.liveness_ttl,
             rejection=encode_message(rejected.to_message()) if rejected else "",
             last=is_last(checkpoint),
+            job=job,
         )
+        if transition.outcome == "retaken":
+            return Retaken(record, checkpoint)
         if not transition.ok:
             return refused(
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)

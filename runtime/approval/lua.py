@@ -50,12 +50,15 @@ return {'ok', tostring(now), tostring(expires)}
 """
 )
 
-# KEYS: approval, pending, session audit, history, held
+# KEYS: approval, pending, session audit, history, held, run
 # ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash,
-#       worker, rejection result message json ('' = none), '1' = last call of its batch
+#       worker, rejection result message json ('' = none), '1' = last call of its batch,
+#       the deciding job ('' = none)
 # An approval goes straight on to `executing` (both transitions audited) under the deciding
 # worker: there is no window in which it is approved but owned by nobody. A rejection records
-# the call's result in history at once. A decision answers with the history as it now stands.
+# the call's result in history at once. The deciding job is kept with the decision and becomes
+# the session's run (see runtime/store/runs.py): delivered again, it is told {'retaken',
+# status} and continues what it began. A decision answers with the history as it now stands.
 DECIDE = (
     _PRELUDE
     + """
@@ -63,7 +66,12 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'conversation_id', 'call_hash',
   'decided_by', 'version')
 local version = tonumber(f[6])
-if f[1] ~= 'pending' then return {'already', f[1], f[5] or ''} end
+if f[1] ~= 'pending' then
+  if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'job') == ARGV[10] then
+    return {'retaken', f[1], f[5] or ''}
+  end
+  return {'already', f[1], f[5] or ''}
+end
 if now >= tonumber(f[2]) then
   redis.call('HSET', KEYS[1], 'status', 'expired', 'decided_at', now, 'version', version + 1)
   audit('expired', ARGV[3], 'expired', {})
@@ -78,8 +86,9 @@ if ARGV[6] ~= f[4] then
   return {'hash_mismatch'}
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', ARGV[3], 'decided_at', now,
-  'reason', ARGV[4], 'version', version + 1)
+  'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
 audit(ARGV[2], ARGV[3], ARGV[2], {'reason', ARGV[4]})
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[6], 'job', ARGV[10], 'done', '0') end
 if ARGV[2] == 'approved' then
   redis.call('HSET', KEYS[1], 'status', 'executing', 'worker', ARGV[7], 'executing_at', now,
     'version', version + 2)
@@ -114,30 +123,6 @@ audit(ARGV[3], ARGV[4], ARGV[3], extra)
 return {'ok', tostring(now)}
 """
 )
-
-# KEYS: pending, held, history
-# ARGV: held message json, ttl ms, user message json
-# A new message either waits (the session waits for a decision, or messages held during an
-# interrupted wait are still queued): {queue length, approval id}; or it enters the history
-# in the same step: {0, '', history}.
-ENTER = """
-local id = redis.call('GET', KEYS[1])
-if id or redis.call('LLEN', KEYS[2]) > 0 then
-  local n = redis.call('RPUSH', KEYS[2], ARGV[1])
-  -- Kept at least as long as the wait itself (a conversation's timeout may exceed the default).
-  redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[1])))
-  return {n, id or '', {}}
-end
-redis.call('RPUSH', KEYS[3], ARGV[3])
-return {0, '', redis.call('LRANGE', KEYS[3], 0, -1)}
-"""
-
-# KEYS: pending, held
-# The next held message, unless the session is waiting for a decision again.
-POP_HELD = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-return redis.call('LPOP', KEYS[2])
-"""
 
 # KEYS: approval, pending, session audit, history, held
 # ARGV: id, outcome, result message json, '1' = last call of its batch

@@ -93,6 +93,7 @@ class ApprovalRecord(Versioned):
     worker: str | None = None  # the process that executes (or executed) the approved call
     version: int = 1
     notice: dict[str, str] = Field(default_factory=dict)  # the adapter's ref to the notice
+    notified: bool = False  # the notice was posted (a retaken run posts it otherwise)
 
 
 def call_hash(tool: str, arguments: str, call_id: str, session: str, checkpoint_id: str) -> str:
@@ -121,3 +122,4 @@ class HeldMessage(BaseModel):
     text: str
     actor: Actor
     conversation: ConversationRef
+    job: str = ""  # its inbox entry: the id of its run (runtime/store/runs.py)

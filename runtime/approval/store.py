@@ -1,4 +1,4 @@
-"""Approvals in Redis: records with their checkpoints, the status machine, held messages,
+"""Approvals in Redis: records with their checkpoints, the status machine, the pending mark,
 standing allow rules, worker liveness and the audit trail.
 
 Each session's audit stream is written by the status scripts themselves, atomically with the
@@ -40,7 +40,8 @@ SESSION_CACHE_SIZE = 4096
 @dataclass(frozen=True, slots=True)
 class Transition:
     """What a status script answered: `ok`, or why not (`not_found`, `already`, `expired`,
-    `wrong_conversation`, `hash_mismatch`, `wrong_status`, `not_due`, `wrong_worker`)."""
+    `wrong_conversation`, `hash_mismatch`, `wrong_status`, `not_due`, `wrong_worker`), or
+    `retaken` (the deciding job decided it before: see runtime/store/runs.py))."""
 
     outcome: str
     status: str | None = None  # the status found, for `already` / `wrong_status`
@@ -72,8 +73,6 @@ class ApprovalStore:
         self.ttl_ms = self.timeout_ms + self.grace_ms
         self._release = redis.register_script(lua.RELEASE)
         self._close = redis.register_script(lua.CLOSE)
-        self._enter = redis.register_script(lua.ENTER)
-        self._pop_held = redis.register_script(lua.POP_HELD)
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
 
@@ -84,6 +83,7 @@ class ApprovalStore:
             self.keys.session_audit(session),
             self.keys.history(session),
             self.keys.held(session),
+            self.keys.run(session),
         ]
 
     def _pipeline(self) -> Pipeline:
@@ -166,6 +166,7 @@ class ApprovalStore:
             reason=raw.get("reason") or None,
             outcome=raw.get("outcome") or None,
             worker=raw.get("worker") or None,
+            notified=raw.get("notified") == "1",
         )
         if raw.get("notice"):
             fields["notice"] = json.loads(raw["notice"])
@@ -173,9 +174,12 @@ class ApprovalStore:
         return record, Checkpoint.model_validate_json(raw["checkpoint"])
 
     async def set_notice(self, record: ApprovalRecord, notice: dict[str, str]) -> None:
-        await self.redis.hset(
-            self.keys.approval(record.session, record.id), "notice", json.dumps(notice)
-        )
+        """The notice was posted; `notice` is the platform's reference to it (may be empty)."""
+        key = self.keys.approval(record.session, record.id)
+        if notice:
+            await self.redis.hset(key, mapping={"notified": "1", "notice": json.dumps(notice)})
+        else:
+            await self.redis.hset(key, "notified", "1")
 
     # --- transitions ------------------------------------------------------------------------
 
@@ -191,13 +195,15 @@ class ApprovalStore:
         liveness_ttl_s: float,
         rejection: str = "",
         last: bool = False,
+        job: str = "",
     ) -> tuple[Transition, list[str]]:
         """pending -> rejected (with `rejection`, the call's result message, recorded in history
         and the session released when `last`), or pending -> approved -> executing under
-        `worker` (or expired, when found overdue). Also returns the session's history as it
-        stands after the decision, read by the same script. On approval the worker's
-        liveness key and the sweeper's hint travel along: recovery tells a crash by the
-        liveness key's absence."""
+        `worker` (or expired, when found overdue); `job`, the deciding job, becomes the
+        session's run (`retaken` when it already decided this approval). Also returns the
+        session's history as it stands after the decision, read by the same script. On
+        approval the worker's liveness key and the sweeper's hint travel along: recovery
+        tells a crash by the liveness key's absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         keys = self._session_keys(record.session, record.id)
         pipe = self._pipeline()
@@ -217,6 +223,7 @@ class ApprovalStore:
             worker,
             rejection,
             "1" if last else "0",
+            job,
         )
         reply = (await pipe.execute())[-1]
         history = reply[4] if len(reply) > 4 else []
@@ -328,22 +335,6 @@ class ApprovalStore:
 
     async def worker_alive(self, worker: str) -> bool:
         return bool(await self.redis.exists(self.keys.worker(worker)))
-
-    # --- held messages ----------------------------------------------------------------------
-
-    async def enter(self, session: str, held: str, user_message: str) -> tuple[int, str, list[str]]:
-        """Let a message in, or hold it. Held: (queue length, approval waited for or "", []).
-        Let in: (0, "", the session's raw history, now ending with `user_message`)."""
-        reply = await self._enter(
-            keys=[self.keys.pending(session), self.keys.held(session), self.keys.history(session)],
-            args=[held, self.ttl_ms, user_message],
-        )
-        return int(reply[0]), str(reply[1]), [str(item) for item in reply[2]]
-
-    async def pop_held(self, session: str) -> str | None:
-        """The next held message, unless the session waits for a decision again."""
-        value = await self._pop_held(keys=[self.keys.pending(session), self.keys.held(session)])
-        return None if value is None else str(value)
 
     async def pending_id(self, session: str) -> str | None:
         value = await self.redis.get(self.keys.pending(session))

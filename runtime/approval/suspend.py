@@ -99,10 +99,14 @@ class Suspender:
             reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
             expires_at=record.expires_at,
         )
-        ref = await self.send(ctx.conversation, ApprovalRequested(notice_of(record)))
-        if ref:
-            await self.approvals.set_notice(record, ref)
+        await self.notify(record)
         return result.model_copy(update={"approval_id": record.id})
+
+    async def notify(self, record: ApprovalRecord, again: bool = False) -> None:
+        """Post the approval notice to its conversation, and record that it was posted.
+        `again`: it may have been posted by a process that died before recording it."""
+        ref = await self.send(record.conversation, ApprovalRequested(notice_of(record), again))
+        await self.approvals.set_notice(record, ref or {})
 
     async def abandon(self, state: RunState, suspension: Suspension, text: str) -> None:
         """Best effort after a failed checkpoint: keep what already ran in history, answer the

@@ -19,6 +19,7 @@ from redis.exceptions import ResponseError
 from runtime.store.keys import Keys
 
 GROUP = "workers"
+WAITAOF_MS = 1500  # within the ingest deadline: else the platform is answered 503 and retries
 
 # KEYS: stream, lane, dedupe keys...   ARGV: dedupe ttl ms, lane, payload
 # A duplicate still marks the keys it lacked: a later delivery through another event type
@@ -58,6 +59,20 @@ end
 return lost
 """
 
+# KEYS: stream   ARGV: group, new owner, dead consumer, ids...  Moves the dead consumer's entries
+# to the new owner unless another worker took them first; answers {id, fields, deliveries}
+# for each entry taken.
+TAKE = """
+local taken = {}
+for i = 4, #ARGV do
+  local entry = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)[1]
+  if entry and entry[2] == ARGV[3] then
+    local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i])[1]
+    if claimed then taken[#taken + 1] = {claimed[1], claimed[2], entry[4] + 1} end
+  end
+end
+return taken
+"""
 
 _NOW = """
 local t = redis.call('TIME')
@@ -81,6 +96,7 @@ class Job:
     lane: str
     payload: str
     deliveries: int = 1
+    attempt: int = 0  # tries in this process (Redis was unreachable on the earlier ones)
 
 
 def _jobs(entries: Sequence[Any]) -> list[Job]:
@@ -91,17 +107,34 @@ def _jobs(entries: Sequence[Any]) -> list[Job]:
     return jobs
 
 
+class NotDurable(Exception):
+    """The input was written, but Redis did not confirm it on disk in time."""
+
+
 class Inbox:
-    def __init__(self, redis: Redis, keys: Keys, dedupe_ttl_s: float = 86_400) -> None:
+    def __init__(
+        self, redis: Redis, keys: Keys, dedupe_ttl_s: float = 86_400, wait_aof: bool = False
+    ) -> None:
+        """`wait_aof`: `put` returns only once the write is in Redis's append-only file on
+        disk (WAITAOF; see runtime/store/durability.py)."""
         self.redis = redis
         self.keys = keys
         self.dedupe_ttl_ms = int(dedupe_ttl_s * 1000)
         self.stream = keys.inbox_stream()
+        self.wait_aof = wait_aof
 
     async def put(self, lane: str, payload: str, dedupe: Sequence[str]) -> str | None:
         """Append a job unless any dedupe key was seen; returns its id, None for a duplicate."""
         keys = [self.stream, self.keys.inbox_lane(lane), *map(self.keys.inbox_seen, dedupe)]
-        result = await self.redis.eval(PUT, len(keys), *keys, self.dedupe_ttl_ms, lane, payload)
+        if not self.wait_aof:
+            result = await self.redis.eval(PUT, len(keys), *keys, self.dedupe_ttl_ms, lane, payload)
+            return str(result) if result else None
+        pipe = self.redis.pipeline(transaction=False)  # one connection: WAITAOF covers the put
+        pipe.eval(PUT, len(keys), *keys, self.dedupe_ttl_ms, lane, payload)
+        pipe.execute_command("WAITAOF", 1, 0, WAITAOF_MS)
+        result, (local, _) = await pipe.execute()
+        if int(local) < 1:
+            raise NotDurable("Redis did not confirm the input on disk in time")
         return str(result) if result else None
 
     async def ensure_group(self) -> None:
@@ -174,6 +207,51 @@ class Inbox:
     async def beat(self, consumer: str) -> None:
         """Say that `consumer` is polling (server time, so hosts' clocks do not matter)."""
         await self.redis.eval(BEAT, 1, self.keys.inbox_workers(), consumer)
+
+    async def live(self, consumer: str, ttl_ms: int) -> None:
+        """Say that `consumer`'s process lives for `ttl_ms` more: once this lapses, its jobs
+        are taken over at once (and approved calls it executes are settled)."""
+        await self.redis.set(self.keys.worker(consumer), "alive", px=ttl_ms)
+
+    async def dead_consumers(self, me: str) -> list[tuple[str, int, int]]:
+        """Consumers of the group, other than `me`, whose liveness mark lapsed: (name,
+        jobs pending, ms since they last read)."""
+        try:
+            consumers = await self.redis.xinfo_consumers(self.stream, GROUP)
+        except ResponseError as exc:
+            await self._regroup(exc)
+            return []
+        others = [c for c in consumers if c["name"] != me]
+        if not others:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for consumer in others:
+            pipe.exists(self.keys.worker(str(consumer["name"])))
+        alive = await pipe.execute()
+        return [
+            (str(c["name"]), int(c["pending"]), int(c["idle"]))
+            for c, live in zip(others, alive, strict=True)
+            if not live
+        ]
+
+    async def take_over(self, me: str, dead: str, count: int = 100) -> list[Job]:
+        """Move up to `count` jobs of the `dead` consumer to `me`, oldest first."""
+        entries = await self.redis.xpending_range(
+            self.stream, GROUP, min="-", max="+", count=count, consumername=dead
+        )
+        ids = [str(entry["message_id"]) for entry in entries]
+        if not ids:
+            return []
+        taken = await self.redis.eval(TAKE, 1, self.stream, GROUP, me, dead, *ids)
+        jobs = []
+        for entry_id, flat, deliveries in taken or []:
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            jobs.append(Job(str(entry_id), fields["lane"], fields["job"], int(deliveries)))
+        return jobs
+
+    async def forget_consumer(self, name: str) -> None:
+        """Drop a dead consumer with nothing pending from the group."""
+        await self.redis.xgroup_delconsumer(self.stream, GROUP, name)
 
     async def workers_polling(self, within_s: float) -> bool:
         """Whether some worker said it was polling in the last `within_s` seconds."""

@@ -5,11 +5,14 @@ process) and `clawgate worker` (no HTTP); any number of them share one consumer 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runtime.queue.inbox import Inbox, Job
 
@@ -19,6 +22,11 @@ Handler = Callable[[Job], Awaitable[None]]
 HELD_PER_LANE = 4  # jobs read ahead per busy lane: a busy session never starves the others
 BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
 MAX_DELIVERIES = 5  # a job that keeps killing its workers is dropped, not retried forever
+TAKEOVER_INTERVAL = 0.25  # seconds between looks for workers whose liveness mark lapsed
+FORGET_AFTER_MS = 60_000  # a dead consumer with nothing pending leaves the group after this
+RETRY_MAX = 10.0  # seconds between tries of a job while Redis is unreachable
+# Redis unreachable (not a script or data error): the job is worth trying again, in place.
+OUTAGES = (RedisConnectionError, RedisTimeoutError)
 
 
 class Worker:
@@ -31,13 +39,21 @@ class Worker:
         concurrency: int = 64,
         reclaim_idle: float = 30.0,
         lane_poll: float = 0.02,
+        liveness_ttl: float = 3.0,
+        dropped: Handler | None = None,
     ) -> None:
+        """`liveness_ttl`: seconds this worker's liveness mark lasts (renewed four times as
+        often); another worker takes over its jobs once it lapsed. `reclaim_idle`: the
+        fallback for jobs of consumers that never had a mark. `dropped`: told of a job given
+        up after MAX_DELIVERIES."""
         self.inbox = inbox
         self.handle = handle
         self.consumer = consumer
         self.concurrency = concurrency
         self.reclaim_idle = reclaim_idle
         self.lane_poll = lane_poll
+        self.liveness_ttl = liveness_ttl
+        self.dropped = dropped
         self.last_poll = 0.0  # monotonic time of the last successful read: /readyz
         self._held: dict[str, dict[str, Job]] = {}  # lane -> jobs this worker holds
         self._lanes: dict[str, asyncio.Task[None]] = {}
@@ -65,13 +81,17 @@ class Worker:
 
     async def start(self) -> None:
         await self.inbox.ensure_group()
+        # Marked alive before reading anything: no other worker may take what it reads.
+        await self.inbox.live(self.consumer, int(self.liveness_ttl * 1000))
         await self._beat()
         self.last_poll = time.monotonic()
         self._tasks = [
             asyncio.create_task(self._read_forever(), name="inbox-reader"),
             asyncio.create_task(self._beat_forever(), name="inbox-heartbeat"),
+            asyncio.create_task(self._live_forever(), name="inbox-liveness"),
             asyncio.create_task(self._keep_forever(), name="inbox-keepalive"),
             asyncio.create_task(self._reclaim_forever(), name="inbox-reclaimer"),
+            asyncio.create_task(self._take_over_forever(), name="inbox-takeover"),
         ]
 
     async def _beat(self) -> None:
@@ -81,12 +101,22 @@ class Worker:
             log.warning("inbox heartbeat failed (%s)", exc)
 
     async def _beat_forever(self) -> None:
-        """Tell other processes (a serve without its own worker) this worker lives, also
+        """Tell other processes (a serve without its own worker) this worker polls, also
         while it is too busy to read."""
         while True:
             await asyncio.sleep(BEAT_INTERVAL)
             if self.alive():
                 await self._beat()
+
+    async def _live_forever(self) -> None:
+        """Renew the liveness mark while this process runs (until its work is stopped)."""
+        ttl_ms = int(self.liveness_ttl * 1000)
+        while True:
+            await asyncio.sleep(self.liveness_ttl / 4)
+            try:
+                await self.inbox.live(self.consumer, ttl_ms)
+            except RedisError as exc:
+                log.warning("liveness mark failed (%s)", exc)
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
@@ -136,13 +166,43 @@ class Worker:
                 continue
             if self._stopping:  # left pending: a live worker reclaims them in turn
                 return
-            for job in jobs:
-                if job.deliveries > MAX_DELIVERIES:
-                    log.error("dropping job %s: delivered %d times", job.id, job.deliveries)
-                    await self._ack(job)
-                else:
-                    log.warning("reclaimed job %s of a stopped worker", job.id)
-                    self._take(job)
+            if jobs:
+                log.warning("reclaimed %d idle jobs", len(jobs))
+            await self._adopt(jobs)
+
+    async def _take_over_forever(self) -> None:
+        """Take over the jobs of workers whose liveness mark lapsed (killed, or stopped with
+        jobs left): within a second of the lapse, not after an idle timeout."""
+        while not self._stopping:
+            await asyncio.sleep(TAKEOVER_INTERVAL)
+            if self._stopping:
+                return
+            try:  # also when busy: its lanes may be waiting for the dead worker's jobs
+                for name, pending, idle_ms in await self.inbox.dead_consumers(self.consumer):
+                    if pending:
+                        jobs = await self.inbox.take_over(self.consumer, name)
+                        if jobs:
+                            log.warning("took over %d jobs of stopped worker %s", len(jobs), name)
+                        await self._adopt(jobs)
+                    elif idle_ms > FORGET_AFTER_MS:
+                        await self.inbox.forget_consumer(name)
+            except RedisError as exc:
+                log.warning("inbox takeover failed (%s)", exc)
+
+    async def _adopt(self, jobs: list[Job]) -> None:
+        """Jobs taken from a stopped worker: handled here, or dropped when they keep killing
+        the workers that take them."""
+        for job in jobs:
+            if job.deliveries > MAX_DELIVERIES:
+                log.error("dropping job %s: delivered %d times", job.id, job.deliveries)
+                if self.dropped is not None:
+                    try:
+                        await self.dropped(job)
+                    except Exception:
+                        log.exception("could not tell of dropped job %s", job.id)
+                await self._ack(job)
+            else:
+                self._take(job)
 
     async def _keep_forever(self) -> None:
         while True:
@@ -187,11 +247,8 @@ class Worker:
                     job = held[head]
                     self._running.add(job.id)
                     try:
-                        if await self._handle(job):
-                            head = await self._ack(job)
-                        else:  # left pending: taken up again (reclaimed) once Redis is back
-                            head = None
-                            await asyncio.sleep(1.0)
+                        await self._handle_until_done(job)
+                        head = await self._ack(job)
                     finally:
                         self._running.discard(job.id)
                         held.pop(job.id, None)
@@ -204,14 +261,24 @@ class Worker:
             del self._lanes[lane]
             self._space.set()
 
+    async def _handle_until_done(self, job: Job) -> None:
+        """Handle the job; while Redis is unreachable try it again, in place (its lane waits
+        behind it), until Redis is back or the worker stops."""
+        delay = 1.0
+        while not await self._handle(job):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+            job = dataclasses.replace(job, attempt=job.attempt + 1)
+
     async def _handle(self, job: Job) -> bool:
-        """False when Redis failed: the job is worth another try later."""
+        """False when Redis was unreachable: the job is worth another try."""
+        log.info("job %s (delivery %d) of lane %s", job.id, job.deliveries, job.lane)
         try:
             await self.handle(job)
         except asyncio.CancelledError:
             raise
-        except RedisError as exc:
-            log.warning("job %s: Redis failed (%s); it stays queued for another try", job.id, exc)
+        except OUTAGES as exc:
+            log.warning("job %s: Redis unreachable (%s); trying it again", job.id, exc)
             return False
         except Exception:
             # Acknowledged anyway: a job that fails the same way every time must not loop.

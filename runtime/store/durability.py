@@ -25,6 +25,34 @@ UNKNOWN = (
 CHECK_SECONDS = 1.0  # a Redis that does not answer this soon is reported as unknown
 
 
+class DurabilityError(Exception):
+    """CLAWGATE_INGEST_DURABILITY=fsync cannot be kept with this Redis: said at start."""
+
+
+async def fsync_mode(redis: Redis) -> str:
+    """How to acknowledge an input only once it is on disk (CLAWGATE_INGEST_DURABILITY=fsync):
+    "always" when Redis syncs every write before answering (appendfsync always), "waitaof"
+    when each write must be waited for (WAITAOF, Redis 7.2 and later, with AOF on)."""
+    try:
+        async with asyncio.timeout(CHECK_SECONDS * 5):
+            config = await redis.config_get("append*")
+            version = str((await redis.info("server")).get("redis_version", "0"))
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise DurabilityError(f"cannot read Redis's persistence settings ({exc})") from exc
+    if str(config.get("appendonly", "")).lower() != "yes":
+        raise DurabilityError("Redis keeps no append-only file (appendonly no)")
+    if str(config.get("appendfsync", "")).lower() == "always":
+        return "always"
+    major, minor, *_ = (int(part) for part in [*version.split("."), "0", "0"])
+    if (major, minor) >= (7, 2):
+        return "waitaof"
+    raise DurabilityError(
+        f"Redis {version} syncs its append-only file only now and then "
+        f"(appendfsync {config.get('appendfsync')}) and has no WAITAOF (7.2+): set "
+        "appendfsync always"
+    )
+
+
 async def durability_warnings(redis: Redis) -> list[str]:
     """What could be lost, from CONFIG GET appendonly / appendfsync; empty when Redis syncs
     every write (appendfsync always)."""

@@ -24,6 +24,10 @@ class Keys:
     def history(self, session: str) -> str:
         return self.session(session, "history")
 
+    def run(self, session: str) -> str:
+        """The run journal's mark: the latest run's job, start in history, done."""
+        return self.session(session, "run")
+
     # Approvals: the record+checkpoint hash, the session's pending marker, its held messages
     # and its audit stream share the session's hash tag, so one Lua script can touch them all.
     def approval(self, session: str, approval_id: str) -> str:

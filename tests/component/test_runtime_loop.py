@@ -322,7 +322,12 @@ async def test_sessions_keep_separate_histories_under_their_hash_tag(
     await runtime.run("slack:T1:C1:1.2", "hello", ACTOR, CONVERSATION)
     await runtime.run("feishu:oc_1", "hello", ACTOR, CONVERSATION)
     keys = sorted(await redis.keys("cgtest:*"))
-    assert keys == ["cgtest:{feishu:oc_1}:history", "cgtest:{slack:T1:C1:1.2}:history"]
+    assert keys == [
+        "cgtest:{feishu:oc_1}:history",
+        "cgtest:{feishu:oc_1}:run",
+        "cgtest:{slack:T1:C1:1.2}:history",
+        "cgtest:{slack:T1:C1:1.2}:run",
+    ]
     raw = await redis.lindex("cgtest:{feishu:oc_1}:history", 0)
     assert raw is not None and json.loads(raw)["content"] == "hello"
 

@@ -1,0 +1,90 @@
+"""Retaking a run whose process died (kill -9, a crash, a lost host): it goes on from what
+history records, as the run journal (runtime/store/runs.py) found it. Never the user's
+message again, never a recorded call again; the call that may have been running ends with
+an unknown outcome; a run that waited for a decision waits on."""
+
+from __future__ import annotations
+
+import asyncio
+
+from runtime.approval.models import ApprovalStatus
+from runtime.approval.settle import Settlement
+from runtime.approval.store import ApprovalStore
+from runtime.approval.suspend import Suspender
+from runtime.channel import Notice, Reply
+from runtime.loop import EMPTY_ANSWER, AgentLoop, RunState, Suspension, answer_key
+from runtime.models import AssistantMessage, RunResult, StopReason
+
+CONTINUING = (
+    "Continuing where I stopped: the process working on this was restarted. Steps already "
+    "done are not repeated."
+)
+
+
+class Retake:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        approvals: ApprovalStore,
+        suspender: Suspender,
+        settlement: Settlement,
+        liveness_ttl: float,
+    ) -> None:
+        self.loop = loop
+        self.approvals = approvals
+        self.suspender = suspender
+        self.settlement = settlement
+        self.liveness_ttl = liveness_ttl
+
+    async def __call__(self, state: RunState, start: int) -> tuple[RunResult, Suspension | None]:
+        """Continue a run whose process died, from what history records (`start`: where the
+        run's turn begins): never its message again, never a recorded call again; a call
+        that was running ends with an unknown outcome. A run waiting for a decision waits on."""
+        await state.emit(Notice(CONTINUING))
+        state.step = sum(isinstance(m, AssistantMessage) for m in state.history[start:])
+        approval_id = await self.approvals.pending_id(state.session)
+        if approval_id is not None:
+            waiting = await self._settle(state, approval_id)
+            if waiting is not None:
+                return waiting, None
+        await self.loop.append(state, self.loop.interrupted(state, start))
+        if approval_id is not None:  # its batch is answered now: the session waits no more
+            await self.approvals.release(state.session, approval_id)
+        last = state.history[-1]
+        answered = isinstance(last, AssistantMessage) and not last.tool_calls
+        if answered and len(state.history) > start + 1:  # maybe not posted before the crash
+            text = last.content or EMPTY_ANSWER
+            key = answer_key(state.session, len(state.history) - 1)
+            await state.emit(Reply(text, key=key, again=True))
+            return self.loop.result(state, StopReason.FINAL, final_text=text), None
+        return await self.loop.run(state)
+
+    async def _settle(self, state: RunState, approval_id: str) -> RunResult | None:
+        """The approval a retaken run's session waits for: still pending (the run waits on;
+        its notice posted if the crash came first), or executing in the dead process (its
+        outcome is unknown: settled now). None when the run may go on."""
+        loaded = await self.approvals.load(approval_id)
+        if loaded is None:
+            return None
+        record, checkpoint = loaded
+        if record.status is ApprovalStatus.PENDING:
+            if not record.notified:
+                await self.suspender.notify(record, again=True)
+            return RunResult(
+                session=state.session,
+                stop_reason=StopReason.APPROVAL_REQUIRED,
+                steps=state.step,
+                approval_id=record.id,
+            )
+        if record.status is ApprovalStatus.EXECUTING and record.worker is not None:
+            deadline = asyncio.get_running_loop().time() + 2 * self.liveness_ttl
+            while await self.approvals.worker_alive(record.worker):
+                if asyncio.get_running_loop().time() > deadline:  # a live process runs it
+                    return RunResult(
+                        session=state.session, stop_reason=StopReason.ERROR, steps=state.step
+                    )
+                await asyncio.sleep(0.25)
+            if (await self.approvals.mark_outcome_unknown(record, record.worker)).ok:
+                await self.approvals.forget(record.id)
+                await self.settlement.after_outcome_unknown(record, checkpoint, run_held=False)
+        return None

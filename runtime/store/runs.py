@@ -1,0 +1,159 @@
+"""The run journal: which job a session's latest run belongs to, where its turn begins in
+history, and whether it finished. History itself is written step by step (the user message
+once, each model answer, each tool result before the next call with side effects), so a run
+taken over after a crash continues from what is recorded instead of starting again.
+
+A job is an inbox entry (a message or a decision) or a held message (its own inbox entry's
+id): the same job entering twice is a retake, never a second run. Held messages stay in
+their list until their run is finished, so a crash while one runs loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from redis.asyncio import Redis
+
+from runtime.models import Message
+from runtime.store.history import parse_history
+from runtime.store.keys import Keys
+
+_MARK = """
+local function again(mark)
+  return {'again', redis.call('LRANGE', KEYS[3], 0, -1), mark[2], mark[3]}
+end
+local function enter(user, job)
+  local length = redis.call('RPUSH', KEYS[3], user)
+  redis.call('HSET', KEYS[4], 'job', job, 'start', length - 1, 'done', '0')
+  return {'entered', redis.call('LRANGE', KEYS[3], 0, -1)}
+end
+"""
+
+# KEYS: pending, held, history, run   ARGV: held message json, ttl ms, user message json, job
+# A retake of the session's latest run: {'again', history, start, done}. A message that must
+# wait (the session waits for a decision, or messages held by an interrupted wait are still
+# queued) is held, once however often its job is delivered: {'held', position, approval id}.
+# Otherwise it enters the history in the same step: {'entered', history}.
+ENTER = (
+    _MARK
+    + """
+local mark = redis.call('HMGET', KEYS[4], 'job', 'start', 'done')
+if mark[1] == ARGV[4] then return again(mark) end
+local id = redis.call('GET', KEYS[1])
+if id or redis.call('LLEN', KEYS[2]) > 0 then
+  local at = redis.call('LPOS', KEYS[2], ARGV[1])
+  if not at then at = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1 end
+  -- Kept at least as long as the wait itself (a conversation's timeout may exceed the default).
+  redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[1])))
+  return {'held', at + 1, id or ''}
+end
+return enter(ARGV[3], ARGV[4])
+"""
+)
+
+# KEYS: pending, held, history, run   ARGV: the held message heading the list, user message, job
+# Starts (or retakes) the run of the first held message, unless the session waits again.
+START_HELD = (
+    _MARK
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'waiting'} end
+if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'moved'} end
+local mark = redis.call('HMGET', KEYS[4], 'job', 'start', 'done')
+if mark[1] == ARGV[3] then return again(mark) end
+return enter(ARGV[2], ARGV[3])
+"""
+)
+
+# KEYS: run, held   ARGV: job, the held message it ran ('' = none)
+FINISH = """
+if redis.call('HGET', KEYS[1], 'job') == ARGV[1] then redis.call('HSET', KEYS[1], 'done', '1') end
+if ARGV[2] ~= '' and redis.call('LINDEX', KEYS[2], 0) == ARGV[2] then
+  redis.call('LPOP', KEYS[2])
+end
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What entering a run found: `entered` (a new run; history ends with its message),
+    `again` (a retake of the latest run: continue from `history`, unless `done`), `held`
+    (the message waits: `position` in the queue, `waiting_for` the approval or ""), or for a
+    held message `waiting` (the session waits again) or `moved` (no longer first)."""
+
+    state: Literal["entered", "again", "held", "waiting", "moved"]
+    history: list[Message] = field(default_factory=list)
+    start: int = 0  # index in history of the run's first message
+    done: bool = False
+    job: str = ""  # (latest) the job whose run it is
+    position: int = 0
+    waiting_for: str = ""
+
+
+def _entry(reply: Sequence[Any]) -> Entry:
+    state = str(reply[0])
+    if state == "held":
+        return Entry("held", position=int(reply[1]), waiting_for=str(reply[2]))
+    if state in ("waiting", "moved"):
+        return Entry(state)  # type: ignore[arg-type]
+    history = parse_history(reply[1])
+    if state == "entered":
+        return Entry("entered", history, start=len(history) - 1)
+    return Entry("again", history, start=int(reply[2] or 0), done=reply[3] == "1")
+
+
+def new_job() -> str:
+    """The id of a run that no inbox entry carries (the console chat, the operator CLI)."""
+    return "local-" + secrets.token_hex(8)
+
+
+def held_job(raw: str, job: str) -> str:
+    """The job id of a held message: its inbox entry's, or (held before it was recorded) one
+    derived from the message itself."""
+    return job or "held-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+class RunJournal:
+    def __init__(self, redis: Redis, keys: Keys, held_ttl_ms: int) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.held_ttl_ms = held_ttl_ms
+        self._enter = redis.register_script(ENTER)
+        self._start_held = redis.register_script(START_HELD)
+        self._finish = redis.register_script(FINISH)
+
+    def _keys(self, session: str) -> list[str]:
+        k = self.keys
+        return [k.pending(session), k.held(session), k.history(session), k.run(session)]
+
+    async def enter(self, session: str, held: str, user_message: str, job: str) -> Entry:
+        """A message's run begins, is retaken, or the message is held (`held` is its JSON)."""
+        args: list[str | int] = [held, self.held_ttl_ms, user_message, job]
+        return _entry(await self._enter(keys=self._keys(session), args=args))
+
+    async def first_held(self, session: str) -> str | None:
+        value = await self.redis.lindex(self.keys.held(session), 0)
+        return None if value is None else str(value)
+
+    async def start_held(self, session: str, held: str, user_message: str, job: str) -> Entry:
+        """The run of the first held message (`held`, as stored) begins or is retaken."""
+        reply = await self._start_held(keys=self._keys(session), args=[held, user_message, job])
+        return _entry(reply)
+
+    async def finish(self, session: str, job: str, held: str = "") -> None:
+        """The run of `job` ended (answered, suspended or stopped); a held message's run also
+        leaves the held list now, not before."""
+        keys = [self.keys.run(session), self.keys.held(session)]
+        await self._finish(keys=keys, args=[job, held])
+
+    async def latest(self, session: str) -> Entry:
+        """The session's latest run, as a retake continues it."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hmget(self.keys.run(session), ["start", "done", "job"])
+        pipe.lrange(self.keys.history(session), 0, -1)
+        (start, done, job), raw = await pipe.execute()
+        history = parse_history(raw)
+        return Entry("again", history, start=int(start or 0), done=done == "1", job=job or "")

@@ -1,0 +1,308 @@
+"""Runs taken over after their process died, on a real Redis: a second runtime handles the
+same job again, as a worker does after a kill -9. What ran again, what was posted twice,
+what history holds. (The process died here = `Crash` raised at that point, or a task frozen
+with its liveness mark gone; tests/e2e/test_chaos.py does the same with real processes.)"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from runtime.agent import Runtime
+from runtime.approval.models import ApprovalStatus
+from runtime.channel import ApprovalRequested, Event, Notice, Reply
+from runtime.loop import INTERRUPTED, OUTCOME_UNKNOWN
+from runtime.middleware.chain import Handler, ToolInvocation
+from runtime.models import (
+    AssistantMessage,
+    ConversationRef,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+)
+from runtime.retake import CONTINUING
+from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+class Scripted:
+    """A model that answers from a script shared by the runtimes (the one that dies and the
+    one that takes over); a `Crash` in the script is raised instead of answering."""
+
+    name = "scripted"
+    offline_demo = False
+
+    def __init__(self, *steps: AssistantMessage | Crash) -> None:
+        self.steps = list(steps)
+        self.asked = 0
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantMessage:
+        self.asked += 1
+        step = self.steps.pop(0)
+        if isinstance(step, Crash):
+            raise step
+        return step
+
+
+def asks(*calls: tuple[str, str, str]) -> AssistantMessage:
+    return AssistantMessage(tool_calls=[ToolCall(id=i, name=n, arguments=a) for i, n, a in calls])
+
+
+def says(text: str) -> AssistantMessage:
+    return AssistantMessage(content=text)
+
+
+def write(call_id: str, path: str, text: str) -> tuple[str, str, str]:
+    return call_id, "write", f'{{"path": "{path}", "content": "{text}"}}'
+
+
+def bash(call_id: str, command: str) -> tuple[str, str, str]:
+    return call_id, "bash", f'{{"command": "{command}"}}'
+
+
+class Calls:
+    """A middleware at the end of the chain: counts the calls that reached their tool, and
+    crashes the process (or freezes it) at the call ids given."""
+
+    def __init__(self, crash: Sequence[str] = (), freeze: Sequence[str] = ()) -> None:
+        self.ran: list[str] = []
+        self.crash = set(crash)
+        self.freeze = set(freeze)
+        self.frozen = asyncio.Event()
+
+    async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
+        call_id = invocation.call.id
+        if call_id in self.crash:
+            self.crash.discard(call_id)
+            raise Crash
+        if call_id in self.freeze:
+            self.frozen.set()
+            await asyncio.Event().wait()  # forever: this process hangs, then dies
+        self.ran.append(call_id)
+        return await call_next(invocation)
+
+
+def runtime_with(
+    redis: aioredis.Redis, workdir: Path, model: Scripted, calls: Calls
+) -> tuple[Runtime, RecordingChannel]:
+    runtime, channel = make_runtime(redis, workdir, model, liveness_ttl=2)
+    runtime.loop.middlewares.append(calls)
+    return runtime, channel
+
+
+async def history_of(runtime: Runtime, session: str) -> list[Message]:
+    return await runtime.history.load(session)
+
+
+def users(history: Sequence[Message]) -> list[str]:
+    return [m.content for m in history if m.role == "user"]
+
+
+def tool_answers(history: Sequence[Message]) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in history if isinstance(m, ToolMessage)}
+
+
+def replies(channel: RecordingChannel) -> list[str]:
+    return [e.text for e in channel.of(Reply)]
+
+
+def continuing(channel: RecordingChannel) -> int:
+    return sum(e.text == CONTINUING for e in channel.of(Notice))
+
+
+async def test_a_run_taken_over_between_two_calls_never_repeats_a_recorded_step(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(
+        asks(write("c1", "a.txt", "1"), write("c2", "b.txt", "2"), write("c3", "c.txt", "3")),
+        says("done"),
+    )
+    calls = Calls(crash=["c2"])
+    first, _ = runtime_with(redis, workdir, model, calls)
+    with pytest.raises(Crash):
+        await first.run("s1", "write three files", ALICE, HERE, job="j1")
+
+    second, channel = runtime_with(redis, workdir, model, calls)
+    result = await second.run("s1", "write three files", ALICE, HERE, job="j1")
+
+    assert result.stop_reason is StopReason.FINAL and result.final_text == "done"
+    assert calls.ran == ["c1"]  # c1 not again; c2 was running: not again; c3 never started
+    assert (workdir / "a.txt").exists() and not (workdir / "c.txt").exists()
+    history = await history_of(second, "s1")
+    assert users(history) == ["write three files"]  # the message entered history once
+    answers = tool_answers(history)
+    assert answers["c2"] == OUTCOME_UNKNOWN and answers["c3"] == INTERRUPTED
+    assert model.asked == 2  # the model's first answer was recorded: not asked again
+    assert replies(channel) == ["done"] and continuing(channel) == 1
+
+
+async def test_an_answer_recorded_but_not_posted_is_posted_by_the_retake(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(says("the answer"))
+    first, channel = runtime_with(redis, workdir, model, Calls())
+
+    async def dies_on_reply(conversation: ConversationRef, event: Event) -> None:
+        if isinstance(event, Reply):
+            raise Crash
+
+    channel.send = dies_on_reply  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await first.run("s1", "question", ALICE, HERE, job="j1")
+
+    second, channel = runtime_with(redis, workdir, model, Calls())
+    await second.run("s1", "question", ALICE, HERE, job="j1")
+    assert replies(channel) == ["the answer"] and model.asked == 1
+    assert users(await history_of(second, "s1")) == ["question"]
+
+
+async def test_a_finished_job_delivered_again_does_nothing(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(says("hi"))
+    first, _ = runtime_with(redis, workdir, model, Calls())
+    await first.run("s1", "hello", ALICE, HERE, job="j1")
+    second, channel = runtime_with(redis, workdir, model, Calls())
+    await second.run("s1", "hello", ALICE, HERE, job="j1")
+    assert channel.events == [] and model.asked == 1
+    assert users(await history_of(second, "s1")) == ["hello"]
+
+
+async def suspended(
+    redis: aioredis.Redis, workdir: Path, model: Scripted, calls: Calls
+) -> tuple[Runtime, str]:
+    """A run in session s1 waits for approval of `rm victim.txt`."""
+    (workdir / "victim.txt").write_text("precious")
+    runtime, _ = runtime_with(redis, workdir, model, calls)
+    result = await runtime.run("s1", "remove it", ALICE, HERE, job="j1")
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
+    return runtime, result.approval_id
+
+
+async def test_a_message_delivered_twice_while_the_session_waits_is_held_once(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(asks(bash("c1", "rm victim.txt")))
+    runtime, _ = await suspended(redis, workdir, model, Calls())
+    for _ in range(2):
+        assert (await runtime.run("s1", "hello", ALICE, HERE, job="m1")).held
+    assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 1
+
+
+async def test_a_decision_retaken_after_the_call_was_consumed_resumes_and_releases(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(asks(bash("c1", "rm victim.txt")), Crash(), says("removed"), says("hi"))
+    calls = Calls()
+    first, approval_id = await suspended(redis, workdir, model, calls)
+    assert (await first.run("s1", "hello", ALICE, HERE, job="m1")).held
+    with pytest.raises(Crash):  # dies asking the model, after the approved call was consumed
+        await first.decide(approval_id, True, ADMIN, HERE, job="d1")
+    assert not (workdir / "victim.txt").exists()
+
+    second, channel = runtime_with(redis, workdir, model, calls)
+    decision = await second.decide(approval_id, True, ADMIN, HERE, job="d1")
+
+    assert decision.accepted
+    assert calls.ran == ["c1"]  # the approved call ran once
+    assert replies(channel) == ["removed", "hi"]  # the run's answer, then the held message's
+    history = await history_of(second, "s1")
+    assert users(history) == ["remove it", "hello"]
+    assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 0
+    assert await redis.get(f"{PREFIX}:{{s1}}:pending") is None
+    # Someone else clicking approve later is still told it was decided.
+    again = await second.decide(approval_id, True, ADMIN, HERE, job="d2")
+    assert not again.accepted and "already" in again.message
+
+
+async def test_a_crash_while_a_held_message_runs_keeps_it_for_the_retake(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(
+        asks(bash("c1", "rm victim.txt")),
+        says("removed"),
+        asks(write("w1", "one.txt", "1"), write("w2", "two.txt", "2")),
+        says("wrote them"),
+        says("second done"),
+    )
+    calls = Calls(crash=["w2"])
+    first, approval_id = await suspended(redis, workdir, model, calls)
+    for job, text in (("m1", "write both"), ("m2", "second")):
+        assert (await first.run("s1", text, ALICE, HERE, job=job)).held
+    with pytest.raises(Crash):  # dies inside the first held message's run
+        await first.decide(approval_id, True, ADMIN, HERE, job="d1")
+    assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 2  # nothing taken out before done
+
+    second, channel = runtime_with(redis, workdir, model, calls)
+    assert (await second.decide(approval_id, True, ADMIN, HERE, job="d1")).accepted
+
+    assert calls.ran == ["c1", "w1"]
+    assert replies(channel) == ["wrote them", "second done"]
+    assert continuing(channel) == 1
+    history = await history_of(second, "s1")
+    assert users(history) == ["remove it", "write both", "second"]
+    assert tool_answers(history)["w2"] == OUTCOME_UNKNOWN
+    assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 0
+
+
+async def test_a_retaken_decision_whose_process_died_executing_ends_outcome_unknown(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(asks(bash("c1", "rm victim.txt")), says("it may have run"))
+    calls = Calls(freeze=["c1"])
+    first, approval_id = await suspended(redis, workdir, model, calls)
+    frozen = asyncio.create_task(first.decide(approval_id, True, ADMIN, HERE, job="d1"))
+    await asyncio.wait_for(calls.frozen.wait(), 5)
+
+    async def no_heartbeat(worker: str, ttl_s: float) -> None:
+        return None
+
+    first.approvals.heartbeat = no_heartbeat  # type: ignore[method-assign]
+    await redis.delete(f"{PREFIX}:worker:{first.worker_id}")  # the mark lapses: it died
+
+    second, channel = runtime_with(redis, workdir, model, calls)
+    decision = await second.decide(approval_id, True, ADMIN, HERE, job="d1")
+    frozen.cancel()
+    await asyncio.gather(frozen, return_exceptions=True)
+
+    assert decision.accepted and calls.ran == []
+    assert (workdir / "victim.txt").exists()
+    record = await second.approvals.load(approval_id)
+    assert record is not None and record[0].status is ApprovalStatus.OUTCOME_UNKNOWN
+    said = replies(channel)
+    assert any("interrupted while it ran" in text for text in said)
+    assert said[-1] == "it may have run"  # the run went on with the unknown outcome
+    assert await redis.get(f"{PREFIX}:{{s1}}:pending") is None
+
+
+async def test_a_retake_while_the_run_waits_posts_a_lost_notice_and_waits_on(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "victim.txt").write_text("precious")
+    model = Scripted(asks(bash("c1", "rm victim.txt")))
+    first, channel = runtime_with(redis, workdir, model, Calls())
+
+    async def dies_on_notice(conversation: ConversationRef, event: Event) -> None:
+        raise Crash
+
+    first.suspender.send = dies_on_notice
+    with pytest.raises(Crash):
+        await first.run("s1", "remove it", ALICE, HERE, job="j1")
+
+    second, channel = runtime_with(redis, workdir, model, Calls())
+    result = await second.run("s1", "remove it", ALICE, HERE, job="j1")
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
+    assert [e.notice.approval_id for e in channel.of(ApprovalRequested)] == [result.approval_id]
+    assert model.asked == 1 and (workdir / "victim.txt").exists()

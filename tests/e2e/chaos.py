@@ -1,0 +1,523 @@
+"""The chaos suite: `clawgate serve` plus `clawgate worker` on one Redis, bursts of mentions
+over several Slack threads (a share of them needing approval, clicked by an approver as soon
+as the notice shows), and processes killed with SIGKILL at random moments and restarted;
+optionally Redis itself killed and restarted (AOF, `appendfsync always`). Then it counts:
+
+- lost: an accepted message never answered;
+- answered twice: a message answered more than once;
+- user messages appended twice to a history;
+- calls run twice: every call runs `tally <tag>`, which appends its tag to a log;
+- takeover: from a kill to the moment none of the dead process's jobs is left in its hands.
+
+By hand, with many kills:   python -m tests.e2e.chaos --messages 250 --kills 32
+In CI, a small run:         tests/e2e/test_chaos.py
+
+Runs bash uncontained (CLAWGATE_SANDBOX=off) so that `tally` can keep its log: it tests
+exactness under crashes, not containment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import redis.asyncio as aioredis
+
+from adapters.slack.inbound import APPROVE_ONCE
+from tests.conftest import free_port
+from tests.fake_slack import (
+    TEAM_ID,
+    Call,
+    FakeSlack,
+    block_action_body,
+    event_body,
+    mention_event,
+    new_event_id,
+    next_ts,
+    post_signed,
+)
+from tests.processes import CLAWGATE, clean_env
+
+SECRET = "chaos-signing-secret"
+CHANNEL = "C111"
+APPROVER = "U_APPROVER"
+PREFIX = "chaos"
+STREAM = f"{PREFIX}:{{inbox}}:stream"
+TAG = re.compile(r"\b([am]\d+) done\b")
+UNFINISHED = "did not complete"
+
+
+@dataclass
+class Figures:
+    messages: int = 0
+    approvals: int = 0
+    kills: Counter[str] = field(default_factory=Counter)
+    lost: list[str] = field(default_factory=list)
+    answered_twice: list[str] = field(default_factory=list)
+    appended_twice: list[str] = field(default_factory=list)
+    run_twice: list[str] = field(default_factory=list)
+    unknown_outcomes: int = 0
+    takeovers: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def percentile(self, q: float) -> float:
+        if not self.takeovers:
+            return 0.0
+        ordered = sorted(self.takeovers)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def report(self) -> str:
+        kills = ", ".join(f"{n} {what}" for what, n in sorted(self.kills.items())) or "none"
+        lines = [
+            f"messages {self.messages} ({self.approvals} needing approval), kills: {kills}, "
+            f"{self.seconds:.0f} s",
+            f"lost {len(self.lost)}  answered twice {len(self.answered_twice)}  "
+            f"user messages appended twice {len(self.appended_twice)}  "
+            f"calls run twice {len(self.run_twice)}  outcome unknown {self.unknown_outcomes}",
+        ]
+        if self.takeovers:
+            lines.append(
+                f"takeover after a kill (s): n={len(self.takeovers)} "
+                f"p50 {statistics.median(self.takeovers):.2f}  p99 {self.percentile(0.99):.2f}  "
+                f"max {max(self.takeovers):.2f}"
+            )
+        for name in ("lost", "answered_twice", "appended_twice", "run_twice"):
+            if getattr(self, name):
+                lines.append(f"  {name}: {getattr(self, name)[:20]}")
+        return "\n".join(lines)
+
+
+def approve_buttons(fake: FakeSlack) -> list[tuple[Call, dict[str, Any]]]:
+    """(notice, its Approve button) of every approval notice posted."""
+    found = []
+    for call in fake.posts(CHANNEL):
+        for block in call.params.get("blocks") or []:
+            if block.get("type") != "actions":
+                continue
+            for button in block.get("elements", []):
+                if button.get("action_id") == APPROVE_ONCE:
+                    found.append((call, button))
+    return found
+
+
+class RedisServer:
+    """A throwaway redis-server with AOF (`appendfsync always`) that can be killed and
+    restarted on the same port and data."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="chaos-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is not installed"
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--save", ""]
+        args += ["--appendonly", "yes", "--appendfsync", "always"]
+        self.proc = subprocess.Popen(
+            [binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Process:
+    """One `clawgate serve|worker`; stderr goes to a log file (read when something fails)."""
+
+    def __init__(self, command: str, env: dict[str, str], cwd: Path, logs: Path) -> None:
+        self.command = command
+        self.env = env
+        self.cwd = cwd
+        self.logs = logs
+        self.proc: asyncio.subprocess.Process | None = None
+        self.starts = 0
+
+    async def start(self) -> None:
+        self.starts += 1
+        log = (self.logs / f"{self.command}-{self.starts}.log").open("wb")
+        self.proc = await asyncio.create_subprocess_exec(
+            *CLAWGATE,
+            self.command,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+        )
+        log.close()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    async def kill(self) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGKILL)
+        await self.proc.wait()
+
+    async def stop(self) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.proc.terminate()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 15)
+        except TimeoutError:
+            await self.kill()
+
+
+class Chaos:
+    def __init__(
+        self, root: Path, fake: FakeSlack, redis_server: RedisServer, port: int, durability: str
+    ) -> None:
+        self.root = root
+        self.fake = fake
+        self.redis_server = redis_server
+        self.url = f"http://127.0.0.1:{port}"
+        self.workdir = root / "work"
+        self.workdir.mkdir()
+        self.tally = root / "tally.log"
+        self.tally.touch()
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        script = bin_dir / "tally"  # every call's one effect: its tag appended to the log
+        script.write_text(f'#!/bin/sh\necho "$1" >> {self.tally}\nsleep 0.3\necho "$1 done"\n')
+        script.chmod(0o755)
+        policy = root / "clawgate.toml"
+        policy.write_text('[risk]\nsafe_programs = ["tally"]\n')
+        logs = root / "logs"
+        logs.mkdir()
+        env = clean_env(
+            REDIS_URL=redis_server.url,
+            CLAWGATE_REDIS_PREFIX=PREFIX,
+            CLAWGATE_PORT=str(port),
+            CLAWGATE_WORKDIR=str(self.workdir),
+            CLAWGATE_POLICY_FILE=str(policy),
+            CLAWGATE_WORKER_CONCURRENCY="8",
+            CLAWGATE_SHUTDOWN_GRACE="2",
+            CLAWGATE_SANDBOX="off",
+            CLAWGATE_APPROVERS=f"slack:{APPROVER}",
+            CLAWGATE_INGEST_DURABILITY=durability,
+            CLAWGATE_LOG_LEVEL="INFO",
+            CLAWGATE_LOG_FORMAT="json",
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=fake.base_url,
+        )
+        env["PATH"] = f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
+        self.processes = {
+            "serve": Process("serve", env, self.workdir, logs),
+            "worker": Process("worker", env, self.workdir, logs),
+        }
+        self.redis = aioredis.from_url(redis_server.url, decode_responses=True)
+        self.clicked: set[str] = set()
+        self.figures = Figures()
+        self.sent: dict[str, str] = {}  # tag -> thread ts
+        self.roots: list[str] = []
+
+    # --- sending --------------------------------------------------------------------------
+
+    async def post(self, body: str, *, retry: bool = True) -> bool:
+        """POST to serve as Slack does: retried (same body, a retry number) until accepted."""
+        attempt = 0
+        while True:
+            with contextlib.suppress(OSError, TimeoutError, aiohttp.ClientError):
+                status, _ = await post_signed(
+                    f"{self.url}/slack/events",
+                    SECRET,
+                    body,
+                    retry_num=attempt or None,
+                    timeout=5,
+                )
+                if status == 200:
+                    return True
+            if not retry:
+                return False
+            attempt += 1
+            await asyncio.sleep(0.2)
+
+    async def send(self, tag: str, thread: str | None) -> str:
+        command = f"tally {tag} | tee {tag}.out" if tag.startswith("a") else f"tally {tag}"
+        ts = next_ts()
+        event = mention_event(f"run: {command}", channel=CHANNEL, ts=ts, thread_ts=thread)
+        await self.post(event_body(event, event_id=new_event_id()))
+        root = thread or ts
+        self.sent[tag] = root
+        return root
+
+    async def workload(
+        self, messages: int, threads: int, approvals: float, rng: random.Random
+    ) -> None:
+        for n in range(messages):
+            k = rng.randrange(threads)
+            needs = rng.random() < approvals
+            tag = f"{'a' if needs else 'm'}{n}"
+            self.figures.approvals += needs
+            root = self.roots[k] if k < len(self.roots) else None
+            sent = await self.send(tag, root)
+            if root is None:
+                self.roots.append(sent)
+            self.figures.messages += 1
+            if n % 10 == 9:
+                await asyncio.sleep(rng.uniform(0.2, 0.6))  # bursts of ten
+
+    async def approve_forever(self) -> None:
+        """Click "Approve" on every approval notice as soon as it shows."""
+        while True:
+            for call, button in approve_buttons(self.fake):
+                approval_id = str(button["value"])
+                if approval_id in self.clicked:
+                    continue
+                body = block_action_body(
+                    str(button["action_id"]),
+                    approval_id,
+                    user=APPROVER,
+                    message_ts=str(call.response["ts"]),
+                    thread_ts=str(call.params.get("thread_ts")),
+                    message_blocks=call.params.get("blocks"),
+                )
+                if await self.post(body, retry=False):
+                    self.clicked.add(approval_id)
+            await asyncio.sleep(0.1)
+
+    # --- killing --------------------------------------------------------------------------
+
+    async def consumer_of(self, pid: int) -> str | None:
+        with contextlib.suppress(Exception):
+            for consumer in await self.redis.xinfo_consumers(
+                f"{PREFIX}:{{inbox}}:stream", "workers"
+            ):
+                if f":{pid}:" in str(consumer["name"]):
+                    return str(consumer["name"])
+        return None
+
+    async def held_by(self, consumer: str) -> set[str]:
+        entries = await self.redis.xpending_range(
+            STREAM, "workers", "-", "+", 1000, consumername=consumer
+        )
+        return {str(e["message_id"]) for e in entries}
+
+    async def measure_takeover(self, consumer: str, jobs: set[str], killed_at: float) -> None:
+        while await self.held_by(consumer) & jobs:
+            if time.monotonic() - killed_at > 120:
+                return
+            await asyncio.sleep(0.05)
+        self.figures.takeovers.append(time.monotonic() - killed_at)
+
+    async def kill_one(self, name: str) -> None:
+        process = self.processes[name]
+        consumer = await self.consumer_of(process.pid)
+        jobs = await self.held_by(consumer) if consumer else set()
+        await process.kill()
+        killed_at = time.monotonic()
+        self.figures.kills[name] += 1
+        await process.start()
+        if jobs and consumer:
+            asyncio.get_running_loop().create_task(self.measure_takeover(consumer, jobs, killed_at))
+
+    async def kill_redis(self) -> None:
+        self.redis_server.kill()
+        self.figures.kills["redis"] += 1
+        await asyncio.sleep(0.5)
+        self.redis_server.start()
+
+    async def killer(
+        self, kills: int, redis_kills: int, interval: float, rng: random.Random
+    ) -> None:
+        order = ["serve", "worker"] * (kills // 2) + [rng.choice(["serve", "worker"])] * (kills % 2)
+        order += ["redis"] * redis_kills
+        rng.shuffle(order)
+        for name in order:
+            await asyncio.sleep(rng.uniform(0.3, 2 * interval))
+            if name == "redis":
+                await self.kill_redis()
+            else:
+                await self.kill_one(name)
+
+    # --- counting -------------------------------------------------------------------------
+
+    def answers(self) -> tuple[Counter[str], Counter[str]]:
+        """Answers by tag, and answers about an unfinished call by thread."""
+        tagged: Counter[str] = Counter()
+        unfinished: Counter[str] = Counter()
+        for call in self.fake.posts(CHANNEL):
+            text = str(call.params.get("text", ""))
+            thread = str(call.params.get("thread_ts"))
+            if call.params.get("blocks"):
+                continue  # approval notices are not answers
+            for tag in TAG.findall(text):
+                tagged[tag] += 1
+            if UNFINISHED in text:
+                unfinished[thread] += 1
+        return tagged, unfinished
+
+    def all_answered(self) -> bool:
+        tagged, unfinished = self.answers()
+        missing = Counter(self.sent[t] for t in self.sent if not tagged[t])
+        return all(unfinished[thread] >= n for thread, n in missing.items())
+
+    async def count(self) -> None:
+        tagged, unfinished = self.answers()
+        missing: dict[str, list[str]] = {}
+        for tag, thread in self.sent.items():
+            if tagged[tag] > 1:
+                self.figures.answered_twice.append(tag)
+            if not tagged[tag]:
+                missing.setdefault(thread, []).append(tag)
+        for thread, tags in missing.items():
+            explained = unfinished[thread]
+            self.figures.unknown_outcomes += min(explained, len(tags))
+            self.figures.lost += tags[explained:]
+        for thread, n in unfinished.items():
+            extra = n - len(missing.get(thread, []))
+            if extra > 0:
+                self.figures.answered_twice += [f"unfinished in {thread}"] * extra
+        runs = Counter(self.tally.read_text().split())
+        self.figures.run_twice = sorted(tag for tag, n in runs.items() if n > 1)
+        for root in self.roots:
+            session = f"{PREFIX}:{{slack:{TEAM_ID}:{CHANNEL}:{root}}}:history"
+            users: Counter[str] = Counter()
+            for raw in await self.redis.lrange(session, 0, -1):
+                message = json.loads(raw)
+                if message.get("role") == "user":
+                    users[message["content"]] += 1
+            self.figures.appended_twice += [text for text, n in users.items() if n > 1]
+
+    async def run(
+        self,
+        messages: int,
+        threads: int,
+        approvals: float,
+        kills: int,
+        redis_kills: int,
+        seed: int,
+        settle: float,
+    ) -> Figures:
+        rng = random.Random(seed)
+        begun = time.monotonic()
+        for process in self.processes.values():
+            await process.start()
+        approver = asyncio.get_running_loop().create_task(self.approve_forever())
+        try:
+            await asyncio.sleep(2.0)  # both up before traffic (a kill may come at once)
+            interval = max(0.5, messages / 12 / max(1, kills + redis_kills))
+            await asyncio.gather(
+                self.workload(messages, threads, approvals, rng),
+                self.killer(kills, redis_kills, interval, rng),
+            )
+            deadline = time.monotonic() + settle
+            while not self.all_answered() and time.monotonic() < deadline:
+                await asyncio.sleep(0.25)
+            await asyncio.sleep(1.0)  # anything answered twice shows by now
+        finally:
+            approver.cancel()
+            await asyncio.gather(approver, return_exceptions=True)
+            await asyncio.gather(*(p.stop() for p in self.processes.values()))
+        await self.count()
+        posts = [
+            {"thread": c.params.get("thread_ts"), "text": c.params.get("text")}
+            for c in self.fake.posts()
+        ]
+        (self.root / "posts.json").write_text(json.dumps(posts, indent=1))
+        self.figures.seconds = time.monotonic() - begun
+        await self.redis.aclose()
+        return self.figures
+
+
+async def chaos(
+    *,
+    messages: int = 250,
+    threads: int = 12,
+    approvals: float = 0.4,
+    kills: int = 32,
+    redis_kills: int = 0,
+    seed: int = 1,
+    settle: float = 120.0,
+    durability: str = "fsync",
+    keep: Path | None = None,
+) -> Figures:
+    root = Path(tempfile.mkdtemp(prefix="chaos-", dir=keep))
+    redis_server = RedisServer()
+    redis_server.start()
+    try:
+        with FakeSlack() as fake:
+            run = Chaos(root, fake, redis_server, free_port(), durability)
+            return await run.run(messages, threads, approvals, kills, redis_kills, seed, settle)
+    finally:
+        redis_server.stop()
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=250)
+    parser.add_argument("--threads", type=int, default=12)
+    parser.add_argument("--approvals", type=float, default=0.4)
+    parser.add_argument("--kills", type=int, default=32, help="SIGKILLs of serve and worker")
+    parser.add_argument("--redis-kills", type=int, default=0, help="SIGKILLs of redis-server")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--settle", type=float, default=120.0)
+    parser.add_argument("--durability", default="fsync", choices=["fsync", "default"])
+    parser.add_argument("--keep", type=Path, help="keep logs and files under this directory")
+    args = parser.parse_args()
+    figures = asyncio.run(
+        chaos(
+            messages=args.messages,
+            threads=args.threads,
+            approvals=args.approvals,
+            kills=args.kills,
+            redis_kills=args.redis_kills,
+            seed=args.seed,
+            settle=args.settle,
+            durability=args.durability,
+            keep=args.keep,
+        )
+    )
+    print(figures.report())
+    bad = figures.lost or figures.answered_twice or figures.appended_twice or figures.run_twice
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
