@@ -57,6 +57,10 @@ REDIS_WAIT = (
     "I cannot reach my storage (Redis) right now; your request is kept and will go on as "
     "soon as it is back."
 )
+FAILED = (
+    "Something went wrong while handling this (logged as job {job}); it was not retried. "
+    "Please try again, or tell the operators."
+)
 DROPPED = (
     "I gave up on a message here: every process that took it stopped while working on it. "
     "Please send it again if it is still needed."
@@ -207,6 +211,10 @@ async def _build(
         except OUTAGES:
             if job.attempt == 0 and inbound.kind == "input":  # said once; the worker retries
                 await router.send(inbound.conversation, Notice(REDIS_WAIT))
+            raise
+        except Exception:  # a bug: logged by the worker, never retried, but never silent
+            with contextlib.suppress(Exception):
+                await router.send(inbound.conversation, Notice(FAILED.format(job=job.id)))
             raise
 
     worker = None

@@ -61,6 +61,7 @@ DEMO_NOTICE = (
     "Using the offline demo model (no OPENAI_API_KEY or OPENAI_BASE_URL). "
     "Try: read README.md, run: ls, write notes.txt: hello"
 )
+WAITING = "Waiting for a decision on approval {id}; your message will run after it."
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
 Release = Callable[[str, ConversationRef], Awaitable[None]]
@@ -128,7 +129,12 @@ class Runtime:
         self.suspender = Suspender(approvals, history, self.audit, channel.send)
         self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.retake = Retake(
-            self.loop, approvals, self.suspender, self.settlement, config.liveness_ttl
+            self.loop,
+            approvals,
+            self.suspender,
+            self.settlement,
+            self.worker_id,
+            config.liveness_ttl,
         )
         self.approved_calls = ApprovedCalls(
             approvals, self.audit, self.settlement, self.worker_id, config.liveness_ttl
@@ -143,12 +149,7 @@ class Runtime:
     # --- messages ---------------------------------------------------------------------------
 
     async def run(
-        self,
-        session: str,
-        text: str,
-        actor: Actor,
-        conversation: ConversationRef,
-        job: str = "",
+        self, session: str, text: str, actor: Actor, conversation: ConversationRef, job: str = ""
     ) -> RunResult:
         """Handle one message as the run of `job`, its inbox entry: a delivery of the same job
         again (its process died) continues the run from what was recorded. Redis failing is
@@ -156,10 +157,8 @@ class Runtime:
         async with self.audit.unit():  # the run's records in as few round trips as may be
             job = job or new_job()
             held = HeldMessage(text=text, actor=actor, conversation=conversation, job=job)
-            user = UserMessage(content=text, actor=actor.key)
-            entry = await self.runs.enter(
-                session, held.model_dump_json(), encode_message(user), held.job
-            )
+            user = encode_message(UserMessage(content=text, actor=actor.key))
+            entry = await self.runs.enter(session, held.model_dump_json(), user, job)
             if entry.state != "held":
                 return await self._run_entry(session, held, entry)
             waiting = RunResult(
@@ -174,12 +173,7 @@ class Runtime:
                 # this one (unless the session started waiting again: then all of them wait).
                 return await self._release_held(session) or waiting
             if entry.position == 1:  # tell the sender once per wait, not for every message
-                await self._emitter(conversation)(
-                    Notice(
-                        f"Waiting for a decision on approval {entry.waiting_for}; your message "
-                        "will run after it."
-                    )
-                )
+                await self._emitter(conversation)(Notice(WAITING.format(id=entry.waiting_for)))
             return waiting
 
     async def _run_entry(

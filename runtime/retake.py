@@ -28,9 +28,13 @@ class Retake:
         approvals: ApprovalStore,
         suspender: Suspender,
         settlement: Settlement,
+        worker_id: str,
         liveness_ttl: float,
     ) -> None:
+        """`worker_id`: this process's; an approval it executes in a run that failed (Redis
+        stalled) is not being executed any more when the job is tried again."""
         self.loop = loop
+        self.worker_id = worker_id
         self.approvals = approvals
         self.suspender = suspender
         self.settlement = settlement
@@ -77,14 +81,21 @@ class Retake:
                 approval_id=record.id,
             )
         if record.status is ApprovalStatus.EXECUTING and record.worker is not None:
-            deadline = asyncio.get_running_loop().time() + 2 * self.liveness_ttl
-            while await self.approvals.worker_alive(record.worker):
-                if asyncio.get_running_loop().time() > deadline:  # a live process runs it
-                    return RunResult(
-                        session=state.session, stop_reason=StopReason.ERROR, steps=state.step
-                    )
-                await asyncio.sleep(0.25)
+            if record.worker != self.worker_id and not await self._died(record.worker):
+                # A live process executes it: that process goes on with the run.
+                return RunResult(
+                    session=state.session, stop_reason=StopReason.ERROR, steps=state.step
+                )
             if (await self.approvals.mark_outcome_unknown(record, record.worker)).ok:
                 await self.approvals.forget(record.id)
                 await self.settlement.after_outcome_unknown(record, checkpoint, run_held=False)
         return None
+
+    async def _died(self, worker: str) -> bool:
+        """Wait (up to twice the liveness time) for `worker`'s liveness mark to lapse."""
+        deadline = asyncio.get_running_loop().time() + 2 * self.liveness_ttl
+        while await self.approvals.worker_alive(worker):
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.25)
+        return True

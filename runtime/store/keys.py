@@ -28,6 +28,10 @@ class Keys:
         """The run journal's mark: the latest run's job, start in history, done."""
         return self.session(session, "run")
 
+    def runs(self, session: str) -> str:
+        """The jobs whose runs entered the session (a job delivered again is no new run)."""
+        return self.session(session, "jobs")
+
     # Approvals: the record+checkpoint hash, the session's pending marker, its held messages
     # and its audit stream share the session's hash tag, so one Lua script can touch them all.
     def approval(self, session: str, approval_id: str) -> str:

@@ -23,26 +23,34 @@ from runtime.store.history import parse_history
 from runtime.store.keys import Keys
 
 _MARK = """
-local function again(mark)
-  return {'again', redis.call('LRANGE', KEYS[3], 0, -1), mark[2], mark[3]}
+local function again(mark, job)
+  if mark[1] == job then
+    return {'again', redis.call('LRANGE', KEYS[3], 0, -1), mark[2], mark[3]}
+  end
+  -- An earlier run of the session's: it ended before the latest began.
+  if redis.call('HEXISTS', KEYS[5], job) == 1 then return {'again', {}, '0', '1'} end
+  return false
 end
-local function enter(user, job)
+local function enter(user, job, ttl)
   local length = redis.call('RPUSH', KEYS[3], user)
   redis.call('HSET', KEYS[4], 'job', job, 'start', length - 1, 'done', '0')
+  redis.call('HSET', KEYS[5], job, '1')
+  redis.call('PEXPIRE', KEYS[5], ttl)
   return {'entered', redis.call('LRANGE', KEYS[3], 0, -1)}
 end
 """
 
-# KEYS: pending, held, history, run   ARGV: held message json, ttl ms, user message json, job
-# A retake of the session's latest run: {'again', history, start, done}. A message that must
+# KEYS: pending, held, history, run, jobs   ARGV: held message json, ttl ms, user message json, job
+# A retake of the session's latest run: {'again', history, start, done}; of an earlier one
+# (delivered again after the session moved on): {'again', {}, 0, done}. A message that must
 # wait (the session waits for a decision, or messages held by an interrupted wait are still
 # queued) is held, once however often its job is delivered: {'held', position, approval id}.
 # Otherwise it enters the history in the same step: {'entered', history}.
 ENTER = (
     _MARK
     + """
-local mark = redis.call('HMGET', KEYS[4], 'job', 'start', 'done')
-if mark[1] == ARGV[4] then return again(mark) end
+local seen = again(redis.call('HMGET', KEYS[4], 'job', 'start', 'done'), ARGV[4])
+if seen then return seen end
 local id = redis.call('GET', KEYS[1])
 if id or redis.call('LLEN', KEYS[2]) > 0 then
   local at = redis.call('LPOS', KEYS[2], ARGV[1])
@@ -51,20 +59,21 @@ if id or redis.call('LLEN', KEYS[2]) > 0 then
   redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[1])))
   return {'held', at + 1, id or ''}
 end
-return enter(ARGV[3], ARGV[4])
+return enter(ARGV[3], ARGV[4], ARGV[2])
 """
 )
 
-# KEYS: pending, held, history, run   ARGV: the held message heading the list, user message, job
+# KEYS: pending, held, history, run, jobs
+# ARGV: the held message heading the list, user message, job, ttl ms
 # Starts (or retakes) the run of the first held message, unless the session waits again.
 START_HELD = (
     _MARK
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'waiting'} end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'moved'} end
-local mark = redis.call('HMGET', KEYS[4], 'job', 'start', 'done')
-if mark[1] == ARGV[3] then return again(mark) end
-return enter(ARGV[2], ARGV[3])
+local seen = again(redis.call('HMGET', KEYS[4], 'job', 'start', 'done'), ARGV[3])
+if seen then return seen end
+return enter(ARGV[2], ARGV[3], ARGV[4])
 """
 )
 
@@ -127,7 +136,13 @@ class RunJournal:
 
     def _keys(self, session: str) -> list[str]:
         k = self.keys
-        return [k.pending(session), k.held(session), k.history(session), k.run(session)]
+        return [
+            k.pending(session),
+            k.held(session),
+            k.history(session),
+            k.run(session),
+            k.runs(session),
+        ]
 
     async def enter(self, session: str, held: str, user_message: str, job: str) -> Entry:
         """A message's run begins, is retaken, or the message is held (`held` is its JSON)."""
@@ -140,7 +155,8 @@ class RunJournal:
 
     async def start_held(self, session: str, held: str, user_message: str, job: str) -> Entry:
         """The run of the first held message (`held`, as stored) begins or is retaken."""
-        reply = await self._start_held(keys=self._keys(session), args=[held, user_message, job])
+        args: list[str | int] = [held, user_message, job, self.held_ttl_ms]
+        reply = await self._start_held(keys=self._keys(session), args=args)
         return _entry(reply)
 
     async def finish(self, session: str, job: str, held: str = "") -> None:

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import redis.asyncio as aioredis
 
-from runtime.store.durability import EVERYSEC, NO_AOF, UNKNOWN, durability_warnings
+from runtime.queue.inbox import Inbox, NotDurable
+from runtime.store.durability import (
+    EVERYSEC,
+    NO_AOF,
+    UNKNOWN,
+    DurabilityError,
+    durability_warnings,
+    fsync_mode,
+)
+from runtime.store.keys import Keys
+from tests.support import PREFIX
 
 
 async def test_what_redis_could_lose_is_read_from_its_own_settings(
@@ -37,3 +48,39 @@ async def test_a_redis_that_will_not_say_is_reported_as_unknown() -> None:
     finally:
         await client.aclose()
         server.close()
+
+
+async def test_fsync_ingest_needs_redis_to_sync_every_write(redis: aioredis.Redis) -> None:
+    """CLAWGATE_INGEST_DURABILITY=fsync: refused (serve says why at start) unless every
+    acknowledged input is on disk: appendfsync always, or WAITAOF on Redis 7.2+."""
+    with pytest.raises(DurabilityError, match="appendonly no"):
+        await fsync_mode(redis)
+    version = str((await redis.info("server"))["redis_version"])
+    newer = tuple(int(p) for p in version.split(".")[:2]) >= (7, 2)
+    try:
+        await redis.config_set("appendonly", "yes")
+        await redis.config_set("appendfsync", "everysec")
+        if newer:
+            assert await fsync_mode(redis) == "waitaof"
+        else:
+            with pytest.raises(DurabilityError, match="appendfsync always"):
+                await fsync_mode(redis)
+        await redis.config_set("appendfsync", "always")
+        assert await fsync_mode(redis) == "always"
+    finally:
+        await redis.config_set("appendfsync", "everysec")
+        await redis.config_set("appendonly", "no")
+
+
+async def test_an_inbox_that_waits_for_the_disk_is_told_when_redis_cannot_confirm(
+    redis: aioredis.Redis,
+) -> None:
+    """WAITAOF answers 0 local copies when Redis keeps no append-only file: the put fails
+    (the platform is answered 503 and retries) instead of acknowledging a volatile write."""
+    version = str((await redis.info("server"))["redis_version"])
+    if tuple(int(p) for p in version.split(".")[:2]) < (7, 2):
+        with pytest.raises(Exception, match="unknown command"):
+            await Inbox(redis, Keys(PREFIX), wait_aof=True).put("s1", "{}", ["k1"])
+        return
+    with pytest.raises(NotDurable):
+        await Inbox(redis, Keys(PREFIX), wait_aof=True).put("s1", "{}", ["k1"])

@@ -180,6 +180,21 @@ async def test_a_finished_job_delivered_again_does_nothing(
     assert users(await history_of(second, "s1")) == ["hello"]
 
 
+async def test_a_job_delivered_again_after_the_session_moved_on_is_no_new_run(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """A worker presumed dead (its liveness mark lapsed while it stalled) may hand a job over
+    and still finish it: the copy that comes late must not run the message a second time."""
+    model = Scripted(says("one"), says("two"))
+    runtime, channel = runtime_with(redis, workdir, model, Calls())
+    await runtime.run("s1", "first", ALICE, HERE, job="j1")
+    await runtime.run("s1", "second", ALICE, HERE, job="j2")
+    posted = len(channel.events)
+    await runtime.run("s1", "first", ALICE, HERE, job="j1")
+    assert len(channel.events) == posted and model.asked == 2
+    assert users(await history_of(runtime, "s1")) == ["first", "second"]
+
+
 async def suspended(
     redis: aioredis.Redis, workdir: Path, model: Scripted, calls: Calls
 ) -> tuple[Runtime, str]:

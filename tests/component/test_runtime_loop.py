@@ -324,8 +324,10 @@ async def test_sessions_keep_separate_histories_under_their_hash_tag(
     keys = sorted(await redis.keys("cgtest:*"))
     assert keys == [
         "cgtest:{feishu:oc_1}:history",
+        "cgtest:{feishu:oc_1}:jobs",
         "cgtest:{feishu:oc_1}:run",
         "cgtest:{slack:T1:C1:1.2}:history",
+        "cgtest:{slack:T1:C1:1.2}:jobs",
         "cgtest:{slack:T1:C1:1.2}:run",
     ]
     raw = await redis.lindex("cgtest:{feishu:oc_1}:history", 0)
