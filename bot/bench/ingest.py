@@ -92,7 +92,8 @@ def _server_env(
         for k, v in os.environ.items()
         if not k.startswith(dropped) and not k.lower().endswith("_proxy")
     }
-    keep = ("CLAWGATE_WORKER_CONCURRENCY", "CLAWGATE_RECLAIM_IDLE")  # tunables worth comparing
+    # Tunables worth comparing:
+    keep = ("CLAWGATE_WORKER_CONCURRENCY", "CLAWGATE_RECLAIM_IDLE", "CLAWGATE_INGEST_DURABILITY")
     env |= {k: os.environ[k] for k in keep if k in os.environ}
     # `-m bot.cli` from the temporary working directory: this checkout, installed or not
     source = str(Path(__file__).resolve().parents[1])
