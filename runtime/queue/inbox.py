@@ -36,11 +36,12 @@ redis.call('RPUSH', KEYS[2], id)
 return id
 """
 
-# KEYS: stream, lane   ARGV: group, id.  Returns the lane's new head, saving a round trip.
+# KEYS: stream, lane, starts   ARGV: group, id.  Returns the lane's new head, saving a round trip.
 ACK = """
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('LREM', KEYS[2], 1, ARGV[2])
+redis.call('DEL', KEYS[3])
 return redis.call('LINDEX', KEYS[2], 0)
 """
 
@@ -167,9 +168,18 @@ class Inbox:
 
     async def ack(self, job: Job) -> str | None:
         """Finish a job; returns the id now heading its lane."""
-        keys = [self.stream, self.keys.inbox_lane(job.lane)]
-        head = await self.redis.eval(ACK, 2, *keys, GROUP, job.id)
+        keys = [self.stream, self.keys.inbox_lane(job.lane), self.keys.inbox_starts(job.id)]
+        head = await self.redis.eval(ACK, 3, *keys, GROUP, job.id)
         return None if head is None else str(head)
+
+    async def started(self, job_id: str) -> int:
+        """Count a start of a job taken over from a stopped worker; returns the count."""
+        key = self.keys.inbox_starts(job_id)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.incr(key)
+        pipe.pexpire(key, self.dedupe_ttl_ms)
+        count, _ = await pipe.execute()
+        return int(count)
 
     async def keep(self, consumer: str, ids: Sequence[str]) -> list[str]:
         """Reset the idle time of jobs this consumer works on or waits to work on; returns
@@ -212,6 +222,10 @@ class Inbox:
         """Say that `consumer`'s process lives for `ttl_ms` more: once this lapses, its jobs
         are taken over at once (and approved calls it executes are settled)."""
         await self.redis.set(self.keys.worker(consumer), "alive", px=ttl_ms)
+
+    async def gone(self, consumer: str) -> None:
+        """`consumer` stopped: its jobs left may be taken over at once."""
+        await self.redis.delete(self.keys.worker(consumer))
 
     async def dead_consumers(self, me: str) -> list[tuple[str, int, int]]:
         """Consumers of the group, other than `me`, whose liveness mark lapsed: (name,

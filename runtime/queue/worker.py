@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Job], Awaitable[None]]
 HELD_PER_LANE = 4  # jobs read ahead per busy lane: a busy session never starves the others
 BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
-MAX_DELIVERIES = 5  # a job that keeps killing its workers is dropped, not retried forever
+MAX_STARTS = 5  # a job that keeps killing its workers is dropped, not retried forever
 TAKEOVER_INTERVAL = 0.25  # seconds between looks for workers whose liveness mark lapsed
 FORGET_AFTER_MS = 60_000  # a dead consumer with nothing pending leaves the group after this
 RETRY_MAX = 10.0  # seconds between tries of a job while Redis is unreachable
@@ -45,7 +45,7 @@ class Worker:
         """`liveness_ttl`: seconds this worker's liveness mark lasts (renewed four times as
         often); another worker takes over its jobs once it lapsed. `reclaim_idle`: the
         fallback for jobs of consumers that never had a mark. `dropped`: told of a job given
-        up after MAX_DELIVERIES."""
+        up after MAX_STARTS."""
         self.inbox = inbox
         self.handle = handle
         self.consumer = consumer
@@ -133,6 +133,10 @@ class Worker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:  # what is left is taken over now, not once the mark lapses
+            await self.inbox.gone(self.consumer)
+        except RedisError as exc:
+            log.warning("could not clear the liveness mark (%s)", exc)
 
     # --- taking jobs -----------------------------------------------------------------------
 
@@ -168,7 +172,8 @@ class Worker:
                 return
             if jobs:
                 log.warning("reclaimed %d idle jobs", len(jobs))
-            await self._adopt(jobs)
+            for job in jobs:
+                self._take(job)
 
     async def _take_over_forever(self) -> None:
         """Take over the jobs of workers whose liveness mark lapsed (killed, or stopped with
@@ -183,26 +188,12 @@ class Worker:
                         jobs = await self.inbox.take_over(self.consumer, name)
                         if jobs:
                             log.warning("took over %d jobs of stopped worker %s", len(jobs), name)
-                        await self._adopt(jobs)
+                        for job in jobs:
+                            self._take(job)
                     elif idle_ms > FORGET_AFTER_MS:
                         await self.inbox.forget_consumer(name)
             except RedisError as exc:
                 log.warning("inbox takeover failed (%s)", exc)
-
-    async def _adopt(self, jobs: list[Job]) -> None:
-        """Jobs taken from a stopped worker: handled here, or dropped when they keep killing
-        the workers that take them."""
-        for job in jobs:
-            if job.deliveries > MAX_DELIVERIES:
-                log.error("dropping job %s: delivered %d times", job.id, job.deliveries)
-                if self.dropped is not None:
-                    try:
-                        await self.dropped(job)
-                    except Exception:
-                        log.exception("could not tell of dropped job %s", job.id)
-                await self._ack(job)
-            else:
-                self._take(job)
 
     async def _keep_forever(self) -> None:
         while True:
@@ -247,7 +238,8 @@ class Worker:
                     job = held[head]
                     self._running.add(job.id)
                     try:
-                        await self._handle_until_done(job)
+                        if await self._may_start(job):
+                            await self._handle_until_done(job)
                         head = await self._ack(job)
                     finally:
                         self._running.discard(job.id)
@@ -260,6 +252,23 @@ class Worker:
             del self._held[lane]
             del self._lanes[lane]
             self._space.set()
+
+    async def _may_start(self, job: Job) -> bool:
+        """A job taken over from a stopped worker counts its starts: one that keeps killing
+        the workers that run it is dropped (and its conversation told), not tried forever.
+        Takeovers of jobs that were only waiting in a lane do not count."""
+        if job.deliveries == 1:
+            return True
+        starts = await self.inbox.started(job.id)
+        if starts <= MAX_STARTS:
+            return True
+        log.error("dropping job %s: started %d times, its worker stopped each time", job.id, starts)
+        if self.dropped is not None:
+            try:
+                await self.dropped(job)
+            except Exception:
+                log.exception("could not tell of dropped job %s", job.id)
+        return False
 
     async def _handle_until_done(self, job: Job) -> None:
         """Handle the job; while Redis is unreachable try it again, in place (its lane waits

@@ -88,6 +88,10 @@ class Keys:
     def inbox_seen(self, dedupe_key: str) -> str:
         return f"{self.prefix}:{{inbox}}:seen:{dedupe_key}"
 
+    def inbox_starts(self, job_id: str) -> str:
+        """How often a job taken over from a stopped worker was started."""
+        return f"{self.prefix}:{{inbox}}:starts:{job_id}"
+
     def inbox_workers(self) -> str:
         """Workers by the server time they last polled: /readyz of a process without one."""
         return f"{self.prefix}:{{inbox}}:workers"

@@ -16,7 +16,7 @@ from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import GROUP, Inbox, Job
 from runtime.queue.ingest import Ingest
-from runtime.queue.worker import Worker
+from runtime.queue.worker import MAX_STARTS, Worker
 from runtime.store.keys import Keys
 
 pytestmark = pytest.mark.e2e  # real worker loops waiting on reclaim timers: the slow tier
@@ -291,9 +291,16 @@ async def workers() -> AsyncIterator[list[Worker]]:
 
 
 async def start(
-    workers: list[Worker], inbox: Inbox, recorder: Recorder, name: str, reclaim_idle: float = 30
+    workers: list[Worker],
+    inbox: Inbox,
+    recorder: Recorder,
+    name: str,
+    reclaim_idle: float = 30,
+    liveness_ttl: float = 3.0,
 ) -> Worker:
-    worker = Worker(inbox, recorder.handler(name), name, reclaim_idle=reclaim_idle)
+    worker = Worker(
+        inbox, recorder.handler(name), name, reclaim_idle=reclaim_idle, liveness_ttl=liveness_ttl
+    )
     await worker.start()
     workers.append(worker)
     return worker
@@ -353,7 +360,7 @@ async def test_stopped_worker_leaves_its_job_pending_for_another(
 ) -> None:
     recorder = Recorder()
     recorder.block = {"stuck": asyncio.Event()}  # never set: the job cannot finish
-    first = await start(workers, inbox, recorder, "w1", reclaim_idle=1)
+    first = await start(workers, inbox, recorder, "w1", reclaim_idle=30)
     stuck = await put(inbox, "lane", "stuck")
     after = await put(inbox, "lane", "after")  # same lane: must wait for "stuck"
     await wait_until(lambda: recorder.started == [("w1", "lane", "stuck")])
@@ -366,9 +373,10 @@ async def test_stopped_worker_leaves_its_job_pending_for_another(
 
     recorder.block.clear()  # the next worker can finish it
     stopped_at = time.monotonic()
-    await start(workers, inbox, recorder, "w2", reclaim_idle=1)
+    await start(workers, inbox, recorder, "w2", reclaim_idle=30)
     await wait_until(lambda: len(recorder.done) == 2, timeout=10)
-    assert time.monotonic() - stopped_at >= 0.9  # only once idle for reclaim_idle
+    # At once: a stopped worker clears its liveness mark (the idle fallback would take 1 s).
+    assert time.monotonic() - stopped_at < 0.9
     assert recorder.done == [("w2", "lane", "stuck"), ("w2", "lane", "after")]
     assert recorder.deliveries == {"stuck": 2, "after": 2}
     assert await inbox.depth() == (0, 0)
@@ -383,14 +391,15 @@ async def test_a_stopping_worker_takes_no_more_jobs_of_dead_workers(
     release = asyncio.Event()
     recorder.block = {"finishing": release}
     orphan = await put(inbox, "lane-2", "orphan")
-    [job] = await inbox.read("dead", count=1, block_ms=100)  # a worker that then died
+    [job] = await inbox.read("dead", count=1, block_ms=100)  # a worker that then died:
     assert job.id == orphan
+    await inbox.live("dead", 1500)  # its liveness mark lapses while w1 is stopping
     first = await start(workers, inbox, recorder, "w1", reclaim_idle=1)
     await put(inbox, "lane-1", "finishing")
     await wait_until(lambda: [p for _, _, p in recorder.started] == ["finishing"])
 
     stopping = asyncio.create_task(first.stop(grace=10))
-    await asyncio.sleep(2.2)  # the orphan is idle > 1 s: reclaimable during the grace time
+    await asyncio.sleep(2.2)  # the orphan can be taken over during the grace time
     release.set()
     await stopping
     assert [p for _, _, p in recorder.started] == ["finishing"]
@@ -399,6 +408,59 @@ async def test_a_stopping_worker_takes_no_more_jobs_of_dead_workers(
     await start(workers, inbox, recorder, "w2", reclaim_idle=1)
     await wait_until(lambda: recorder.order("lane-2") == ["orphan"])
     assert recorder.deliveries["orphan"] == 2
+
+
+def kill(worker: Worker) -> None:
+    """As kill -9 would: every task of the worker stops where it is, nothing is acknowledged
+    or said any more (its liveness mark then lapses on its own)."""
+    for task in [*worker._tasks, *worker._lanes.values()]:
+        task.cancel()
+
+
+async def test_jobs_of_a_worker_whose_liveness_lapsed_are_taken_over_at_once(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    recorder = Recorder()
+    recorder.block = {"stuck": asyncio.Event()}
+    first = await start(workers, inbox, recorder, "w1", liveness_ttl=1.0)
+    stuck = await put(inbox, "lane", "stuck")
+    after = await put(inbox, "lane", "after")
+    await wait_until(lambda: recorder.started == [("w1", "lane", "stuck")])
+    await start(workers, inbox, recorder, "w2", liveness_ttl=1.0)
+    await asyncio.sleep(2.0)  # twice the liveness time: a live worker's jobs stay its own
+    assert await pending_ids(redis, inbox) == {stuck: "w1", after: "w1"}
+
+    kill(first)
+    killed_at = time.monotonic()
+    recorder.block["stuck"].set()
+    await wait_until(lambda: len(recorder.done) == 2, timeout=10)
+    # The idle fallback is 30 s: the lapsed mark (1 s) is what let w2 take them over.
+    assert time.monotonic() - killed_at < 2.0
+    assert recorder.done == [("w2", "lane", "stuck"), ("w2", "lane", "after")]
+    assert await inbox.depth() == (0, 0)
+
+
+async def test_a_job_that_keeps_killing_its_workers_is_dropped_and_told(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    poison = await put(inbox, "lane", "poison")
+    for _ in range(MAX_STARTS):  # five workers took it over and died running it
+        await inbox.started(poison)
+    await inbox.read("dead", count=1, block_ms=100)  # the last one: it holds it
+    recorder = Recorder()
+    told: list[str] = []
+
+    async def dropped(job: Job) -> None:
+        told.append(job.payload)
+
+    worker = Worker(inbox, recorder.handler("w1"), "w1", dropped=dropped)
+    await worker.start()
+    workers.append(worker)
+    await wait_until(lambda: told == ["poison"])
+    await asyncio.sleep(0.2)
+    assert recorder.started == []
+    assert await pending_ids(redis, inbox) == {}
+    assert await inbox.head("lane") is None
 
 
 async def test_a_busy_session_does_not_starve_the_others(
