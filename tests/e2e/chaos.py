@@ -207,8 +207,15 @@ class Process:
 
 class Chaos:
     def __init__(
-        self, root: Path, fake: FakeSlack, redis_server: RedisServer, port: int, durability: str
+        self,
+        root: Path,
+        fake: FakeSlack,
+        redis_server: RedisServer,
+        port: int,
+        durability: str,
+        call_seconds: float = 0.3,
     ) -> None:
+        """`call_seconds`: how long each call takes after its effect (kills land there)."""
         self.root = root
         self.fake = fake
         self.redis_server = redis_server
@@ -220,7 +227,9 @@ class Chaos:
         bin_dir = root / "bin"
         bin_dir.mkdir()
         script = bin_dir / "tally"  # every call's one effect: its tag appended to the log
-        script.write_text(f'#!/bin/sh\necho "$1" >> {self.tally}\nsleep 0.3\necho "$1 done"\n')
+        script.write_text(
+            f'#!/bin/sh\necho "$1" >> {self.tally}\nsleep {call_seconds}\necho "$1 done"\n'
+        )
         script.chmod(0o755)
         policy = root / "clawgate.toml"
         policy.write_text('[risk]\nsafe_programs = ["tally"]\n')

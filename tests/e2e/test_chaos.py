@@ -53,7 +53,7 @@ async def test_a_redis_stall_after_a_decision_is_told_and_the_run_goes_on(
     redis_server.start()
     try:
         with FakeSlack() as fake:
-            run = Chaos(tmp_path, fake, redis_server, free_port(), "default")
+            run = Chaos(tmp_path, fake, redis_server, free_port(), "default", call_seconds=3)
             serve = run.processes["serve"]
             await serve.start()
             approver = asyncio.get_running_loop().create_task(run.approve_forever())
@@ -62,7 +62,7 @@ async def test_a_redis_stall_after_a_decision_is_told_and_the_run_goes_on(
                 root = await run.send("a1", None)
                 await fake.await_for(lambda: "a1" in run.tally.read_text(), 30, what="the call")
                 assert redis_server.proc is not None
-                os.kill(redis_server.proc.pid, signal.SIGSTOP)  # while tally sleeps
+                os.kill(redis_server.proc.pid, signal.SIGSTOP)  # while the call runs
                 stopped = time.monotonic()
 
                 def told() -> bool:
