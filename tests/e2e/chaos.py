@@ -40,6 +40,7 @@ from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from adapters.slack.inbound import APPROVE_ONCE
 from tests.conftest import free_port
@@ -339,14 +340,18 @@ class Chaos:
                     return str(consumer["name"])
         return None
 
-    async def held_by(self, consumer: str) -> set[str]:
-        entries = await self.redis.xpending_range(
-            STREAM, "workers", "-", "+", 1000, consumername=consumer
-        )
+    async def held_by(self, consumer: str) -> set[str] | None:
+        """The jobs `consumer` holds; None while Redis does not answer (it may be killed)."""
+        try:
+            entries = await self.redis.xpending_range(
+                STREAM, "workers", "-", "+", 1000, consumername=consumer
+            )
+        except RedisError:
+            return None
         return {str(e["message_id"]) for e in entries}
 
     async def measure_takeover(self, consumer: str, jobs: set[str], killed_at: float) -> None:
-        while await self.held_by(consumer) & jobs:
+        while (held := await self.held_by(consumer)) is None or held & jobs:
             if time.monotonic() - killed_at > 120:
                 return
             await asyncio.sleep(0.05)
@@ -355,7 +360,7 @@ class Chaos:
     async def kill_one(self, name: str) -> None:
         process = self.processes[name]
         consumer = await self.consumer_of(process.pid)
-        jobs = await self.held_by(consumer) if consumer else set()
+        jobs = (await self.held_by(consumer) or set()) if consumer else set()
         await process.kill()
         killed_at = time.monotonic()
         self.figures.kills[name] += 1
