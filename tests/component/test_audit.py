@@ -610,6 +610,7 @@ def test_tail_of_an_empty_trail(cli_env: str, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_follow_prints_new_entries_until_ctrl_c(
     redis_url: str, redis: aioredis.Redis
 ) -> None:

@@ -68,6 +68,7 @@ async def test_post_and_update_are_recorded(fake: FakeSlack) -> None:
     assert len(fake.posts()) == 2 and len(fake.attempts("chat.postMessage")) == 3
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_rate_limit_is_retried_after_retry_after(fake: FakeSlack) -> None:
     client = AsyncWebClient(
         token="xoxb-test",

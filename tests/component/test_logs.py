@@ -199,6 +199,7 @@ def test_unknown_format_is_refused() -> None:
         make_handler("xml", io.StringIO())
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_clawgate_chat_logs_json_lines_to_stderr(workdir: Path) -> None:
     (workdir / "x").write_text("contents of x\n")
     env = clean_env(CLAWGATE_LOG_FORMAT="json", CLAWGATE_LOG_LEVEL="INFO")

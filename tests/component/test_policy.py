@@ -658,6 +658,7 @@ def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call
     assert policy.assess("write", {"path": "other.toml", "content": ""}).verdict is Verdict.ALLOW
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_an_agent_cannot_rewrite_the_policy_that_governs_it(workdir: Path) -> None:
     """`clawgate chat` in a directory holding its clawgate.toml: the default setup."""
     from tests.processes import chat, clean_env  # noqa: PLC0415

@@ -212,6 +212,7 @@ async def test_the_network_can_be_closed_to_approved_commands_too(
     assert "no network" in display
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_a_timeout_kills_everything_the_sandboxed_command_started(
     sandbox: Sandbox, workdir: Path
 ) -> None:

@@ -135,6 +135,7 @@ async def test_output_under_cap_not_cut(ctx: ToolContext) -> None:
     assert out.text == "abc\n[exit code 0]"
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_timeout_kills_process_group(ctx: ToolContext, workdir: Path) -> None:
     tool = BashTool(timeout=1, sandbox=UNCONTAINED)
     out = await bash(ctx, "sleep 30 & echo $! > child.pid; sleep 30", tool=tool)
@@ -194,6 +195,7 @@ async def test_background_child_holding_stdout_killed(ctx: ToolContext, workdir:
         kill_quietly(pid)
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_child_escaping_the_group_cannot_hold_the_call_open(
     ctx: ToolContext, workdir: Path
 ) -> None:
@@ -213,12 +215,14 @@ async def test_child_escaping_the_group_cannot_hold_the_call_open(
         kill_quietly(pid)
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_per_call_timeout_capped_by_tool_timeout(ctx: ToolContext) -> None:
     tool = BashTool(timeout=1, sandbox=UNCONTAINED)
     out = await bash(ctx, "sleep 30", tool=tool, timeout=600)
     assert "timed out after 1s" in out.text
 
 
+@pytest.mark.e2e  # real processes and timeouts: the slow tier
 async def test_per_call_timeout_may_be_shorter(ctx: ToolContext) -> None:
     tool = BashTool(timeout=600, sandbox=UNCONTAINED)
     out = await bash(ctx, "sleep 30", tool=tool, timeout=0.5)
