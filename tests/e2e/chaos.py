@@ -514,19 +514,7 @@ def main() -> int:
     parser.add_argument("--durability", default="fsync", choices=["fsync", "default"])
     parser.add_argument("--keep", type=Path, help="keep logs and files under this directory")
     args = parser.parse_args()
-    figures = asyncio.run(
-        chaos(
-            messages=args.messages,
-            threads=args.threads,
-            approvals=args.approvals,
-            kills=args.kills,
-            redis_kills=args.redis_kills,
-            seed=args.seed,
-            settle=args.settle,
-            durability=args.durability,
-            keep=args.keep,
-        )
-    )
+    figures = asyncio.run(chaos(**vars(args)))  # the options are chaos()'s parameters
     print(figures.report())
     bad = figures.lost or figures.answered_twice or figures.appended_twice or figures.run_twice
     return 1 if bad else 0
