@@ -18,6 +18,7 @@ from runtime.policy.service import PolicyChangeError
 from runtime.queue.inbound import Inbound
 
 Say = Callable[[str], Awaitable[None]]
+ASK_AN_ADMIN = "An admin can change who may (the policy file's [access] table)."
 
 HELP = """Commands:
   /approve <id> [once|always]   run a call that waits for approval (always: also allow
@@ -49,6 +50,10 @@ async def dispatch(
         await say(str(exc))
         return None
     if command is None:
+        refusal = await runtime.policies.admit(actor, conversation)
+        if refusal is not None:  # said to them alone; nothing runs
+            await say(f"Sorry, you cannot use clawgate here: {refusal}. {ASK_AN_ADMIN}")
+            return None
         return await runtime.run(session, text, actor, conversation, job)
     async with runtime.audit.unit():  # the command's record goes with what it caused
         return await _command(runtime, command, session, actor, conversation, say, help_text, job)

@@ -26,6 +26,17 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"  requester may approve: {'yes' if policy.requester_may_approve else 'no'}"
         f" ({policy.sources['requester_may_approve']})",
         f"  timeout: {policy.approval_timeout:g} s ({policy.sources['timeout']})",
+        "Access:",
+        "  who may use clawgate: "
+        + (
+            _people(policy.users, policy.sources["users"])
+            if policy.users is not None
+            else "everyone"
+        )
+        + ("" if policy.users is not None else f" ({policy.sources['users']})")
+        + "; admins always",
+        f"  direct messages: {'open' if policy.direct_messages else 'closed'}"
+        f" ({policy.sources['direct_messages']})",
     ]
     risk = policy.risk
     extra = [
@@ -47,6 +58,11 @@ def render_policy(policy: EffectivePolicy) -> str:
     return "\n".join(lines)
 
 
+def _users(policy: EffectivePolicy) -> str:
+    source = policy.sources["users"]
+    return f"everyone ({source})" if policy.users is None else _people(policy.users, source)
+
+
 def _people(people: frozenset[str], source: str) -> str:
     return f"{', '.join(sorted(people))} ({source})" if people else "nobody"
 
@@ -62,6 +78,8 @@ def as_json(policy: EffectivePolicy) -> str:
             "approvers": sorted(policy.approvers),
             "requester_may_approve": policy.requester_may_approve,
             "approval_timeout": policy.approval_timeout,
+            "users": None if policy.users is None else sorted(policy.users),
+            "direct_messages": policy.direct_messages,
             "risk": policy.risk.model_dump(),
             "sources": policy.sources,
         },

@@ -133,6 +133,7 @@ class ConversationRef(BaseModel):
     platform: str
     id: str = Field(min_length=1)
     data: dict[str, str] = Field(default_factory=dict)
+    direct: bool = False  # a direct message with the bot (the policy may close those)
 
 
 ToolMessage.model_rebuild()

@@ -24,9 +24,9 @@ import redis.asyncio as aioredis
 from aiohttp.test_utils import TestServer
 from redis.exceptions import RedisError, ResponseError
 
-from bot.policy_file import load_policy_file
 from bot.server import Service, build_app, build_service
 from bot.settings import Settings, SettingsError, load_settings
+from bot.wiring import load_policy
 from tests.conftest import _unavailable, free_port
 from tests.threaded_server import ThreadedServer
 
@@ -44,7 +44,7 @@ async def running(
 ) -> AsyncIterator[tuple[Service, TestServer]]:
     """The service `bot.server` builds for `settings`, served on a free port; its in-process
     worker (with `worker`) is started unless `start_worker` is false."""
-    service = await build_service(settings, load_policy_file(None), worker=worker)
+    service = await build_service(settings, load_policy(settings), worker=worker)
     server = TestServer(build_app(service), host="127.0.0.1", port=free_port())
     await server.start_server()
     if start_worker and service.worker is not None:

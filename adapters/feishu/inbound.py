@@ -26,15 +26,18 @@ class FeishuIdentity:
 
 
 def conversation(
-    tenant: str, chat_id: str, message_id: str | None, in_thread: bool
+    tenant: str, chat_id: str, message_id: str | None, in_thread: bool, direct: bool = False
 ) -> ConversationRef:
-    """`message_id` is the message replies answer (in its thread when `in_thread`)."""
+    """`message_id` is the message replies answer (in its thread when `in_thread`); `direct`:
+    a p2p chat with the bot."""
     data = {"chat_id": chat_id}
     if message_id:
         data["message_id"] = message_id
     if in_thread:
         data["thread"] = "1"
-    return ConversationRef(platform=PLATFORM, id=f"feishu:{tenant}:{chat_id}", data=data)
+    return ConversationRef(
+        platform=PLATFORM, id=f"feishu:{tenant}:{chat_id}", data=data, direct=direct
+    )
 
 
 def session_of(tenant: str, chat_id: str, root_id: str | None) -> str:
@@ -118,7 +121,9 @@ def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
         # Feishu redelivers (for ~7 h, and on reconnect) with the same event id and message.
         dedupe_keys=(f"feishu:event:{header.event_id}", f"feishu:message:{message.message_id}"),
         session=session_of(tenant, chat_id, root),
-        conversation=conversation(tenant, chat_id, message.message_id, in_thread),
+        conversation=conversation(
+            tenant, chat_id, message.message_id, in_thread, message.chat_type == "p2p"
+        ),
         actor=Actor(platform=PLATFORM, user_id=open_id),
         text=text,
         reply={"message_id": message.message_id},

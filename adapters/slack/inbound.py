@@ -42,7 +42,10 @@ def conversation(team: str, channel: str, thread_ts: str | None) -> Conversation
     data = {"channel": channel}
     if thread_ts:
         data["thread_ts"] = thread_ts
-    return ConversationRef(platform=PLATFORM, id=f"slack:{team}:{channel}", data=data)
+    direct = channel.startswith("D")  # Slack's direct-message channels
+    return ConversationRef(
+        platform=PLATFORM, id=f"slack:{team}:{channel}", data=data, direct=direct
+    )
 
 
 def session_of(team: str, channel: str, thread_ts: str | None) -> str:

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from runtime.risk.policy import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
+EVERYONE = "*"  # in [access] users: no allowlist
 _SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")
 _PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
 OverrideState = Literal["allow", "deny"]
@@ -45,6 +46,13 @@ def scopes_of(conversation_id: str) -> list[str]:
     "slack:T1", "slack:T1:C1"."""
     parts = conversation_id.split(":") if conversation_id else []
     return [GLOBAL, *(":".join(parts[: i + 1]) for i in range(len(parts)))]
+
+
+def check_people(people: list[str]) -> list[str]:
+    bad = [p for p in people if not _PERSON.match(p)]
+    if bad:
+        raise ValueError(f"expected platform:user entries like slack:U123, got {bad}")
+    return people
 
 
 def scope_label(scope: str) -> str:
@@ -96,9 +104,23 @@ class ApprovalRules(_Strict):
     @field_validator("admins", "approvers")
     @classmethod
     def _people(cls, people: list[str]) -> list[str]:
-        bad = [p for p in people if not _PERSON.match(p)]
-        if bad:
-            raise ValueError(f"expected platform:user entries like slack:U123, got {bad}")
+        return check_people(people)
+
+
+class AccessRules(_Strict):
+    """`[access]`: who may talk to the bot. Each field comes from the most specific scope that
+    sets it; admins may always."""
+
+    # Only these people may send it messages here; unset or "*": everyone who can reach it.
+    users: list[str] | None = None
+    # Whether direct messages with the bot are open (default yes).
+    direct_messages: bool | None = None
+
+    @field_validator("users")
+    @classmethod
+    def _people(cls, people: list[str] | None) -> list[str] | None:
+        if people is not None:
+            check_people([p for p in people if p != EVERYONE])
         return people
 
 
@@ -106,6 +128,7 @@ class ScopeRules(_Strict):
     tools: ToolRules = Field(default_factory=ToolRules)
     risk: RiskRules = Field(default_factory=RiskRules)
     approvals: ApprovalRules = Field(default_factory=ApprovalRules)
+    access: AccessRules = Field(default_factory=AccessRules)
 
 
 class PolicyDocument(ScopeRules):

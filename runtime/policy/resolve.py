@@ -17,12 +17,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
+from runtime.models import Actor
 from runtime.policy.approvers import ApproverPolicy
-from runtime.policy.model import Override, PolicyDocument, ScopeRules, scope_label, scopes_of
+from runtime.policy.model import (
+    EVERYONE,
+    Override,
+    PolicyDocument,
+    ScopeRules,
+    scope_label,
+    scopes_of,
+)
 from runtime.risk.policy import RiskConfig
 
 ToolState = Literal["allow", "ask", "deny", "off"]
-_T = TypeVar("_T", bool, float)
+_T = TypeVar("_T")
 Overrides = Mapping[str, Mapping[str, Override]]  # scope -> tool -> override
 
 
@@ -65,6 +73,8 @@ class EffectivePolicy:
     approvers: frozenset[str]
     requester_may_approve: bool
     approval_timeout: float
+    users: frozenset[str] | None = None  # who may talk to the bot here; None: everyone
+    direct_messages: bool = True
     sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
 
     @property
@@ -74,6 +84,16 @@ class EffectivePolicy:
 
     def verdict(self, tool: str) -> ToolVerdict:
         return self.tools.get(tool, ToolVerdict("off", "not a tool of this process"))
+
+    def access_refusal(self, actor: Actor, direct: bool) -> str | None:
+        """Why `actor` may not talk to the bot here (None if they may); admins always may."""
+        if self.approver_policy().is_admin(actor):
+            return None
+        if direct and not self.direct_messages:
+            return "direct messages with clawgate are closed here"
+        if self.users is not None and actor.key not in self.users:
+            return f"{actor.key} is not among the people who may use clawgate here"
+        return None
 
     def approver_policy(self) -> ApproverPolicy:
         return ApproverPolicy.of(
@@ -124,6 +144,8 @@ def resolve(
         approval_timeout=_most_specific(
             layers, "timeout", defaults.approval_timeout, "CLAWGATE_APPROVAL_TIMEOUT", sources
         ),
+        users=_users(_most_specific(layers, "users", None, "default: everyone", sources)),
+        direct_messages=_most_specific(layers, "direct_messages", True, "default: open", sources),
         sources=sources,
     )
 
@@ -178,18 +200,23 @@ def _people(
 
 def _most_specific(
     layers: Sequence[_Layer],
-    name: Literal["requester_may_approve", "timeout"],
+    name: Literal["requester_may_approve", "timeout", "users", "direct_messages"],
     default: _T,
     default_source: str,
     sources: dict[str, str],
 ) -> _T:
+    section = "access" if name in ("users", "direct_messages") else "approvals"
     for layer in reversed(layers):
-        value = getattr(layer.rules.approvals, name) if layer.rules else None
+        value = getattr(getattr(layer.rules, section), name) if layer.rules else None
         if value is not None:
             sources[name] = file_label(layer.scope)
             return value  # type: ignore[no-any-return]
     sources[name] = default_source
     return default
+
+
+def _users(people: list[str] | None) -> frozenset[str] | None:
+    return None if people is None or EVERYONE in people else frozenset(people)
 
 
 def _risk(layers: Sequence[_Layer], sources: dict[str, str], locked: Sequence[str]) -> RiskConfig:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from runtime.audit import AuditLog
-from runtime.models import Actor
+from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import (
     GLOBAL,
@@ -91,6 +91,17 @@ class PolicyService:
                 override = Override(state="deny", by="?", at=0)
             found.setdefault(scope, {})[tool] = override
         return found
+
+    async def admit(self, actor: Actor, conversation: ConversationRef) -> str | None:
+        """Why `actor` may not talk to the bot in `conversation`, or None if they may (the
+        file's `[access]`: no Redis round trip). A refusal is audited."""
+        policy = self.resolve(conversation.id, {})
+        refusal = policy.access_refusal(actor, conversation.direct)
+        if refusal is not None and self.audit is not None:
+            await self.audit.record(
+                "access_refused", actor.key, conversation=conversation.id, why=refusal
+            )
+        return refusal
 
     def resolve(self, conversation_id: str, overrides: Overrides) -> EffectivePolicy:
         return resolve(self.document, overrides, conversation_id, self.defaults, self.tools)

@@ -688,3 +688,61 @@ async def test_messages_held_during_a_long_wait_are_kept_as_long_as_the_wait(
     held_ttl = await redis.pttl(f"{PREFIX}:{{s1}}:held")
     assert pending_ttl > 29 * 86_400_000
     assert held_ttl >= pending_ttl - 1_000
+
+
+ACCESS = """
+[access]
+direct_messages = false
+
+[conversations."slack:T1:C1".access]
+users = ["slack:UALICE"]
+"""
+
+
+async def test_only_the_people_the_policy_names_may_talk_to_the_bot(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai), document=doc(ACCESS))
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    bob = Actor(platform="slack", user_id="UBOB")
+    assert await dispatch(runtime, "s1", "hello", bob, CHAT, say) is None
+    assert told == [
+        "Sorry, you cannot use clawgate here: slack:UBOB is not among the people who may use "
+        "clawgate here. An admin can change who may (the policy file's [access] table)."
+    ]
+    assert fake_openai.requests == [] and channel.events == []  # the model was never called
+    assert await runtime.history.length("s1") == 0
+    trail = await AuditLog(redis, Keys(PREFIX)).newest(10)
+    refused = [e for e in trail if e.event == "access_refused"]
+    assert [(e.actor, e.fields.get("conversation")) for e in refused] == [
+        ("slack:UBOB", "slack:T1:C1")
+    ]
+
+    fake_openai.script = [reply("hi alice"), reply("hi admin"), reply("hi bob")]
+    alice = Actor(platform="slack", user_id="UALICE")
+    assert (await dispatch(runtime, "s1", "hello", alice, CHAT, say)) is not None
+    assert (await dispatch(runtime, "s1", "hello", ADMIN, CHAT, say)) is not None  # always
+    # Elsewhere everyone may, but direct messages are closed (to all but admins).
+    assert (await dispatch(runtime, "s2", "hello", bob, OTHER_CHAT, say)) is not None
+    direct = ConversationRef(platform="slack", id="slack:T1:D9", direct=True)
+    assert await dispatch(runtime, "s3", "hello", bob, direct, say) is None
+    assert "direct messages with clawgate are closed here" in told[-1]
+    assert len(fake_openai.requests) == 3
+    # Commands are not messages: anyone may still ask for /help or /pending.
+    await dispatch(runtime, "s1", "/pending", bob, CHAT, say)
+    assert told[-1] == "No approvals are pending."
+
+
+def test_access_is_shown_with_where_it_comes_from() -> None:
+    from adapters.policy_text import render_policy  # noqa: PLC0415
+
+    shown = render_policy(effective(doc(ACCESS), "slack:T1:C1"))
+    assert "who may use clawgate: slack:UALICE (policy file [slack:T1:C1]); admins always" in shown
+    assert "direct messages: closed (policy file [global])" in shown
+    everyone = render_policy(effective(doc('[access]\nusers = ["*"]\n'), "slack:T1:C1"))
+    assert "who may use clawgate: everyone (policy file [global])" in everyone
+    assert "direct messages: open (default: open)" in everyone

@@ -968,3 +968,27 @@ async def test_admin_denies_bash_with_a_slash_command_and_the_model_no_longer_se
     audit = await AuditLog(h.redis, Keys(h.prefix)).newest(50)
     changes = [(e.event, e.actor) for e in audit if e.event.startswith("policy")]
     assert changes == [("policy_refused", f"slack:{BOB}"), ("policy_changed", f"slack:{ADMIN}")]
+
+
+async def test_someone_the_access_policy_leaves_out_is_refused_privately(
+    fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    policy = workdir.parent / "access.toml"
+    policy.write_text(f'[access]\nusers = ["slack:{ALICE}"]\n')
+    (workdir / "victim.txt").write_text("precious")
+    async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
+        ts = next_ts()
+        mention = mention_event("run: rm victim.txt", user=BOB, ts=ts)
+        assert (await h.post(event_body(mention)))[0] == 200
+        (refusal,) = await h.fake.await_for(
+            lambda: h.fake.ephemerals(CHANNEL, BOB), 15, what="the refusal"
+        )
+        assert "is not among the people who may use clawgate here" in refusal.params["text"]
+        await h.drained()
+        assert h.fake.posts(CHANNEL, ts) == []  # nothing in the thread: no run, no progress
+        assert await h.history_length(session_of(ts)) == 0
+        assert (h.workdir / "victim.txt").read_text() == "precious"
+
+        ts = next_ts()  # Alice may
+        assert (await h.post(event_body(mention_event("read victim.txt", ts=ts))))[0] == 200
+        await h.await_post(lambda c: "precious" in str(c.params.get("text")), "Alice's answer")
