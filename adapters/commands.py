@@ -1,28 +1,33 @@
 """Parsing chat commands, shared by every adapter.
 
-`/approve <id> [once|always]`, `/reject <id> [reason]`, `/cancel`, `/pending`,
-`/policy show|allow <tool>|deny <tool>|reset <tool>`, `/help`; `/clawgate <cmd> ...` is the
-namespaced form of each.
+`/approve <id> [once|always [thread|here|everywhere] [for <duration>]]`, `/reject <id>
+[reason]`, `/cancel`, `/pending`, `/policy show|grants|allow <tool>|deny <tool>|reset
+<tool>|revoke <grant>`, `/help`; `/clawgate <cmd> ...` is the namespaced form of each.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel
 
+from runtime.approval.grants import GrantScope, GrantTerms, parse_duration
+
 CommandName = Literal["approve", "reject", "cancel", "pending", "policy", "help"]
 NAMES: tuple[CommandName, ...] = ("approve", "reject", "cancel", "pending", "policy", "help")
-POLICY_ACTIONS = ("show", "allow", "deny", "reset")
+POLICY_ACTIONS = ("show", "grants", "allow", "deny", "reset", "revoke")
+APPROVE_USAGE = "/approve <id> [once|always [thread|here|everywhere] [for 30m|2h|7d]]"
+POLICY_USAGE = "/policy show|grants|allow <tool>|deny <tool>|reset <tool>|revoke <grant>"
 
 
 class Command(BaseModel):
     name: CommandName
     approval_id: str | None = None
     scope: Literal["once", "always"] = "once"
+    grant: GrantTerms | None = None  # with "always": how far and how long
     reason: str | None = None
     policy_action: str | None = None
-    tool: str | None = None
+    tool: str | None = None  # the tool of allow/deny/reset, the grant id of revoke
 
 
 class CommandError(Exception):
@@ -60,30 +65,49 @@ def parse_command(text: str) -> Command | None:
 def _decision(name: CommandName, rest: str) -> Command:
     parts = rest.split(maxsplit=1)
     if not parts:
-        usage = "/approve <id> [once|always]" if name == "approve" else "/reject <id> [reason]"
+        usage = APPROVE_USAGE if name == "approve" else "/reject <id> [reason]"
         raise CommandError(f"usage: {usage}")
     approval_id, tail = parts[0], (parts[1].strip() if len(parts) > 1 else "")
     if name == "approve":
         tail = tail.lower()
     if name == "reject":
         return Command(name=name, approval_id=approval_id, reason=tail or None)
-    if tail not in ("", "once", "always"):
-        raise CommandError("usage: /approve <id> [once|always]")
-    return Command(
-        name=name, approval_id=approval_id, scope="always" if tail == "always" else "once"
-    )
+    if tail in ("", "once"):
+        return Command(name=name, approval_id=approval_id)
+    return Command(name=name, approval_id=approval_id, scope="always", grant=_terms(tail))
+
+
+def _terms(tail: str) -> GrantTerms:
+    """`always [thread|here|everywhere] [for <duration>]`."""
+    words = tail.split()
+    if words[:1] != ["always"]:
+        raise CommandError(f"usage: {APPROVE_USAGE}")
+    words = words[1:]
+    scope: GrantScope = "here"
+    if words and words[0] in ("thread", "here", "everywhere"):
+        scope = cast(GrantScope, words.pop(0))
+    seconds = None
+    if len(words) == 2 and words[0] == "for":
+        try:
+            seconds = parse_duration(words[1])
+        except ValueError as exc:
+            raise CommandError(f"{exc}; usage: {APPROVE_USAGE}") from exc
+    elif words:
+        raise CommandError(f"usage: {APPROVE_USAGE}")
+    return GrantTerms(scope, seconds)
 
 
 def _policy(args: list[str]) -> Command:
     action = args[0].lower() if args else "show"
     if action not in POLICY_ACTIONS:
-        raise CommandError("usage: /policy show|allow <tool>|deny <tool>|reset <tool>")
-    if action == "show":
+        raise CommandError(f"usage: {POLICY_USAGE}")
+    if action in ("show", "grants"):
         if len(args) > 1:
-            raise CommandError("usage: /policy show")
-        return Command(name="policy", policy_action="show")
+            raise CommandError(f"usage: /policy {action}")
+        return Command(name="policy", policy_action=action)
     if len(args) != 2:
-        raise CommandError(f"usage: /policy {action} <tool>")
+        what = "<grant>" if action == "revoke" else "<tool>"
+        raise CommandError(f"usage: /policy {action} {what}")
     return Command(name="policy", policy_action=action, tool=args[1])
 
 

@@ -9,7 +9,7 @@ from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
 from adapters.console.channel import render_pending
-from adapters.policy_text import render_policy
+from adapters.policy_text import render_grant, render_policy
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.models import Actor, ConversationRef, RunResult
@@ -22,11 +22,14 @@ ASK_AN_ADMIN = "An admin can change who may (the policy file's [access] table)."
 
 HELP = """Commands:
   /approve <id> [once|always]   run a call that waits for approval (always: also allow
-                                calls like it in this conversation from now on)
+                                calls like it in this conversation from now on; add
+                                thread or everywhere (admins), and/or for 30m|2h|7d)
   /reject <id> [reason]         refuse it; the model is told who refused and why
   /pending                      approvals waiting in this conversation
   /cancel                       withdraw this session's pending approval
   /policy show                  the tools and approval rules here, and where they come from
+  /policy grants                what "approve always" allows here, by whom, until when
+  /policy revoke <grant>        remove a grant (admins, or whoever granted it)
   /policy allow|deny|reset <tool>   admins: change a tool's policy in this conversation
   /help                         this list
 Anything else is a message to the assistant."""
@@ -92,7 +95,7 @@ async def _command(
             actor,
             conversation,
             reason=command.reason,
-            always=command.scope == "always",
+            always=command.grant,
             job=job,
         )
         if not decision.accepted or command.scope == "always":
@@ -110,6 +113,8 @@ async def _command(
             await say(await runtime.cancel(session, actor, conversation))
         except RedisError:
             await say("Cannot reach Redis, so nothing was cancelled; try again shortly.")
+    elif command.policy_action in ("grants", "revoke"):
+        await say(await _grants(runtime, command, session, actor, conversation))
     else:
         await say(await _policy(runtime, command, actor, conversation))
     return None
@@ -130,6 +135,30 @@ async def _policy(
         return f"Policy not changed: {exc}."
     except RedisError:
         return "Cannot reach Redis, so the policy was neither read nor changed; try again."
+
+
+async def _grants(
+    runtime: Runtime, command: Command, session: str, actor: Actor, conversation: ConversationRef
+) -> str:
+    """`/policy grants` (anyone) and `/policy revoke <grant>` (admins here, or the granter)."""
+    store = runtime.approvals.grants
+    try:
+        grants = await store.here(conversation.id, session)
+        if command.policy_action == "grants":
+            return "\n".join(map(render_grant, grants)) or "No grants apply here."
+        found = next((g for g in grants if g.id == command.tool), None)
+        if found is None:
+            return f"No grant {command.tool} applies here (see /policy grants)."
+        policy = await runtime.policies.effective(conversation.id)
+        if actor.key != found.by and not policy.approver_policy().is_admin(actor):
+            return f"Grant {found.id} not revoked: only admins here or {found.by} may revoke it."
+        if await store.revoke(found):
+            await runtime.audit.record(
+                "grant_revoked", actor.key, grant=found.id, scope=found.scope, tool=found.tool
+            )
+        return f"Grant {found.id} revoked: `{found.shown}` asks again from the next call on."
+    except RedisError:
+        return "Cannot reach Redis, so grants were neither read nor changed; try again."
 
 
 async def handle_inbound(

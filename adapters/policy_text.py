@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
+from runtime.approval.grants import EVERYWHERE, Grant
 from runtime.policy.model import scope_label, scopes_of
 from runtime.policy.resolve import EffectivePolicy, describe_state
 
@@ -85,3 +87,21 @@ def as_json(policy: EffectivePolicy) -> str:
         },
         indent=2,
     )
+
+
+def render_grant(grant: Grant) -> str:
+    """One line of `/policy grants` and `clawgate policy grants`."""
+    if grant.scope == EVERYWHERE:
+        where = "everywhere"
+    elif grant.scope.startswith("thread:"):
+        where = "thread " + grant.scope.removeprefix("thread:")
+    else:
+        where = grant.scope
+    when = _utc(grant.at) if grant.at else "before grants were recorded"
+    until = f"until {_utc(grant.expires_at)}" if grant.expires_at else "until revoked"
+    by = grant.by or "?"
+    return f"{grant.id}  `{grant.shown}`  {where}  by {by}, {when}, {until}"
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from runtime.agent import Runtime
+from runtime.approval.grants import GrantTerms
 from runtime.channel import ApprovalNotice
 from runtime.models import Actor
 
@@ -92,7 +93,7 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         operator,
         None,
         reason=" ".join(args.reason) if not approve else None,
-        always=approve and args.always,
+        always=GrantTerms() if approve and args.always else None,
     )
     if not decision.accepted:
         print(f"clawgate: {decision.message}", file=sys.stderr)

@@ -166,6 +166,12 @@ def add_policy_parser(sub: Any) -> None:
         change = verbs.add_parser(verb, help=what)
         change.add_argument("tool")
         _common(change)
+    grants = verbs.add_parser(
+        "grants", help='the grants "approve always" left, of every scope (needs REDIS_URL)'
+    )
+    grants.add_argument("--json", action="store_true", help="print JSON")
+    revoke = verbs.add_parser("revoke", help="remove a grant by its id (needs REDIS_URL)")
+    revoke.add_argument("grant", help="its id, as `clawgate policy grants` shows it")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
 """`clawgate policy show|allow|deny|reset [--conversation REF] [--json]`: the operator's view
 of the layered policy. Without --conversation, `show` prints the global policy and changes
 apply to every conversation; a REF is a conversation id or a prefix of one (`slack:T123`).
-Changes are made as `operator:<login>`, an admin, and recorded in the audit trail."""
+Changes are made as `operator:<login>`, an admin, and recorded in the audit trail.
+`clawgate policy grants [--json]` and `revoke <grant>`: the grants "approve always" left."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import json
 import sys
 from typing import TextIO
 
-from adapters.policy_text import as_json, render_policy
+from adapters.policy_text import as_json, render_grant, render_policy
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_policies, load_policy
+from runtime.approval.grants import GrantStore
 from runtime.audit import AuditLog
 from runtime.models import Actor
 from runtime.policy.model import GLOBAL, check_scope, override_state
@@ -25,7 +27,9 @@ from runtime.store.keys import Keys
 
 def run_policy_command(settings: Settings, args: argparse.Namespace) -> int:
     if args.verb != "show" and not settings.redis_url:
-        raise SettingsError("REDIS_URL: required to change the policy (overrides live there)")
+        raise SettingsError("REDIS_URL: required (overrides and grants live there)")
+    if args.verb in ("grants", "revoke"):
+        return asyncio.run(_grants(settings, args, sys.stdout))
     try:
         args.conversation = GLOBAL if args.conversation is None else args.conversation
         check_scope(args.conversation)
@@ -75,5 +79,34 @@ async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int
     except PolicyChangeError as exc:
         print(f"clawgate: {exc}", file=sys.stderr)
         return 1
+    finally:
+        await redis.aclose()
+
+
+async def _grants(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    redis = connect(settings.redis_url)
+    keys = Keys(settings.redis_prefix)
+    store = GrantStore(redis, keys)
+    try:
+        grants = await store.all()
+        if args.verb == "grants":
+            if args.json:
+                rows = [{"id": g.id, **g.model_dump()} for g in grants]
+                out.write(json.dumps(rows, indent=2) + "\n")
+            else:
+                out.write("".join(render_grant(g) + "\n" for g in grants) or "No grants.\n")
+            return 0
+        found = next((g for g in grants if g.id == args.grant), None)
+        if found is None:
+            print(f"clawgate: no grant {args.grant} (see clawgate policy grants)", file=sys.stderr)
+            return 1
+        await store.revoke(found)
+        operator = f"operator:{getpass.getuser()}"
+        audit = AuditLog(redis, keys, settings.audit_maxlen)
+        await audit.record(
+            "grant_revoked", operator, grant=found.id, scope=found.scope, tool=found.tool
+        )
+        out.write(f"Grant {found.id} revoked: `{found.shown}` asks again from the next call on.\n")
+        return 0
     finally:
         await redis.aclose()

@@ -20,6 +20,7 @@ from typing import Any
 
 from runtime.approval.decisions import Decided, Decision, Decisions, Retaken
 from runtime.approval.execute import ApprovedCalls
+from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
 from runtime.approval.notices import is_last, notice_of
 from runtime.approval.settle import Settlement
@@ -241,7 +242,7 @@ class Runtime:
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None = None,
-        always: bool = False,
+        always: GrantTerms | None = None,
         job: str = "",
     ) -> Decision:
         """`conversation` is where the decision was made; None only for the operator CLI.
@@ -259,7 +260,7 @@ class Runtime:
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
-        always: bool,
+        always: GrantTerms | None,
         job: str,
     ) -> Decision:
         decided = await self.decisions.record(

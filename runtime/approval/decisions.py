@@ -1,5 +1,5 @@
 """Human decisions on approvals: who may decide, the atomic decision script, refusals said and
-audited, "approve always" rules, and withdrawing a request (`/cancel`). What follows an
+audited, "approve always" grants, and withdrawing a request (`/cancel`). What follows an
 accepted decision (resuming the run) is the runtime's (runtime.agent)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from runtime.approval.grants import Grant, GrantTerms, describe_grant, scope_of
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint, checkpoint_call_hash
 from runtime.approval.notices import (
     REFUSAL_KINDS,
@@ -108,7 +109,7 @@ class Decisions:
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
-        always: bool,
+        always: GrantTerms | None,
         job: str = "",
     ) -> Decision | Decided | Retaken:
         """Check who may decide, then run the decision script: a refusal, what was decided
@@ -161,6 +162,7 @@ class Decisions:
             approval=record.id,
             decision=status.value,
             scope=("always" if always else "once") if approve else None,
+            grant=always.scope if approve and always else None,
             reason=reason,
             tool=record.tool,
             session=record.session,
@@ -177,16 +179,14 @@ class Decisions:
             policy_read_at,
         )
 
-    async def announce(self, decided: Decided, actor: Actor, always: bool) -> str:
-        """Update the notice in place and, for "approve always", add the standing rule; returns
-        what to add to the decider's answer."""
+    async def announce(self, decided: Decided, actor: Actor, always: GrantTerms | None) -> str:
+        """Update the notice in place and, for "approve always", add the grant; returns what
+        to add to the decider's answer."""
         record = decided.record
         await self.settlement.update_notice(record)
-        if not always or record.status is not ApprovalStatus.APPROVED:
+        if always is None or record.status is not ApprovalStatus.APPROVED:
             return ""
-        return await self.add_standing_rule(
-            record, actor, decided.policy, decided.checkpoint.trace_id
-        )
+        return await self.grant(record, actor, decided.policy, always, decided.checkpoint.trace_id)
 
     async def precheck(
         self, approval_id: str, actor: Actor, conversation: ConversationRef
@@ -331,35 +331,49 @@ class Decisions:
             trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
         )
 
-    async def add_standing_rule(
+    async def grant(
         self,
         record: ApprovalRecord,
         actor: Actor,
         policy: EffectivePolicy,
+        terms: GrantTerms,
         trace: str | None = None,
     ) -> str:
-        """`policy`: the conversation's, as read for the decision."""
+        """The grant of an "approve always" (`policy`: the conversation's, as read for the
+        decision); returns what to tell the decider."""
         rule = standing_rule(record.tool, json.loads(record.arguments))
         if rule is None:
             return (
-                " No standing rule was added: chains, redirections and substitutions are "
-                "approved once only."
+                " No grant was added: chains, redirections and substitutions are approved once "
+                "only."
             )
         if policy.verdict(record.tool).state == "ask":
-            return f" No standing rule was added: the policy says {record.tool} always asks here."
-        await self.approvals.add_rule(
-            record.conversation.id, rule, record.reasons, actor.key, record.session
+            return f" No grant was added: the policy says {record.tool} always asks here."
+        if terms.scope == "everywhere" and not policy.approver_policy().is_admin(actor):
+            return " No grant was added: only admins may grant everywhere."
+        now = int(time.time() * 1000)
+        grant = Grant(
+            scope=scope_of(terms, record.conversation.id, record.session),
+            rule=rule,
+            reasons=record.reasons,
+            by=actor.key,
+            at=now,
+            expires_at=None if terms.seconds is None else now + int(terms.seconds * 1000),
+            approval=record.id,
         )
-        shown = rule.replace("\x1f", " ")
+        await self.approvals.grants.add(grant)
         await self.audit.record(
-            "rule_added",
+            "grant_added",
             actor.key,
             approval=record.id,
+            grant=grant.id,
+            scope=grant.scope,
+            expires_at=grant.expires_at,
             tool=record.tool,
-            rule=redact_text(shown),
+            rule=redact_text(grant.shown),
             reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
             session=record.session,
             conversation=record.conversation.id,
             trace=trace,
         )
-        return f" Calls matching `{shown}` are now allowed in this conversation."
+        return f" {describe_grant(grant)} (revoke: /policy revoke {grant.id})."

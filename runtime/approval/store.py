@@ -1,5 +1,5 @@
 """Approvals in Redis: records with their checkpoints, the status machine, the pending mark,
-standing allow rules, worker liveness and the audit trail.
+grants ("approve always", grants.py), worker liveness and the audit trail.
 
 Each session's audit stream is written by the status scripts themselves, atomically with the
 transition, so it is exact. The global sorted sets (`expiring`, `executing`) are only hints for
@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from runtime.approval import lua
+from runtime.approval.grants import GrantStore
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.store.keys import Keys
 
@@ -73,6 +74,7 @@ class ApprovalStore:
         self.ttl_ms = self.timeout_ms + self.grace_ms
         self._release = redis.register_script(lua.RELEASE)
         self._close = redis.register_script(lua.CLOSE)
+        self.grants = GrantStore(redis, keys)  # what "approve always" leaves behind
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
 
@@ -339,21 +341,6 @@ class ApprovalStore:
     async def pending_id(self, session: str) -> str | None:
         value = await self.redis.get(self.keys.pending(session))
         return None if value is None else str(value)
-
-    # --- standing "approve always" rules ---------------------------------------------------
-
-    async def add_rule(
-        self, conversation_id: str, rule: str, reasons: list[str], actor: str, session: str
-    ) -> None:
-        """A standing rule covers later calls with the same key whose risk reasons are among
-        the ones a human approved here (so `cp a b` approved never covers `cp .env /tmp`)."""
-        await self.redis.hset(self.keys.rules(conversation_id), rule, json.dumps(reasons))
-        await self.audit(session, "rule_added", "", actor, f"{conversation_id}: {rule}")
-
-    async def rule_reasons(self, conversation_id: str, rule: str) -> set[str] | None:
-        """The reasons approved with a standing rule, or None if there is no such rule."""
-        value = await self.redis.hget(self.keys.rules(conversation_id), rule)
-        return None if value is None else set(json.loads(value))
 
     # --- audit ------------------------------------------------------------------------------
 

@@ -62,11 +62,11 @@ class HumanApprovalMiddleware:
         if decision.verdict is Verdict.ALLOW and uncontained is None:
             return await call_next(invocation)  # read-only (the context's default access)
         reasons = decision.reasons if uncontained is None else (*decision.reasons, uncontained)
-        conversation = invocation.context.conversation
+        ctx = invocation.context
         rule = standing_rule(name, arguments)
-        if conversation and rule:
-            approved_reasons = await self.store.rule_reasons(conversation.id, rule)
-            if approved_reasons is not None and set(reasons) <= approved_reasons:
+        if ctx.conversation and rule:
+            grants = self.store.grants
+            if await grants.covering(rule, set(reasons), ctx.conversation.id, ctx.session):
                 return await call_next(approved(invocation))
         return suspended(invocation, reasons)
 

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from runtime.agent import Runtime
+from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalStatus
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Notice, Reply
 from runtime.middleware.chain import Handler, ToolInvocation
@@ -364,7 +365,7 @@ async def test_approve_always_adds_a_scoped_rule_for_simple_commands_only(
     runtime, channel = make_runtime(redis, workdir, DemoProvider())
     first = await runtime.run("s7", "run: rm a.txt", ALICE, HERE)
     assert first.approval_id is not None
-    decision = await runtime.decide(first.approval_id, True, ADMIN, HERE, always=True)
+    decision = await runtime.decide(first.approval_id, True, ADMIN, HERE, always=GrantTerms())
     assert "now allowed" in decision.message
     # Same signature (rm, no flags) in the same conversation: runs without asking.
     second = await runtime.run("s7", "run: rm b.txt", ALICE, HERE)
@@ -378,10 +379,10 @@ async def test_approve_always_adds_a_scoped_rule_for_simple_commands_only(
     # A chain is approved once, never as a standing rule.
     chained = await runtime.run("s7", "run: ls && rm c.txt", ALICE, HERE)
     assert chained.approval_id is not None
-    decision = await runtime.decide(chained.approval_id, True, ADMIN, HERE, always=True)
-    assert "No standing rule" in decision.message
-    audit = [e["event"] for e in await runtime.approvals.audit_entries("s7")]
-    assert audit.count("rule_added") == 1
+    decision = await runtime.decide(chained.approval_id, True, ADMIN, HERE, always=GrantTerms())
+    assert "No grant was added" in decision.message
+    (grant,) = await runtime.approvals.grants.here(HERE.id, "s7")  # the first one only
+    assert grant.shown == "bash rm" and grant.by == ADMIN.key and grant.expires_at is None
 
 
 async def test_cancel_withdraws_the_pending_approval(redis: aioredis.Redis, workdir: Path) -> None:
@@ -502,7 +503,7 @@ async def test_standing_rule_does_not_cover_new_risks(redis: aioredis.Redis, wor
     runtime, _channel = make_runtime(redis, workdir, DemoProvider())
     first = await runtime.run("s11", "run: cp a.txt b.txt", ALICE, HERE)
     assert first.approval_id is not None
-    await runtime.decide(first.approval_id, True, ADMIN, HERE, always=True)
+    await runtime.decide(first.approval_id, True, ADMIN, HERE, always=GrantTerms())
     same = await runtime.run("s11", "run: cp a.txt c.txt", ALICE, HERE)
     assert same.stop_reason is StopReason.FINAL and (workdir / "c.txt").exists()
     leak = await runtime.run("s11", "run: cp .env leaked.txt", ALICE, HERE)

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from adapters.dispatch import dispatch
 from bot.cli import main
 from bot.cli_audit import parse_since
+from runtime.approval.grants import GrantTerms
 from runtime.audit import AuditEntry, AuditLog, arguments_digest
 from runtime.canonical import canonical_json
 from runtime.executor import ToolExecutor
@@ -204,7 +205,7 @@ async def test_expired_cancelled_and_rule_added(redis: aioredis.Redis, workdir: 
     # Approved always: a standing rule.
     third = await runtime.run("s6", "run: rm c.txt", ALICE, HERE)
     assert third.approval_id is not None
-    decision = await runtime.decide(third.approval_id, True, ADMIN, HERE, always=True)
+    decision = await runtime.decide(third.approval_id, True, ADMIN, HERE, always=GrantTerms())
     assert "now allowed" in decision.message
 
     entries = await trail(redis)
@@ -215,9 +216,10 @@ async def test_expired_cancelled_and_rule_added(redis: aioredis.Redis, workdir: 
     assert cancelled.fields["approval"] == second.approval_id and cancelled.actor == ALICE.key
     (command,) = of(entries, "command")
     assert command.fields["name"] == "cancel" and command.actor == ALICE.key
-    (rule,) = of(entries, "rule_added")
+    (rule,) = of(entries, "grant_added")
     assert rule.actor == ADMIN.key and rule.fields["rule"] == "bash rm"
     assert rule.fields["conversation"] == HERE.id and rule.fields["approval"] == third.approval_id
+    assert rule.fields["scope"] == HERE.id and rule.fields["grant"].startswith("g")
     (decided,) = of(entries, "approval_decided")
     assert decided.fields["scope"] == "always"
 
@@ -297,7 +299,7 @@ async def test_risk_reasons_and_standing_rules_are_stored_with_secrets_masked(
     assert quoted.approval_id is not None
 
     entries = await trail(redis)
-    (rule,) = of(entries, "rule_added")
+    (rule,) = of(entries, "grant_added")
     assert rule.fields["rule"] == "bash mysql --password=[redacted] -e"
     first, second = of(entries, "approval_requested")
     assert "mysql" in first.fields["reasons"]

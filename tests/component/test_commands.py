@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.commands import Command, CommandError, parse_command
+from runtime.approval.grants import GrantTerms
 
 
 def parsed(text: str) -> Command:
@@ -22,8 +23,29 @@ def test_approve_defaults_to_once() -> None:
 
 def test_approve_always() -> None:
     assert parsed("/approve abc always") == Command(
-        name="approve", approval_id="abc", scope="always"
+        name="approve", approval_id="abc", scope="always", grant=GrantTerms()
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("/approve abc always thread", GrantTerms("thread")),
+        ("/approve abc always everywhere for 2h", GrantTerms("everywhere", 7200)),
+        ("/approve abc always for 30m", GrantTerms("here", 1800)),
+        ("/approve abc ALWAYS HERE FOR 7D", GrantTerms("here", 7 * 86400)),
+    ],
+)
+def test_approve_always_with_a_scope_and_a_duration(text: str, terms: GrantTerms) -> None:
+    assert parsed(text) == Command(name="approve", approval_id="abc", scope="always", grant=terms)
+
+
+@pytest.mark.parametrize(
+    "text", ["/approve abc always for", "/approve abc always for 0h", "/approve abc always for 5y"]
+)
+def test_approve_always_with_a_bad_duration(text: str) -> None:
+    with pytest.raises(CommandError, match="usage: /approve"):
+        parsed(text)
 
 
 def test_approve_once() -> None:
@@ -32,7 +54,7 @@ def test_approve_once() -> None:
 
 @pytest.mark.parametrize("text", ["/approve", "/approve   "])
 def test_approve_without_id(text: str) -> None:
-    with pytest.raises(CommandError, match=r"usage: /approve <id> \[once\|always\]"):
+    with pytest.raises(CommandError, match=r"usage: /approve <id> \[once\|always \[thread"):
         parse_command(text)
 
 
@@ -115,7 +137,7 @@ def test_policy_show_with_argument() -> None:
 
 
 def test_policy_unknown_action() -> None:
-    with pytest.raises(CommandError, match=r"usage: /policy show\|allow"):
+    with pytest.raises(CommandError, match=r"usage: /policy show\|grants\|allow"):
         parse_command("/policy frob x")
 
 
@@ -124,7 +146,7 @@ def test_policy_unknown_action() -> None:
 
 def test_clawgate_namespaced_approve() -> None:
     assert parsed("/clawgate approve abc always") == Command(
-        name="approve", approval_id="abc", scope="always"
+        name="approve", approval_id="abc", scope="always", grant=GrantTerms()
     )
 
 
@@ -161,7 +183,7 @@ def test_leading_and_trailing_whitespace(text: str) -> None:
 
 def test_extra_whitespace_between_words() -> None:
     assert parsed("/approve    abc    always") == Command(
-        name="approve", approval_id="abc", scope="always"
+        name="approve", approval_id="abc", scope="always", grant=GrantTerms()
     )
     assert parsed("/reject abc   too   risky").reason == "too   risky"
 

@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.console.channel import render, render_pending
+from runtime.approval.grants import GrantTerms
 from runtime.channel import ApprovalRequested, ToolFinished, ToolStarted
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
@@ -31,7 +32,7 @@ async def test_approve_always_never_covers_what_a_glob_expands_to(
     runtime, channel = make_runtime(redis, workdir, DemoProvider())
     first = await runtime.run("always", "run: cp a b", ALICE, HERE)
     assert first.approval_id is not None
-    decision = await runtime.decide(first.approval_id, True, ADMIN, HERE, always=True)
+    decision = await runtime.decide(first.approval_id, True, ADMIN, HERE, always=GrantTerms())
     assert "now allowed" in decision.message
     assert (workdir / "b").read_text() == "a"
     # The rule covers the same plain command again...

@@ -18,6 +18,7 @@ from adapters.dispatch import dispatch
 from bot.cli import main
 from bot.policy_file import PolicyFileError, load_policy_file
 from bot.policy_reload import PolicyReloader
+from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalStatus
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested, ToolFinished
@@ -308,7 +309,7 @@ async def test_always_ask_tools_ask_even_when_the_risk_rules_would_not(
     assert "read" in offered(fake_openai.requests[0])
     # "Always" adds no standing rule for such a tool: the next read asks again.
     assert asked.approval_id is not None
-    decision = await runtime.decide(asked.approval_id, True, ADMIN, CHAT, always=True)
+    decision = await runtime.decide(asked.approval_id, True, ADMIN, CHAT, always=GrantTerms())
     assert decision.accepted and "the policy says read always asks here" in decision.message
     assert not await redis.keys(f"{PREFIX}:rules:*")
     fake_openai.script = [calls(("call_3", "read", {"path": "notes.txt"})), reply("again")]
