@@ -98,8 +98,8 @@ async def _command(
             always=command.grant,
             job=job,
         )
-        if not decision.accepted or command.scope == "always":
-            await say(decision.message)
+        if not decision.accepted or command.scope == "always" or decision.run is None:
+            await say(decision.message)  # a refusal, a grant, a count toward a quorum
         return decision.run
     elif command.name == "pending":
         try:

@@ -28,6 +28,7 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"  requester may approve: {'yes' if policy.requester_may_approve else 'no'}"
         f" ({policy.sources['requester_may_approve']})",
         f"  timeout: {policy.approval_timeout:g} s ({policy.sources['timeout']})",
+        f"  approvers needed: {_quorum(policy)}",
         "Access:",
         "  who may use clawgate: "
         + (
@@ -60,6 +61,17 @@ def render_policy(policy: EffectivePolicy) -> str:
     return "\n".join(lines)
 
 
+def _quorum(policy: EffectivePolicy) -> str:
+    rules = [f"{tool} {n}" for tool, n in sorted(policy.quorum_tools.items())]
+    rules += [f"reasons matching {p!r} {n}" for p, n in sorted(policy.quorum_reasons.items())]
+    if not rules:
+        return "1 (default: one approver)"
+    sources = " + ".join(
+        dict.fromkeys(policy.sources[k] for k in ("quorum_tools", "quorum_reasons"))
+    )
+    return f"1, except: {', '.join(rules)} ({sources})"
+
+
 def _users(policy: EffectivePolicy) -> str:
     source = policy.sources["users"]
     return f"everyone ({source})" if policy.users is None else _people(policy.users, source)
@@ -80,6 +92,8 @@ def as_json(policy: EffectivePolicy) -> str:
             "approvers": sorted(policy.approvers),
             "requester_may_approve": policy.requester_may_approve,
             "approval_timeout": policy.approval_timeout,
+            "quorum_tools": policy.quorum_tools,
+            "quorum_reasons": policy.quorum_reasons,
             "users": None if policy.users is None else sorted(policy.users),
             "direct_messages": policy.direct_messages,
             "risk": policy.risk.model_dump(),

@@ -65,6 +65,8 @@ class ApprovalNotice:
     reason: str | None = None
     outcome: str | None = None
     message: dict[str, str] = field(default_factory=dict)
+    quorum: int = 1  # approvers needed (the N-person rule)
+    approved_by: tuple[str, ...] = ()  # so far, while more are needed
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TextIO
 
+from runtime.approval.notices import quorum_line
 from runtime.channel import (
     ApprovalNotice,
     ApprovalRequested,
@@ -29,11 +30,13 @@ def _expiry(notice: ApprovalNotice) -> str:
 
 def render_request(notice: ApprovalNotice) -> str:
     i = notice.approval_id
+    quorum = quorum_line(notice)
     return "\n".join(
         [
             f"[approval needed] {notice.tool}: {notice.arguments}",
             f"  why: {'; '.join(notice.reasons)}",
             f"  requested by {notice.requester}, expires {_expiry(notice)}",
+            *([f"  approvals: {quorum}"] if quorum else []),
             f"  id {i}: /approve {i} [once|always]  or  /reject {i} [reason]",
         ]
     )
@@ -51,9 +54,10 @@ def render_update(notice: ApprovalNotice) -> str:
 
 
 def render_pending(notice: ApprovalNotice) -> str:
+    quorum = quorum_line(notice)
     return (
         f"{notice.approval_id}  {notice.status:<9} {notice.tool}: {notice.arguments}  "
-        f"(by {notice.requester}, expires {_expiry(notice)})"
+        f"(by {notice.requester}, expires {_expiry(notice)})" + (f"  [{quorum}]" if quorum else "")
     )
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.feishu.inbound import APPROVE_ALWAYS, APPROVE_ONCE, REJECT
+from runtime.approval.notices import quorum_line
 from runtime.channel import ApprovalNotice
 
 Card = dict[str, Any]
@@ -68,6 +69,9 @@ def approval_card(notice: ApprovalNotice) -> Card:
             ),
         },
     ]
+    quorum = quorum_line(notice, person)
+    if quorum:
+        elements.append({"tag": "div", "text": _md(f"**Approvals:** {quorum}")})
     if pending:
         elements.append(
             {

@@ -16,6 +16,7 @@ from adapters.slack.inbound import (
 )
 from adapters.slack.payloads import RejectContext
 from adapters.slack.text import escape
+from runtime.approval.notices import quorum_line
 from runtime.channel import ApprovalNotice
 
 Block = dict[str, Any]
@@ -46,6 +47,9 @@ def _details(notice: ApprovalNotice) -> str:
         f"*Requested by:* {person(notice.requester)}   *Expires:* {_expiry(notice)}\n"
         f"*ID:* `{notice.approval_id}`"
     )
+    quorum = quorum_line(notice, person)
+    if quorum:
+        text += f"\n*Approvals:* {quorum}"
     return text[:SECTION_LIMIT]
 
 

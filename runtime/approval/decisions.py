@@ -125,6 +125,8 @@ class Decisions:
         policy_read_at = time.monotonic()
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
             refusal = "decisions must come from the conversation that requested them"
+        if refusal is None and approve and record.quorum > 1 and actor.key == record.requester.key:
+            refusal = f"it needs {record.quorum} approvers besides the one who asked for it"
         if refusal is not None:
             return refused(
                 await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
@@ -146,6 +148,8 @@ class Decisions:
         )
         if transition.outcome == "retaken":
             return Retaken(record, checkpoint)
+        if transition.outcome in ("partial", "counted"):
+            return await self.counted(record, actor, transition)
         if not transition.ok:
             return refused(
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)
@@ -177,6 +181,34 @@ class Decisions:
             transition.held,
             policy,
             policy_read_at,
+        )
+
+    async def counted(
+        self, record: ApprovalRecord, actor: Actor, transition: Transition
+    ) -> Decision:
+        """An approval toward the N-person rule: counted (the notice shows how many so far),
+        or this approver's second, which does not count."""
+        if transition.outcome == "counted":
+            return refused(
+                f"you approved {record.id} already; it needs another approver, not you again"
+            )
+        approved_by = [*record.approved_by, actor.key]
+        await self.settlement.update_notice(record.model_copy(update={"approved_by": approved_by}))
+        await self.audit.record(
+            "approval_counted",
+            actor.key,
+            approval=record.id,
+            approvals=transition.approvals,
+            needed=transition.needed,
+            tool=record.tool,
+            session=record.session,
+            conversation=record.conversation.id,
+        )
+        more = transition.needed - transition.approvals
+        return Decision(
+            True,
+            f"Approval {record.id}: {transition.approvals} of {transition.needed} approvals; "
+            f"{more} more approver{'s' if more > 1 else ''} needed.",
         )
 
     async def announce(self, decided: Decided, actor: Actor, always: GrantTerms | None) -> str:

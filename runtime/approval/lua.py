@@ -30,7 +30,7 @@ end
 
 # KEYS: approval, pending, session audit, history
 # ARGV: id, record json, checkpoint json, conversation id, call hash, timeout ms, ttl ms,
-#       requester, tool, then the turn's messages to append to history
+#       requester, tool, approvers needed, then the turn's messages to append to history
 # The checkpoint and the history it points into are written together.
 CREATE = (
     _PRELUDE
@@ -39,12 +39,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 local expires = now + tonumber(ARGV[6])
 redis.call('HSET', KEYS[1], 'record', ARGV[2], 'checkpoint', ARGV[3], 'conversation_id', ARGV[4],
   'call_hash', ARGV[5], 'status', 'pending', 'created_at', now, 'expires_at', expires,
-  'version', 1)
+  'version', 1, 'quorum', ARGV[10])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
 -- The waiting mark outlives the approval's own timeout by two hours (time to execute): a
 -- session can never stay stuck behind a mark that nothing will clear.
 redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[6]) + 7200000)
-for i = 10, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
+for i = 11, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
 audit('requested', ARGV[8], 'pending', {'tool', ARGV[9]})
 return {'ok', tostring(now), tostring(expires)}
 """
@@ -85,9 +85,30 @@ if ARGV[6] ~= f[4] then
   audit('refused', ARGV[3], 'pending', {'why', 'call hash mismatch'})
   return {'hash_mismatch'}
 end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', ARGV[3], 'decided_at', now,
+local decided_by = ARGV[3]
+if ARGV[2] == 'approved' then
+  -- The N-person rule: each distinct approver counts once; the call runs at the N-th.
+  local needed = tonumber(redis.call('HGET', KEYS[1], 'quorum') or '1') or 1
+  if needed > 1 then
+    local approvers = {}
+    for who in string.gmatch(redis.call('HGET', KEYS[1], 'approved_by') or '', '[^,]+') do
+      if who == ARGV[3] then return {'counted', tostring(#approvers + 1), tostring(needed)} end
+      approvers[#approvers + 1] = who
+    end
+    approvers[#approvers + 1] = ARGV[3]
+    local list = table.concat(approvers, ',')
+    if #approvers < needed then
+      redis.call('HSET', KEYS[1], 'approved_by', list, 'version', version + 1)
+      audit('counted', ARGV[3], 'pending', {'approvals', tostring(#approvers)})
+      return {'partial', tostring(#approvers), tostring(needed)}
+    end
+    redis.call('HSET', KEYS[1], 'approved_by', list)
+    decided_by = table.concat(approvers, ', ')
+  end
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', decided_by, 'decided_at', now,
   'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
-audit(ARGV[2], ARGV[3], ARGV[2], {'reason', ARGV[4]})
+audit(ARGV[2], decided_by, ARGV[2], {'reason', ARGV[4]})
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[6], 'job', ARGV[10], 'done', '0') end
 if ARGV[2] == 'approved' then
   redis.call('HSET', KEYS[1], 'status', 'executing', 'worker', ARGV[7], 'executing_at', now,

@@ -83,6 +83,8 @@ class ApprovalRecord(Versioned):
     call_id: str
     call_hash: str
     reasons: list[str]
+    quorum: int = 1  # distinct approvers the call needs (the N-person rule)
+    approved_by: list[str] = Field(default_factory=list)  # so far, while it needs more
     status: ApprovalStatus = ApprovalStatus.PENDING
     created_at: int = 0  # ms, Redis server time
     expires_at: int = 0

@@ -4,7 +4,7 @@ and the tool results the lifecycle writes for calls that did not (or will not) r
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from runtime.approval.models import ApprovalRecord, Checkpoint
 from runtime.approval.store import Transition
@@ -46,7 +46,19 @@ def notice_of(record: ApprovalRecord) -> ApprovalNotice:
         reason=record.reason,
         outcome=record.outcome,
         message=record.notice,
+        quorum=record.quorum,
+        approved_by=tuple(record.approved_by),
     )
+
+
+def quorum_line(notice: ApprovalNotice, person: Callable[[str], str] = str) -> str | None:
+    """ "1 of 2 approvals (slack:U1)" while a pending call needs more than one approver;
+    `person` renders an actor key the platform's way."""
+    if notice.quorum < 2 or notice.status != "pending":
+        return None
+    got = len(notice.approved_by)
+    by = f" ({', '.join(map(person, notice.approved_by))})" if got else ""
+    return f"{got} of {notice.quorum} approvals{by}: needs {notice.quorum} distinct approvers"
 
 
 def transition_message(approval_id: str, transition: Transition) -> str:

@@ -34,6 +34,7 @@ IMMUTABLE_FIELDS = {
     "call_id",
     "call_hash",
     "reasons",
+    "quorum",
 }
 SESSION_CACHE_SIZE = 4096
 
@@ -41,13 +42,17 @@ SESSION_CACHE_SIZE = 4096
 @dataclass(frozen=True, slots=True)
 class Transition:
     """What a status script answered: `ok`, or why not (`not_found`, `already`, `expired`,
-    `wrong_conversation`, `hash_mismatch`, `wrong_status`, `not_due`, `wrong_worker`), or
-    `retaken` (the deciding job decided it before: see runtime/store/runs.py))."""
+    `wrong_conversation`, `hash_mismatch`, `wrong_status`, `not_due`, `wrong_worker`),
+    `retaken` (the deciding job decided it before: see runtime/store/runs.py), or for the
+    N-person rule `partial` (this approval counted, more are needed) and `counted` (this
+    approver counted before)."""
 
     outcome: str
     status: str | None = None  # the status found, for `already` / `wrong_status`
     decided_by: str | None = None
     held: int = 0  # messages held in the session, when the transition released it
+    approvals: int = 0  # `partial` (counted, more needed) and `counted` (this one before)
+    needed: int = 1
 
     @property
     def ok(self) -> bool:
@@ -56,6 +61,8 @@ class Transition:
 
 def _transition(reply: list[Any]) -> Transition:
     outcome = str(reply[0])
+    if outcome in ("partial", "counted"):  # the N-person rule: approvals so far, needed
+        return Transition(outcome, approvals=int(reply[1]), needed=int(reply[2]))
     status = str(reply[1]) if len(reply) > 1 and outcome != "ok" else None
     decided_by = str(reply[2]) if len(reply) > 2 and reply[2] else None
     held = int(reply[3]) if len(reply) > 3 else 0
@@ -122,6 +129,7 @@ class ApprovalStore:
             ttl_ms,
             record.requester.key,
             record.tool,
+            record.quorum,
             *messages,
         )
         # A hint only: the script's server-time expiry is what decisions check.
@@ -169,6 +177,7 @@ class ApprovalStore:
             outcome=raw.get("outcome") or None,
             worker=raw.get("worker") or None,
             notified=raw.get("notified") == "1",
+            approved_by=[who for who in raw.get("approved_by", "").split(",") if who],
         )
         if raw.get("notice"):
             fields["notice"] = json.loads(raw["notice"])

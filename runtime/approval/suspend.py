@@ -69,6 +69,7 @@ class Suspender:
             call_id=call.id,
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
             reasons=suspension.result.reasons,
+            quorum=ctx.policy.quorum(call.name, suspension.result.reasons) if ctx.policy else 1,
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:

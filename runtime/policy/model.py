@@ -20,6 +20,7 @@ _SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")
 _PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
 OverrideState = Literal["allow", "deny"]
 MAX_TIMEOUT = 30 * 86_400
+MAX_QUORUM = 5
 
 
 def check_scope(scope: str) -> str:
@@ -100,11 +101,26 @@ class ApprovalRules(_Strict):
     requester_may_approve: bool | None = None
     # Seconds, at most 30 days; default CLAWGATE_APPROVAL_TIMEOUT.
     timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    # The N-person rule: calls of these tools, or whose risk reasons match these regexes, need
+    # N distinct approvers (2-5; the requester never counts). Add up from global to the
+    # conversation: the highest N that applies wins.
+    quorum_tools: dict[str, Annotated[int, Field(ge=2, le=MAX_QUORUM)]] = Field(
+        default_factory=dict
+    )
+    quorum_reasons: dict[str, Annotated[int, Field(ge=2, le=MAX_QUORUM)]] = Field(
+        default_factory=dict
+    )
 
     @field_validator("admins", "approvers")
     @classmethod
     def _people(cls, people: list[str]) -> list[str]:
         return check_people(people)
+
+    @field_validator("quorum_reasons")
+    @classmethod
+    def _reasons_compile(cls, reasons: dict[str, int]) -> dict[str, int]:
+        check_patterns(list(reasons))
+        return reasons
 
 
 class AccessRules(_Strict):
@@ -144,6 +160,7 @@ class PolicyDocument(ScopeRules):
         names: set[str] = set()
         for rules in (self, *self.conversations.values()):
             names |= rules.tools.named() | set(rules.risk.safe_tools or ())
+            names |= set(rules.approvals.quorum_tools)
         return names
 
 

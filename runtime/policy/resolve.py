@@ -12,6 +12,7 @@ workspace, chat) the file's rules and above them the overrides stored for that s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -73,6 +74,9 @@ class EffectivePolicy:
     approvers: frozenset[str]
     requester_may_approve: bool
     approval_timeout: float
+    # The N-person rule (tool or risk-reason regex -> approvers needed), from every scope.
+    quorum_tools: dict[str, int] = field(default_factory=dict)
+    quorum_reasons: dict[str, int] = field(default_factory=dict)
     users: frozenset[str] | None = None  # who may talk to the bot here; None: everyone
     direct_messages: bool = True
     sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
@@ -84,6 +88,16 @@ class EffectivePolicy:
 
     def verdict(self, tool: str) -> ToolVerdict:
         return self.tools.get(tool, ToolVerdict("off", "not a tool of this process"))
+
+    def quorum(self, tool: str, reasons: Iterable[str]) -> int:
+        """How many distinct approvers a call of `tool` with these risk reasons needs."""
+        needed = [self.quorum_tools.get(tool, 1)]
+        needed += [
+            n
+            for pattern, n in self.quorum_reasons.items()
+            if any(re.search(pattern, reason) for reason in reasons)
+        ]
+        return max(needed)
 
     def access_refusal(self, actor: Actor, direct: bool) -> str | None:
         """Why `actor` may not talk to the bot here (None if they may); admins always may."""
@@ -144,6 +158,8 @@ def resolve(
         approval_timeout=_most_specific(
             layers, "timeout", defaults.approval_timeout, "CLAWGATE_APPROVAL_TIMEOUT", sources
         ),
+        quorum_tools=_quorum(layers, "quorum_tools", sources),
+        quorum_reasons=_quorum(layers, "quorum_reasons", sources),
         users=_users(_most_specific(layers, "users", None, "default: everyone", sources)),
         direct_messages=_most_specific(layers, "direct_messages", True, "default: open", sources),
         sources=sources,
@@ -213,6 +229,24 @@ def _most_specific(
             return value  # type: ignore[no-any-return]
     sources[name] = default_source
     return default
+
+
+def _quorum(
+    layers: Sequence[_Layer],
+    name: Literal["quorum_tools", "quorum_reasons"],
+    sources: dict[str, str],
+) -> dict[str, int]:
+    """Every scope's entries; the highest N of each key."""
+    found: dict[str, int] = {}
+    where = []
+    for layer in layers:
+        entries: dict[str, int] = getattr(layer.rules.approvals, name) if layer.rules else {}
+        for key, n in entries.items():
+            found[key] = max(n, found.get(key, 1))
+        if entries:
+            where.append(file_label(layer.scope))
+    sources[name] = " + ".join(where) or "default: none"
+    return found
 
 
 def _users(people: list[str] | None) -> frozenset[str] | None:

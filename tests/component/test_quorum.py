@@ -1,0 +1,118 @@
+"""The N-person rule on a real Redis: a call the policy marks needs N distinct approvers, the
+requester never counts, the same person twice counts once, and two approvals at once from two
+processes run the call exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import tomllib
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from runtime.agent import Runtime
+from runtime.approval.models import ApprovalStatus
+from runtime.channel import ApprovalUpdated
+from runtime.models import Actor, StopReason
+from runtime.policy.model import PolicyDocument
+from runtime.providers.demo import DemoProvider
+from tests.support import ALICE, HERE, RecordingChannel, make_runtime
+
+CAROL = Actor(platform="slack", user_id="UCAROL")
+DAVE = Actor(platform="slack", user_id="UDAVE")
+POLICY = """
+[approvals]
+quorum_tools = { bash = 2 }
+quorum_reasons = { "deletes files" = 3 }
+"""
+
+
+def quorum_runtime(redis: aioredis.Redis, workdir: Path) -> tuple[Runtime, RecordingChannel]:
+    document = PolicyDocument.model_validate(tomllib.loads(POLICY))
+    approvers = [CAROL.key, DAVE.key, ALICE.key]
+    return make_runtime(
+        redis,
+        workdir,
+        DemoProvider(),
+        document=document,
+        approvers=approvers,
+        requester_may_approve=True,
+    )
+
+
+async def ask(runtime: Runtime, session: str, command: str) -> str:
+    result = await runtime.run(session, f"run: {command}", ALICE, HERE)
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
+    return result.approval_id
+
+
+async def test_a_call_runs_only_once_enough_distinct_people_approved(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    runtime, channel = quorum_runtime(redis, workdir)
+    approval = await ask(runtime, "s1", "cp a.txt b.txt")  # bash: 2 approvers
+
+    first = await runtime.decide(approval, True, CAROL, HERE)
+    assert first.accepted and first.run is None
+    assert first.message == f"Approval {approval}: 1 of 2 approvals; 1 more approver needed."
+    assert not (workdir / "b.txt").exists()
+    (update,) = channel.of(ApprovalUpdated)
+    assert update.notice.approved_by == (CAROL.key,) and update.notice.quorum == 2
+
+    again = await runtime.decide(approval, True, CAROL, HERE)
+    assert not again.accepted and "not you again" in again.message
+    own = await runtime.decide(approval, True, ALICE, HERE)  # may approve her own, but not count
+    assert not own.accepted and "besides the one who asked for it" in own.message
+    assert not (workdir / "b.txt").exists()
+
+    second = await runtime.decide(approval, True, DAVE, HERE)
+    assert second.accepted and second.run is not None
+    assert (workdir / "b.txt").exists()
+    loaded = await runtime.approvals.load(approval)
+    assert loaded is not None
+    assert loaded[0].status is ApprovalStatus.CONSUMED
+    assert loaded[0].decided_by == f"{CAROL.key}, {DAVE.key}"
+
+
+async def test_a_risk_reason_can_ask_for_more_and_one_rejection_ends_it(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "a.txt").write_text("a")
+    runtime, _ = quorum_runtime(redis, workdir)
+    approval = await ask(runtime, "s1", "rm a.txt")  # "rm deletes files": 3
+    loaded = await runtime.approvals.load(approval)
+    assert loaded is not None and loaded[0].quorum == 3
+    assert (await runtime.decide(approval, True, CAROL, HERE)).accepted
+    rejected = await runtime.decide(approval, False, DAVE, HERE, reason="keep it")
+    assert rejected.accepted and rejected.run is not None
+    assert (workdir / "a.txt").exists()
+    loaded = await runtime.approvals.load(approval)
+    assert loaded is not None and loaded[0].status is ApprovalStatus.REJECTED
+
+
+@pytest.mark.e2e  # 200 trials
+async def test_two_approvals_at_once_from_two_processes_run_the_call_exactly_once(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    one, _ = quorum_runtime(redis, workdir)
+    two, _ = quorum_runtime(redis, workdir)
+    for trial in range(200):
+        (workdir / "src.txt").write_text(str(trial))
+        approval = await ask(one, f"s{trial}", f"cp src.txt out{trial}.txt")
+        first, second = await asyncio.gather(
+            one.decide(approval, True, CAROL, HERE), two.decide(approval, True, DAVE, HERE)
+        )
+        assert {first.run is None, second.run is None} == {True, False}, trial
+        loaded = await one.approvals.load(approval)
+        assert loaded is not None and loaded[0].status is ApprovalStatus.CONSUMED
+        assert sorted(loaded[0].approved_by) == [CAROL.key, DAVE.key]
+        assert (workdir / f"out{trial}.txt").read_text() == str(trial)
+    consumed = [
+        e
+        for s in range(200)
+        for e in await one.approvals.audit_entries(f"s{s}")
+        if e["event"] == "consumed"
+    ]
+    assert len(consumed) == 200  # exactly one execution per approval
