@@ -20,7 +20,7 @@ from runtime.approval.grants import GrantTerms
 from runtime.channel import ApprovalNotice
 from runtime.models import Actor
 
-COLUMNS = ("ID", "STATUS", "TOOL", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
+COLUMNS = ("ID", "STATUS", "TOOL", "CONVERSATION", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
 
 
 def _when(ms: int | None) -> str:
@@ -29,9 +29,22 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def in_scope(conversation: str, ref: str) -> bool:
+    """Whether `ref` is the conversation or a prefix of it cut at a colon (as scopes are)."""
+    return conversation == ref or conversation.startswith(ref + ":")
+
+
 def table(notices: list[ApprovalNotice]) -> str:
     rows = [
-        (n.approval_id, n.status, n.tool, n.requester, _when(n.expires_at), n.arguments)
+        (
+            n.approval_id,
+            n.status + (f" {len(n.approved_by)}/{n.quorum}" if n.quorum > 1 else ""),
+            n.tool,
+            n.conversation,
+            n.requester,
+            _when(n.expires_at),
+            n.arguments,
+        )
         for n in notices
     ]
     widths = [max(len(str(row[i])) for row in (COLUMNS, *rows)) for i in range(len(COLUMNS) - 1)]
@@ -47,7 +60,12 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         out.flush()
 
     if args.verb == "list":
-        notices = await runtime.pending()
+        notices = [
+            n
+            for n in await runtime.pending()
+            if (args.status is None or n.status == args.status)
+            and (args.conversation is None or in_scope(n.conversation, args.conversation))
+        ]
         if args.json:
             say(json.dumps([dataclasses.asdict(n) for n in notices], indent=2))
         else:

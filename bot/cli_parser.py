@@ -116,12 +116,20 @@ def add_approvals_parser(sub: Any) -> None:
     verbs = approvals.add_subparsers(dest="verb", required=True)
     listing = verbs.add_parser("list", help="open approvals (pending or executing)")
     listing.add_argument("--json", action="store_true", help="a JSON array")
+    listing.add_argument(
+        "--conversation",
+        metavar="REF",
+        help="only these: a conversation id or a prefix of one, like slack:T123",
+    )
+    listing.add_argument("--status", choices=["pending", "executing"], help="only these")
     show = verbs.add_parser("show", help="one approval with its audit trail")
     show.add_argument("id")
     show.add_argument("--json", action="store_true", help="one JSON object")
     approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
     approve.add_argument("id")
-    approve.add_argument("--always", action="store_true", help="also add a standing rule")
+    approve.add_argument(
+        "--always", action="store_true", help="also grant calls like it in its conversation"
+    )
     reject = verbs.add_parser("reject", help="reject as the operator")
     reject.add_argument("id")
     reject.add_argument("reason", nargs="*", help="why (told to the model)")

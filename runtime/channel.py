@@ -65,6 +65,7 @@ class ApprovalNotice:
     reason: str | None = None
     outcome: str | None = None
     message: dict[str, str] = field(default_factory=dict)
+    conversation: str = ""  # the id of the conversation that asked
     quorum: int = 1  # approvers needed (the N-person rule)
     approved_by: tuple[str, ...] = ()  # so far, while more are needed
 

@@ -46,6 +46,7 @@ def notice_of(record: ApprovalRecord) -> ApprovalNotice:
         reason=record.reason,
         outcome=record.outcome,
         message=record.notice,
+        conversation=record.conversation.id,
         quorum=record.quorum,
         approved_by=tuple(record.approved_by),
     )

@@ -125,14 +125,26 @@ async def test_approval_created_in_one_process_is_approved_from_another(
         "ID",
         "STATUS",
         "TOOL",
+        "CONVERSATION",
         "REQUESTER",
         "EXPIRES",
         "(UTC)",
         "ARGUMENTS",
     ]
+    assert f"{SESSION}  console:" in listed.splitlines()[1]
     code, listed, _ = await chat("", workdir, env, "approvals", "list", "--json")
     (entry,) = json.loads(listed)
     assert entry["approval_id"] == approval_id and entry["status"] == "pending"
+    assert entry["conversation"] == SESSION
+    for filters, shown in (
+        (["--conversation", "console"], True),
+        (["--conversation", "console:local", "--status", "pending"], True),
+        (["--conversation", "slack"], False),
+        (["--conversation", "console:loc"], False),  # whole parts only, like scopes
+        (["--status", "executing"], False),
+    ):
+        code, listed, _ = await chat("", workdir, env, "approvals", "list", *filters)
+        assert code == 0 and (approval_id in listed) is shown, filters
     assert (workdir / "victim.txt").exists()
 
     code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)
