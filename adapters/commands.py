@@ -1,6 +1,6 @@
 """Parsing chat commands, shared by every adapter.
 
-`/approve <id> [once|always [thread|here|everywhere] [for <duration>]]`, `/reject <id>
+`/approve <id> [once|always [thread|here|everywhere] [for <duration>]|edit <json>]`, `/reject <id>
 [reason]`, `/cancel`, `/pending`, `/policy show|grants|allow <tool>|deny <tool>|reset
 <tool>|revoke <grant>`, `/help`; `/clawgate <cmd> ...` is the namespaced form of each.
 """
@@ -16,7 +16,9 @@ from runtime.approval.grants import GrantScope, GrantTerms, parse_duration
 CommandName = Literal["approve", "reject", "cancel", "pending", "policy", "help"]
 NAMES: tuple[CommandName, ...] = ("approve", "reject", "cancel", "pending", "policy", "help")
 POLICY_ACTIONS = ("show", "grants", "allow", "deny", "reset", "revoke")
-APPROVE_USAGE = "/approve <id> [once|always [thread|here|everywhere] [for 30m|2h|7d]]"
+APPROVE_USAGE = (
+    "/approve <id> [once|always [thread|here|everywhere] [for 30m|2h|7d]|edit <json arguments>]"
+)
 POLICY_USAGE = "/policy show|grants|allow <tool>|deny <tool>|reset <tool>|revoke <grant>"
 
 
@@ -25,6 +27,7 @@ class Command(BaseModel):
     approval_id: str | None = None
     scope: Literal["once", "always"] = "once"
     grant: GrantTerms | None = None  # with "always": how far and how long
+    edit: str | None = None  # `/approve <id> edit <json>`: the arguments as the approver wants
     reason: str | None = None
     policy_action: str | None = None
     tool: str | None = None  # the tool of allow/deny/reset, the grant id of revoke
@@ -68,6 +71,8 @@ def _decision(name: CommandName, rest: str) -> Command:
         usage = APPROVE_USAGE if name == "approve" else "/reject <id> [reason]"
         raise CommandError(f"usage: {usage}")
     approval_id, tail = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+    if name == "approve" and tail[:5].lower() == "edit " and tail[5:].strip():
+        return Command(name=name, approval_id=approval_id, edit=tail[5:].strip())
     if name == "approve":
         tail = tail.lower()
     if name == "reject":

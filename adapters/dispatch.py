@@ -24,6 +24,8 @@ HELP = """Commands:
   /approve <id> [once|always]   run a call that waits for approval (always: also allow
                                 calls like it in this conversation from now on; add
                                 thread or everywhere (admins), and/or for 30m|2h|7d)
+  /approve <id> edit <json>     approve the call with its arguments changed, e.g.
+                                /approve k3x9 edit {"command": "rm -rf build/tmp"}
   /reject <id> [reason]         refuse it; the model is told who refused and why
   /pending                      approvals waiting in this conversation
   /cancel                       withdraw this session's pending approval
@@ -97,9 +99,10 @@ async def _command(
             reason=command.reason,
             always=command.grant,
             job=job,
+            edit=command.edit,
         )
-        if not decision.accepted or command.scope == "always" or decision.run is None:
-            await say(decision.message)  # a refusal, a grant, a count toward a quorum
+        if not decision.accepted or command.grant or command.edit or decision.run is None:
+            await say(decision.message)  # a refusal, a grant, an edit, a count toward a quorum
         return decision.run
     elif command.name == "pending":
         try:

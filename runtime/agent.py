@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.approval.decisions import Decided, Decision, Decisions, Retaken
+from runtime.approval.edit import CallEditor
 from runtime.approval.execute import ApprovedCalls
 from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
@@ -124,8 +125,15 @@ class Runtime:
         self.settlement = Settlement(
             approvals, self.audit, self.tracer, channel.send, self._release_later
         )
+        editor = CallEditor(approvals, policies, registry, config.workdir)
         self.decisions = Decisions(
-            approvals, policies, self.audit, self.settlement, self.worker_id, config.liveness_ttl
+            approvals,
+            policies,
+            self.audit,
+            self.settlement,
+            self.worker_id,
+            config.liveness_ttl,
+            editor,
         )
         self.suspender = Suspender(approvals, history, self.audit, channel.send)
         self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
@@ -172,7 +180,7 @@ class Runtime:
             if not entry.waiting_for:
                 # Leftovers of an interrupted wait: they run first, in arrival order, then
                 # this one (unless the session started waiting again: then all of them wait).
-                return await self._release_held(session) or waiting
+                return await self.release_held(session) or waiting
             if entry.position == 1:  # tell the sender once per wait, not for every message
                 await self._emitter(conversation)(Notice(WAITING.format(id=entry.waiting_for)))
             return waiting
@@ -209,7 +217,7 @@ class Runtime:
         try:
             result, suspension = await work
             if suspension is not None:
-                result = await self.suspend(state, suspension, result)
+                result = await self.suspender.suspend(state, suspension, result)
         except asyncio.CancelledError:
             await state.emit(RunFinished(StopReason.CANCELLED, state.step))
             raise
@@ -225,14 +233,6 @@ class Runtime:
         await state.emit(RunFinished(result.stop_reason, result.steps, result.error))
         return result
 
-    # --- suspension -------------------------------------------------------------------------
-
-    async def suspend(
-        self, state: RunState, suspension: Suspension, result: RunResult
-    ) -> RunResult:
-        """Checkpoint a suspended run and post its approval notice (see Suspender)."""
-        return await self.suspender.suspend(state, suspension, result)
-
     # --- decisions --------------------------------------------------------------------------
 
     async def decide(
@@ -244,13 +244,14 @@ class Runtime:
         reason: str | None = None,
         always: GrantTerms | None = None,
         job: str = "",
+        edit: str | None = None,
     ) -> Decision:
         """`conversation` is where the decision was made; None only for the operator CLI.
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
         failing is raised (the worker tries the job again)."""
         async with self.audit.unit():  # the decision's and the resumed run's records together
             return await self._decide(
-                approval_id, approve, actor, conversation, reason, always, job or new_job()
+                approval_id, approve, actor, conversation, reason, always, job or new_job(), edit
             )
 
     async def _decide(
@@ -262,9 +263,10 @@ class Runtime:
         reason: str | None,
         always: GrantTerms | None,
         job: str,
+        edit: str | None = None,
     ) -> Decision:
         decided = await self.decisions.record(
-            approval_id, approve, actor, conversation, reason, always, job
+            approval_id, approve, actor, conversation, reason, always, job, edit
         )
         if isinstance(decided, Decision):
             return decided
@@ -285,8 +287,10 @@ class Runtime:
             result = trace.done(result)
         await self.runs.finish(record.session, job)
         if held:
-            await self._release_held(record.session)
+            await self.release_held(record.session)
         verb = "approved" if approve else "rejected"
+        if decided.checkpoint.edit:
+            note = f" It ran with your edits ({decided.checkpoint.edit}).{note}"
         return Decision(True, f"Approval {record.id} {verb}.{note}", result)
 
     async def _continue_decided(self, retaken: Retaken, job: str) -> Decision:
@@ -302,7 +306,7 @@ class Runtime:
             state = RunState(record.session, entry.history, ctx, emit)
             result = await self._drive(state, self.retake(state, entry.start))
             await self.runs.finish(record.session, job)
-        await self._release_held(record.session)
+        await self.release_held(record.session)
         return Decision(True, f"Approval {record.id}: continued after a restart.", result)
 
     async def precheck(
@@ -383,7 +387,7 @@ class Runtime:
 
     # --- held messages, cancel, pending ----------------------------------------------------
 
-    async def _release_held(self, session: str) -> RunResult | None:
+    async def release_held(self, session: str) -> RunResult | None:
         """Run the messages held during a wait, in order, until one suspends again. Each
         stays in its list until its run finished: a crash mid-way retakes it."""
         result = None
@@ -413,7 +417,7 @@ class Runtime:
             said.append(message)
             if withdrawn:  # the run that waited ends where it ran
                 await self._emitter(loaded[1].conversation)(RunFinished(StopReason.CANCELLED, 0))
-                await self._release_held(session)
+                await self.release_held(session)
         return " ".join(said) or "Nothing to cancel."
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
@@ -437,10 +441,6 @@ class Runtime:
 
     async def _release_later(self, record: ApprovalRecord) -> None:
         if self.release is None:
-            await self._release_held(record.session)
+            await self.release_held(record.session)
         else:
             await self.release(record.session, record.conversation)
-
-    async def release_held(self, session: str) -> RunResult | None:
-        """Run the messages the session held, in order (a queued "release" job)."""
-        return await self._release_held(session)

@@ -203,7 +203,7 @@ async def bench_checkpoint_writes(
             turn: list[Message] = [AssistantMessage(tool_calls=[call])]
             suspension = Suspension(1, [call], 0, [], pending, turn)
             t0 = time.perf_counter_ns()
-            await runtime.suspend(state, suspension, result)
+            await runtime.suspender.suspend(state, suspension, result)
             samples.append((time.perf_counter_ns() - t0) / 1000)
         return samples
 

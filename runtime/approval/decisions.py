@@ -8,6 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from runtime.approval.edit import CallEditor, Edited
 from runtime.approval.grants import Grant, GrantTerms, describe_grant, scope_of
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint, checkpoint_call_hash
 from runtime.approval.notices import (
@@ -84,6 +85,7 @@ class Decisions:
         settlement: Settlement,
         worker_id: str,
         liveness_ttl: float,
+        editor: CallEditor | None = None,
     ) -> None:
         """`worker_id` and `liveness_ttl`: the deciding process, which owns an approved call
         until it is consumed (see ApprovalStore.decide)."""
@@ -93,6 +95,7 @@ class Decisions:
         self.settlement = settlement
         self.worker_id = worker_id
         self.liveness_ttl = liveness_ttl
+        self.editor = editor  # approve with edit; None: edits are refused
 
     async def refusal(
         self, actor: Actor, record: ApprovalRecord
@@ -111,9 +114,11 @@ class Decisions:
         reason: str | None,
         always: GrantTerms | None,
         job: str = "",
+        edit: str | None = None,
     ) -> Decision | Decided | Retaken:
         """Check who may decide, then run the decision script: a refusal, what was decided
-        (audited), or for a retake of `job` (the deciding job) its earlier decision."""
+        (audited), or for a retake of `job` (the deciding job) its earlier decision. `edit`:
+        the call's arguments as the approver changed them (JSON), approved as edited."""
         attempt = "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
@@ -131,6 +136,11 @@ class Decisions:
             return refused(
                 await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
             )
+        if edit is not None and approve:
+            edited = await self._edit(record, checkpoint, edit, actor, policy)
+            if isinstance(edited, Decision):
+                return edited
+            record, checkpoint = edited.record, edited.checkpoint
         call = checkpoint.calls[checkpoint.index]
         rejected = None if approve else rejection(call, actor, reason)
         transition, raw_history = await self.approvals.decide(
@@ -182,6 +192,36 @@ class Decisions:
             policy,
             policy_read_at,
         )
+
+    async def _edit(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        arguments: str,
+        actor: Actor,
+        policy: EffectivePolicy,
+    ) -> Edited | Decision:
+        """The call edited as `actor` asks (recorded and audited), or the refusal."""
+        if self.editor is None:
+            return refused("approving with edits is not possible here")
+        edited = await self.editor.edit(record, checkpoint, arguments, actor, policy)
+        if isinstance(edited, str):
+            message = f"Approval {record.id} not edited: {edited}."
+            await self.audit_refusal(
+                record.id, actor, "edit_refused", message, record, "edit", checkpoint.trace_id
+            )
+            return refused(message)
+        await self.audit.record(
+            "approval_edited",
+            actor.key,
+            approval=record.id,
+            tool=record.tool,
+            diff=edited.diff,
+            session=record.session,
+            conversation=record.conversation.id,
+            trace=checkpoint.trace_id,
+        )
+        return edited
 
     async def counted(
         self, record: ApprovalRecord, actor: Actor, transition: Transition

@@ -25,6 +25,14 @@ log = logging.getLogger(__name__)
 RunCall = Callable[[], Awaitable[ToolResult]]
 
 
+def with_edit(result: ToolResult, edit: str | None) -> ToolResult:
+    """The model is told when the call ran with an approver's edits, and which."""
+    if edit is None:
+        return result
+    note = f"(run with the approver's edits: {edit})\n"
+    return result.model_copy(update={"model_text": note + result.model_text})
+
+
 class ApprovedCalls:
     def __init__(
         self,
@@ -53,7 +61,7 @@ class ApprovedCalls:
                 result = not_executed(call, "the approved call failed its integrity check")
             else:
                 try:
-                    result = await run()
+                    result = with_edit(await run(), checkpoint.edit)
                 except BaseException:
                     # Cancelled or crashed mid-call: whether it took effect is unknown.
                     await asyncio.shield(self._interrupted(record, checkpoint))

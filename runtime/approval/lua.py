@@ -184,3 +184,20 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return redis.call('LLEN', KEYS[2])
 """
+
+# KEYS: approval, pending, session audit
+# ARGV: id, expected call hash, new call hash, record json, checkpoint json, quorum, actor, diff
+EDIT = (
+    _PRELUDE
+    + """
+local f = redis.call('HMGET', KEYS[1], 'status', 'call_hash', 'version', 'decided_by')
+if not f[1] then return {'not_found'} end
+if f[1] ~= 'pending' then return {'already', f[1], f[4] or ''} end
+if f[2] ~= ARGV[2] then return {'hash_mismatch'} end
+redis.call('HSET', KEYS[1], 'call_hash', ARGV[3], 'record', ARGV[4], 'checkpoint', ARGV[5],
+  'quorum', ARGV[6], 'version', tonumber(f[3]) + 1)
+redis.call('HDEL', KEYS[1], 'approved_by')
+audit('edited', ARGV[7], 'pending', {'diff', ARGV[8]})
+return {'ok'}
+"""
+)

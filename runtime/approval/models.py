@@ -71,6 +71,7 @@ class Checkpoint(Versioned):
     prior_results: list[ToolResult] = Field(default_factory=list)
     history_len: int
     trace_id: str | None = None  # the suspended run's trace: a resumed run's trace links to it
+    edit: str | None = None  # an approver changed the call's arguments: the diff, for the model
 
 
 class ApprovalRecord(Versioned):

@@ -240,6 +240,34 @@ class ApprovalStore:
         history = reply[4] if len(reply) > 4 else []
         return _transition(reply), [str(item) for item in history]
 
+    async def edit(
+        self,
+        record: ApprovalRecord,
+        edited: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: str,
+        diff: str,
+    ) -> Transition:
+        """Replace a pending approval's call by `edited`'s (new arguments, hash, reasons and
+        approvers needed; approvals counted so far are dropped), with `checkpoint`, unless it
+        was decided or changed meanwhile (`already`, `hash_mismatch`)."""
+        keys = self._session_keys(record.session, record.id)[:3]
+        pipe = self._pipeline()
+        pipe.eval(
+            lua.EDIT,
+            len(keys),
+            *keys,
+            record.id,
+            record.call_hash,
+            edited.call_hash,
+            edited.model_dump_json(include=IMMUTABLE_FIELDS),
+            checkpoint.model_dump_json(),
+            edited.quorum,
+            actor,
+            diff,
+        )
+        return _transition((await pipe.execute())[-1])
+
     async def close(self, session: str, approval_id: str, messages: list[str]) -> int:
         """Write the messages ending a settled batch and release the session, but only while it
         still waits for this approval. Returns how many messages are held."""

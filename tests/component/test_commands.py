@@ -218,3 +218,9 @@ def test_nested_namespace_is_not_recursed_into() -> None:
 
 def test_approve_scope_is_case_insensitive() -> None:
     assert parsed("/approve abc ALWAYS").scope == "always"
+
+
+def test_approve_with_edit_keeps_the_arguments_as_typed() -> None:
+    command = parsed('/approve abc EDIT {"command": "rm Build/TMP"}')
+    assert command is not None and command.approval_id == "abc"
+    assert command.edit == '{"command": "rm Build/TMP"}' and command.grant is None

@@ -136,7 +136,7 @@ async def test_approval_created_in_one_process_is_approved_from_another(
     (entry,) = json.loads(listed)
     assert entry["approval_id"] == approval_id and entry["status"] == "pending"
     assert entry["conversation"] == SESSION
-    for filters, shown in (
+    for filters, listed_here in (
         (["--conversation", "console"], True),
         (["--conversation", "console:local", "--status", "pending"], True),
         (["--conversation", "slack"], False),
@@ -144,7 +144,7 @@ async def test_approval_created_in_one_process_is_approved_from_another(
         (["--status", "executing"], False),
     ):
         code, listed, _ = await chat("", workdir, env, "approvals", "list", *filters)
-        assert code == 0 and (approval_id in listed) is shown, filters
+        assert code == 0 and (approval_id in listed) is listed_here, filters
     assert (workdir / "victim.txt").exists()
 
     code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)

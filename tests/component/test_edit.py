@@ -1,0 +1,94 @@
+"""Approve with edit on a real Redis: the edited call runs (never the original), it is judged
+again, the model is told, the audit has the diff, and a stale edit is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from adapters.dispatch import dispatch
+from runtime.approval.models import ApprovalStatus
+from runtime.audit import AuditLog
+from runtime.models import Actor, StopReason, ToolMessage
+from runtime.providers.demo import DemoProvider
+from runtime.store.keys import Keys
+from tests.support import ADMIN, ALICE, HERE, PREFIX, make_runtime
+
+CAROL = Actor(platform="slack", user_id="UCAROL")
+
+
+async def test_the_edited_call_runs_and_the_model_is_told(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    for name in ("keep.txt", "drop.txt"):
+        (workdir / name).write_text(name)
+    runtime, _ = make_runtime(redis, workdir, DemoProvider(), approvers=[CAROL.key])
+    asked = await runtime.run("s1", "run: rm keep.txt", ALICE, HERE)
+    assert asked.approval_id is not None
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    edit = json.dumps({"command": "rm drop.txt"})
+    await dispatch(runtime, "s1", f"/approve {asked.approval_id} edit {edit}", CAROL, HERE, say)
+    assert (workdir / "keep.txt").exists() and not (workdir / "drop.txt").exists()
+    assert said == [
+        f'Approval {asked.approval_id} approved. It ran with your edits (command: "rm keep.txt"'
+        ' -> "rm drop.txt").'
+    ]
+    history = await runtime.history.load("s1")
+    (result,) = [m for m in history if isinstance(m, ToolMessage)]
+    assert result.content.startswith(
+        """(run with the approver's edits: command: "rm keep.txt" -> "rm drop.txt")"""
+    )
+    loaded = await runtime.approvals.load(asked.approval_id)
+    assert loaded is not None
+    record, checkpoint = loaded
+    assert record.status is ApprovalStatus.CONSUMED and json.loads(record.arguments) == {
+        "command": "rm drop.txt"
+    }
+    assert checkpoint.calls[checkpoint.index].arguments == edit
+    entries = await AuditLog(redis, Keys(PREFIX)).newest(50)
+    (edited,) = [e for e in entries if e.event == "approval_edited"]
+    assert edited.actor == CAROL.key
+    assert edited.fields["diff"] == 'command: "rm keep.txt" -> "rm drop.txt"'
+    stream = [e["event"] for e in await runtime.approvals.audit_entries("s1")]
+    assert stream[:4] == ["requested", "edited", "approved", "executing"]
+
+    # Too late: it was decided; an edit now changes nothing.
+    late = await runtime.decide(
+        asked.approval_id, True, CAROL, HERE, edit=json.dumps({"command": "rm keep.txt"})
+    )
+    assert not late.accepted and "already decided" in late.message
+    assert (workdir / "keep.txt").exists()
+
+
+async def test_an_edit_the_policy_refuses_or_the_tool_rejects_runs_nothing(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "keep.txt").write_text("keep")
+    runtime, _ = make_runtime(redis, workdir, DemoProvider(), approvers=[CAROL.key])
+    asked = await runtime.run("s1", "run: rm keep.txt", ALICE, HERE)
+    assert asked.approval_id is not None
+    for edit, why in (
+        ({"command": "rm -rf /"}, "refused by the risk policy"),
+        ({"cmd": "ls"}, "invalid for bash: command: Field required"),
+        ([1, 2], "must be a JSON object"),
+    ):
+        decision = await runtime.decide(asked.approval_id, True, CAROL, HERE, edit=json.dumps(edit))
+        assert not decision.accepted and why in decision.message, decision.message
+    assert (workdir / "keep.txt").exists()
+    loaded = await runtime.approvals.load(asked.approval_id)
+    assert loaded is not None and loaded[0].status is ApprovalStatus.PENDING
+    assert json.loads(loaded[0].arguments) == {"command": "rm keep.txt"}  # unchanged
+    refusals = [
+        e for e in await AuditLog(redis, Keys(PREFIX)).newest(50) if e.event == "approval_refused"
+    ]
+    assert [e.fields["why"] for e in refusals] == ["edit_refused"] * 3
+    # The original can still be decided as it stands.
+    decision = await runtime.decide(asked.approval_id, False, ADMIN, HERE, reason="no")
+    assert decision.accepted and decision.run is not None
+    assert decision.run.stop_reason is StopReason.FINAL
