@@ -29,6 +29,8 @@ def render_policy(policy: EffectivePolicy) -> str:
         f" ({policy.sources['requester_may_approve']})",
         f"  timeout: {policy.approval_timeout:g} s ({policy.sources['timeout']})",
         f"  approvers needed: {_quorum(policy)}",
+        f"  requests also go to: {', '.join(policy.notify) or 'nowhere else'}"
+        f" ({policy.sources['notify']})",
         "Access:",
         "  who may use clawgate: "
         + (
@@ -92,6 +94,7 @@ def as_json(policy: EffectivePolicy) -> str:
             "approvers": sorted(policy.approvers),
             "requester_may_approve": policy.requester_may_approve,
             "approval_timeout": policy.approval_timeout,
+            "notify": list(policy.notify),
             "quorum_tools": policy.quorum_tools,
             "quorum_reasons": policy.quorum_reasons,
             "users": None if policy.users is None else sorted(policy.users),

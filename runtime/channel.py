@@ -73,10 +73,12 @@ class ApprovalNotice:
 @dataclass(frozen=True, slots=True)
 class ApprovalRequested:
     """Post the notice; `again`: it may have been posted before a crash (post it only if it
-    is not there yet)."""
+    is not there yet); `copy`: in another conversation than the one that asked (an
+    approvers' channel), which the notice then names."""
 
     notice: ApprovalNotice
     again: bool = False
+    copy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,8 @@ def outcome(notice: ApprovalNotice) -> list[Card]:
     return note
 
 
-def approval_card(notice: ApprovalNotice) -> Card:
+def approval_card(notice: ApprovalNotice, copy: bool = False) -> Card:
+    """`copy`: posted in another chat than the one that asked (it names that one)."""
     i = notice.approval_id
     when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
     reasons = "\n".join(f"- {r}" for r in notice.reasons) or "- risky call"
@@ -72,6 +73,9 @@ def approval_card(notice: ApprovalNotice) -> Card:
     quorum = quorum_line(notice, person)
     if quorum:
         elements.append({"tag": "div", "text": _md(f"**Approvals:** {quorum}")})
+    if copy:
+        asked = f"**Asked in:** {notice.conversation} (the run continues there)"
+        elements.append({"tag": "div", "text": _md(asked)})
     if pending:
         elements.append(
             {

@@ -96,12 +96,13 @@ class FeishuChannel:
         elif isinstance(event, Notice):
             await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
         elif isinstance(event, ApprovalRequested):
-            card = approval_card(event.notice)
-            key = f"approval/{event.notice.approval_id}"
-            message_id = await self._say(conversation.data, "interactive", card, key)
+            card = approval_card(event.notice, copy=event.copy)
+            where = conversation.data or {"chat_id": conversation.id.rsplit(":", 1)[-1]}
+            key = f"approval/{event.notice.approval_id}/{where['chat_id']}"
+            message_id = await self._say(where, "interactive", card, key)
             return {"message_id": message_id} if message_id else None
         elif isinstance(event, ApprovalUpdated):
-            card = approval_card(event.notice)
+            card = approval_card(event.notice, copy=event.notice.conversation != conversation.id)
             if event.notice.message.get("message_id"):
                 await self._patch(event.notice.message["message_id"], card)
             else:  # the card was never posted: post it now

@@ -39,7 +39,13 @@ def _code(text: str) -> str:
     return "```" + escape(text).replace("```", "'''") + "```"
 
 
-def _details(notice: ApprovalNotice) -> str:
+def _origin(conversation_id: str) -> str:
+    """`slack:T1:C1` as a channel link; another platform's id as it is."""
+    platform, _, rest = conversation_id.partition(":")
+    return f"<#{rest.rsplit(':', 1)[-1]}>" if platform == "slack" else escape(conversation_id)
+
+
+def _details(notice: ApprovalNotice, copy: bool = False) -> str:
     reasons = "\n".join(f"• {escape(reason)}" for reason in notice.reasons) or "• risky call"
     text = (
         f"*Tool:* `{escape(notice.tool)}`\n*Arguments:*\n{_code(notice.arguments)}\n"
@@ -50,6 +56,8 @@ def _details(notice: ApprovalNotice) -> str:
     quorum = quorum_line(notice, person)
     if quorum:
         text += f"\n*Approvals:* {quorum}"
+    if copy:
+        text += f"\n*Asked in:* {_origin(notice.conversation)} (the run continues there)"
     return text[:SECTION_LIMIT]
 
 
@@ -80,12 +88,13 @@ def fallback_text(notice: ApprovalNotice) -> str:
     return f"Approval {notice.approval_id} ({notice.tool}): {notice.status.replace('_', ' ')}"
 
 
-def approval_blocks(notice: ApprovalNotice) -> list[Block]:
+def approval_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:
+    """`copy`: posted in another conversation than the one that asked (it names that one)."""
     i = notice.approval_id
     header = ":lock: *Approval needed*" if notice.status == "pending" else "*Approval*"
     blocks: list[Block] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": header}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _details(notice)}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _details(notice, copy)}},
     ]
     if notice.status != "pending":
         blocks.append(

@@ -78,7 +78,10 @@ def web_client(token: str, base_url: str, session: ClientSession | None = None) 
 
 
 def _where(conversation: ConversationRef) -> dict[str, str]:
-    where = {"channel": conversation.data["channel"]}
+    # A conversation named by its id alone (an approvers' channel from the policy):
+    # slack:<team>:<channel>.
+    channel = conversation.data.get("channel") or conversation.id.rsplit(":", 1)[-1]
+    where = {"channel": channel}
     if conversation.data.get("thread_ts"):
         where["thread_ts"] = conversation.data["thread_ts"]
     return where
@@ -101,10 +104,10 @@ class SlackChannel:
             notice = event.notice
             ts = await self._post(
                 where,
-                key=f"approval/{notice.approval_id}",
+                key=f"approval/{notice.approval_id}/{where['channel']}",
                 again=event.again,
                 text=fallback_text(notice),
-                blocks=approval_blocks(notice),
+                blocks=approval_blocks(notice, copy=event.copy),
             )
             return {"channel": where["channel"], "ts": ts} if ts else None
         elif isinstance(event, ApprovalUpdated):
@@ -114,7 +117,9 @@ class SlackChannel:
                     notice.message["channel"],
                     notice.message["ts"],
                     text=fallback_text(notice),
-                    blocks=approval_blocks(notice),
+                    blocks=approval_blocks(
+                        notice, copy=notice.message["channel"] != where["channel"]
+                    ),
                 )
             else:  # the notice was never posted: say it anew
                 await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))

@@ -126,6 +126,8 @@ class Decisions:
             await self.audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
             return refused(message)
         record, checkpoint = loaded
+        if conversation is not None and conversation.id in record.routes:
+            conversation = record.conversation  # a copy of the notice: as good as the thread
         refusal, policy = await self.refusal(actor, record)
         policy_read_at = time.monotonic()
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
@@ -277,7 +279,7 @@ class Decisions:
             message = await self.unauthorized(record, actor, refusal, None, checkpoint.trace_id)
             return message, record.session
         why = None
-        if record.conversation.id != conversation.id:
+        if record.conversation.id != conversation.id and conversation.id not in record.routes:
             why = "wrong_conversation"
             message = TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
         elif record.status is not ApprovalStatus.PENDING:

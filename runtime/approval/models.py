@@ -85,6 +85,8 @@ class ApprovalRecord(Versioned):
     call_hash: str
     reasons: list[str]
     quorum: int = 1  # distinct approvers the call needs (the N-person rule)
+    routes: list[str] = Field(default_factory=list)  # where the request is posted too
+    copies: list[dict[str, str]] = Field(default_factory=list)  # those posts: conversation, ref
     approved_by: list[str] = Field(default_factory=list)  # so far, while it needs more
     status: ApprovalStatus = ApprovalStatus.PENDING
     created_at: int = 0  # ms, Redis server time

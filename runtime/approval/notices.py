@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from runtime.approval.models import ApprovalRecord, Checkpoint
 from runtime.approval.store import Transition
 from runtime.channel import ApprovalNotice
-from runtime.models import Actor, Message, ToolCall, ToolMessage, ToolResult, ToolStatus
+from runtime.models import (
+    Actor,
+    ConversationRef,
+    Message,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolStatus,
+)
 from runtime.redact import argument_summary
 
 TRANSITION_MESSAGES = {
@@ -50,6 +59,18 @@ def notice_of(record: ApprovalRecord) -> ApprovalNotice:
         quorum=record.quorum,
         approved_by=tuple(record.approved_by),
     )
+
+
+def routed(conversation_id: str) -> ConversationRef:
+    """A conversation the policy routes approval requests to, by its id alone (the adapter
+    of its platform finds where to post from the id)."""
+    return ConversationRef(platform=conversation_id.split(":", 1)[0], id=conversation_id)
+
+
+def copies_of(record: ApprovalRecord) -> list[tuple[ConversationRef, ApprovalNotice]]:
+    """Each posted copy of the record's notice, as the conversation and the notice to update."""
+    notice = notice_of(record)
+    return [(routed(copy["conversation"]), replace(notice, message=copy)) for copy in record.copies]
 
 
 def quorum_line(notice: ApprovalNotice, person: Callable[[str], str] = str) -> str | None:

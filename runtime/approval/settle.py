@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
-from runtime.approval.notices import notice_of, unanswered
+from runtime.approval.notices import copies_of, notice_of, unanswered
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalUpdated, Reply, Send
@@ -36,7 +36,10 @@ class Settlement:
         self.release = release
 
     async def update_notice(self, record: ApprovalRecord) -> None:
+        """The notice in its thread and every copy of it, updated in place."""
         await self.send(record.conversation, ApprovalUpdated(notice_of(record)))
+        for where, notice in copies_of(record):
+            await self.send(where, ApprovalUpdated(notice))
 
     async def sweep(self) -> int:
         """Expire overdue approvals and settle calls whose executing process died. Returns

@@ -35,6 +35,7 @@ IMMUTABLE_FIELDS = {
     "call_hash",
     "reasons",
     "quorum",
+    "routes",
 }
 SESSION_CACHE_SIZE = 4096
 
@@ -181,16 +182,27 @@ class ApprovalStore:
         )
         if raw.get("notice"):
             fields["notice"] = json.loads(raw["notice"])
+        if raw.get("copies"):
+            fields["copies"] = json.loads(raw["copies"])
         record = ApprovalRecord.model_validate(fields)
         return record, Checkpoint.model_validate_json(raw["checkpoint"])
 
-    async def set_notice(self, record: ApprovalRecord, notice: dict[str, str]) -> None:
-        """The notice was posted; `notice` is the platform's reference to it (may be empty)."""
-        key = self.keys.approval(record.session, record.id)
-        if notice:
-            await self.redis.hset(key, mapping={"notified": "1", "notice": json.dumps(notice)})
-        else:
-            await self.redis.hset(key, "notified", "1")
+    async def set_notice(
+        self,
+        record: ApprovalRecord,
+        notice: dict[str, str],
+        copies: list[dict[str, str]] | None = None,
+    ) -> None:
+        """The notice was posted; `notice` is the platform's reference to it (may be empty),
+        `copies` those of its copies in other conversations."""
+        await self.redis.hset(
+            self.keys.approval(record.session, record.id),
+            mapping={
+                "notified": "1",
+                "notice": json.dumps(notice),
+                "copies": json.dumps(copies or []),
+            },
+        )
 
     # --- transitions ------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from runtime.approval.models import ApprovalRecord, Checkpoint, call_hash, new_approval_id
-from runtime.approval.notices import notice_of, unanswered
+from runtime.approval.notices import notice_of, routed, unanswered
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
@@ -70,6 +70,7 @@ class Suspender:
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
             reasons=suspension.result.reasons,
             quorum=ctx.policy.quorum(call.name, suspension.result.reasons) if ctx.policy else 1,
+            routes=list(ctx.policy.notify) if ctx.policy else [],
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
@@ -104,10 +105,17 @@ class Suspender:
         return result.model_copy(update={"approval_id": record.id})
 
     async def notify(self, record: ApprovalRecord, again: bool = False) -> None:
-        """Post the approval notice to its conversation, and record that it was posted.
-        `again`: it may have been posted by a process that died before recording it."""
-        ref = await self.send(record.conversation, ApprovalRequested(notice_of(record), again))
-        await self.approvals.set_notice(record, ref or {})
+        """Post the approval notice to its conversation and to the policy's approvers'
+        channels, and record that (and where) it was posted. `again`: it may have been
+        posted by a process that died before recording it."""
+        notice = notice_of(record)
+        ref = await self.send(record.conversation, ApprovalRequested(notice, again))
+        copies = []
+        for target in record.routes:
+            copy = await self.send(routed(target), ApprovalRequested(notice, again, copy=True))
+            if copy:
+                copies.append({"conversation": target, **copy})
+        await self.approvals.set_notice(record, ref or {}, copies)
 
     async def abandon(self, state: RunState, suspension: Suspension, text: str) -> None:
         """Best effort after a failed checkpoint: keep what already ran in history, answer the

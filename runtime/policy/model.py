@@ -18,6 +18,7 @@ GLOBAL = ""  # the scope that matches every conversation
 EVERYONE = "*"  # in [access] users: no allowlist
 _SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")
 _PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
+_CONVERSATION = re.compile(r"^[a-z]+:[^\s:]+:[^\s:]+$")
 OverrideState = Literal["allow", "deny"]
 MAX_TIMEOUT = 30 * 86_400
 MAX_QUORUM = 5
@@ -101,6 +102,10 @@ class ApprovalRules(_Strict):
     requester_may_approve: bool | None = None
     # Seconds, at most 30 days; default CLAWGATE_APPROVAL_TIMEOUT.
     timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    # Conversations (ids such as slack:T123:C456 or feishu:<tenant>:<chat_id>) where approval
+    # requests are posted too, besides the thread that asked: an approvers' channel. A decision
+    # from any of them counts. Add up from global to the conversation.
+    notify: list[str] = Field(default_factory=list)
     # The N-person rule: calls of these tools, or whose risk reasons match these regexes, need
     # N distinct approvers (2-5; the requester never counts). Add up from global to the
     # conversation: the highest N that applies wins.
@@ -115,6 +120,17 @@ class ApprovalRules(_Strict):
     @classmethod
     def _people(cls, people: list[str]) -> list[str]:
         return check_people(people)
+
+    @field_validator("notify")
+    @classmethod
+    def _conversations(cls, ids: list[str]) -> list[str]:
+        bad = [i for i in ids if not _CONVERSATION.match(i)]
+        if bad:
+            raise ValueError(
+                f"expected conversation ids like slack:T123:C456 or feishu:<tenant>:<chat_id>, "
+                f"got {bad}"
+            )
+        return ids
 
     @field_validator("quorum_reasons")
     @classmethod

@@ -74,6 +74,8 @@ class EffectivePolicy:
     approvers: frozenset[str]
     requester_may_approve: bool
     approval_timeout: float
+    # Where approval requests are posted too (conversation ids), from every scope.
+    notify: tuple[str, ...] = ()
     # The N-person rule (tool or risk-reason regex -> approvers needed), from every scope.
     quorum_tools: dict[str, int] = field(default_factory=dict)
     quorum_reasons: dict[str, int] = field(default_factory=dict)
@@ -158,6 +160,7 @@ def resolve(
         approval_timeout=_most_specific(
             layers, "timeout", defaults.approval_timeout, "CLAWGATE_APPROVAL_TIMEOUT", sources
         ),
+        notify=_notify(layers, conversation_id, sources),
         quorum_tools=_quorum(layers, "quorum_tools", sources),
         quorum_reasons=_quorum(layers, "quorum_reasons", sources),
         users=_users(_most_specific(layers, "users", None, "default: everyone", sources)),
@@ -229,6 +232,17 @@ def _most_specific(
             return value  # type: ignore[no-any-return]
     sources[name] = default_source
     return default
+
+
+def _notify(
+    layers: Sequence[_Layer], conversation_id: str, sources: dict[str, str]
+) -> tuple[str, ...]:
+    found = [c for layer in layers if layer.rules for c in layer.rules.approvals.notify]
+    where = [
+        file_label(layer.scope) for layer in layers if layer.rules and layer.rules.approvals.notify
+    ]
+    sources["notify"] = " + ".join(where) or "default: the thread only"
+    return tuple(dict.fromkeys(c for c in found if c != conversation_id))
 
 
 def _quorum(

@@ -986,3 +986,38 @@ def test_serve_with_a_wrong_app_secret_exits_2(sync_fake: FakeFeishu, redis_url:
     assert lines[0].startswith("clawgate: FEISHU_APP"), lines
     assert "FEISHU_APP_SECRET" in lines[0] and "10014" in lines[0], lines
     assert {c.kind for c in sync_fake.attempts()} == {"token"}  # nothing was sent
+
+
+async def test_a_request_is_decided_from_the_approvers_chat_and_both_cards_updated(
+    fake: FakeFeishu, workdir: Path, redis_url: str
+) -> None:
+    approvers_chat = "oc_approvers"
+    policy = workdir.parent / "routes.toml"
+    policy.write_text(f'[approvals]\nnotify = ["feishu:{TENANT_KEY}:{approvers_chat}"]\n')
+    victim = workdir / "victim.txt"
+    victim.write_text("precious")
+    async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
+        card = await request_risky(h, "run: rm -f victim.txt")
+
+        def copy() -> Call | None:
+            return next(
+                (c for c in h.fake.sends(approvers_chat) if c.msg_type == "interactive"), None
+            )
+
+        sent = await h.fake.await_for(copy, 15, what="the copy in the approvers' chat")
+        assert sent.message_id is not None
+        assert f"Asked in:** feishu:{TENANT_KEY}:{CHAT}" in card_text(sent.content)
+        in_approvers_chat = Card(sent.message_id, card.approval_id, card.root_id, sent)
+
+        status, answer = await h.click(
+            "approve_once", in_approvers_chat, APPROVER, chat_id=approvers_chat
+        )
+        assert status == 200 and answer["toast"]["type"] == "info", answer
+        await h.fake.await_for(lambda: not victim.exists(), 15, what="the approved rm to run")
+        await h.drained()
+        for message_id in (card.message_id, sent.message_id):
+            stored = h.fake.message(message_id)
+            assert stored is not None and buttons(stored.content) == [], message_id
+            assert f"Approved by <at id={APPROVER}></at>" in card_text(stored.content)
+        answers = [c for c in h.fake.replies(card.root_id) if c.text and "exit code" in c.text]
+        assert len(answers) == 1  # the run went on in the thread that asked

@@ -992,3 +992,60 @@ async def test_someone_the_access_policy_leaves_out_is_refused_privately(
         ts = next_ts()  # Alice may
         assert (await h.post(event_body(mention_event("read victim.txt", ts=ts))))[0] == 200
         await h.await_post(lambda c: "precious" in str(c.params.get("text")), "Alice's answer")
+
+
+async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_updated(
+    fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    """No approver in the channel that asks: the notice also goes to the approvers' channel
+    the policy names; a click there decides it; both notices are updated; the run goes on in
+    the thread that asked. The same buttons from a channel the policy does not name count
+    for nothing."""
+    approvers_channel = "C222"
+    policy = workdir.parent / "routes.toml"
+    policy.write_text(f'[approvals]\nnotify = ["slack:{TEAM_ID}:{approvers_channel}"]\n')
+    log = workdir / "log.txt"
+    async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
+        pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
+        copy = await h.await_post(
+            lambda c: bool(c.params.get("blocks")), "the copy", approvers_channel
+        )
+        assert "thread_ts" not in copy.params  # a message of its own in the approvers' channel
+        assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
+        assert {b["value"] for b in buttons(blocks_of(copy))} == {pending.approval_id}
+
+        elsewhere = block_action_body(
+            APPROVE_ONCE,
+            pending.approval_id,
+            user=APPROVER,
+            channel="C333",
+            message_ts=str(copy.response["ts"]),
+            message_blocks=blocks_of(copy),
+        )
+        assert (await h.post(elsewhere))[0] == 200
+        await h.fake.await_for(lambda: h.fake.ephemerals("C333", APPROVER), 15, what="refusal")
+        await h.drained()
+        assert not log.exists()
+
+        body = block_action_body(
+            APPROVE_ONCE,
+            pending.approval_id,
+            user=APPROVER,
+            channel=approvers_channel,
+            message_ts=str(copy.response["ts"]),
+            message_blocks=blocks_of(copy),
+        )
+        assert (await h.post(body))[0] == 200
+        await h.await_post(
+            lambda c: (
+                c.params.get("thread_ts") == pending.thread_ts
+                and str(c.params.get("text")) == "[exit code 0]"
+            ),
+            "the answer in the thread that asked",
+        )
+        await h.drained()
+        assert log.read_text() == "ran\n"
+        for channel, ts in ((CHANNEL, pending.notice_ts), (approvers_channel, copy.response["ts"])):
+            updated = h.fake.message(channel, str(ts))
+            assert updated is not None and buttons(updated.blocks or []) == [], channel
+            assert f"Approved by <@{APPROVER}>" in block_text(updated.blocks)
