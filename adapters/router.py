@@ -7,7 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
-from runtime.channel import Event, MessageRef
+from runtime.channel import Channel, Event, MessageRef
 from runtime.models import Actor, ConversationRef
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,11 @@ class Router:
     """Platforms are added as their adapters are built (after the runtime, which needs the
     router, so an adapter can use the runtime)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: Channel | None = None) -> None:
+        """`fallback`: where events of a platform without an adapter here go (the operator
+        CLI's terminal), instead of being dropped."""
         self.channels: dict[str, PlatformChannel] = {}
+        self.fallback = fallback
 
     def add(self, platform: str, channel: PlatformChannel) -> None:
         self.channels[platform] = channel
@@ -39,6 +42,8 @@ class Router:
         return channel
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        if conversation.platform not in self.channels and self.fallback is not None:
+            return await self.fallback.send(conversation, event)
         channel = self._channel(conversation)
         return None if channel is None else await channel.send(conversation, event)
 

@@ -3,7 +3,8 @@ Redis. A table or `key: value` lines in a terminal, JSON with --json; a refusal 
 line on stderr.
 
 Decisions made here are recorded as `operator:<login>` and may come from outside the
-originating conversation; the resumed run's output is printed here."""
+originating conversation; the resumed run answers in that conversation when its platform is
+configured here (as for serve), else here (see bot/cli_run.py)."""
 
 from __future__ import annotations
 

@@ -10,11 +10,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 
+from aiohttp import ClientSession
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
+from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from bot.cli_audit import run_audit_command
 from bot.cli_policy import run_policy_command
@@ -62,9 +64,28 @@ async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise SettingsError("REDIS_URL: required for `clawgate approvals` (approvals live there)")
     policy = load_policy(settings)
-    async with _redis(settings) as redis:
-        runtime = build_runtime(settings, policy, redis, ConsoleChannel(sys.stdout))
+    async with _redis(settings) as redis, ClientSession() as http:
+        runtime = build_runtime(settings, policy, redis, _decision_channels(settings, http))
         return await run_approvals_command(runtime, args, sys.stdout)
+
+
+def _decision_channels(settings: Settings, http: ClientSession) -> Router:
+    """Where a decision made from the shell shows: the notices and the resumed run go to the
+    conversation that asked (Slack, Feishu, when configured here as for serve), anything
+    else to this terminal."""
+    router = Router(fallback=ConsoleChannel(sys.stdout))
+    if settings.slack_enabled and settings.slack_bot_token is not None:
+        from adapters.slack.channel import SlackChannel, web_client  # noqa: PLC0415
+
+        token = settings.slack_bot_token.get_secret_value()
+        router.add("slack", SlackChannel(web_client(token, settings.slack_api_url, http)))
+    if settings.feishu_enabled and settings.feishu_app_id and settings.feishu_app_secret:
+        from adapters.feishu.channel import FeishuChannel, feishu_client  # noqa: PLC0415
+
+        secret = settings.feishu_app_secret.get_secret_value()
+        client = feishu_client(settings.feishu_app_id, secret, settings.feishu_domain)
+        router.add("feishu", FeishuChannel(client, settings.feishu_app_id))
+    return router
 
 
 async def _serve(settings: Settings, http: bool) -> int:

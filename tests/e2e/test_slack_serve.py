@@ -1049,3 +1049,30 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
             updated = h.fake.message(channel, str(ts))
             assert updated is not None and buttons(updated.blocks or []) == [], channel
             assert f"Approved by <@{APPROVER}>" in block_text(updated.blocks)
+
+
+async def test_a_decision_from_the_shell_updates_the_notice_and_the_run_answers_in_slack(
+    h: Harness, redis_url: str
+) -> None:
+    from tests.processes import chat, clean_env  # noqa: PLC0415
+
+    log = h.workdir / "log.txt"
+    pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
+    env = clean_env(
+        REDIS_URL=redis_url,
+        CLAWGATE_REDIS_PREFIX=h.prefix,
+        SLACK_BOT_TOKEN="xoxb-test",
+        SLACK_SIGNING_SECRET=SECRET,  # the same settings as serve: its env file
+        SLACK_API_URL=h.fake.base_url,
+        CLAWGATE_WORKDIR=str(h.workdir),
+    )
+    code, out, err = await chat("", h.workdir, env, "approvals", "approve", pending.approval_id)
+    assert code == 0, err
+    assert f"Approval {pending.approval_id} approved." in out
+    assert "[exit code 0]" not in out  # the run answered where it was asked, not here
+    assert log.read_text() == "ran\n"
+    answers = [t for t in h.texts(CHANNEL, pending.thread_ts) if t == "[exit code 0]"]
+    assert answers == ["[exit code 0]"]
+    updated = h.fake.message(CHANNEL, pending.notice_ts)
+    assert updated is not None and buttons(updated.blocks or []) == []
+    assert "Approved by operator:" in block_text(updated.blocks)
