@@ -103,7 +103,11 @@ class Decisions:
         """Why `actor` may not decide `record` under its conversation's policy (None if they
         may), and that policy."""
         policy = await self.policies.effective(record.conversation.id)
-        return policy.approver_policy().refusal(actor, record), policy
+        refusal = policy.approver_policy().refusal(actor, record)
+        escalated = record.escalated and actor.key in record.escalate_to
+        if refusal is not None and escalated and actor.key != record.requester.key:
+            refusal = None  # the second group the request was escalated to
+        return refusal, policy
 
     async def record(
         self,

@@ -201,3 +201,9 @@ audit('edited', ARGV[7], 'pending', {'diff', ARGV[8]})
 return {'ok'}
 """
 )
+
+# KEYS: approval   ARGV: flag name.  Sets the flag once, and only while the approval is pending.
+FLAG = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'pending' then return 0 end
+return redis.call('HSETNX', KEYS[1], ARGV[1], '1')
+"""

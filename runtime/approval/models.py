@@ -86,6 +86,11 @@ class ApprovalRecord(Versioned):
     reasons: list[str]
     quorum: int = 1  # distinct approvers the call needs (the N-person rule)
     routes: list[str] = Field(default_factory=list)  # where the request is posted too
+    remind_after_ms: int | None = None  # bring it up again when still pending this long
+    escalate_after_ms: int | None = None  # then `escalate_to` may decide it too
+    escalate_to: list[str] = Field(default_factory=list)
+    reminded: bool = False
+    escalated: bool = False
     copies: list[dict[str, str]] = Field(default_factory=list)  # those posts: conversation, ref
     approved_by: list[str] = Field(default_factory=list)  # so far, while it needs more
     status: ApprovalStatus = ApprovalStatus.PENDING

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.notices import copies_of, notice_of, unanswered
+from runtime.approval.remind import Reminders
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalUpdated, Reply, Send
@@ -34,6 +35,7 @@ class Settlement:
         self.tracer = tracer
         self.send = send
         self.release = release
+        self.reminders = Reminders(approvals, audit, send)
 
     async def update_notice(self, record: ApprovalRecord) -> None:
         """The notice in its thread and every copy of it, updated in place."""
@@ -42,8 +44,8 @@ class Settlement:
             await self.send(where, ApprovalUpdated(notice))
 
     async def sweep(self) -> int:
-        """Expire overdue approvals and settle calls whose executing process died. Returns
-        how many approvals changed."""
+        """Expire overdue approvals, settle calls whose executing process died, and remind
+        of or escalate the ones the policy says (remind.py). Returns how many changed."""
         changed = 0
         now = await self.approvals.server_time_ms()
         for approval_id in await self.approvals.overdue_ids(now):
@@ -68,7 +70,7 @@ class Settlement:
                 changed += 1
                 await self.approvals.forget(approval_id)
                 await self.after_outcome_unknown(record, checkpoint)
-        return changed
+        return changed + await self.reminders.sweep(now)
 
     async def after_expiry(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
         record = record.model_copy(update={"status": ApprovalStatus.EXPIRED})

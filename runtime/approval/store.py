@@ -36,6 +36,9 @@ IMMUTABLE_FIELDS = {
     "reasons",
     "quorum",
     "routes",
+    "remind_after_ms",
+    "escalate_after_ms",
+    "escalate_to",
 }
 SESSION_CACHE_SIZE = 4096
 
@@ -82,6 +85,7 @@ class ApprovalStore:
         self.ttl_ms = self.timeout_ms + self.grace_ms
         self._release = redis.register_script(lua.RELEASE)
         self._close = redis.register_script(lua.CLOSE)
+        self._flag = redis.register_script(lua.FLAG)
         self.grants = GrantStore(redis, keys)  # what "approve always" leaves behind
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
@@ -135,6 +139,9 @@ class ApprovalStore:
         )
         # A hint only: the script's server-time expiry is what decisions check.
         pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + timeout_ms})
+        delays = [d for d in (record.remind_after_ms, record.escalate_after_ms) if d]
+        if delays:  # when the sweeper brings it up again (see Settlement.sweep)
+            pipe.zadd(self.keys.reminders(), {record.id: time.time() * 1000 + min(delays)})
         pipe.zadd(self.keys.audit_sessions(), {record.session: time.time() * 1000})
         indexed, reply, *_ = await pipe.execute()
         if not indexed or reply[0] != "ok":  # 64 random bits: practically never
@@ -178,6 +185,8 @@ class ApprovalStore:
             outcome=raw.get("outcome") or None,
             worker=raw.get("worker") or None,
             notified=raw.get("notified") == "1",
+            reminded=raw.get("reminded") == "1",
+            escalated=raw.get("escalated") == "1",
             approved_by=[who for who in raw.get("approved_by", "").split(",") if who],
         )
         if raw.get("notice"):
@@ -373,7 +382,24 @@ class ApprovalStore:
         pipe = self._pipeline()
         pipe.zrem(self.keys.expiring(), approval_id)
         pipe.zrem(self.keys.executing(), approval_id)
+        pipe.zrem(self.keys.reminders(), approval_id)
         await pipe.execute()
+
+    async def reminders_due(self, now_ms: int) -> list[str]:
+        return [str(i) for i in await self.redis.zrangebyscore(self.keys.reminders(), 0, now_ms)]
+
+    async def remind_next(self, approval_id: str, at_ms: int | None) -> None:
+        """When to look at this approval's reminders again (None: never)."""
+        if at_ms is None:
+            await self.redis.zrem(self.keys.reminders(), approval_id)
+        else:
+            await self.redis.zadd(self.keys.reminders(), {approval_id: at_ms})
+
+    async def flag(self, record: ApprovalRecord, name: str) -> bool:
+        """Set `name` (reminded, escalated) on a pending approval, once: True if this call
+        set it."""
+        key = self.keys.approval(record.session, record.id)
+        return bool(await self._flag(keys=[key], args=[name]))
 
     async def server_time_ms(self) -> int:
         seconds, micros = await self.redis.time()

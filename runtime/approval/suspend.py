@@ -5,7 +5,7 @@ conversation. Nothing waits in memory: any process may resume it."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
@@ -17,6 +17,7 @@ from runtime.canonical import canonical_arguments
 from runtime.channel import ApprovalRequested, Reply, Send
 from runtime.metrics import APPROVALS
 from runtime.models import RunResult, StopReason, ToolStatus
+from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
 from runtime.store.history import HistoryStore, encode_message
 from runtime.trace_context import current_trace_id
@@ -26,6 +27,18 @@ if TYPE_CHECKING:  # the loop's own types: the loop never imports approvals
     from runtime.loop import RunState, Suspension
 
 log = logging.getLogger(__name__)
+
+
+def _reminders(policy: EffectivePolicy | None) -> dict[str, Any]:
+    """The record's reminder and escalation times, from the conversation's policy."""
+    if policy is None:
+        return {}
+    remind, escalate = policy.remind_after, policy.escalate_after
+    return {
+        "remind_after_ms": None if remind is None else int(remind * 1000),
+        "escalate_after_ms": None if escalate is None else int(escalate * 1000),
+        "escalate_to": sorted(policy.escalate_to),
+    }
 
 
 class Suspender:
@@ -71,6 +84,7 @@ class Suspender:
             reasons=suspension.result.reasons,
             quorum=ctx.policy.quorum(call.name, suspension.result.reasons) if ctx.policy else 1,
             routes=list(ctx.policy.notify) if ctx.policy else [],
+            **_reminders(ctx.policy),
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:

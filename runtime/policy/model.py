@@ -102,6 +102,12 @@ class ApprovalRules(_Strict):
     requester_may_approve: bool | None = None
     # Seconds, at most 30 days; default CLAWGATE_APPROVAL_TIMEOUT.
     timeout: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    # Seconds after which a request still pending is brought up again (in its thread and the
+    # `notify` conversations), and after which `escalate_to` may decide it too (they are
+    # told). Most specific scope wins; `escalate_to` adds up.
+    remind_after: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    escalate_after: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    escalate_to: list[str] = Field(default_factory=list)
     # Conversations (ids such as slack:T123:C456 or feishu:<tenant>:<chat_id>) where approval
     # requests are posted too, besides the thread that asked: an approvers' channel. A decision
     # from any of them counts. Add up from global to the conversation.
@@ -116,7 +122,7 @@ class ApprovalRules(_Strict):
         default_factory=dict
     )
 
-    @field_validator("admins", "approvers")
+    @field_validator("admins", "approvers", "escalate_to")
     @classmethod
     def _people(cls, people: list[str]) -> list[str]:
         return check_people(people)

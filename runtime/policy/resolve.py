@@ -74,6 +74,9 @@ class EffectivePolicy:
     approvers: frozenset[str]
     requester_may_approve: bool
     approval_timeout: float
+    remind_after: float | None = None  # seconds: bring a pending request up again
+    escalate_after: float | None = None  # seconds: then `escalate_to` may decide it too
+    escalate_to: frozenset[str] = frozenset()
     # Where approval requests are posted too (conversation ids), from every scope.
     notify: tuple[str, ...] = ()
     # The N-person rule (tool or risk-reason regex -> approvers needed), from every scope.
@@ -160,6 +163,9 @@ def resolve(
         approval_timeout=_most_specific(
             layers, "timeout", defaults.approval_timeout, "CLAWGATE_APPROVAL_TIMEOUT", sources
         ),
+        remind_after=_most_specific(layers, "remind_after", None, "default: never", sources),
+        escalate_after=_most_specific(layers, "escalate_after", None, "default: never", sources),
+        escalate_to=_people(layers, "escalate_to", (), "", sources),
         notify=_notify(layers, conversation_id, sources),
         quorum_tools=_quorum(layers, "quorum_tools", sources),
         quorum_reasons=_quorum(layers, "quorum_reasons", sources),
@@ -201,7 +207,7 @@ def _tool_verdict(tool: str, layers: Sequence[_Layer], defaults: Defaults) -> To
 
 def _people(
     layers: Sequence[_Layer],
-    name: Literal["admins", "approvers"],
+    name: Literal["admins", "approvers", "escalate_to"],
     default: Iterable[str],
     setting: str,
     sources: dict[str, str],
@@ -219,7 +225,14 @@ def _people(
 
 def _most_specific(
     layers: Sequence[_Layer],
-    name: Literal["requester_may_approve", "timeout", "users", "direct_messages"],
+    name: Literal[
+        "requester_may_approve",
+        "timeout",
+        "remind_after",
+        "escalate_after",
+        "users",
+        "direct_messages",
+    ],
     default: _T,
     default_source: str,
     sources: dict[str, str],

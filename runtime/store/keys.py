@@ -56,6 +56,10 @@ class Keys:
     def executing(self) -> str:
         return f"{self.prefix}:approvals:executing"
 
+    def reminders(self) -> str:
+        """Pending approvals by when to remind of them or escalate them (a hint)."""
+        return f"{self.prefix}:approvals:reminders"
+
     def audit_sessions(self) -> str:
         """Sessions with audit entries, scored by last activity: where audit tailing starts."""
         return f"{self.prefix}:audit-sessions"
