@@ -31,6 +31,9 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"  approvers needed: {_quorum(policy)}",
         f"  requests also go to: {', '.join(policy.notify) or 'nowhere else'}"
         f" ({policy.sources['notify']})",
+        f"  reminder: {_after(policy.remind_after)} ({policy.sources['remind_after']});"
+        f" escalation: {_after(policy.escalate_after)}"
+        f" to {_people(policy.escalate_to, policy.sources['escalate_to'])}",
         "Access:",
         "  who may use clawgate: "
         + (
@@ -61,6 +64,10 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"{risk.large_deletion_lines}+ lines asks"
     )
     return "\n".join(lines)
+
+
+def _after(seconds: float | None) -> str:
+    return "never" if seconds is None else f"after {seconds:g} s"
 
 
 def _quorum(policy: EffectivePolicy) -> str:
@@ -95,6 +102,9 @@ def as_json(policy: EffectivePolicy) -> str:
             "requester_may_approve": policy.requester_may_approve,
             "approval_timeout": policy.approval_timeout,
             "notify": list(policy.notify),
+            "remind_after": policy.remind_after,
+            "escalate_after": policy.escalate_after,
+            "escalate_to": sorted(policy.escalate_to),
             "quorum_tools": policy.quorum_tools,
             "quorum_reasons": policy.quorum_reasons,
             "users": None if policy.users is None else sorted(policy.users),
