@@ -644,13 +644,9 @@ class FakeSlack(ThreadedServer):
             channel, ts = params.get("channel", ""), params.get("ts", "")
             self._messages.pop((channel, ts), None)
             return {"ok": True, "channel": channel, "ts": ts}
-        if method == "chat.postEphemeral":
-            return {"ok": True, "message_ts": next_ts()}
         if method in ("conversations.replies", "conversations.history"):
             return self._history(method, params)
-        if method == "views.open":
-            return {"ok": True, "view": {"id": "V1"}}
-        return {"ok": True}
+        return _simple(method, params)
 
     def _history(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A thread (replies: its root and replies) or a channel's top level (history, newest
@@ -975,6 +971,25 @@ async def _read_params(request: web.Request) -> dict[str, Any]:
             return {}
         return decoded if isinstance(decoded, dict) else {}
     return dict(parse_qsl(raw, keep_blank_values=True))
+
+
+def _simple(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The methods that keep no state; anything else answers ok."""
+    if method == "chat.postEphemeral":
+        return {"ok": True, "message_ts": next_ts()}
+    if method == "conversations.open":
+        return _open_dm(params)
+    if method == "views.open":
+        return {"ok": True, "view": {"id": "V1"}}
+    return {"ok": True}
+
+
+def _open_dm(params: dict[str, Any]) -> dict[str, Any]:
+    """`conversations.open` for one user: the bot's DM channel with them (D + the user id)."""
+    user = str(params.get("users", ""))
+    if not user or "," in user:
+        return {"ok": False, "error": "not_enough_users" if not user else "invalid_users"}
+    return {"ok": True, "channel": {"id": "D" + user.removeprefix("U")}}
 
 
 def _short(value: object, limit: int = 160) -> str:

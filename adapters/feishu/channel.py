@@ -78,6 +78,13 @@ def feishu_client(app_id: str, app_secret: str, domain: str) -> Any:
     )
 
 
+def _addressed(conversation_id: str) -> dict[str, str]:
+    """Where to post for a conversation named by its id alone (from the policy): a chat
+    (`feishu:<tenant>:<chat_id>`) or a person directly (`feishu:<open_id>`)."""
+    last = conversation_id.rsplit(":", 1)[-1]
+    return {"open_id": last} if conversation_id.count(":") == 1 else {"chat_id": last}
+
+
 class FeishuChannel:
     def __init__(self, client: Any, app_id: str) -> None:
         self.client = client
@@ -97,8 +104,10 @@ class FeishuChannel:
             await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
         elif isinstance(event, ApprovalRequested):
             card = approval_card(event.notice, copy=event.copy)
-            where = conversation.data or {"chat_id": conversation.id.rsplit(":", 1)[-1]}
-            key = f"approval/{event.notice.approval_id}/{where['chat_id']}"
+            where = conversation.data or _addressed(conversation.id)
+            key = (
+                f"approval/{event.notice.approval_id}/{where.get('chat_id', where.get('open_id'))}"
+            )
             message_id = await self._say(where, "interactive", card, key)
             return {"message_id": message_id} if message_id else None
         elif isinstance(event, ApprovalUpdated):
@@ -172,7 +181,7 @@ class FeishuChannel:
         else:
             create = (
                 CreateMessageRequestBody.builder()
-                .receive_id(where["chat_id"])
+                .receive_id(where.get("open_id") or where["chat_id"])
                 .msg_type(msg_type)
                 .content(payload)
                 .uuid(key)
@@ -180,7 +189,7 @@ class FeishuChannel:
             )
             request = (
                 CreateMessageRequest.builder()
-                .receive_id_type("chat_id")
+                .receive_id_type("open_id" if "open_id" in where else "chat_id")
                 .request_body(create)
                 .build()
             )

@@ -102,6 +102,11 @@ class SlackChannel:
             await self._post(where, text=f":information_source: {escape(event.text)}")
         elif isinstance(event, ApprovalRequested):
             notice = event.notice
+            if where["channel"].startswith(("U", "W")):  # a person: their DM with the bot
+                dm = await self._direct_channel(where["channel"])
+                if dm is None:
+                    return None
+                where = {"channel": dm}
             ts = await self._post(
                 where,
                 key=f"approval/{notice.approval_id}/{where['channel']}",
@@ -117,9 +122,7 @@ class SlackChannel:
                     notice.message["channel"],
                     notice.message["ts"],
                     text=fallback_text(notice),
-                    blocks=approval_blocks(
-                        notice, copy=notice.message["channel"] != where["channel"]
-                    ),
+                    blocks=approval_blocks(notice, copy=notice.conversation != conversation.id),
                 )
             else:  # the notice was never posted: say it anew
                 await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
@@ -165,6 +168,13 @@ class SlackChannel:
             await self._update(where["channel"], show.working.ref, text=show.text)
 
     # --- Web API calls ---------------------------------------------------------------------
+
+    async def _direct_channel(self, user: str) -> str | None:
+        """The id of the bot's direct-message channel with `user` (opened if need be)."""
+        response = await self._try("conversations.open", self.client.conversations_open(users=user))
+        if not isinstance(response, AsyncSlackResponse):
+            return None
+        return str(response["channel"]["id"])
 
     async def _post(
         self, where: dict[str, str], key: str = "", again: bool = False, **fields: Any

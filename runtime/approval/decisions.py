@@ -71,6 +71,12 @@ class Retaken:
     checkpoint: Checkpoint
 
 
+def routed_to(record: ApprovalRecord, conversation: ConversationRef, actor: Actor) -> bool:
+    """Whether a decision from `conversation` by `actor` comes from a copy of the request: a
+    conversation the policy sent it to, or anywhere for a person it was sent to directly."""
+    return conversation.id in record.routes or actor.key in record.routes
+
+
 def checkpoint_hash(checkpoint: Checkpoint) -> str:
     """The hash of the checkpoint's suspended call as it stands now."""
     return checkpoint_call_hash(checkpoint, canonical_arguments(checkpoint.calls[checkpoint.index]))
@@ -130,7 +136,7 @@ class Decisions:
             await self.audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
             return refused(message)
         record, checkpoint = loaded
-        if conversation is not None and conversation.id in record.routes:
+        if conversation is not None and routed_to(record, conversation, actor):
             conversation = record.conversation  # a copy of the notice: as good as the thread
         refusal, policy = await self.refusal(actor, record)
         policy_read_at = time.monotonic()
@@ -283,7 +289,7 @@ class Decisions:
             message = await self.unauthorized(record, actor, refusal, None, checkpoint.trace_id)
             return message, record.session
         why = None
-        if record.conversation.id != conversation.id and conversation.id not in record.routes:
+        if record.conversation.id != conversation.id and not routed_to(record, conversation, actor):
             why = "wrong_conversation"
             message = TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
         elif record.status is not ApprovalStatus.PENDING:

@@ -17,6 +17,7 @@ from runtime.canonical import canonical_arguments
 from runtime.channel import ApprovalRequested, Reply, Send
 from runtime.metrics import APPROVALS
 from runtime.models import RunResult, StopReason, ToolStatus
+from runtime.policy.model import DIRECT
 from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
 from runtime.store.history import HistoryStore, encode_message
@@ -27,6 +28,21 @@ if TYPE_CHECKING:  # the loop's own types: the loop never imports approvals
     from runtime.loop import RunState, Suspension
 
 log = logging.getLogger(__name__)
+
+
+def _routes(policy: EffectivePolicy | None, requester: str) -> list[str]:
+    """Where the request goes besides its thread: conversation ids, and for "dm" the people
+    who may decide it (the approvers, else the admins; never the requester)."""
+    if policy is None:
+        return []
+    routes: list[str] = []
+    for target in policy.notify:
+        if target == DIRECT:
+            people = sorted(policy.approvers or policy.admins)
+            routes += [p for p in people if p != requester and ":" in p]
+        else:
+            routes.append(target)
+    return list(dict.fromkeys(routes))
 
 
 def _reminders(policy: EffectivePolicy | None) -> dict[str, Any]:
@@ -83,7 +99,7 @@ class Suspender:
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
             reasons=suspension.result.reasons,
             quorum=ctx.policy.quorum(call.name, suspension.result.reasons) if ctx.policy else 1,
-            routes=list(ctx.policy.notify) if ctx.policy else [],
+            routes=_routes(ctx.policy, ctx.actor.key),
             **_reminders(ctx.policy),
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]

@@ -16,6 +16,7 @@ from runtime.risk.policy import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
 EVERYONE = "*"  # in [access] users: no allowlist
+DIRECT = "dm"  # in [approvals] notify: to each approver directly
 _SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")
 _PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
 _CONVERSATION = re.compile(r"^[a-z]+:[^\s:]+:[^\s:]+$")
@@ -109,8 +110,9 @@ class ApprovalRules(_Strict):
     escalate_after: float | None = Field(None, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     escalate_to: list[str] = Field(default_factory=list)
     # Conversations (ids such as slack:T123:C456 or feishu:<tenant>:<chat_id>) where approval
-    # requests are posted too, besides the thread that asked: an approvers' channel. A decision
-    # from any of them counts. Add up from global to the conversation.
+    # requests are posted too, besides the thread that asked: an approvers' channel; "dm": to
+    # each approver (else each admin) directly. A decision from any of them counts. Add up
+    # from global to the conversation.
     notify: list[str] = Field(default_factory=list)
     # The N-person rule: calls of these tools, or whose risk reasons match these regexes, need
     # N distinct approvers (2-5; the requester never counts). Add up from global to the
@@ -130,11 +132,11 @@ class ApprovalRules(_Strict):
     @field_validator("notify")
     @classmethod
     def _conversations(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if not _CONVERSATION.match(i)]
+        bad = [i for i in ids if i != DIRECT and not _CONVERSATION.match(i)]
         if bad:
             raise ValueError(
-                f"expected conversation ids like slack:T123:C456 or feishu:<tenant>:<chat_id>, "
-                f"got {bad}"
+                "expected conversation ids like slack:T123:C456 or feishu:<tenant>:<chat_id>, "
+                f'or "dm", got {bad}'
             )
         return ids
 

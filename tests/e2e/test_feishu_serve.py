@@ -1021,3 +1021,30 @@ async def test_a_request_is_decided_from_the_approvers_chat_and_both_cards_updat
             assert f"Approved by <at id={APPROVER}></at>" in card_text(stored.content)
         answers = [c for c in h.fake.replies(card.root_id) if c.text and "exit code" in c.text]
         assert len(answers) == 1  # the run went on in the thread that asked
+
+
+async def test_a_request_sent_to_the_approvers_directly_is_decided_from_the_direct_chat(
+    fake: FakeFeishu, workdir: Path, redis_url: str
+) -> None:
+    policy = workdir.parent / "dm.toml"
+    policy.write_text('[approvals]\nnotify = ["dm"]\n')
+    victim = workdir / "victim.txt"
+    victim.write_text("precious")
+    async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
+        card = await request_risky(h, "run: rm -f victim.txt")
+        direct = f"oc_p2p_{APPROVER}"  # the fake's p2p chat for a send to an open_id
+
+        def copy() -> Call | None:
+            sends = h.fake.sends(APPROVER)  # sent to the person (an open_id)
+            return next((c for c in sends if c.msg_type == "interactive"), None)
+
+        sent = await h.fake.await_for(copy, 15, what="the card sent to the approver")
+        assert sent.message_id is not None and sent.receive_id_type == "open_id"
+        in_direct_chat = Card(sent.message_id, card.approval_id, card.root_id, sent)
+        status, answer = await h.click("approve_once", in_direct_chat, APPROVER, chat_id=direct)
+        assert status == 200 and answer["toast"]["type"] == "info", answer
+        await h.fake.await_for(lambda: not victim.exists(), 15, what="the approved rm to run")
+        await h.drained()
+        for message_id in (card.message_id, sent.message_id):
+            stored = h.fake.message(message_id)
+            assert stored is not None and buttons(stored.content) == [], message_id

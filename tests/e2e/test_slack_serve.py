@@ -1076,3 +1076,37 @@ async def test_a_decision_from_the_shell_updates_the_notice_and_the_run_answers_
     updated = h.fake.message(CHANNEL, pending.notice_ts)
     assert updated is not None and buttons(updated.blocks or []) == []
     assert "Approved by operator:" in block_text(updated.blocks)
+
+
+async def test_a_request_sent_to_the_approvers_directly_is_decided_from_a_dm(
+    fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    policy = workdir.parent / "dm.toml"
+    policy.write_text('[approvals]\nnotify = ["dm"]\n')
+    log = workdir / "log.txt"
+    async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
+        pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
+        dm = "D" + APPROVER.removeprefix("U")  # the bot's DM with the approver
+        copy = await h.await_post(lambda c: bool(c.params.get("blocks")), "the DM", dm)
+        assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
+        body = block_action_body(
+            APPROVE_ONCE,
+            pending.approval_id,
+            user=APPROVER,
+            channel=dm,
+            message_ts=str(copy.response["ts"]),
+            message_blocks=blocks_of(copy),
+        )
+        assert (await h.post(body))[0] == 200
+        await h.await_post(
+            lambda c: (
+                c.params.get("thread_ts") == pending.thread_ts
+                and str(c.params.get("text")) == "[exit code 0]"
+            ),
+            "the answer in the thread that asked",
+        )
+        await h.drained()
+        assert log.read_text() == "ran\n"
+        for channel, ts in ((CHANNEL, pending.notice_ts), (dm, copy.response["ts"])):
+            updated = h.fake.message(channel, str(ts))
+            assert updated is not None and buttons(updated.blocks or []) == [], channel
