@@ -50,39 +50,37 @@ class Reminders:
             await self.approvals.remind_next(approval_id, min(later, default=None))
         return done
 
-    async def _tell(self, record: ApprovalRecord, text: str) -> None:
-        """In the thread that asked and in every conversation the request was posted to."""
+    async def _tell(self, record: ApprovalRecord, event: str, text: str, **extra: str) -> None:
+        """Say `text` in the thread that asked and in every conversation the request was
+        posted to; audit `event`."""
         await self.send(record.conversation, Notice(text))
         for conversation_id in record.routes:
             await self.send(routed(conversation_id), Notice(text))
-
-    async def remind(self, record: ApprovalRecord) -> None:
-        await self._tell(
-            record,
-            f"Reminder: approval {record.id} ({record.tool}, asked in {record.conversation.id}) "
-            f"still waits for a decision; it expires at {_utc(record.expires_at)}. "
-            f"/approve {record.id} or /reject {record.id} <reason>.",
-        )
         await self.audit.record(
-            "approval_reminded",
+            event,
             approval=record.id,
             tool=record.tool,
             session=record.session,
             conversation=record.conversation.id,
+            **extra,
+        )
+
+    async def remind(self, record: ApprovalRecord) -> None:
+        what = f"approval {record.id} ({record.tool}, asked in {record.conversation.id})"
+        await self._tell(
+            record,
+            "approval_reminded",
+            f"Reminder: {what} still waits for a decision; it expires at "
+            f"{_utc(record.expires_at)}. /approve {record.id} or /reject {record.id} <reason>.",
         )
 
     async def escalate(self, record: ApprovalRecord) -> None:
         who = ", ".join(record.escalate_to) or "nobody more"
+        what = f"Approval {record.id} ({record.tool}, asked in {record.conversation.id})"
         await self._tell(
             record,
-            f"Approval {record.id} ({record.tool}, asked in {record.conversation.id}) is still "
-            f"undecided: now {who} may decide it too. It expires at {_utc(record.expires_at)}.",
-        )
-        await self.audit.record(
             "approval_escalated",
-            approval=record.id,
-            tool=record.tool,
+            f"{what} is still undecided: now {who} may decide it too. It expires at "
+            f"{_utc(record.expires_at)}.",
             escalated_to=who,
-            session=record.session,
-            conversation=record.conversation.id,
         )

@@ -988,6 +988,21 @@ def test_serve_with_a_wrong_app_secret_exits_2(sync_fake: FakeFeishu, redis_url:
     assert {c.kind for c in sync_fake.attempts()} == {"token"}  # nothing was sent
 
 
+async def approve_from_a_copy(h: Harness, card: Card, sent: Call, chat_id: str) -> None:
+    """The approver clicks Approve on the copy of the card in `chat_id`: both cards lose
+    their buttons and say who approved."""
+    assert sent.message_id is not None
+    copy = Card(sent.message_id, card.approval_id, card.root_id, sent)
+    status, answer = await h.click("approve_once", copy, APPROVER, chat_id=chat_id)
+    assert status == 200 and answer["toast"]["type"] == "info", answer
+    await h.fake.await_for(lambda: not (h.workdir / "victim.txt").exists(), 15, what="the rm")
+    await h.drained()
+    for message_id in (card.message_id, sent.message_id):
+        stored = h.fake.message(message_id)
+        assert stored is not None and buttons(stored.content) == [], message_id
+        assert f"Approved by <at id={APPROVER}></at>" in card_text(stored.content)
+
+
 async def test_a_request_is_decided_from_the_approvers_chat_and_both_cards_updated(
     fake: FakeFeishu, workdir: Path, redis_url: str
 ) -> None:
@@ -1005,20 +1020,8 @@ async def test_a_request_is_decided_from_the_approvers_chat_and_both_cards_updat
             )
 
         sent = await h.fake.await_for(copy, 15, what="the copy in the approvers' chat")
-        assert sent.message_id is not None
         assert f"Asked in:** feishu:{TENANT_KEY}:{CHAT}" in card_text(sent.content)
-        in_approvers_chat = Card(sent.message_id, card.approval_id, card.root_id, sent)
-
-        status, answer = await h.click(
-            "approve_once", in_approvers_chat, APPROVER, chat_id=approvers_chat
-        )
-        assert status == 200 and answer["toast"]["type"] == "info", answer
-        await h.fake.await_for(lambda: not victim.exists(), 15, what="the approved rm to run")
-        await h.drained()
-        for message_id in (card.message_id, sent.message_id):
-            stored = h.fake.message(message_id)
-            assert stored is not None and buttons(stored.content) == [], message_id
-            assert f"Approved by <at id={APPROVER}></at>" in card_text(stored.content)
+        await approve_from_a_copy(h, card, sent, approvers_chat)
         answers = [c for c in h.fake.replies(card.root_id) if c.text and "exit code" in c.text]
         assert len(answers) == 1  # the run went on in the thread that asked
 
@@ -1039,12 +1042,5 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_the_dire
             return next((c for c in sends if c.msg_type == "interactive"), None)
 
         sent = await h.fake.await_for(copy, 15, what="the card sent to the approver")
-        assert sent.message_id is not None and sent.receive_id_type == "open_id"
-        in_direct_chat = Card(sent.message_id, card.approval_id, card.root_id, sent)
-        status, answer = await h.click("approve_once", in_direct_chat, APPROVER, chat_id=direct)
-        assert status == 200 and answer["toast"]["type"] == "info", answer
-        await h.fake.await_for(lambda: not victim.exists(), 15, what="the approved rm to run")
-        await h.drained()
-        for message_id in (card.message_id, sent.message_id):
-            stored = h.fake.message(message_id)
-            assert stored is not None and buttons(stored.content) == [], message_id
+        assert sent.receive_id_type == "open_id"
+        await approve_from_a_copy(h, card, sent, direct)

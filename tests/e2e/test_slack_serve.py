@@ -994,6 +994,32 @@ async def test_someone_the_access_policy_leaves_out_is_refused_privately(
         await h.await_post(lambda c: "precious" in str(c.params.get("text")), "Alice's answer")
 
 
+async def approve_from_a_copy(h: Harness, pending: Pending, copy: Call, channel: str) -> None:
+    """The approver clicks Approve on the copy of the notice in `channel`: the run answers in
+    the thread that asked, and both notices lose their buttons."""
+    body = block_action_body(
+        APPROVE_ONCE,
+        pending.approval_id,
+        user=APPROVER,
+        channel=channel,
+        message_ts=str(copy.response["ts"]),
+        message_blocks=blocks_of(copy),
+    )
+    assert (await h.post(body))[0] == 200
+    await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and str(c.params.get("text")) == "[exit code 0]"
+        ),
+        "the answer in the thread that asked",
+    )
+    await h.drained()
+    for where, ts in ((CHANNEL, pending.notice_ts), (channel, copy.response["ts"])):
+        updated = h.fake.message(where, str(ts))
+        assert updated is not None and buttons(updated.blocks or []) == [], where
+        assert f"Approved by <@{APPROVER}>" in block_text(updated.blocks)
+
+
 async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_updated(
     fake: FakeSlack, workdir: Path, redis_url: str
 ) -> None:
@@ -1027,28 +1053,8 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
         await h.drained()
         assert not log.exists()
 
-        body = block_action_body(
-            APPROVE_ONCE,
-            pending.approval_id,
-            user=APPROVER,
-            channel=approvers_channel,
-            message_ts=str(copy.response["ts"]),
-            message_blocks=blocks_of(copy),
-        )
-        assert (await h.post(body))[0] == 200
-        await h.await_post(
-            lambda c: (
-                c.params.get("thread_ts") == pending.thread_ts
-                and str(c.params.get("text")) == "[exit code 0]"
-            ),
-            "the answer in the thread that asked",
-        )
-        await h.drained()
+        await approve_from_a_copy(h, pending, copy, approvers_channel)
         assert log.read_text() == "ran\n"
-        for channel, ts in ((CHANNEL, pending.notice_ts), (approvers_channel, copy.response["ts"])):
-            updated = h.fake.message(channel, str(ts))
-            assert updated is not None and buttons(updated.blocks or []) == [], channel
-            assert f"Approved by <@{APPROVER}>" in block_text(updated.blocks)
 
 
 async def test_a_decision_from_the_shell_updates_the_notice_and_the_run_answers_in_slack(
@@ -1089,24 +1095,5 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_a_dm(
         dm = "D" + APPROVER.removeprefix("U")  # the bot's DM with the approver
         copy = await h.await_post(lambda c: bool(c.params.get("blocks")), "the DM", dm)
         assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
-        body = block_action_body(
-            APPROVE_ONCE,
-            pending.approval_id,
-            user=APPROVER,
-            channel=dm,
-            message_ts=str(copy.response["ts"]),
-            message_blocks=blocks_of(copy),
-        )
-        assert (await h.post(body))[0] == 200
-        await h.await_post(
-            lambda c: (
-                c.params.get("thread_ts") == pending.thread_ts
-                and str(c.params.get("text")) == "[exit code 0]"
-            ),
-            "the answer in the thread that asked",
-        )
-        await h.drained()
+        await approve_from_a_copy(h, pending, copy, dm)
         assert log.read_text() == "ran\n"
-        for channel, ts in ((CHANNEL, pending.notice_ts), (dm, copy.response["ts"])):
-            updated = h.fake.message(channel, str(ts))
-            assert updated is not None and buttons(updated.blocks or []) == [], channel
