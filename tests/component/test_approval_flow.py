@@ -288,6 +288,7 @@ async def test_expired_approval_is_refused_and_its_notice_updated(
     assert after.stop_reason is StopReason.FINAL and after.final_text == "precious"
 
 
+@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
 async def test_sweeper_expires_overdue_approvals(redis: aioredis.Redis, workdir: Path) -> None:
     runtime, channel, approval_id = await suspend_rm(redis, workdir, timeout_s=1.5)
     assert await runtime.sweep() == 0  # not yet due

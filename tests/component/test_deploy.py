@@ -196,6 +196,7 @@ def _run_check(command: list[str], env: dict[str, str]) -> int:
     ).returncode
 
 
+@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
 def test_dockerfile_healthcheck_hits_healthz_on_clawgate_port(
     health_server: tuple[int, int],
 ) -> None:
@@ -313,6 +314,7 @@ def _seconds(value: str) -> float:
     return float(match[1])
 
 
+@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
 def test_compose_worker_healthcheck_hits_its_metrics_port(health_server: tuple[int, int]) -> None:
     port, status = health_server
     worker = _compose()["services"]["worker"]

@@ -35,6 +35,7 @@ async def test_what_redis_could_lose_is_read_from_its_own_settings(
         await redis.config_set("appendonly", "no")
 
 
+@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
 async def test_a_redis_that_will_not_say_is_reported_as_unknown() -> None:
     async def swallow(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await asyncio.sleep(10)  # accepts, never answers

@@ -7,6 +7,7 @@ import asyncio
 import tomllib
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from runtime.audit import AuditLog
@@ -28,6 +29,7 @@ notify = ["slack:T1:C9"]
 """
 
 
+@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
 async def test_a_request_nobody_decides_is_brought_up_then_escalated(
     redis: aioredis.Redis, workdir: Path
 ) -> None:

@@ -57,6 +57,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
 def test_the_judge_never_raises_and_stays_within_its_budget(workdir: Path) -> None:
     """Measured in a process of its own, as `clawgate serve` runs the judge: its start-up
     objects frozen out of the collector, not the heap of the whole test suite."""
