@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(
         3600, alias="CLAWGATE_APPROVAL_TIMEOUT", gt=0, le=30 * 86_400, allow_inf_nan=False
     )
-    liveness_ttl: float = Field(3.0, alias="CLAWGATE_LIVENESS_TTL", ge=1)
+    liveness_ttl: float = Field(2.5, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)

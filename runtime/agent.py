@@ -75,7 +75,7 @@ class RuntimeConfig:
     max_steps: int = 12
     max_tool_result_chars: int = 16_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    liveness_ttl: float = 3.0  # seconds a silent process is presumed alive (renewed 3x as often)
+    liveness_ttl: float = 2.5  # seconds a silent process is presumed alive (renewed 3x as often)
 
 
 class Runtime:

@@ -411,7 +411,7 @@ class ApprovalStore:
         await self.redis.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
 
     async def worker_alive(self, worker: str) -> bool:
-        return bool(await self.redis.exists(self.keys.worker(worker)))
+        return await self.redis.get(self.keys.worker(worker)) == "alive"
 
     async def pending_id(self, session: str) -> str | None:
         value = await self.redis.get(self.keys.pending(session))

@@ -19,6 +19,8 @@ from redis.exceptions import ResponseError
 from runtime.store.keys import Keys
 
 GROUP = "workers"
+ALIVE, GONE = "alive", "gone"  # a process's liveness mark; "gone": it stopped for good
+GONE_KEPT_MS = 3_600_000
 WAITAOF_MS = 1500  # within the ingest deadline: else the platform is answered 503 and retries
 
 # KEYS: stream, lane, dedupe keys...   ARGV: dedupe ttl ms, lane, payload
@@ -73,6 +75,22 @@ for i = 4, #ARGV do
   end
 end
 return taken
+"""
+
+# KEYS: suspects hash   ARGV: how many lapsed names, lapsed names..., live names...
+# When each lapsed consumer was first seen lapsed (server time, shared by every worker so a
+# restarted worker does not start over); live ones are cleared. Answers now, then the times.
+SUSPECT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lapsed = tonumber(ARGV[1])
+local seen = {tostring(now)}
+for i = 2, lapsed + 1 do
+  redis.call('HSETNX', KEYS[1], ARGV[i], now)
+  seen[#seen + 1] = redis.call('HGET', KEYS[1], ARGV[i])
+end
+for i = lapsed + 2, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+return seen
 """
 
 _NOW = """
@@ -221,15 +239,16 @@ class Inbox:
     async def live(self, consumer: str, ttl_ms: int) -> None:
         """Say that `consumer`'s process lives for `ttl_ms` more: once this lapses, its jobs
         are taken over at once (and approved calls it executes are settled)."""
-        await self.redis.set(self.keys.worker(consumer), "alive", px=ttl_ms)
+        await self.redis.set(self.keys.worker(consumer), ALIVE, px=ttl_ms)
 
     async def gone(self, consumer: str) -> None:
-        """`consumer` stopped: its jobs left may be taken over at once."""
-        await self.redis.delete(self.keys.worker(consumer))
+        """`consumer` stopped for good: its jobs left may be taken over at once."""
+        await self.redis.set(self.keys.worker(consumer), GONE, px=GONE_KEPT_MS)
 
-    async def dead_consumers(self, me: str) -> list[tuple[str, int, int]]:
-        """Consumers of the group, other than `me`, whose liveness mark lapsed: (name,
-        jobs pending, ms since they last read)."""
+    async def dead_consumers(self, me: str) -> list[tuple[str, int, int, bool, int]]:
+        """Consumers of the group, other than `me`, without a live mark: (name, jobs pending,
+        ms since they last read, whether they said they stopped for good, ms since any worker
+        first saw the mark lapsed)."""
         try:
             consumers = await self.redis.xinfo_consumers(self.stream, GROUP)
         except ResponseError as exc:
@@ -240,12 +259,18 @@ class Inbox:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for consumer in others:
-            pipe.exists(self.keys.worker(str(consumer["name"])))
-        alive = await pipe.execute()
+            pipe.get(self.keys.worker(str(consumer["name"])))
+        marks = await pipe.execute()
+        lapsed = [(c, mark) for c, mark in zip(others, marks, strict=True) if mark != ALIVE]
+        live = [str(c["name"]) for c, mark in zip(others, marks, strict=True) if mark == ALIVE]
+        names = [str(c["name"]) for c, _ in lapsed]
+        seen = await self.redis.eval(
+            SUSPECT, 1, self.keys.inbox_suspects(), len(names), *names, *live
+        )
+        now = int(seen[0])
         return [
-            (str(c["name"]), int(c["pending"]), int(c["idle"]))
-            for c, live in zip(others, alive, strict=True)
-            if not live
+            (str(c["name"]), int(c["pending"]), int(c["idle"]), mark == GONE, now - int(first))
+            for (c, mark), first in zip(lapsed, seen[1:], strict=True)
         ]
 
     async def take_over(self, me: str, dead: str, count: int = 100) -> list[Job]:
@@ -266,6 +291,7 @@ class Inbox:
     async def forget_consumer(self, name: str) -> None:
         """Drop a dead consumer with nothing pending from the group."""
         await self.redis.xgroup_delconsumer(self.stream, GROUP, name)
+        await self.redis.hdel(self.keys.inbox_suspects(), name)
 
     async def workers_polling(self, within_s: float) -> bool:
         """Whether some worker said it was polling in the last `within_s` seconds."""

@@ -23,6 +23,10 @@ HELD_PER_LANE = 4  # jobs read ahead per busy lane: a busy session never starves
 BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
 MAX_STARTS = 5  # a job that keeps killing its workers is dropped, not retried forever
 TAKEOVER_INTERVAL = 0.25  # seconds between looks for workers whose liveness mark lapsed
+# A lapsed mark is trusted only after this long: right after Redis restarts (or stalls), live
+# workers' marks may have lapsed before they could renew them (every eighth of the TTL).
+TAKEOVER_CONFIRM = 0.6
+RENEWALS_PER_TTL = 8
 FORGET_AFTER_MS = 60_000  # a dead consumer with nothing pending leaves the group after this
 RETRY_MAX = 10.0  # seconds between tries of a job while Redis is unreachable
 # Redis unreachable (not a script or data error): the job is worth trying again, in place.
@@ -39,10 +43,10 @@ class Worker:
         concurrency: int = 64,
         reclaim_idle: float = 30.0,
         lane_poll: float = 0.02,
-        liveness_ttl: float = 3.0,
+        liveness_ttl: float = 2.5,
         dropped: Handler | None = None,
     ) -> None:
-        """`liveness_ttl`: seconds this worker's liveness mark lasts (renewed four times as
+        """`liveness_ttl`: seconds this worker's liveness mark lasts (renewed eight times as
         often); another worker takes over its jobs once it lapsed. `reclaim_idle`: the
         fallback for jobs of consumers that never had a mark. `dropped`: told of a job given
         up after MAX_STARTS."""
@@ -112,7 +116,7 @@ class Worker:
         """Renew the liveness mark while this process runs (until its work is stopped)."""
         ttl_ms = int(self.liveness_ttl * 1000)
         while True:
-            await asyncio.sleep(self.liveness_ttl / 4)
+            await asyncio.sleep(self.liveness_ttl / RENEWALS_PER_TTL)
             try:
                 await self.inbox.live(self.consumer, ttl_ms)
             except RedisError as exc:
@@ -176,14 +180,19 @@ class Worker:
                 self._take(job)
 
     async def _take_over_forever(self) -> None:
-        """Take over the jobs of workers whose liveness mark lapsed (killed, or stopped with
-        jobs left): within a second of the lapse, not after an idle timeout."""
+        """Take over the jobs of workers whose liveness mark lapsed (killed) and stayed
+        lapsed for TAKEOVER_CONFIRM, or who said they stopped: within seconds, not after an
+        idle timeout."""
+        confirm_ms = TAKEOVER_CONFIRM * 1000
         while not self._stopping:
             await asyncio.sleep(TAKEOVER_INTERVAL)
             if self._stopping:
                 return
             try:  # also when busy: its lanes may be waiting for the dead worker's jobs
-                for name, pending, idle_ms in await self.inbox.dead_consumers(self.consumer):
+                dead = await self.inbox.dead_consumers(self.consumer)
+                for name, pending, idle_ms, gone, lapsed_ms in dead:
+                    if not gone and lapsed_ms < confirm_ms:
+                        continue
                     if pending:
                         jobs = await self.inbox.take_over(self.consumer, name)
                         if jobs:

@@ -96,6 +96,10 @@ class Keys:
         """How often a job taken over from a stopped worker was started."""
         return f"{self.prefix}:{{inbox}}:starts:{job_id}"
 
+    def inbox_suspects(self) -> str:
+        """Consumers whose liveness mark lapsed, by when a worker first saw it."""
+        return f"{self.prefix}:{{inbox}}:suspects"
+
     def inbox_workers(self) -> str:
         """Workers by the server time they last polled: /readyz of a process without one."""
         return f"{self.prefix}:{{inbox}}:workers"
