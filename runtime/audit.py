@@ -26,13 +26,13 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict
 from redis.asyncio import Redis
 
 from runtime.canonical import key_names, text_sha256
 from runtime.store.keys import Keys
+from runtime.store.streams import entries, last_id, read_after
 from runtime.trace_context import current_trace_id
 
 log = logging.getLogger(__name__)
@@ -198,8 +198,7 @@ class AuditLog:
 
     async def last_id(self) -> str:
         """The id of the newest entry, "0-0" when the stream is empty: where following starts."""
-        newest = await self.redis.xrevrange(self.key, count=1)
-        return str(newest[0][0]) if newest else "0-0"
+        return await last_id(self.redis, self.key)
 
     async def newest(
         self, count: int, since_ms: int | None = None, until: str = "+"
@@ -207,13 +206,13 @@ class AuditLog:
         """The newest `count` entries (at or after `since_ms`, up to id `until`), oldest first."""
         low = "-" if since_ms is None else str(since_ms)
         raw = await self.redis.xrevrange(self.key, max=until, min=low, count=count)
-        return [AuditEntry.from_stream(i, f) for i, f in reversed(_entries(raw))]
+        return [AuditEntry.from_stream(i, f) for i, f in reversed(entries(raw))]
 
     async def since(self, since_ms: int, until: str = "+") -> AsyncIterator[AuditEntry]:
         """Every entry at or after `since_ms` (up to id `until`), oldest first, read in pages."""
         low = str(since_ms)
         while True:
-            page = _entries(await self.redis.xrange(self.key, min=low, max=until, count=PAGE))
+            page = entries(await self.redis.xrange(self.key, min=low, max=until, count=PAGE))
             for entry_id, fields in page:
                 yield AuditEntry.from_stream(entry_id, fields)
             if len(page) < PAGE:
@@ -227,16 +226,9 @@ class AuditLog:
         (seen within `block_ms`, even if a cancellation got lost in the client)."""
         last = after
         while stop is None or not stop.is_set():
-            reply = await self.redis.xread({self.key: last}, count=PAGE, block=block_ms)
-            streams = reply.items() if isinstance(reply, dict) else (reply or [])  # RESP3 / 2
-            for _, raw in cast(list[tuple[str, Any]], streams):
-                for entry_id, fields in _entries(raw):
-                    last = entry_id
-                    yield AuditEntry.from_stream(entry_id, fields)
-
-
-def _entries(raw: Any) -> list[tuple[str, dict[str, str]]]:
-    return [(str(i), dict(f)) for i, f in cast(list[tuple[str, dict[str, str]]], raw)]
+            for entry_id, fields in await read_after(self.redis, self.key, last, PAGE, block_ms):
+                last = entry_id
+                yield AuditEntry.from_stream(entry_id, fields)
 
 
 async def _write(pending: list[tuple[AuditLog, Mapping[str, str]]]) -> None:

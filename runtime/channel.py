@@ -68,6 +68,7 @@ class ApprovalNotice:
     conversation: str = ""  # the id of the conversation that asked
     quorum: int = 1  # approvers needed (the N-person rule)
     approved_by: tuple[str, ...] = ()  # so far, while more are needed
+    editable: str = ""  # the arguments whole, to prefill an edit form; "" when not offered
 
 
 @dataclass(frozen=True, slots=True)

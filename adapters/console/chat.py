@@ -103,6 +103,14 @@ class ConsoleChat:
     async def _tell(self, text: str) -> None:
         self._say(text)
 
+    def show_relayed(self, line: str) -> None:
+        """A line of this conversation's run resumed in another process (see relay.py)."""
+        if self.interactive:  # on a line of its own, then the prompt again
+            self.stdout.write(f"\r{line}\nyou> ")
+            self.stdout.flush()
+        else:
+            self._say(line)
+
     async def sweep_forever(self, interval: float) -> None:
         """Expire overdue approvals and settle crashed executions while the chat is open."""
         while True:

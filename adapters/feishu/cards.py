@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.feishu.inbound import APPROVE_ALWAYS, APPROVE_ONCE, REJECT
-from runtime.approval.notices import quorum_line
+from adapters.feishu.inbound import APPROVE_ALWAYS, APPROVE_ONCE, ARGUMENTS, EDIT, REJECT
+from runtime.approval.notices import EDITABLE_CHARS, quorum_line
 from runtime.channel import ApprovalNotice
 
 Card = dict[str, Any]
@@ -87,7 +87,9 @@ def approval_card(notice: ApprovalNotice, copy: bool = False) -> Card:
                 ],
             }
         )
-        note = [_plain(f"or type /approve {i} or /reject {i} <reason>")]
+        if notice.editable:
+            elements.append(_edit_form(notice))
+        note = [_plain(f"or type /approve {i}, /approve {i} edit <json> or /reject {i} <reason>")]
     else:
         note = outcome(notice)
     elements.append({"tag": "note", "elements": note})
@@ -107,4 +109,26 @@ def _button(label: str, action: str, approval_id: str, kind: str) -> Card:
         "text": {"tag": "plain_text", "content": label},
         "type": kind,
         "value": {"action": action, "approval_id": approval_id},
+    }
+
+
+def _edit_form(notice: ApprovalNotice) -> Card:
+    """The arguments prefilled in a form: submitted, it is `/approve <id> edit <json>` (the
+    edited call is judged again before it runs)."""
+    submit = _button("Edit and approve", EDIT, notice.approval_id, "default")
+    return {
+        "tag": "form",
+        "name": "clawgate_edit",
+        "elements": [
+            {
+                "tag": "input",
+                "name": ARGUMENTS,
+                "input_type": "multiline_text",
+                "rows": 4,
+                "max_length": EDITABLE_CHARS,
+                "default_value": notice.editable,
+                "label": _plain("Or change the arguments (JSON) and approve:"),
+            },
+            submit | {"action_type": "form_submit", "name": "clawgate_edit_submit"},
+        ],
     }

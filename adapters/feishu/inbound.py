@@ -15,6 +15,8 @@ PLATFORM = "feishu"
 APPROVE_ONCE = "approve_once"
 APPROVE_ALWAYS = "approve_always"
 REJECT = "reject"
+EDIT = "edit"  # the edit form's submit button; the form's input is `ARGUMENTS`
+ARGUMENTS = "arguments"
 _MENTION_KEY = re.compile(r"@_user_\d+")
 
 
@@ -134,7 +136,7 @@ def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
 
 @dataclass(frozen=True, slots=True)
 class CardClick:
-    """An approval button clicked on a card."""
+    """An approval button clicked on a card; `arguments`: the edit form's, submitted."""
 
     event_id: str
     approval_id: str
@@ -142,11 +144,14 @@ class CardClick:
     actor: Actor
     conversation: ConversationRef
     card_message_id: str
+    arguments: str = ""
 
     @property
     def text(self) -> str:
         if self.action == REJECT:
             return f"/reject {self.approval_id}"
+        if self.action == EDIT:
+            return f"/approve {self.approval_id} edit {self.arguments.strip() or '{}'}"
         scope = " always" if self.action == APPROVE_ALWAYS else ""
         return f"/approve {self.approval_id}{scope}"
 
@@ -172,7 +177,12 @@ def card_click(data: Any) -> CardClick | None:
         APPROVE_ONCE,
         APPROVE_ALWAYS,
         REJECT,
+        EDIT,
     ):
+        return None
+    form = event.action.form_value or {}
+    arguments = form.get(ARGUMENTS) if isinstance(form, dict) else None
+    if value["action"] == EDIT and not isinstance(arguments, str):
         return None
     approval_id, open_id = value.get("approval_id"), event.operator.open_id
     context = event.context
@@ -186,4 +196,5 @@ def card_click(data: Any) -> CardClick | None:
         actor=Actor(platform=PLATFORM, user_id=open_id),
         conversation=conversation(tenant, context.open_chat_id, context.open_message_id, True),
         card_message_id=context.open_message_id,
+        arguments=arguments if isinstance(arguments, str) else "",
     )

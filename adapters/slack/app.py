@@ -27,11 +27,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.http import read_body
-from adapters.slack.blocks import reject_modal
+from adapters.slack.blocks import edit_modal, reject_modal
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
     COMMANDS,
+    EDIT,
+    EDIT_VIEW,
     REJECT,
     REJECT_VIEW,
     SlackIdentity,
@@ -39,13 +41,13 @@ from adapters.slack.inbound import (
     action_thread,
     command_inbound,
     message_inbound,
-    rejection_inbound,
+    modal_inbound,
 )
 from adapters.slack.payloads import (
     BlockActions,
     EventCallback,
     MessageEvent,
-    RejectContext,
+    ModalContext,
     SlashCommand,
     ViewSubmission,
 )
@@ -116,7 +118,7 @@ class SlackAdapter:
         self.identity = identity
         self.ingest = ingest
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
-        # The reject dialog must open within the click's 3 s: no retrying after a 429.
+        # A dialog must open within the click's 3 s: no retrying after a 429.
         self._prompt = AsyncWebClient(
             token=client.token, base_url=client.base_url, session=client.session, retry_handlers=[]
         )
@@ -164,8 +166,11 @@ class SlackAdapter:
         async def on_reject_click(body: dict[str, Any], ack: AsyncAck) -> None:
             await self._on_reject_click(body, ack)
 
-        async def on_reject_submit(body: dict[str, Any], ack: AsyncAck) -> None:
-            await self._on_reject_submit(body, ack)
+        async def on_edit_click(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_edit_click(body, ack)
+
+        async def on_submit(body: dict[str, Any], ack: AsyncAck) -> None:
+            await self._on_submit(body, ack)
 
         async def on_error(error: Exception) -> BoltResponse:
             return self._on_error(error)
@@ -178,7 +183,9 @@ class SlackAdapter:
         app.action(APPROVE_ONCE)(on_approve)
         app.action(APPROVE_ALWAYS)(on_approve)
         app.action(REJECT)(on_reject_click)
-        app.view(REJECT_VIEW)(on_reject_submit)
+        app.action(EDIT)(on_edit_click)
+        app.view(REJECT_VIEW)(on_submit)
+        app.view(EDIT_VIEW)(on_submit)
         app.error(on_error)
 
     async def _on_message(self, body: dict[str, Any], ack: AsyncAck) -> None:
@@ -208,29 +215,47 @@ class SlackAdapter:
         await self.ingest(inbound)
 
     async def _on_reject_click(self, body: dict[str, Any], ack: AsyncAck) -> None:
-        """Ask for a reason in a modal (its trigger is valid for 3 s, so here, not later);
-        the submitted modal is the decision, checked like any other."""
+        """Ask for a reason in a modal; the submitted modal is the decision."""
         payload: BlockActions = _validate(BlockActions, body)
         await ack()
         approval_id = payload.actions[0].value
-        context = RejectContext(
+        typed = f"Type `/reject {approval_id} <reason>` to reject it."
+        await self._open(payload, reject_modal(self._context(payload, approval_id)), typed)
+
+    async def _on_edit_click(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        """The call's arguments in a modal to change (the button carries them, see
+        `blocks.approval_blocks`); the submitted modal is `/approve <id> edit <json>`."""
+        payload: BlockActions = _validate(BlockActions, body)
+        await ack()
+        approval_id, _, arguments = payload.actions[0].value.partition("\n")
+        typed = f"Type `/approve {approval_id} edit <json arguments>` to approve it edited."
+        view = edit_modal(self._context(payload, approval_id), arguments)
+        await self._open(payload, view, typed)
+
+    @staticmethod
+    def _context(payload: BlockActions, approval_id: str) -> ModalContext:
+        return ModalContext(
             approval_id=approval_id, channel=payload.channel.id, thread_ts=action_thread(payload)
         )
+
+    async def _open(self, payload: BlockActions, view: dict[str, Any], typed: str) -> None:
+        """Open a modal (its trigger is valid for 3 s, so here, not in the worker); when that
+        fails, tell the clicker privately how to type the same."""
         try:
-            await self._prompt.views_open(trigger_id=payload.trigger_id, view=reject_modal(context))
+            await self._prompt.views_open(trigger_id=payload.trigger_id, view=view)
         except (SlackApiError, ClientError, TimeoutError) as exc:
-            log.warning("slack: cannot open the reject dialog (%s)", type(exc).__name__)
+            log.warning("slack: cannot open a dialog (%s)", type(exc).__name__)
             if payload.response_url:
-                text = f"Type `/reject {approval_id} <reason>` to reject it."
                 with contextlib.suppress(ClientError, TimeoutError):
                     await AsyncWebhookClient(payload.response_url).send(
-                        text=text, response_type="ephemeral", replace_original=False
+                        text=typed, response_type="ephemeral", replace_original=False
                     )
 
-    async def _on_reject_submit(self, body: dict[str, Any], ack: AsyncAck) -> None:
+    async def _on_submit(self, body: dict[str, Any], ack: AsyncAck) -> None:
+        """A reject or edit modal submitted: a decision, checked like any other."""
         submission = _validate(ViewSubmission, body)
         try:
-            inbound = rejection_inbound(submission)
+            inbound = modal_inbound(submission)
         except ValidationError as exc:
             raise Malformed("bad private_metadata") from exc
         await self._ingest(inbound)

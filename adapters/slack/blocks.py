@@ -1,5 +1,5 @@
 """Block Kit for approval notices (buttons while pending, the outcome after) and the reject
-modal."""
+and edit modals."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ from typing import Any
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
+    ARGUMENTS_BLOCK,
+    ARGUMENTS_INPUT,
+    EDIT,
+    EDIT_VIEW,
     REASON_BLOCK,
     REASON_INPUT,
     REJECT,
     REJECT_VIEW,
 )
-from adapters.slack.payloads import RejectContext
+from adapters.slack.payloads import ModalContext
 from adapters.slack.text import escape
 from runtime.approval.notices import quorum_line
 from runtime.channel import ApprovalNotice
@@ -101,25 +105,16 @@ def approval_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:
             {"type": "context", "elements": [{"type": "mrkdwn", "text": outcome_line(notice)}]}
         )
         return blocks
-    blocks.append(
-        {
-            "type": "actions",
-            "block_id": "clawgate_approval",
-            "elements": [
-                _button("Approve once", APPROVE_ONCE, i, "primary"),
-                _button("Approve always", APPROVE_ALWAYS, i, None),
-                _button("Reject", REJECT, i, "danger"),
-            ],
-        }
-    )
-    blocks.append(
-        {
-            "type": "context",
-            "elements": [
-                {"type": "mrkdwn", "text": f"or type `/approve {i}` or `/reject {i} <reason>`"}
-            ],
-        }
-    )
+    buttons = [
+        _button("Approve once", APPROVE_ONCE, i, "primary"),
+        _button("Approve always", APPROVE_ALWAYS, i, None),
+        _button("Reject", REJECT, i, "danger"),
+    ]
+    if notice.editable:
+        buttons.insert(2, _button("Edit and approve…", EDIT, f"{i}\n{notice.editable}", None))
+    typed = f"or type `/approve {i}`, `/approve {i} edit <json>` or `/reject {i} <reason>`"
+    blocks.append({"type": "actions", "block_id": "clawgate_approval", "elements": buttons})
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": typed}]})
     return blocks
 
 
@@ -135,26 +130,48 @@ def _button(label: str, action_id: str, value: str, style: str | None) -> Block:
     return button
 
 
-def reject_modal(context: RejectContext) -> Block:
+def _modal(callback_id: str, context: ModalContext, title: str, submit: str, field: Block) -> Block:
     return {
         "type": "modal",
-        "callback_id": REJECT_VIEW,
+        "callback_id": callback_id,
         "private_metadata": context.model_dump_json(),
-        "title": {"type": "plain_text", "text": "Reject the call"},
-        "submit": {"type": "plain_text", "text": "Reject"},
+        "title": {"type": "plain_text", "text": title},
+        "submit": {"type": "plain_text", "text": submit},
         "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "input",
-                "block_id": REASON_BLOCK,
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Why? (told to the assistant)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": REASON_INPUT,
-                    "multiline": True,
-                    "max_length": 500,
-                },
-            }
-        ],
+        "blocks": [{"type": "input", **field}],
     }
+
+
+def reject_modal(context: ModalContext) -> Block:
+    field = {
+        "block_id": REASON_BLOCK,
+        "optional": True,
+        "label": {"type": "plain_text", "text": "Why? (told to the assistant)"},
+        "element": {
+            "type": "plain_text_input",
+            "action_id": REASON_INPUT,
+            "multiline": True,
+            "max_length": 500,
+        },
+    }
+    return _modal(REJECT_VIEW, context, "Reject the call", "Reject", field)
+
+
+def edit_modal(context: ModalContext, arguments: str) -> Block:
+    """The call's arguments, prefilled, to change before approving; judged again on submit."""
+    field = {
+        "block_id": ARGUMENTS_BLOCK,
+        "label": {"type": "plain_text", "text": "Arguments (JSON), as they should run"},
+        "hint": {
+            "type": "plain_text",
+            "text": "The edited call is checked by the policy again before it runs.",
+        },
+        "element": {
+            "type": "plain_text_input",
+            "action_id": ARGUMENTS_INPUT,
+            "multiline": True,
+            "initial_value": arguments,
+            "max_length": 3000,
+        },
+    }
+    return _modal(EDIT_VIEW, context, "Edit and approve", "Approve", field)

@@ -9,7 +9,7 @@ from adapters.commands import decision_target
 from adapters.slack.payloads import (
     BlockActions,
     MessageEvent,
-    RejectContext,
+    ModalContext,
     SlashCommand,
     ViewSubmission,
 )
@@ -24,6 +24,10 @@ REJECT = "clawgate_reject"
 REJECT_VIEW = "clawgate_reject"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
+EDIT = "clawgate_edit"  # the button; its value is `<approval id>\n<arguments to prefill>`
+EDIT_VIEW = "clawgate_edit"
+ARGUMENTS_BLOCK = "arguments"
+ARGUMENTS_INPUT = "arguments"
 COMMANDS = ("/approve", "/reject", "/clawgate")
 # Message subtypes that are people talking; edits, joins, deletions and the like are not.
 _SPOKEN_SUBTYPES = (None, "thread_broadcast", "file_share")
@@ -141,16 +145,26 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
     )
 
 
-def reason_of(submission: ViewSubmission) -> str:
+def _field(submission: ViewSubmission, block: str, element: str) -> str:
     values = submission.view.state.get("values", {})
-    field = values.get(REASON_BLOCK, {}).get(REASON_INPUT, {})
+    field = values.get(block, {}).get(element, {})
     value = field.get("value") if isinstance(field, dict) else None
-    return " ".join(str(value or "").split())
+    return str(value or "")
 
 
-def rejection_inbound(submission: ViewSubmission) -> Inbound:
-    """The reject modal, submitted: `/reject <id> <reason>` from the thread of the notice."""
-    context = RejectContext.model_validate_json(submission.view.private_metadata)
+def reason_of(submission: ViewSubmission) -> str:
+    return " ".join(_field(submission, REASON_BLOCK, REASON_INPUT).split())
+
+
+def modal_inbound(submission: ViewSubmission) -> Inbound:
+    """A modal submitted, as what it stands for typed in the thread of the notice: the reject
+    modal is `/reject <id> <reason>`, the edit modal `/approve <id> edit <arguments>`."""
+    context = ModalContext.model_validate_json(submission.view.private_metadata)
+    if submission.view.callback_id == EDIT_VIEW:
+        arguments = _field(submission, ARGUMENTS_BLOCK, ARGUMENTS_INPUT).strip() or "{}"
+        text = f"/approve {context.approval_id} edit {arguments}"
+    else:
+        text = f"/reject {context.approval_id} {reason_of(submission)}".strip()
     team = submission.team.id
     return Inbound(
         platform=PLATFORM,
@@ -159,6 +173,6 @@ def rejection_inbound(submission: ViewSubmission) -> Inbound:
         session=session_of(team, context.channel, context.thread_ts),
         conversation=conversation(team, context.channel, context.thread_ts),
         actor=_actor(submission.user.id),
-        text=f"/reject {context.approval_id} {reason_of(submission)}".strip(),
+        text=text,
         approval_id=context.approval_id,
     )

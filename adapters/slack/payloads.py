@@ -76,6 +76,7 @@ class BlockActions(_Payload):
 
 class View(_Payload):
     id: str = Field(min_length=1)
+    callback_id: str = ""
     private_metadata: str = ""
     state: dict[str, Any] = Field(default_factory=dict)
 
@@ -87,8 +88,9 @@ class ViewSubmission(_Payload):
     view: View
 
 
-class RejectContext(_Payload):
-    """What the reject modal carries in `private_metadata`: which approval, from where."""
+class ModalContext(_Payload):
+    """What the reject and edit modals carry in `private_metadata`: which approval, and the
+    thread of the notice they were opened from."""
 
     approval_id: str
     channel: str

@@ -19,7 +19,7 @@ from runtime.models import (
     ToolResult,
     ToolStatus,
 )
-from runtime.redact import argument_summary
+from runtime.redact import argument_summary, redact
 
 TRANSITION_MESSAGES = {
     "not_found": "approval {id} was not found",
@@ -28,6 +28,10 @@ TRANSITION_MESSAGES = {
     "hash_mismatch": "approval {id} failed its integrity check (the stored call changed); refused",
 }
 # Why a decision attempt was refused, as the audit trail names it.
+# The most of the arguments an edit form is prefilled with: they travel in the notice itself
+# (a Slack button's value holds 2,000 characters, a Feishu input 1,000). Longer ones are
+# edited by typing.
+EDITABLE_CHARS = 1_000
 REFUSAL_KINDS = {
     "not_found": "unknown_id",
     "already": "already_decided",
@@ -35,12 +39,23 @@ REFUSAL_KINDS = {
 }
 
 
+def editable(arguments: object) -> str:
+    """The arguments as an edit form is prefilled with: indented JSON, whole. "" when a part
+    of them would be masked (a secret stays out of buttons and forms, which the whole channel
+    can read through the API) or they are too long: `/approve <id> edit <json>` still works."""
+    if not isinstance(arguments, dict) or redact(arguments) != arguments:
+        return ""
+    text = json.dumps(arguments, indent=2, ensure_ascii=False)
+    return text if len(text) <= EDITABLE_CHARS else ""
+
+
 def notice_of(record: ApprovalRecord) -> ApprovalNotice:
     """The record as a chat shows it: arguments redacted and cut."""
     try:
         arguments = json.loads(record.arguments)
+        form = editable(arguments)
     except json.JSONDecodeError:
-        arguments = {"arguments": record.arguments}
+        arguments, form = {"arguments": record.arguments}, ""
     return ApprovalNotice(
         approval_id=record.id,
         tool=record.tool,
@@ -58,6 +73,7 @@ def notice_of(record: ApprovalRecord) -> ApprovalNotice:
         conversation=record.conversation.id,
         quorum=record.quorum,
         approved_by=tuple(record.approved_by),
+        editable=form,
     )
 
 

@@ -34,6 +34,10 @@ class Keys:
 
     # Approvals: the record+checkpoint hash, the session's pending marker, its held messages
     # and its audit stream share the session's hash tag, so one Lua script can touch them all.
+    def console_relay(self, session: str) -> str:
+        """Lines for a `clawgate chat` terminal from runs resumed in other processes."""
+        return self.session(session, "console")
+
     def approval(self, session: str, approval_id: str) -> str:
         return self.session(session, f"approval:{approval_id}")
 

@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from adapters.dispatch import dispatch
 from runtime.approval.models import ApprovalStatus
+from runtime.approval.notices import EDITABLE_CHARS, editable
 from runtime.audit import AuditLog
 from runtime.models import Actor, StopReason, ToolMessage
 from runtime.providers.demo import DemoProvider
@@ -92,3 +93,12 @@ async def test_an_edit_the_policy_refuses_or_the_tool_rejects_runs_nothing(
     decision = await runtime.decide(asked.approval_id, False, ADMIN, HERE, reason="no")
     assert decision.accepted and decision.run is not None
     assert decision.run.stop_reason is StopReason.FINAL
+
+
+def test_edit_forms_are_prefilled_only_with_arguments_safe_to_show_whole() -> None:
+    assert editable({"command": "rm x"}) == '{\n  "command": "rm x"\n}'
+    # A secret would be masked in the notice: it stays out of buttons and forms too.
+    assert editable({"command": "curl -H 'Authorization: Bearer sk-abcdefghijklmnop' x"}) == ""
+    assert editable({"password": "hunter2"}) == ""
+    assert editable({"content": "x" * EDITABLE_CHARS}) == ""  # typed instead
+    assert editable(["not", "an", "object"]) == ""

@@ -145,14 +145,21 @@ class Harness(Served[FakeFeishu]):
         return Said(envelope, status, answer)
 
     async def click(
-        self, action: str, card: Card, operator: str, chat_id: str = CHAT
+        self,
+        action: str,
+        card: Card,
+        operator: str,
+        chat_id: str = CHAT,
+        form_value: dict[str, Any] | None = None,
     ) -> tuple[int, Any]:
-        """A button click on an approval card; returns (HTTP status, decoded JSON answer)."""
+        """A button click on an approval card (with `form_value`: its edit form submitted);
+        returns (HTTP status, decoded JSON answer)."""
         event = card_action_event(
             {"action": action, "approval_id": card.approval_id},
             operator_open_id=operator,
             open_message_id=card.message_id,
             open_chat_id=chat_id,
+            form_value=form_value,
         )
         status, text = await self.send(event_envelope(CARD, event, token=TOKEN))
         return status, json.loads(text) if status == 200 else text
@@ -513,6 +520,47 @@ async def test_reject_button_patches_the_card_and_runs_nothing(h: Harness) -> No
     # The model was told and answered in the thread.
     told = [t for t in h.texts(card.root_id) if "did not complete" in t]
     assert len(told) == 1, h.fake.describe()
+
+
+async def test_the_edit_form_on_the_card_approves_the_edited_call(h: Harness) -> None:
+    """The card's form is prefilled with the arguments; submitted edited, the edited call runs
+    (never the original) once the policy judged it again; a denied edit is refused."""
+    keep, drop = h.workdir / "keep.txt", h.workdir / "drop.txt"
+    keep.write_text("keep")
+    drop.write_text("drop")
+    card = await request_risky(h, "run: rm -f keep.txt")
+    (form,) = [e for e in card.call.content["elements"] if e.get("tag") == "form"]
+    field, submit = form["elements"]
+    assert json.loads(field["default_value"]) == {"command": "rm -f keep.txt"}
+    assert submit["action_type"] == "form_submit"
+    assert submit["value"] == {"action": "edit", "approval_id": card.approval_id}
+
+    status, answer = await h.click(
+        "edit", card, APPROVER, form_value={"arguments": '{"command": "rm -rf /"}'}
+    )
+    assert status == 200 and answer["toast"]["type"] == "info", answer
+
+    def refusal() -> list[str]:
+        return [t for t in h.texts(card.root_id) if "not edited" in t]
+
+    (refused,) = await h.fake.await_for(refusal, 15, what="the refusal")
+    assert "refused by the risk policy" in refused
+    await h.drained()
+    assert (await h.approval(card.approval_id)).status == "pending"
+
+    edited = '{\n  "command": "rm -f drop.txt"\n}'
+    status, answer = await h.click("edit", card, APPROVER, form_value={"arguments": edited})
+    assert answer == {"toast": {"type": "info", "content": f"Approving {card.approval_id}…"}}
+    await h.fake.await_for(lambda: not drop.exists(), 15, what="the edited call to run")
+    await h.drained()
+    assert keep.read_text() == "keep"
+    record = await h.approval(card.approval_id)
+    assert record.status == "consumed" and json.loads(record.arguments) == {
+        "command": "rm -f drop.txt"
+    }
+    patched = current_card(h, card)
+    assert buttons(patched) == [] and not [e for e in patched["elements"] if e["tag"] == "form"]
+    assert f"Approved by <at id={APPROVER}></at>" in card_text(patched)
 
 
 async def test_typed_approve_and_reject_in_the_thread(h: Harness) -> None:

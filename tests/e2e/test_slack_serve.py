@@ -22,7 +22,14 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.slack.inbound import APPROVE_ALWAYS, APPROVE_ONCE, REJECT, REJECT_VIEW
+from adapters.slack.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    EDIT,
+    EDIT_VIEW,
+    REJECT,
+    REJECT_VIEW,
+)
 from bot.policy_file import load_policy_file
 from bot.server import build_service
 from bot.settings import Settings
@@ -218,6 +225,11 @@ async def click(
     return await h.post(body)
 
 
+def edit_value(pending: Pending, command: str) -> str:
+    """The Edit button's value: the approval id, then the arguments to prefill."""
+    return f'{pending.approval_id}\n{{\n  "command": {json.dumps(command)}\n}}'
+
+
 async def eventually(check: Callable[[], Awaitable[bool]], h: Harness, what: str) -> None:
     await h.fake.await_for(check, 15, what=what)
 
@@ -265,9 +277,13 @@ async def test_risky_call_waits_for_approve_button_then_runs_once(h: Harness) ->
     assert [b["action_id"] for b in buttons(blocks_of(notice))] == [
         APPROVE_ONCE,
         APPROVE_ALWAYS,
+        EDIT,
         REJECT,
     ]
-    assert {b["value"] for b in buttons(blocks_of(notice))} == {pending.approval_id}
+    values = [b["value"] for b in buttons(blocks_of(notice))]
+    assert values == [pending.approval_id] * 2 + [edit_value(pending, "echo ran >> log.txt")] + [
+        pending.approval_id
+    ]
     details = block_text(blocks_of(notice))
     assert pending.approval_id in details and "log.txt" in details and "redirection" in details
     await h.drained()
@@ -443,6 +459,80 @@ async def test_reject_button_opens_a_modal_and_the_reason_reaches_the_model(
     assert updated is not None and buttons(updated.blocks or []) == []
     assert f"Rejected by <@{ADMIN}>: not on a Friday" in block_text(updated.blocks)
     assert await h.approval_status(pending.session, pending.approval_id) == "rejected"
+
+
+async def test_edit_button_opens_the_arguments_and_the_edited_call_runs(h: Harness) -> None:
+    """Edit and approve: the modal is prefilled with the call's arguments; what the policy
+    denies is refused with the reason; the edited call runs (never the original), the notice
+    and the audit say so; a second submission of the same modal is refused."""
+    keep, drop = h.workdir / "keep.txt", h.workdir / "drop.txt"
+    keep.write_text("keep")
+    drop.write_text("drop")
+    pending = await request_risky(h, "run: rm -f keep.txt")
+    (edit,) = [b for b in buttons(blocks_of(pending.notice)) if b["action_id"] == EDIT]
+    assert edit["value"] == edit_value(pending, "rm -f keep.txt")
+    trigger = f"{uuid.uuid4().int % 10**9}.1.{uuid.uuid4().hex}"
+    body = block_action_body(
+        EDIT,
+        edit["value"],
+        user=APPROVER,
+        message_ts=pending.notice_ts,
+        thread_ts=pending.thread_ts,
+        message_blocks=blocks_of(pending.notice),
+        trigger_id=trigger,
+    )
+    assert (await h.post(body))[0] == 200
+    (opened,) = h.fake.calls("views.open")
+    assert opened.params["trigger_id"] == trigger
+    view = opened.params["view"]
+    assert view["callback_id"] == EDIT_VIEW
+    (field,) = view["blocks"]
+    assert json.loads(field["element"]["initial_value"]) == {"command": "rm -f keep.txt"}
+
+    async def submit(arguments: str) -> None:
+        values = {"arguments": {"arguments": {"type": "plain_text_input", "value": arguments}}}
+        body = view_submission_body(
+            EDIT_VIEW, view["private_metadata"], values, user=APPROVER, view_id=f"V{next_ts()}"
+        )
+        assert (await h.post(body))[0] == 200
+
+    await submit('{"command": "rm -rf /"}')
+    (refused,) = await h.fake.await_for(
+        lambda: h.fake.ephemerals(CHANNEL, APPROVER), 15, what="the refusal"
+    )
+    assert f"Approval {pending.approval_id} not edited" in refused.params["text"]
+    assert "refused by the risk policy" in refused.params["text"]
+    await h.drained()
+    assert await h.approval_status(pending.session, pending.approval_id) == "pending"
+
+    await submit('{\n  "command": "rm -f drop.txt"\n}')
+    answer = await h.await_post(
+        lambda c: (
+            c.params.get("thread_ts") == pending.thread_ts
+            and str(c.params.get("text")).endswith("[exit code 0]")
+        ),
+        "the answer after the edited call ran",
+    )
+    await h.drained()
+    assert keep.read_text() == "keep" and not drop.exists()
+    assert "(run with the approver's edits: command:" in answer.params["text"]
+    updated = h.fake.message(CHANNEL, pending.notice_ts)
+    assert updated is not None and buttons(updated.blocks or []) == []
+    assert "rm -f drop.txt" in block_text(updated.blocks)
+    assert f"Approved by <@{APPROVER}>" in block_text(updated.blocks)
+    entries = await AuditLog(h.redis, Keys(h.prefix)).newest(50)
+    (edited,) = [e for e in entries if e.event == "approval_edited"]
+    assert edited.fields["diff"] == 'command: "rm -f keep.txt" -> "rm -f drop.txt"'
+    assert edited.actor == f"slack:{APPROVER}"
+
+    keep_before = len(h.fake.ephemerals(CHANNEL, APPROVER))
+    await submit('{"command": "rm -f keep.txt"}')  # stale: it was decided
+    await h.fake.await_for(
+        lambda: len(h.fake.ephemerals(CHANNEL, APPROVER)) > keep_before, 15, what="refusal"
+    )
+    assert "already decided" in h.fake.ephemerals(CHANNEL, APPROVER)[-1].params["text"]
+    await h.drained()
+    assert keep.read_text() == "keep"
 
 
 async def test_url_verification_challenge_is_answered(h: Harness) -> None:
@@ -1038,7 +1128,9 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
         )
         assert "thread_ts" not in copy.params  # a message of its own in the approvers' channel
         assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
-        assert {b["value"] for b in buttons(blocks_of(copy))} == {pending.approval_id}
+        assert {b["value"] for b in buttons(blocks_of(copy)) if b["action_id"] != EDIT} == {
+            pending.approval_id
+        }
 
         elsewhere = block_action_body(
             APPROVE_ONCE,

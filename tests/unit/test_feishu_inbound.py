@@ -16,6 +16,8 @@ from adapters.feishu.cards import approval_card, outcome, person
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
+    ARGUMENTS,
+    EDIT,
     REJECT,
     FeishuIdentity,
     card_click,
@@ -191,6 +193,14 @@ def test_card_click(action: str, text: str) -> None:
     assert inbound.reply == {"message_id": "om_card"}
 
 
+def test_edit_form_submitted_approves_the_edited_arguments() -> None:
+    value = {"action": EDIT, "approval_id": "ab12"}
+    edited = '{\n "command": "ls"\n}'
+    click = card_click(typed_click(value, form_value={ARGUMENTS: edited}))
+    assert click is not None and click.text == f"/approve ab12 edit {edited}"
+    assert card_click(typed_click(value)) is None  # an edit without its form: not ours
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -238,6 +248,15 @@ def test_pending_card_has_three_buttons_and_is_shared() -> None:
     assert {"tag": "plain_text", "content": "rm -f `x` <at id=all></at> *bold*"} in texts
     assert "/approve ab12cd" in json.dumps(card)
     assert len(json.dumps(card).encode()) < 30 * 1024
+
+
+def test_the_edit_form_is_offered_only_with_arguments_safe_to_show_whole() -> None:
+    arguments = '{\n  "command": "rm -f x"\n}'
+    (form,) = [
+        e for e in approval_card(notice(editable=arguments))["elements"] if e["tag"] == "form"
+    ]
+    assert form["elements"][0]["default_value"] == arguments
+    assert [e for e in approval_card(notice())["elements"] if e["tag"] == "form"] == []
 
 
 @pytest.mark.parametrize(

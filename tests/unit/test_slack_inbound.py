@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from adapters.commands import parse_command
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
@@ -11,12 +14,12 @@ from adapters.slack.inbound import (
     action_inbound,
     command_inbound,
     message_inbound,
-    rejection_inbound,
+    modal_inbound,
 )
 from adapters.slack.payloads import (
     BlockActions,
     MessageEvent,
-    RejectContext,
+    ModalContext,
     SlashCommand,
     ViewSubmission,
 )
@@ -140,22 +143,37 @@ def test_buttons_are_approve_commands_in_the_notice_thread() -> None:
     assert action_inbound(_actions("someone_elses_button")) is None
 
 
-def test_reject_modal_submission_carries_the_reason() -> None:
-    context = RejectContext(approval_id="abc123", channel="C1", thread_ts="9.0")
-    submission = ViewSubmission.model_validate(
+def _submitted(callback_id: str, values: dict[str, Any]) -> ViewSubmission:
+    context = ModalContext(approval_id="abc123", channel="C1", thread_ts="9.0")
+    return ViewSubmission.model_validate(
         {
             "type": "view_submission",
             "user": {"id": "U2"},
             "team": {"id": "T1"},
             "view": {
                 "id": "V1",
-                "callback_id": "clawgate_reject",
+                "callback_id": callback_id,
                 "private_metadata": context.model_dump_json(),
-                "state": {"values": {"reason": {"reason": {"value": "  not   now "}}}},
+                "state": {"values": values},
             },
         }
     )
-    inbound = rejection_inbound(submission)
+
+
+def test_reject_modal_submission_carries_the_reason() -> None:
+    values = {"reason": {"reason": {"value": "  not   now "}}}
+    inbound = modal_inbound(_submitted("clawgate_reject", values))
     assert inbound.text == "/reject abc123 not now"
     assert inbound.session == "slack:T1:C1:9.0"
     assert inbound.actor.key == "slack:U2"
+
+
+def test_edit_modal_submission_approves_the_edited_arguments() -> None:
+    edited = '{\n  "command": "ls build"\n}'
+    values = {"arguments": {"arguments": {"value": edited}}}
+    inbound = modal_inbound(_submitted("clawgate_edit", values))
+    assert inbound.text == f"/approve abc123 edit {edited}"
+    assert inbound.approval_id == "abc123"
+    assert inbound.session == "slack:T1:C1:9.0"
+    command = parse_command(inbound.text)
+    assert command is not None and command.edit == edited
