@@ -55,6 +55,10 @@ def table(notices: list[ApprovalNotice]) -> str:
     )
 
 
+def _copies(copies: list[dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
+    return [(copy.get("conversation", "?"), copy) for copy in copies]
+
+
 async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     def say(text: str) -> None:
         out.write(text + "\n")
@@ -87,7 +91,8 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
             shown = record.model_dump(mode="json")
             say(json.dumps({**shown, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
             return 0
-        fields = record.model_dump(mode="json", exclude={"arguments", "notice", "schema_version"})
+        hidden = {"arguments", "notice", "copies", "schema_version"}
+        fields = record.model_dump(mode="json", exclude=hidden)
         for name in ("created_at", "expires_at", "decided_at"):
             if fields.get(name):
                 fields[name] = _when(fields[name]) + " UTC"
@@ -99,6 +104,9 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         width = max(map(len, fields)) + 1
         for name, value in fields.items():
             say(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}")
+        for where, message in [(record.conversation.id, record.notice), *_copies(record.copies)]:
+            ref = " ".join(f"{k}={v}" for k, v in message.items() if k != "conversation")
+            say(f"notice {where}  {ref or '(not posted)'}")
         for entry in trail:
             at = _when(int(entry.get("at", "0") or 0))
             rest = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("at", "approval"))

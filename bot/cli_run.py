@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
+from adapters.console.relay import ConsoleRelay, tail
 from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from bot.cli_audit import run_audit_command
@@ -28,6 +29,7 @@ from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import build_runtime, load_policy
 from runtime.models import Actor
 from runtime.store.connection import connect
+from runtime.store.keys import Keys
 
 SWEEP_INTERVAL = 5.0
 
@@ -49,8 +51,10 @@ async def _chat(settings: Settings, session: str) -> int:
             settings, policy, redis, ConsoleChannel(sys.stdout), extra_admins=[actor.key]
         )
         chat = ConsoleChat(runtime, f"console:{session}", actor, sys.stdin, sys.stdout)
+        keys = Keys(settings.redis_prefix)
         background = [
             asyncio.create_task(chat.sweep_forever(SWEEP_INTERVAL)),
+            asyncio.create_task(tail(redis, keys, chat.session, chat.show_relayed)),
             asyncio.create_task(keep_policy_fresh(runtime.policies, settings.policy_file)),
         ]
         try:
@@ -65,15 +69,17 @@ async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
         raise SettingsError("REDIS_URL: required for `clawgate approvals` (approvals live there)")
     policy = load_policy(settings)
     async with _redis(settings) as redis, ClientSession() as http:
-        runtime = build_runtime(settings, policy, redis, _decision_channels(settings, http))
+        channels = _decision_channels(settings, redis, http)
+        runtime = build_runtime(settings, policy, redis, channels)
         return await run_approvals_command(runtime, args, sys.stdout)
 
 
-def _decision_channels(settings: Settings, http: ClientSession) -> Router:
+def _decision_channels(settings: Settings, redis: Redis, http: ClientSession) -> Router:
     """Where a decision made from the shell shows: the notices and the resumed run go to the
-    conversation that asked (Slack, Feishu, when configured here as for serve), anything
-    else to this terminal."""
+    conversation that asked (Slack, Feishu, when configured here as for serve; a `clawgate
+    chat` terminal and this one), anything else to this terminal."""
     router = Router(fallback=ConsoleChannel(sys.stdout))
+    router.add("console", ConsoleRelay(redis, Keys(settings.redis_prefix), sys.stdout))
     if settings.slack_enabled and settings.slack_bot_token is not None:
         from adapters.slack.channel import SlackChannel, web_client  # noqa: PLC0415
 

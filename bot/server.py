@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from adapters.console.relay import ConsoleRelay
 from adapters.dispatch import handle_inbound
 from adapters.http import MAX_BODY
 from adapters.router import Router
@@ -173,6 +174,9 @@ async def _build(
     with_worker: bool,
 ) -> Service:
     router = Router()
+    # A `clawgate chat` conversation's run resumed here (decided from an approvers' channel)
+    # shows in that chat's terminal.
+    router.add("console", ConsoleRelay(redis, Keys(settings.redis_prefix)))
     sandbox = build_sandbox(settings)
     approvals = approval_store(settings, redis)
     ingest = Ingest(inbox, approvals)  # held messages released by the sweeper are queued

@@ -173,6 +173,33 @@ async def test_approval_created_in_one_process_is_approved_from_another(
     assert code == 1 and err.strip() == "clawgate: unknown approval id 'nosuchid'"
 
 
+async def test_a_decision_from_the_shell_is_shown_in_the_waiting_chat(
+    workdir: Path, redis_url: str, redis: aioredis.Redis
+) -> None:
+    """The chat that asked is still open: a decision made with `clawgate approvals approve`
+    (whose process runs the call) shows there, with the run's answer, and `/pending` in the
+    chat no longer lists it."""
+    (workdir / "victim.txt").write_text("v")
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX)
+    chat_proc = await ChatProcess.start(workdir, env)
+    await chat_proc.say("run: rm victim.txt")
+    approval_id = (await chat_proc.read_until(ID_LINE.pattern)).group(1)
+    await asyncio.sleep(0.5)  # the chat follows its conversation by now
+
+    code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)
+    assert code == 0, err
+    assert f"Approval {approval_id} approved." in out and "[exit code 0]" in out
+    assert not (workdir / "victim.txt").exists()
+    told = await chat_proc.read_until(rf"\[approval {approval_id} [a-z ]+ by operator:")
+    assert told.group(0)
+    await chat_proc.read_until(r"\[exit code 0\]")  # the answer of the run, resumed elsewhere
+    await chat_proc.say("/pending")
+    await chat_proc.read_until("No approvals are pending")
+    out = await chat_proc.finish()
+    assert out.count("[exit code 0]") == 1
+    assert await redis.hget(approval_key(approval_id), "status") == "consumed"
+
+
 async def test_process_killed_while_executing_is_never_rerun(
     workdir: Path, redis_url: str, redis: aioredis.Redis
 ) -> None:

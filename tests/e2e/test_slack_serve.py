@@ -5,9 +5,11 @@ ran in the workdir, what was refused, and what is queued in Redis."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import functools
+import io
 import json
 import os
 import sys
@@ -30,6 +32,7 @@ from adapters.slack.inbound import (
     REJECT,
     REJECT_VIEW,
 )
+from bot.cli_approvals import run_approvals_command
 from bot.policy_file import load_policy_file
 from bot.server import build_service
 from bot.settings import Settings
@@ -1147,6 +1150,15 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
 
         await approve_from_a_copy(h, pending, copy, approvers_channel)
         assert log.read_text() == "ran\n"
+
+        # The operator's `approvals show` lists both notices and the decisions so far.
+        out = io.StringIO()
+        args = argparse.Namespace(verb="show", id=pending.approval_id, json=False)
+        assert await run_approvals_command(h.service.runtime, args, out) == 0
+        shown = out.getvalue()
+        assert f"notice slack:{TEAM_ID}:{CHANNEL}  channel={CHANNEL}" in shown
+        assert f"notice slack:{TEAM_ID}:{approvers_channel}  channel={approvers_channel}" in shown
+        assert "event=approved" in shown and f"slack:{APPROVER}" in shown
 
 
 async def test_a_decision_from_the_shell_updates_the_notice_and_the_run_answers_in_slack(
