@@ -13,6 +13,7 @@ import dataclasses
 import getpass
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
@@ -59,6 +60,48 @@ def _copies(copies: list[dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
     return [(copy.get("conversation", "?"), copy) for copy in copies]
 
 
+async def _show(
+    runtime: Runtime, approval_id: str, as_json: bool, say: Callable[[str], None]
+) -> int:
+    """One approval: its fields, every notice posted, and its audit trail."""
+    loaded = await runtime.approvals.load(approval_id.strip().lower())
+    if loaded is None:
+        print(f"clawgate: unknown approval id {approval_id!r}", file=sys.stderr)
+        return 1
+    record, checkpoint = loaded
+    trail = [
+        entry
+        for entry in await runtime.approvals.audit_entries(record.session)
+        if entry.get("approval") == record.id
+    ]
+    if as_json:
+        shown = record.model_dump(mode="json")
+        say(json.dumps({**shown, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
+        return 0
+    hidden = {"arguments", "notice", "copies", "schema_version"}
+    fields = record.model_dump(mode="json", exclude=hidden)
+    for name in ("created_at", "expires_at", "decided_at"):
+        if fields.get(name):
+            fields[name] = _when(fields[name]) + " UTC"
+    fields["conversation"] = record.conversation.id
+    fields["requester"] = record.requester.key
+    fields["arguments"] = record.arguments
+    if checkpoint.trace_id:
+        fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
+    width = max(map(len, fields)) + 1
+    for name, value in fields.items():
+        say(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}")
+    for where, message in [(record.conversation.id, record.notice), *_copies(record.copies)]:
+        ref = " ".join(f"{k}={v}" for k, v in message.items() if k != "conversation")
+        if ref:  # a terminal's notice has no message to point at
+            say(f"notice {where}  {ref}")
+    for entry in trail:
+        at = _when(int(entry.get("at", "0") or 0))
+        rest = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("at", "approval"))
+        say(f"audit  {at}  {rest}")
+    return 0
+
+
 async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
     def say(text: str) -> None:
         out.write(text + "\n")
@@ -77,41 +120,7 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
             say(table(notices) if notices else "No open approvals.")
         return 0
     if args.verb == "show":
-        loaded = await runtime.approvals.load(args.id.strip().lower())
-        if loaded is None:
-            print(f"clawgate: unknown approval id {args.id!r}", file=sys.stderr)
-            return 1
-        record, checkpoint = loaded
-        trail = [
-            entry
-            for entry in await runtime.approvals.audit_entries(record.session)
-            if entry.get("approval") == record.id
-        ]
-        if args.json:
-            shown = record.model_dump(mode="json")
-            say(json.dumps({**shown, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
-            return 0
-        hidden = {"arguments", "notice", "copies", "schema_version"}
-        fields = record.model_dump(mode="json", exclude=hidden)
-        for name in ("created_at", "expires_at", "decided_at"):
-            if fields.get(name):
-                fields[name] = _when(fields[name]) + " UTC"
-        fields["conversation"] = record.conversation.id
-        fields["requester"] = record.requester.key
-        fields["arguments"] = record.arguments
-        if checkpoint.trace_id:
-            fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
-        width = max(map(len, fields)) + 1
-        for name, value in fields.items():
-            say(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}")
-        for where, message in [(record.conversation.id, record.notice), *_copies(record.copies)]:
-            ref = " ".join(f"{k}={v}" for k, v in message.items() if k != "conversation")
-            say(f"notice {where}  {ref or '(not posted)'}")
-        for entry in trail:
-            at = _when(int(entry.get("at", "0") or 0))
-            rest = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("at", "approval"))
-            say(f"audit  {at}  {rest}")
-        return 0
+        return await _show(runtime, args.id, args.json, say)
     operator = Actor(platform="operator", user_id=getpass.getuser())
     approve = args.verb == "approve"
     decision = await runtime.decide(

@@ -37,7 +37,7 @@ def render_request(notice: ApprovalNotice) -> str:
             f"  why: {'; '.join(notice.reasons)}",
             f"  requested by {notice.requester}, expires {_expiry(notice)}",
             *([f"  approvals: {quorum}"] if quorum else []),
-            f"  id {i}: /approve {i} [once|always]  or  /reject {i} [reason]",
+            f"  id {i}: /approve {i} [once|always|edit <json>]  or  /reject {i} [reason]",
         ]
     )
 
