@@ -148,7 +148,9 @@ class Decisions:
             return refused(
                 await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
             )
-        if edit is not None and approve:
+        # Only a pending call is edited: anything else is refused by DECIDE as decided, or,
+        # for this job delivered again, retaken with the edit it recorded.
+        if edit is not None and approve and record.status is ApprovalStatus.PENDING:
             edited = await self._edit(record, checkpoint, edit, actor, policy)
             if isinstance(edited, Decision):
                 return edited

@@ -6,6 +6,7 @@ with its liveness mark gone; tests/e2e/test_chaos.py does the same with real pro
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -240,6 +241,27 @@ async def test_a_decision_retaken_after_the_call_was_consumed_resumes_and_releas
     # Someone else clicking approve later is still told it was decided.
     again = await second.decide(approval_id, True, ADMIN, HERE, job="d2")
     assert not again.accepted and "already" in again.message
+
+
+async def test_an_edited_decision_retaken_after_the_call_ran_continues_without_editing_again(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "other.txt").write_text("other")
+    model = Scripted(asks(bash("c1", "rm victim.txt")), Crash(), says("removed"))
+    calls = Calls()
+    first, approval_id = await suspended(redis, workdir, model, calls)
+    edit = json.dumps({"command": "rm other.txt"})
+    with pytest.raises(Crash):
+        await first.decide(approval_id, True, ADMIN, HERE, job="d1", edit=edit)
+    assert (workdir / "victim.txt").exists() and not (workdir / "other.txt").exists()
+
+    second, channel = runtime_with(redis, workdir, model, calls)
+    decision = await second.decide(approval_id, True, ADMIN, HERE, job="d1", edit=edit)
+
+    assert decision.accepted, decision.message
+    assert calls.ran == ["c1"]  # the edited call ran once
+    assert replies(channel) == ["removed"]
+    assert (workdir / "victim.txt").exists()
 
 
 async def test_a_crash_while_a_held_message_runs_keeps_it_for_the_retake(
