@@ -9,7 +9,11 @@ from bot.cli_parser import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # a bare `clawgate`: what it can do
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     from bot.cli_run import run_command  # noqa: PLC0415 - --help never loads the runtime
 
     return run_command(args)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
+from bot.tables import print_table
 from runtime.agent import Runtime
 from runtime.approval.grants import GrantTerms
 from runtime.channel import ApprovalNotice
@@ -36,8 +37,8 @@ def in_scope(conversation: str, ref: str) -> bool:
     return conversation == ref or conversation.startswith(ref + ":")
 
 
-def table(notices: list[ApprovalNotice]) -> str:
-    rows = [
+def rows(notices: list[ApprovalNotice]) -> list[tuple[str, ...]]:
+    return [
         (
             n.approval_id,
             n.status + (f" {len(n.approved_by)}/{n.quorum}" if n.quorum > 1 else ""),
@@ -49,11 +50,6 @@ def table(notices: list[ApprovalNotice]) -> str:
         )
         for n in notices
     ]
-    widths = [max(len(str(row[i])) for row in (COLUMNS, *rows)) for i in range(len(COLUMNS) - 1)]
-    return "\n".join(
-        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
-        for row in (COLUMNS, *rows)
-    )
 
 
 def _copies(copies: list[dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
@@ -116,8 +112,10 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         ]
         if args.json:
             say(json.dumps([dataclasses.asdict(n) for n in notices], indent=2))
+        elif notices:
+            print_table(COLUMNS, rows(notices), out)
         else:
-            say(table(notices) if notices else "No open approvals.")
+            say("No open approvals.")
         return 0
     if args.verb == "show":
         return await _show(runtime, args.id, args.json, say)

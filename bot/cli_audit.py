@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from bot.cli_parser import DEFAULT_LINES
 from bot.settings import Settings, SettingsError
+from bot.tables import hanging, terminal_width
 from runtime.audit import AuditEntry, AuditLog
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
@@ -73,12 +74,13 @@ def _value(text: str) -> str:
     return text if _PLAIN.fullmatch(text) else json.dumps(text, ensure_ascii=False)
 
 
-def table_line(entry: AuditEntry) -> str:
+def table_line(entry: AuditEntry, width: int | None = None) -> str:
+    """One entry; `width`: of the terminal, where the details wrap under their column."""
     when = datetime.fromtimestamp(entry.at / 1000).strftime("%Y-%m-%d %H:%M:%S")
     cells = (when, entry.event, entry.actor or "-", entry.trace or "-")
     head = "  ".join(cell.ljust(width) for cell, width in zip(cells, WIDTHS, strict=True))
     rest = " ".join(f"{key}={_value(value)}" for key, value in entry.fields.items())
-    return f"{head}  {rest}".rstrip()
+    return hanging(head, rest, width)
 
 
 def table_header() -> str:
@@ -104,12 +106,14 @@ class _Printer:
         self.out = out
         self.as_json = as_json
         self.count = 0
+        self.width = terminal_width(out)
 
     def __call__(self, entry: AuditEntry) -> None:
         if not self.as_json and self.count == 0:
             self.out.write(table_header() + "\n")
         self.count += 1
-        self.out.write((json_line(entry) if self.as_json else table_line(entry)) + "\n")
+        line = json_line(entry) if self.as_json else table_line(entry, self.width)
+        self.out.write(line + "\n")
         self.out.flush()
 
 

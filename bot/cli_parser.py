@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from runtime.store.keys import check_session_id
 
@@ -13,9 +13,36 @@ _N = TypeVar("_N", int, float)
 DEFAULT_LINES = 20
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad argument is one line (and exit 2), like a bad setting: bot/errors.py."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"clawgate: {message} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """`--version`, read from the installed package only when asked (keeps --help fast)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        print(f"clawgate {version('clawgate')}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clawgate", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(
+        prog="clawgate",
+        description="A team AI assistant for Slack and Feishu that never runs a risky tool "
+        "call without a human. Settings come from the environment and ./.env "
+        "(docs/configuration.md).",
+        epilog="clawgate <command> --help shows a command's options.",
+    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     chat = sub.add_parser("chat", help="chat with the assistant in this terminal")
     chat.add_argument(
         "--session",
@@ -27,10 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
     sub.add_parser("worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)")
 
+    sub.add_parser(
+        "doctor",
+        help="check this machine is ready: settings, Redis, the model, Slack, Feishu, the port, "
+        "the policy, the sandbox, admins",
+    )
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="e.g. clawgate completion bash > ~/.local/share/bash-completion/completions/"
+        "clawgate, or clawgate completion zsh > ~/.zfunc/_clawgate",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh", "tcsh"])
+
     add_approvals_parser(sub)
     add_audit_parser(sub)
     add_policy_parser(sub)
     add_trace_parser(sub)
+    add_onboarding_parsers(sub)
 
     bench = sub.add_parser("bench", help="measure performance")
     bench.add_argument("target", choices=["runtime", "approval", "ingest"], help="what to measure")
@@ -201,3 +242,27 @@ def add_trace_parser(sub: Any) -> None:
     )
     show.add_argument("id", help="trace id (RunResult.trace_id, `clawgate approvals show`)")
     show.add_argument("--json", action="store_true", help="the stored JSON documents")
+
+
+def add_onboarding_parsers(sub: Any) -> None:
+    """`clawgate slack manifest` and `clawgate feishu checklist`. `sub`: the subparsers."""
+    slack = sub.add_parser("slack", help="set up the Slack app (docs/slack.md)")
+    slack_verbs = slack.add_subparsers(dest="verb", required=True)
+    manifest = slack_verbs.add_parser(
+        "manifest", help="print the Slack app manifest (JSON) to create the app from"
+    )
+    where = manifest.add_mutually_exclusive_group()
+    where.add_argument(
+        "--socket-mode", action="store_true", help="Socket Mode: no public URL, no request URLs"
+    )
+    where.add_argument(
+        "--url", metavar="https://HOST", help="clawgate's public URL (default: a placeholder)"
+    )
+    feishu = sub.add_parser("feishu", help="set up the Feishu / Lark app (docs/feishu.md)")
+    feishu_verbs = feishu.add_subparsers(dest="verb", required=True)
+    checklist = feishu_verbs.add_parser(
+        "checklist", help="print the developer console steps: permissions, events, callbacks"
+    )
+    checklist.add_argument(
+        "--url", metavar="https://HOST", help="clawgate's public URL, for the request URL mode"
+    )

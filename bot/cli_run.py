@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import getpass
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -17,17 +18,21 @@ from redis.exceptions import RedisError
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
 from adapters.console.relay import ConsoleRelay, tail
+from adapters.console.terminal import start_line
 from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from bot.cli_audit import run_audit_command
+from bot.cli_parser import build_parser
 from bot.cli_policy import run_policy_command
 from bot.cli_trace import run_trace_command
+from bot.errors import Unavailable
 from bot.logs import configure_logging
 from bot.policy_file import PolicyFileError
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import build_runtime, load_policy
 from runtime.models import Actor
+from runtime.redact import redact_text
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
@@ -47,10 +52,16 @@ async def _chat(settings: Settings, session: str) -> int:
     policy = load_policy(settings)
     actor = Actor(platform="console", user_id=getpass.getuser())
     async with _redis(settings) as redis:
-        runtime = build_runtime(
-            settings, policy, redis, ConsoleChannel(sys.stdout), extra_admins=[actor.key]
+        if settings.redis_url:  # a shared store that is down: say so now, not per message
+            await redis.ping()
+        channel = ConsoleChannel(sys.stdout)
+        runtime = build_runtime(settings, policy, redis, channel, extra_admins=[actor.key])
+        about = start_line(
+            settings.model, settings.openai_base_url, settings.redis_url, settings.uses_demo_model
         )
-        chat = ConsoleChat(runtime, f"console:{session}", actor, sys.stdin, sys.stdout)
+        chat = ConsoleChat(
+            runtime, f"console:{session}", actor, sys.stdin, sys.stdout, channel, about
+        )
         keys = Keys(settings.redis_prefix)
         background = [
             asyncio.create_task(chat.sweep_forever(SWEEP_INTERVAL)),
@@ -126,32 +137,64 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run the parsed command; returns the exit code."""
+    """Run the parsed command; returns the exit code (the error policy: bot/errors.py)."""
     if args.command in ("chat", "serve", "worker") and hasattr(signal, "SIGHUP"):
         # SIGHUP reloads the policy once running; until then it must not end the process.
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        settings = load_settings()
-        configure_logging(settings.log_level, settings.log_format, sys.stderr)
-        if args.command == "chat":
-            return asyncio.run(_chat(settings, args.session))
-        if args.command == "audit":
-            return run_audit_command(settings, args)
-        if args.command == "policy":
-            return run_policy_command(settings, args)
-        if args.command == "trace":
-            return run_trace_command(settings, args)
-        if args.command == "approvals":
-            return asyncio.run(_approvals(settings, args))
-        if args.command in ("serve", "worker"):
-            return asyncio.run(_serve(settings, http=args.command == "serve"))
-        return _bench(settings, args)
+        return _run(args)
     except (SettingsError, PolicyFileError) as exc:
-        for line in str(exc).splitlines():
-            print(f"clawgate: {line}", file=sys.stderr)
-        return 2
-    except RedisError as exc:  # what a command did not handle itself: one line, no traceback
-        print(f"clawgate: cannot reach Redis ({exc})", file=sys.stderr)
-        return 1
+        return _fail(exc, 2)
+    except Unavailable as exc:
+        return _fail(exc, 1)
+    except RedisError as exc:  # what a command did not handle itself
+        where = redact_text(os.environ.get("REDIS_URL") or "the embedded store")
+        return _fail(f"cannot reach Redis at {where} ({exc})", 1)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        return _fail(f"{type(exc).__name__}: {exc} (clawgate --debug … shows the traceback)", 1)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "doctor":  # reads the settings itself: a bad one is a failed check
+        from bot.doctor import run_doctor  # noqa: PLC0415
+
+        return run_doctor(sys.stdout)
+    if args.command == "completion":  # needs no settings
+        import shtab  # noqa: PLC0415
+
+        print(shtab.complete(build_parser(), shell=args.shell))
+        return 0
+    if args.command == "slack":  # set-up help: needs no settings, loads no SDK
+        from bot.slack_manifest import print_manifest  # noqa: PLC0415
+
+        return print_manifest(args.url, args.socket_mode, sys.stdout, sys.stderr)
+    if args.command == "feishu":
+        from bot.feishu_checklist import print_checklist  # noqa: PLC0415
+
+        return print_checklist(args.url, sys.stdout, sys.stderr)
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format, sys.stderr)
+    if args.command == "chat":
+        return asyncio.run(_chat(settings, args.session))
+    if args.command == "audit":
+        return run_audit_command(settings, args)
+    if args.command == "policy":
+        return run_policy_command(settings, args)
+    if args.command == "trace":
+        return run_trace_command(settings, args)
+    if args.command == "approvals":
+        return asyncio.run(_approvals(settings, args))
+    if args.command in ("serve", "worker"):
+        return asyncio.run(_serve(settings, http=args.command == "serve"))
+    return _bench(settings, args)
+
+
+def _fail(problem: object, code: int) -> int:
+    """The error policy of every command (bot/errors.py): one line per problem, no traceback."""
+    for line in str(problem).splitlines():
+        print(f"clawgate: {line}", file=sys.stderr)
+    return code

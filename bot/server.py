@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 import time
@@ -24,6 +25,8 @@ from adapters.console.relay import ConsoleRelay
 from adapters.dispatch import handle_inbound
 from adapters.http import MAX_BODY
 from adapters.router import Router
+from bot.doctor import print_serving_checks
+from bot.errors import Unavailable
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_runtime, build_sandbox
@@ -36,6 +39,7 @@ from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
 from runtime.queue.worker import OUTAGES, Worker, sweep_forever
+from runtime.redact import redact_text
 from runtime.store.connection import connect
 from runtime.store.durability import DurabilityError, durability_warnings, fsync_mode
 from runtime.store.keys import Keys
@@ -74,6 +78,9 @@ QUEUE_LAG = Histogram(
 )
 READY_TIMEOUT = 0.8  # seconds: /readyz answers within a second whatever Redis does
 QUEUE_DEPTH = Gauge("clawgate_queue_depth", "Inputs waiting in the inbox", ["state"])
+# The platforms' request URLs (`clawgate slack manifest` and `feishu checklist` print them).
+SLACK_EVENTS_PATH = "/slack/events"
+FEISHU_EVENTS_PATH = "/feishu/events"
 
 
 @dataclass
@@ -135,8 +142,7 @@ async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackId
             f"SLACK_BOT_TOKEN: auth.test failed ({exc.response.get('error', 'unknown')})"
         ) from exc
     except OSError as exc:
-        url = settings.slack_api_url
-        raise SettingsError(f"SLACK_API_URL: cannot reach {url} ({exc})") from exc
+        raise Unavailable(f"cannot reach Slack at {settings.slack_api_url} ({exc})") from exc
     return SlackIdentity(str(auth["team_id"]), str(auth["user_id"]), str(auth.get("bot_id", "")))
 
 
@@ -274,6 +280,7 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
     from adapters.feishu.channel import (  # noqa: PLC0415
         FeishuChannel,
         FeishuError,
+        FeishuUnreachable,
         feishu_client,
         fetch_identity,
     )
@@ -285,8 +292,12 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
     )
     try:
         identity = await asyncio.to_thread(fetch_identity, client)
+    except FeishuUnreachable as exc:
+        raise Unavailable(f"cannot reach Feishu at {settings.feishu_domain} ({exc})") from exc
     except FeishuError as exc:
-        raise SettingsError(f"FEISHU_APP_SECRET: cannot reach the bot's API ({exc})") from exc
+        raise SettingsError(
+            f"FEISHU_APP_ID / FEISHU_APP_SECRET: Feishu refused them ({exc})"
+        ) from exc
     key, token = settings.feishu_encrypt_key, settings.feishu_verification_token
     adapter = FeishuAdapter(
         identity,
@@ -326,9 +337,9 @@ def build_app(service: Service, platforms: bool = True) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     if platforms and service.slack is not None:
-        app.router.add_post("/slack/events", service.slack.handle_http)
+        app.router.add_post(SLACK_EVENTS_PATH, service.slack.handle_http)
     if platforms and service.feishu is not None:
-        app.router.add_post("/feishu/events", service.feishu.handle_http)
+        app.router.add_post(FEISHU_EVENTS_PATH, service.feishu.handle_http)
     return app
 
 
@@ -360,14 +371,13 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             try:
                 await service.worker.start()
             except (RedisError, OSError) as exc:
-                raise SettingsError(f"REDIS_URL: cannot reach Redis ({exc})") from exc
+                raise Unavailable(f"cannot reach Redis at {_shown(settings)} ({exc})") from exc
             sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)
             tasks.append(asyncio.create_task(sweeper))
         port = settings.port if http else settings.metrics_port
         if port is not None:  # a worker serves only /healthz, /readyz and /metrics
             runner = web.AppRunner(build_app(service, platforms=http), handle_signals=False)
-            await runner.setup()
-            await web.TCPSite(runner, settings.host, port).start()
+            await _listen(runner, settings.host, port)
         # Only `serve` takes inputs from the platforms; workers just answer through their APIs.
         if http and service.slack is not None and settings.slack_app_token is not None:
             socket_mode = service.slack.socket_mode_handler(
@@ -386,6 +396,7 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             )
             long_connection.start()
             service.long_connection = long_connection
+        await print_serving_checks(settings, sys.stderr)  # what `clawgate doctor` would say
         _announce(settings, service, http)
         await stop.wait()
         print("clawgate: stopping", file=sys.stderr, flush=True)
@@ -403,6 +414,20 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
         await asyncio.gather(*tasks, return_exceptions=True)
         await service.aclose()
     return 0
+
+
+async def _listen(runner: web.AppRunner, host: str, port: int) -> None:
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:  # taken, or a host that is not this machine's
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise Unavailable(f"cannot listen on {host}:{port} ({why})") from exc
+
+
+def _shown(settings: Settings) -> str:
+    """REDIS_URL as it may be printed: a password in it masked."""
+    return redact_text(settings.redis_url or "the embedded store")
 
 
 def _announce(settings: Settings, service: Service, http: bool) -> None:

@@ -1,10 +1,12 @@
-"""Settings from the environment (pydantic-settings). Bad values fail at start, one line each."""
+"""Settings from the environment (pydantic-settings), and from a `.env` file in the current
+directory for what the environment does not set. Bad values fail at start, one line each."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -13,6 +15,7 @@ from runtime.tools.sandbox import NetworkAccess, SandboxMode
 
 CommaList = Annotated[list[str], NoDecode]
 DEFAULT_POLICY_FILE = Path("clawgate.toml")
+ENV_FILE = ".env"
 
 
 class SettingsError(Exception):
@@ -20,7 +23,10 @@ class SettingsError(Exception):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    # The environment wins over `.env` (pydantic-settings' order).
+    model_config = SettingsConfigDict(
+        extra="ignore", populate_by_name=True, env_file=ENV_FILE, env_file_encoding="utf-8"
+    )
 
     redis_url: str | None = Field(None, alias="REDIS_URL")
     redis_prefix: str = Field("clawgate", alias="CLAWGATE_REDIS_PREFIX", pattern=r"^[\w.:-]+$")
@@ -28,6 +34,8 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
     model: str = Field("gpt-4o-mini", alias="CLAWGATE_MODEL", min_length=1)
     model_timeout: float = Field(120.0, alias="CLAWGATE_MODEL_TIMEOUT", gt=0)
+    # Ask the model server to stream answers (shown while written in Slack and Feishu).
+    stream: bool = Field(True, alias="CLAWGATE_STREAM")
     host: str = Field("127.0.0.1", alias="CLAWGATE_HOST")
     port: int = Field(8080, alias="CLAWGATE_PORT", ge=1, le=65535)
     workdir: Path = Field(default_factory=Path.cwd, alias="CLAWGATE_WORKDIR")
@@ -96,6 +104,29 @@ class Settings(BaseSettings):
         bad = [item for item in value if not re.fullmatch(r"[a-z]+:[^\s:]+", item)]
         if bad:
             raise ValueError(f"expected platform:user entries like slack:U123, got {bad}")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        scheme, _, rest = value.partition("://")
+        if scheme not in ("redis", "rediss", "unix") or not rest:
+            raise ValueError(
+                "expected redis://host:6379/0, rediss://… (TLS) or unix:///path/to/redis.sock"
+            )
+        _port(value)
+        return value
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+            raise ValueError("expected an http(s) URL like https://api.openai.com/v1")
+        _port(value)
         return value
 
     @field_validator("feishu_domain")
@@ -202,6 +233,13 @@ class Settings(BaseSettings):
     @property
     def uses_demo_model(self) -> bool:
         return self.openai_api_key is None and not self.openai_base_url
+
+
+def _port(url: str) -> None:
+    try:
+        urlsplit(url).port  # noqa: B018 - raises for a port that is no number or out of range
+    except ValueError as exc:
+        raise ValueError(f"bad port in {url!r} ({exc})") from None
 
 
 def load_settings() -> Settings:

@@ -46,6 +46,7 @@ def build_provider(settings: Settings) -> Provider:
         api_key=key,
         base_url=settings.openai_base_url,
         timeout=settings.model_timeout,
+        stream=settings.stream,
     )
 
 

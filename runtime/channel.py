@@ -43,6 +43,15 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class Writing:
+    """The model is writing its answer: `text` is all of it so far (it only grows, except
+    when a broken stream is asked again). Sent at every piece; a chat shows it throttled, as
+    a preview in its working message, and the answer still comes as one `Reply`."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     stop_reason: StopReason
     steps: int
@@ -90,7 +99,14 @@ class ApprovalUpdated:
 
 
 Event = (
-    Reply | Notice | ToolStarted | ToolFinished | RunFinished | ApprovalRequested | ApprovalUpdated
+    Reply
+    | Notice
+    | ToolStarted
+    | ToolFinished
+    | Writing
+    | RunFinished
+    | ApprovalRequested
+    | ApprovalUpdated
 )
 MessageRef = dict[str, str]
 # `Channel.send` as a callable: what the approval lifecycle is handed to post and update.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
-from runtime.channel import Reply
+from runtime.channel import Reply, Writing
 from runtime.executor import Emit, ToolExecutor
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
@@ -30,7 +30,7 @@ from runtime.models import (
     ToolStatus,
 )
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider, ProviderError
+from runtime.providers.base import Provider, ProviderError, Streaming
 from runtime.store.history import HistoryStore
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
@@ -149,6 +149,18 @@ class AgentLoop:
         assert state.ctx.policy is not None
         return self.registry.specs(state.ctx.policy.offered)
 
+    async def _ask(
+        self, state: RunState, messages: Sequence[Message], specs: Sequence[ToolSpec]
+    ) -> AssistantMessage:
+        """The model's answer; a provider that streams tells the chat what it writes."""
+        if not isinstance(self.provider, Streaming):
+            return await self.provider.complete(messages, specs)
+
+        async def writing(text: str) -> None:
+            await state.emit(Writing(text))
+
+        return await self.provider.complete_streaming(messages, specs, writing)
+
     def result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
         return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
 
@@ -165,7 +177,7 @@ class AgentLoop:
                     LLM_SECONDS.labels(self.provider.name).time(),
                     tracing.llm_call(self.provider.name, messages) as llm,
                 ):
-                    reply = await self.provider.complete(messages, specs)
+                    reply = await self._ask(state, messages, specs)
             except ProviderError as exc:
                 await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
                 return self.result(state, StopReason.ERROR, error=str(exc)), None

@@ -390,6 +390,7 @@ class Call:
     response: dict[str, Any] = field(default_factory=dict)
     target_id: str | None = None
     duplicate: bool = False
+    at: float = field(default_factory=time.monotonic, compare=False)  # when it was answered
 
     @property
     def code(self) -> int | None:

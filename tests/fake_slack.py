@@ -442,6 +442,7 @@ class Call:
     headers: dict[str, str]
     status: int = 200
     response: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic, compare=False)  # when it was answered
 
     @property
     def ok(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
@@ -83,8 +84,11 @@ def render(event: Event) -> str | None:
 class ConsoleChannel:
     def __init__(self, out: TextIO) -> None:
         self.out = out
+        self.watch: Callable[[Event], None] | None = None  # the chat's status line
 
     async def send(self, conversation: ConversationRef, event: Event) -> None:
+        if self.watch is not None:
+            self.watch(event)
         line = render(event)
         if line is not None:
             self.out.write(line + "\n")

@@ -1,5 +1,6 @@
-"""`clawgate chat`: the console adapter. Interactive in a terminal; with piped stdin, one
-message per line, output flushed per event, exit 0 at end of input."""
+"""`clawgate chat`: the console adapter. In a terminal (stdin and stdout), line editing,
+history and a status line (terminal.py); with piped stdin, one message per line, output
+flushed per event, exit 0 at end of input."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import asyncio
 import logging
 import signal
 import threading
-from typing import TextIO
+from typing import TextIO, cast
 
 from redis.exceptions import RedisError
 
+from adapters.console.channel import ConsoleChannel
+from adapters.console.terminal import PROMPT, Status, Terminal
 from adapters.dispatch import HELP as DISPATCH_HELP
 from adapters.dispatch import dispatch
 from runtime.agent import Runtime
@@ -19,6 +22,7 @@ from runtime.providers.demo import GRAMMAR
 
 log = logging.getLogger(__name__)
 REDIS_DOWN = "Cannot reach the store (Redis) right now; try again when it is back."
+GREETING = "Type a message, /help for the commands. Ctrl-C stops a running request, Ctrl-D quits."
 
 HELP = DISPATCH_HELP.replace(
     "Anything else is a message to the assistant.",
@@ -40,8 +44,18 @@ def _start_line_reader(stdin: TextIO, loop: asyncio.AbstractEventLoop) -> asynci
 
 
 class ConsoleChat:
+    """`channel`: the runtime's console channel, whose events drive the status line; `about`:
+    the first line at a terminal (terminal.start_line)."""
+
     def __init__(
-        self, runtime: Runtime, session: str, actor: Actor, stdin: TextIO, stdout: TextIO
+        self,
+        runtime: Runtime,
+        session: str,
+        actor: Actor,
+        stdin: TextIO,
+        stdout: TextIO,
+        channel: ConsoleChannel | None = None,
+        about: str = "",
     ) -> None:
         self.runtime = runtime
         self.session = session
@@ -49,7 +63,15 @@ class ConsoleChat:
         self.conversation = ConversationRef(platform="console", id=session)
         self.stdin = stdin
         self.stdout = stdout
+        self.channel = channel
+        self.about = about
         self.interactive = stdin.isatty()
+        self.status = Status()
+        if channel is not None:
+            channel.watch = self.status.see
+        self.terminal = (
+            Terminal(self.status, self._stop) if self.interactive and stdout.isatty() else None
+        )
         self._current: asyncio.Task[RunResult | None] | None = None
         self._lock = asyncio.Lock()
 
@@ -59,27 +81,57 @@ class ConsoleChat:
 
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()
-        lines = _start_line_reader(self.stdin, loop)
         if self.interactive:
             loop.add_signal_handler(signal.SIGINT, self._interrupt)
-            self._say("clawgate chat: type a message, /help for commands, Ctrl-D to quit.")
+            self._say(self.about or "clawgate chat")
+            self._say(GREETING)
         try:
-            while True:
-                if self.interactive:
-                    self.stdout.write("you> ")
-                    self.stdout.flush()
-                line = await lines.get()
-                if line is None:
-                    return 0
-                await self.handle(line.strip())
+            if self.terminal is not None:
+                return await self._at_terminal(self.terminal)
+            lines = _start_line_reader(self.stdin, loop)
+            return await self._converse(lines, PROMPT if self.interactive else "")
         finally:
             if self.interactive:
                 loop.remove_signal_handler(signal.SIGINT)
 
-    def _interrupt(self) -> None:
+    async def _converse(self, lines: asyncio.Queue[str | None], prompt: str = "") -> int:
+        while True:
+            if prompt:
+                self.stdout.write(prompt)
+                self.stdout.flush()
+            line = await lines.get()
+            if line is None:
+                return 0
+            await self.handle(line.strip())
+
+    async def _at_terminal(self, terminal: Terminal) -> int:
+        """Output goes above the prompt while it is shown: the chat's, the channel's."""
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        stdout = self.stdout
+        with terminal as out:
+            self.stdout = cast(TextIO, out)
+            if self.channel is not None:
+                self.channel.out = self.stdout
+            reader = asyncio.create_task(terminal.read(lines))
+            try:
+                await self._converse(lines)
+            finally:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
+                self.stdout = stdout
+                if self.channel is not None:
+                    self.channel.out = stdout
+        return 130 if terminal.interrupted else 0
+
+    def _stop(self) -> bool:
+        """Stop the running request, if one runs."""
         if self._current is not None and not self._current.done():
             self._current.cancel()
-        else:
+            return True
+        return False
+
+    def _interrupt(self) -> None:
+        if not self._stop():
             raise KeyboardInterrupt
 
     async def handle(self, text: str) -> None:
@@ -91,6 +143,7 @@ class ConsoleChat:
         )
         async with self._lock:  # one thing at a time, also against the sweeper
             self._current = current = asyncio.ensure_future(work)
+            self.status.start("working" if text.startswith("/") else "thinking")
             try:
                 await current
             except asyncio.CancelledError:
@@ -98,15 +151,17 @@ class ConsoleChat:
             except RedisError as exc:  # nothing half-done is lost: the journal keeps it
                 log.error("Redis unavailable: %s", exc)
                 self._say(REDIS_DOWN)
-            self._current = None
+            finally:
+                self._current = None
+                self.status.stop()
 
     async def _tell(self, text: str) -> None:
         self._say(text)
 
     def show_relayed(self, line: str) -> None:
         """A line of this conversation's run resumed in another process (see relay.py)."""
-        if self.interactive:  # on a line of its own, then the prompt again
-            self.stdout.write(f"\r{line}\nyou> ")
+        if self.interactive and self.terminal is None:  # on a line of its own, then the prompt
+            self.stdout.write(f"\r{line}\n{PROMPT}")
             self.stdout.flush()
         else:
             self._say(line)

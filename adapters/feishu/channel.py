@@ -40,6 +40,7 @@ from runtime.channel import (
     RunFinished,
     ToolFinished,
     ToolStarted,
+    Writing,
 )
 from runtime.models import Actor, ConversationRef, ToolStatus
 
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 MAX_TEXT = 8_000  # characters per message: far under Feishu's 150 KB, still readable
 ATTEMPTS = 4
 MAX_EDITS = 20  # Feishu's limit per message
+PREVIEW_EDITS = 14  # of those, the most spent on previews of an answer being written
 API_THREADS = 16
 _TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
 _RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
@@ -116,7 +118,7 @@ class FeishuChannel:
                 await self._patch(event.notice.message["message_id"], card)
             else:  # the card was never posted: post it now
                 await self._say(conversation.data, "interactive", card)
-        elif isinstance(event, ToolStarted | ToolFinished | RunFinished):
+        elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
             await self._report(conversation.data, event)
         return None
 
@@ -137,20 +139,25 @@ class FeishuChannel:
         show = self._progress.apply((where["chat_id"], where.get("message_id", "")), event)
         if show is None:
             return
+        if show.wait:
+            await asyncio.sleep(show.wait)
         if show.working.ref is None:
             message_id = await self._say(where, "text", {"text": show.text})
             if not isinstance(event, RunFinished):
                 show.working.ref = message_id
+            self._progress.shown(show)
             return
-        # Feishu allows a message 20 edits: keep the last for how the run ended.
+        # Feishu allows a message 20 edits: keep the last for how the run ended, and some
+        # for tool lines after previews of an answer being written.
         edits = self._edits.get(show.working.ref, 0)
         if isinstance(event, RunFinished):
             self._edits.pop(show.working.ref, None)
-        elif edits >= MAX_EDITS - 1:
+        elif edits >= (PREVIEW_EDITS if show.preview else MAX_EDITS - 1):
             return
         else:
             self._edits[show.working.ref] = edits + 1
-        await self._edit(show.working.ref, show.text)
+        await self._edit(show.working.ref, show.text, attempts=1 if show.preview else ATTEMPTS)
+        self._progress.shown(show)
 
     # --- Open API calls ------------------------------------------------------------------------
 
@@ -196,7 +203,8 @@ class FeishuChannel:
             data = await self._call(lambda: self.client.im.v1.message.create(request), "send")
         return str(data.message_id) if data is not None and data.message_id else None
 
-    async def _edit(self, message_id: str, text: str) -> None:
+    async def _edit(self, message_id: str, text: str, attempts: int = ATTEMPTS) -> None:
+        """`attempts`: 1 for a preview, which the next one replaces anyway."""
         body = (
             UpdateMessageRequestBody.builder()
             .msg_type("text")
@@ -204,7 +212,7 @@ class FeishuChannel:
             .build()
         )
         request = UpdateMessageRequest.builder().message_id(message_id).request_body(body).build()
-        await self._call(lambda: self.client.im.v1.message.update(request), "update")
+        await self._call(lambda: self.client.im.v1.message.update(request), "update", attempts)
 
     async def _patch(self, message_id: str, card: dict[str, Any]) -> None:
         body = PatchMessageRequestBody.builder().content(json.dumps(card, ensure_ascii=False))
@@ -213,11 +221,11 @@ class FeishuChannel:
         )
         await self._call(lambda: self.client.im.v1.message.patch(request), "patch")
 
-    async def _call(self, call: Callable[[], Any], what: str) -> Any:
+    async def _call(self, call: Callable[[], Any], what: str, attempts: int = ATTEMPTS) -> Any:
         """Run a blocking lark call off the event loop. Every call here is safe to repeat
         (sends carry their uuid), so rate limits, expired tokens and network errors are
         retried; other failures are logged and dropped: the run's state is in Redis."""
-        for attempt in range(1, ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
                 response = await asyncio.get_running_loop().run_in_executor(self._calls, call)
             except Exception as exc:  # requests' connection errors and timeouts
@@ -236,12 +244,16 @@ class FeishuChannel:
                 return None
             log.warning("feishu %s: code %d, attempt %d", what, code, attempt)
             await asyncio.sleep(0.5 * attempt)
-        log.error("feishu %s gave up after %d attempts", what, ATTEMPTS)
+        log.error("feishu %s gave up after %d attempts", what, attempts)
         return None
 
 
 class FeishuError(Exception):
     """The Open API refused a call clawgate cannot work without."""
+
+
+class FeishuUnreachable(FeishuError):
+    """The Open API did not answer at all (no connection, a timeout)."""
 
 
 def fetch_identity(client: Any) -> FeishuIdentity:
@@ -255,7 +267,9 @@ def fetch_identity(client: Any) -> FeishuIdentity:
     )
     try:
         response = client.request(request)
-    except Exception as exc:  # the token fetch raises for a bad secret or no connection
+    except OSError as exc:  # requests' errors are OSErrors: no connection, a timeout
+        raise FeishuUnreachable(str(exc) or type(exc).__name__) from exc
+    except Exception as exc:  # the token fetch raises for a bad secret
         raise FeishuError(str(exc) or type(exc).__name__) from exc
     if not response.success():
         raise FeishuError(f"code {response.code}: {response.msg}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from typing import Any, Literal
@@ -33,6 +34,7 @@ from runtime.channel import (
     RunFinished,
     ToolFinished,
     ToolStarted,
+    Writing,
 )
 from runtime.models import Actor, ConversationRef, ToolStatus
 
@@ -44,6 +46,7 @@ _TRANSIENT = {"internal_error", "fatal_error", "service_unavailable", "request_t
 ATTEMPTS = 3
 POST_EVENT = "clawgate_post"  # metadata event type tagging clawgate's posts
 SEARCH_PAGES = 20  # pages of a thread read looking for a post that may have landed
+CALM_DOWN = 30.0  # seconds without previews after a rate limit that named no Retry-After
 
 STYLE = Style(
     marks={
@@ -91,6 +94,16 @@ class SlackChannel:
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
         self._progress = Progress(STYLE)
+        # Previews of an answer being written are tried once: a rate limit pauses them
+        # (the real updates wait it out as slack_sdk's retry handler says).
+        self._previews = AsyncWebClient(
+            token=client.token,
+            base_url=client.base_url,
+            session=client.session,
+            timeout=client.timeout,
+            retry_handlers=[],
+        )
+        self._previews_paused_until = 0.0
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         where = _where(conversation)
@@ -126,7 +139,7 @@ class SlackChannel:
                 )
             else:  # the notice was never posted: say it anew
                 await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
-        elif isinstance(event, ToolStarted | ToolFinished | RunFinished):
+        elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
             await self._report(where, event)
         return None
 
@@ -160,12 +173,37 @@ class SlackChannel:
         show = self._progress.apply((where["channel"], where.get("thread_ts", "")), event)
         if show is None:
             return
+        if show.wait:
+            await asyncio.sleep(show.wait)
         if show.working.ref is None:
             ts = await self._post(where, text=show.text)
             if not isinstance(event, RunFinished):
                 show.working.ref = ts
+        elif show.preview:
+            await self._preview(where["channel"], show.working.ref, show.text)
         else:
             await self._update(where["channel"], show.working.ref, text=show.text)
+        self._progress.shown(show)
+
+    async def _preview(self, channel: str, ts: str, text: str) -> None:
+        if time.monotonic() < self._previews_paused_until:
+            return
+        try:
+            await self._previews.chat_update(channel=channel, ts=ts, text=text)
+        except SlackApiError as exc:
+            answer = exc.response
+            if int(getattr(answer, "status_code", 0) or 0) == 429:
+                sent = getattr(answer, "headers", None) or {}
+                headers = {str(k).lower(): v for k, v in sent.items()}
+                try:
+                    pause = float(headers.get("retry-after", CALM_DOWN))
+                except (TypeError, ValueError):
+                    pause = CALM_DOWN
+                self._previews_paused_until = time.monotonic() + max(pause, 1.0)
+            error = answer.get("error", "?") if hasattr(answer, "get") else "?"
+            log.warning("chat.update of a preview failed: %s", error)
+        except (ClientError, TimeoutError) as exc:
+            log.warning("chat.update of a preview failed: %s", type(exc).__name__)
 
     # --- Web API calls ---------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 from runtime.models import AssistantMessage, Message, ToolSpec
 
@@ -19,4 +19,19 @@ class Provider(Protocol):
 
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantMessage: ...
+
+
+# Told the answer's text so far, each time it grows while the model writes.
+OnText = Callable[[str], Awaitable[None]]
+
+
+@runtime_checkable
+class Streaming(Protocol):
+    """A provider that can stream its answer. `complete_streaming` answers exactly what
+    `complete` would, calling `on_text` as the answer's text grows (not at all when the text
+    is empty, or when streaming is off)."""
+
+    async def complete_streaming(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_text: OnText
     ) -> AssistantMessage: ...

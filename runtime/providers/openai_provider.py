@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import openai
-from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import (
+    ChatCompletionChunk,
+    ChatCompletionMessageParam,
+    ChatCompletionStreamOptionsParam,
+    ChatCompletionToolParam,
+)
+from openai.types.completion_usage import CompletionUsage
 from pydantic import ValidationError
 
 from runtime.metrics import LLM_TOKENS
@@ -22,7 +30,7 @@ from runtime.models import (
     ToolSpec,
     UserMessage,
 )
-from runtime.providers.base import ProviderError
+from runtime.providers.base import OnText, ProviderError
 from runtime.tracing import hooks as tracing
 
 log = logging.getLogger(__name__)
@@ -71,6 +79,67 @@ def _describe(exc: openai.OpenAIError, base_url: str) -> str:
     return f"the model request failed ({type(exc).__name__})"
 
 
+class BrokenStream(Exception):
+    """A streamed answer that broke off before its end: asked again, like a failed request."""
+
+
+@dataclass
+class _Call:
+    id: str | None = None
+    type: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class StreamedAnswer:
+    """A streamed answer put together from its chunks: the text in order, each tool call's
+    pieces by their index (a call's id and name come once, its arguments in pieces)."""
+
+    text: str = ""
+    calls: dict[int, _Call] = field(default_factory=dict)
+    finished: bool = False  # a finish_reason arrived: the answer is whole
+    usage: CompletionUsage | None = None
+
+    def add(self, chunk: ChatCompletionChunk) -> bool:
+        """Take one chunk in; True when the text grew."""
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        grew = False
+        # Compatible servers leave parts out (no choices, no delta): they count as empty.
+        for choice in chunk.choices or []:
+            if (choice.index or 0) != 0:
+                continue
+            if choice.finish_reason is not None:
+                self.finished = True
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                self.text += delta.content
+                grew = True
+            for piece in delta.tool_calls or []:
+                call = self.calls.setdefault(piece.index, _Call())
+                call.id = call.id or piece.id
+                call.type = call.type or piece.type
+                function = piece.function
+                if function is not None:
+                    # Some servers repeat the whole name in every piece: take it once.
+                    if function.name and function.name != call.name:
+                        call.name += function.name
+                    if function.arguments:
+                        call.arguments += _arguments(function.arguments)
+        return grew
+
+    def message(self) -> AssistantMessage:
+        calls = [
+            ToolCall(id=cast(str, c.id), name=c.name, arguments=_arguments(c.arguments))
+            for _, c in sorted(self.calls.items())
+            if c.type in (None, "function")
+        ]
+        return AssistantMessage(content=self.text or None, tool_calls=calls)
+
+
 class OpenAIProvider:
     offline_demo = False
 
@@ -81,9 +150,12 @@ class OpenAIProvider:
         base_url: str | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
+        stream: bool = False,
     ) -> None:
         self.name = f"openai:{model}"
         self.model = model
+        self.stream = stream  # ask for the answer as server-sent events
+        self.max_retries = max_retries
         # Local OpenAI-compatible servers often need no key, but the client insists on one.
         self.client = AsyncOpenAI(
             api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=max_retries
@@ -104,15 +176,8 @@ class OpenAIProvider:
                     model=self.model, messages=[to_openai_message(m) for m in messages]
                 )
         except openai.OpenAIError as exc:
-            log.warning("model request failed: %s", type(exc).__name__)
-            raise ProviderError(_describe(exc, str(self.client.base_url))) from exc
-        usage = response.usage
-        if usage is not None:
-            LLM_TOKENS.labels(self.name, "prompt").inc(usage.prompt_tokens or 0)
-            LLM_TOKENS.labels(self.name, "completion").inc(usage.completion_tokens or 0)
-            tracing.annotate(
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            )
+            raise self._failed(exc) from exc
+        self._count(response.usage)
         if not response.choices:
             raise ProviderError("the model server returned no choices")
         message = response.choices[0].message
@@ -124,8 +189,94 @@ class OpenAIProvider:
             ]
             return AssistantMessage(content=message.content, tool_calls=calls)
         except ValidationError as exc:
-            log.warning("malformed model answer: %d problems", exc.error_count())
-            raise ProviderError("the model server returned a malformed answer") from None
+            raise _malformed(exc) from None
+
+    async def complete_streaming(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_text: OnText
+    ) -> AssistantMessage:
+        """`complete`, with the answer streamed when streaming is on. A request that fails is
+        retried by the client as always; a stream that breaks off after it began is asked
+        again as many times, then fails the same way."""
+        if not self.stream:
+            return await self.complete(messages, tools)
+        for attempt in range(self.max_retries + 1):
+            try:
+                answer = await self._stream_once(messages, tools, on_text)
+            except BrokenStream as exc:
+                log.warning("model stream %s, attempt %d", exc, attempt + 1)
+                if attempt < self.max_retries:
+                    await asyncio.sleep(min(0.5 * 2**attempt, 8.0))
+                    continue
+                if isinstance(exc.__cause__, openai.APITimeoutError):
+                    raise self._failed(exc.__cause__) from exc
+                raise ProviderError("the model server's answer broke off mid-way") from exc
+            self._count(answer.usage)
+            try:
+                return answer.message()
+            except ValidationError as exc:
+                raise _malformed(exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _stream_once(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_text: OnText
+    ) -> StreamedAnswer:
+        try:
+            stream = await self._open_stream(messages, tools)
+        except openai.OpenAIError as exc:  # the client retried already
+            raise self._failed(exc) from exc
+        answer = StreamedAnswer()
+        async with stream:
+            chunks = stream.__aiter__()
+            while True:
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except openai.APIError as exc:
+                    # Cut off (APIConnectionError), timed out, or an error event in the stream.
+                    raise BrokenStream(f"broke off ({type(exc).__name__})") from exc
+                except ValueError:  # a chunk that is not JSON
+                    log.warning("malformed model answer: a chunk that is not JSON")
+                    raise ProviderError("the model server returned a malformed answer") from None
+                if answer.add(chunk):
+                    await on_text(answer.text)
+        if not answer.finished:
+            raise BrokenStream("ended before it was finished")
+        return answer
+
+    async def _open_stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncStream[ChatCompletionChunk]:
+        sent = [to_openai_message(m) for m in messages]
+        options: ChatCompletionStreamOptionsParam = {"include_usage": True}
+        if tools:
+            return await self.client.chat.completions.create(
+                model=self.model,
+                messages=sent,
+                tools=[to_openai_tool(t) for t in tools],
+                stream=True,
+                stream_options=options,
+            )
+        return await self.client.chat.completions.create(
+            model=self.model, messages=sent, stream=True, stream_options=options
+        )
+
+    def _failed(self, exc: openai.OpenAIError) -> ProviderError:
+        log.warning("model request failed: %s", type(exc).__name__)
+        return ProviderError(_describe(exc, str(self.client.base_url)))
+
+    def _count(self, usage: CompletionUsage | None) -> None:
+        if usage is not None:
+            LLM_TOKENS.labels(self.name, "prompt").inc(usage.prompt_tokens or 0)
+            LLM_TOKENS.labels(self.name, "completion").inc(usage.completion_tokens or 0)
+            tracing.annotate(
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            )
+
+
+def _malformed(exc: ValidationError) -> ProviderError:
+    log.warning("malformed model answer: %d problems", exc.error_count())
+    return ProviderError("the model server returned a malformed answer")
 
 
 def _arguments(raw: object) -> str:

@@ -165,7 +165,9 @@ class Sandbox:
 
     def arguments(self, workdir: Path, access: Access) -> list[str]:
         args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--tmpfs", "/tmp"]  # noqa: S108 - a private, empty /tmp
+        # A private, empty /tmp with the home in it, made before the work directory is bound
+        # (which may be /tmp itself, read-only).
+        args += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]  # noqa: S108
         # No capabilities (run as root, bwrap would keep them all in its user namespace, and
         # `mount -o remount,rw` would undo every read-only bind) and no nested namespaces.
         args += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
@@ -185,7 +187,7 @@ class Sandbox:
             args += _hide_files(str(path) for path in files)
             for secret_dir in dirs:
                 args += ["--tmpfs", str(secret_dir)]
-        args += ["--dir", SANDBOX_HOME, "--chdir", str(workdir)]
+        args += ["--chdir", str(workdir)]
         return args
 
 

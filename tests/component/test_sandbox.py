@@ -89,6 +89,12 @@ async def test_unapproved_commands_cannot_write_the_work_dir(
     assert "blocked by the sandbox: read-only" in display  # and so is the chat
 
 
+async def test_a_work_directory_of_tmp_itself_still_starts_the_sandbox(sandbox: Sandbox) -> None:
+    """`clawgate chat` started in /tmp: the sandbox's home is made before /tmp is bound."""
+    text, _ = await bash(sandbox, Path("/tmp"), "pwd; echo started")
+    assert text.split()[:2] == ["/tmp", "started"] and "[exit code 0]" in text
+
+
 async def test_no_capabilities_so_no_remount_even_as_root(sandbox: Sandbox, workdir: Path) -> None:
     """Run as root, bwrap would keep every capability in its user namespace and `mount -o
     remount,rw` would undo the read-only binds (found by our red team)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -20,7 +21,9 @@ from typing import Any
 
 import pytest
 
+from adapters.feishu.channel import MAX_EDITS, PREVIEW_EDITS
 from adapters.feishu.crypto import encrypt
+from adapters.progress import PREVIEW_INTERVAL
 from bot.settings import Settings
 from runtime.approval.models import ApprovalRecord
 from runtime.models import UserMessage
@@ -43,6 +46,7 @@ from tests.fake_feishu import (
     post,
     signed_headers,
 )
+from tests.fake_openai import FakeOpenAI, streamed
 from tests.processes import CLAWGATE, clean_env
 from tests.serving import (
     Served,
@@ -1092,3 +1096,40 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_the_dire
         sent = await h.fake.await_for(copy, 15, what="the card sent to the approver")
         assert sent.receive_id_type == "open_id"
         await approve_from_a_copy(h, card, sent, direct)
+
+
+# ---------------------------------------------------------------------------------------------
+# An answer streamed into the working message
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_streamed_answer_shows_in_the_working_message_and_is_sent_once(
+    fake: FakeFeishu, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    answer = "Here is the story: " + " ".join(f"word{i}" for i in range(40)) + ". The end."
+    fake_openai.script = [streamed(answer, chunks=12, delay=0.4)]  # about 4.4 s of writing
+    url = fake_openai.base_url
+    async with serving(fake, workdir, redis_url, OPENAI_BASE_URL=url, OPENAI_API_KEY="k") as h:
+        said = await h.say("tell me a story", mention=False, chat_type="p2p", chat_id=DM)
+        assert said.status == 200
+        await h.await_text(said.message_id, answer, "the answer")
+        await h.drained()
+        assert fake_openai.requests[0]["stream"] is True
+
+        replies = [c for c in h.fake.replies(said.message_id) if not c.duplicate]
+        assert [c.text for c in replies][1:] == [answer]  # the answer sent once, whole
+        working, final = replies
+        assert str(working.text).startswith("Working…")
+        assert working.message_id is not None
+        shown = [working, *h.fake.updates(working.message_id)]
+        # The preview: growing beginnings of the answer, in the reply and at least two edits.
+        previews = [str(c.text).removeprefix("Working…\n") for c in shown[:-1]]
+        assert len(previews) >= 3, previews
+        assert all(answer.startswith(p) and 0 < len(p) < len(answer) for p in previews)
+        assert all(len(a) < len(b) for a, b in itertools.pairwise(previews))
+        assert shown[-2].at < final.at < shown[-1].at
+        # Its end: how the run stopped, the preview gone; within Feishu's edit budget.
+        assert shown[-1].text == "Done"
+        assert len(shown) - 1 <= min(MAX_EDITS, PREVIEW_EDITS + 1)
+        gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
+        assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import io
+import itertools
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapters.progress import PREVIEW_INTERVAL
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
@@ -39,6 +41,7 @@ from bot.settings import Settings
 from runtime.audit import AuditLog
 from runtime.store.keys import Keys
 from tests.conftest import free_port
+from tests.fake_openai import FakeOpenAI, streamed
 from tests.fake_slack import (
     BOT_ID,
     BOT_USER_ID,
@@ -1201,3 +1204,39 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_a_dm(
         assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
         await approve_from_a_copy(h, pending, copy, dm)
         assert log.read_text() == "ran\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# An answer streamed into the working message
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_streamed_answer_shows_in_the_working_message_and_is_posted_once(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    answer = "Here is the story: " + " ".join(f"word{i}" for i in range(40)) + ". The end."
+    fake_openai.script = [streamed(answer, chunks=12, delay=0.4)]  # about 4.4 s of writing
+    url = fake_openai.base_url
+    async with serving(fake, workdir, redis_url, OPENAI_BASE_URL=url, OPENAI_API_KEY="k") as h:
+        ts = next_ts()
+        assert (await h.post(event_body(mention_event("tell me a story", ts=ts))))[0] == 200
+        final = await h.await_post(lambda c: c.params.get("text") == answer, "the answer")
+        await h.drained()
+        assert fake_openai.requests[0]["stream"] is True
+
+        in_thread = h.fake.posts(CHANNEL, ts)
+        working = [c for c in in_thread if str(c.params["text"]).startswith("_Working…_")]
+        assert len(working) == 1, h.fake.describe()
+        assert in_thread == [working[0], final]  # the answer posted once, whole
+        shown = [working[0], *h.fake.updates(CHANNEL, str(working[0].response["ts"]))]
+        # The preview: growing beginnings of the answer, in a post and at least two edits.
+        previews = [str(c.params["text"]).removeprefix("_Working…_\n") for c in shown[:-1]]
+        assert len(previews) >= 3, previews
+        assert all(answer.startswith(p) and 0 < len(p) < len(answer) for p in previews)
+        assert all(len(a) < len(b) for a, b in itertools.pairwise(previews))
+        assert shown[-2].at < final.at < shown[-1].at
+        # Its end: how the run stopped, the preview gone (the answer is right below).
+        assert shown[-1].params["text"] == "_Done_"
+        # Never two changes of the message within the throttle interval.
+        gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
+        assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps

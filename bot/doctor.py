@@ -1,0 +1,252 @@
+"""`clawgate doctor`: is this machine ready to run clawgate? One line per check, ✓ or ✗, and
+for each ✗ the fix. Exit 0 only when every check passes. `clawgate serve` prints the checks
+that do not repeat its own start (bot/server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+import socket
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TextIO
+
+import openai
+from aiohttp import ClientSession
+from redis.exceptions import RedisError
+
+from bot.policy_file import PolicyFileError
+from bot.settings import Settings, SettingsError, load_settings
+from bot.wiring import load_policy
+from runtime.policy.model import PolicyDocument
+from runtime.redact import redact_text
+from runtime.store.connection import connect
+from runtime.store.durability import EVERYSEC, UNKNOWN, durability_warnings
+from runtime.tools.sandbox import SandboxMode, SandboxUnavailable, probe
+
+TIMEOUT = 5.0  # seconds a service gets to answer
+# What a person's id looks like where clawgate can check it: a name instead of an id is the
+# usual mistake (the id is what Slack and Feishu sign their requests with).
+PERSON_IDS = {"slack": r"slack:[UW][A-Z0-9]{2,}", "feishu": r"feishu:ou_[0-9a-zA-Z]+"}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{'✓' if self.ok else '✗'} {self.name}: {self.detail}"
+        return text + (f"\n    fix: {self.fix}" if self.fix and not self.ok else "")
+
+
+async def _redis(settings: Settings) -> list[Check]:
+    if not settings.redis_url:
+        detail = "embedded (one process, nothing kept): fine for `clawgate chat`"
+        return [Check("store", True, detail + "; set REDIS_URL to serve")]
+    shown = redact_text(settings.redis_url)
+    redis = connect(settings.redis_url)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            info = await redis.info("server")
+        version = info.get("redis_version", "?")
+        reach = Check("redis", True, f"{shown} answers (Redis {version})")
+        warnings = await durability_warnings(redis)
+    except (RedisError, OSError, TimeoutError) as exc:
+        fix = "start Redis there, or correct REDIS_URL (redis://host:6379/0)"
+        return [Check("redis", False, f"cannot reach {shown} ({exc or 'timed out'})", fix)]
+    finally:
+        await redis.aclose()
+    if not warnings:
+        return [reach, Check("redis durability", True, "every write synced (appendfsync always)")]
+    warning = warnings[0]
+    if warning in (EVERYSEC, UNKNOWN):  # as durable as it gets without slowing every write
+        return [reach, Check("redis durability", True, warning)]
+    fix = "redis-cli CONFIG SET appendonly yes, and `appendonly yes` in redis.conf"
+    return [reach, Check("redis durability", False, warning, fix)]
+
+
+async def _model(settings: Settings) -> Check:
+    if settings.uses_demo_model:
+        detail = "the offline demo model (set OPENAI_API_KEY, or OPENAI_BASE_URL, for a real one)"
+        return Check("model", True, detail)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
+    where = settings.openai_base_url or "https://api.openai.com/v1"
+    client = openai.AsyncOpenAI(api_key=key, base_url=settings.openai_base_url, max_retries=0)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            listed = [model.id async for model in client.models.list()]
+    except openai.AuthenticationError:
+        return Check("model", False, f"{where} refused the API key", "check OPENAI_API_KEY")
+    except (openai.APIError, TimeoutError) as exc:
+        why = type(exc).__name__ if isinstance(exc, TimeoutError) else exc.message
+        return Check(
+            "model", False, f"{where}/models did not answer ({why})", "check OPENAI_BASE_URL"
+        )
+    finally:
+        await client.close()
+    if settings.model not in listed:
+        some = ", ".join(sorted(listed)[:5]) or "none"
+        fix = f"set CLAWGATE_MODEL to one it serves ({some}{'…' if len(listed) > 5 else ''})"
+        return Check("model", False, f"{where} does not list {settings.model}", fix)
+    return Check("model", True, f"{settings.model} at {where}")
+
+
+async def _slack(settings: Settings) -> Check | None:
+    if not settings.slack_enabled or settings.slack_bot_token is None:
+        return None
+    from slack_sdk.errors import SlackApiError  # noqa: PLC0415 - only with Slack
+
+    from adapters.slack.channel import web_client  # noqa: PLC0415
+
+    token = settings.slack_bot_token.get_secret_value()
+    async with ClientSession() as http:
+        client = web_client(token, settings.slack_api_url, http)
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                auth = await client.auth_test()
+        except SlackApiError as exc:
+            error = exc.response.get("error", "unknown")
+            return Check("slack", False, f"auth.test: {error}", "check SLACK_BOT_TOKEN (xoxb-…)")
+        except (OSError, TimeoutError) as exc:
+            where = settings.slack_api_url
+            return Check("slack", False, f"cannot reach {where} ({exc})", "check SLACK_API_URL")
+    mode = "Socket Mode" if settings.slack_app_token else "HTTP (Events API)"
+    return Check("slack", True, f"bot {auth.get('user')} in team {auth.get('team')}, {mode}")
+
+
+async def _feishu(settings: Settings) -> Check | None:
+    if not settings.feishu_enabled or not settings.feishu_app_id:
+        return None
+    from adapters.feishu.channel import (  # noqa: PLC0415 - only with Feishu
+        FeishuError,
+        FeishuUnreachable,
+        feishu_client,
+        fetch_identity,
+    )
+
+    secret = settings.feishu_app_secret.get_secret_value() if settings.feishu_app_secret else ""
+    client = feishu_client(settings.feishu_app_id, secret, settings.feishu_domain)
+    try:
+        identity = await asyncio.wait_for(asyncio.to_thread(fetch_identity, client), TIMEOUT)
+    except (FeishuUnreachable, TimeoutError) as exc:
+        where = settings.feishu_domain
+        return Check("feishu", False, f"cannot reach {where} ({exc})", "check FEISHU_DOMAIN")
+    except FeishuError as exc:
+        fix = "check FEISHU_APP_ID and FEISHU_APP_SECRET (the app's credentials page)"
+        return Check("feishu", False, f"the tenant token was refused ({exc})", fix)
+    return Check("feishu", True, f"bot {identity.open_id}, {settings.feishu_mode}")
+
+
+def _port(settings: Settings) -> Check:
+    where = f"{settings.host}:{settings.port}"
+    with socket.socket() as probe_socket:
+        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe_socket.bind((settings.host, settings.port))
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            fix = "stop what listens there, or set CLAWGATE_PORT / CLAWGATE_HOST"
+            return Check("port", False, f"cannot listen on {where} ({why})", fix)
+    return Check("port", True, f"{where} is free for `clawgate serve`")
+
+
+def _policy(settings: Settings) -> tuple[Check, PolicyDocument | None]:
+    try:
+        document = load_policy(settings)
+    except PolicyFileError as exc:
+        first, *_ = str(exc).splitlines() or ["unreadable"]
+        return Check("policy", False, first, "correct the file (docs/policy.md)"), None
+    if settings.policy_file is None:
+        return Check("policy", True, "no policy file: the built-in defaults"), document
+    scopes = len(document.conversations)
+    return Check("policy", True, f"{settings.policy_file} ({scopes} conversation scopes)"), document
+
+
+def _sandbox(settings: Settings) -> Check:
+    try:
+        sandbox = probe(settings.sandbox, settings.sandbox_network)
+    except SandboxUnavailable as exc:
+        return Check("sandbox", False, str(exc), "apt-get install bubblewrap")
+    if sandbox.mode is SandboxMode.AUTO and not sandbox.contained:
+        fix = "apt-get install bubblewrap (or CLAWGATE_SANDBOX=off to run commands uncontained)"
+        return Check("sandbox", False, sandbox.describe(), fix)
+    return Check("sandbox", True, sandbox.describe())
+
+
+def _people(settings: Settings, document: PolicyDocument | None) -> list[Check]:
+    scopes = [document, *document.conversations.values()] if document else []
+    admins = {*settings.admins, *(a for s in scopes for a in s.approvals.admins)}
+    approvers = {*settings.approvers, *(a for s in scopes for a in s.approvals.approvers)}
+    checks = []
+    if admins:
+        detail = f"{len(admins)} admins, {len(approvers)} approvers"
+        checks.append(Check("people", True, detail))
+    else:
+        fix = "CLAWGATE_ADMINS=slack:U0123ABCD (a member id: docs/slack.md) or feishu:ou_…"
+        detail = (
+            "no admins: in Slack and Feishu nobody may change the policy, nor approve where no "
+            "approvers are set (`clawgate chat` makes its user an admin)"
+        )
+        checks.append(Check("people", False, detail, fix))
+    odd = sorted(
+        person
+        for person in admins | approvers
+        if person.split(":", 1)[0] in PERSON_IDS
+        and not re.fullmatch(PERSON_IDS[person.split(":", 1)[0]], person)
+    )
+    if odd:
+        fix = "use ids: a Slack member id (U…), a Feishu open_id (ou_…); docs/slack.md, feishu.md"
+        checks.append(Check("people", False, f"not ids: {', '.join(odd)}", fix))
+    return checks
+
+
+async def print_serving_checks(settings: Settings, out: TextIO) -> None:
+    """What `clawgate doctor` would say, as `serve` and `worker` start."""
+    for check in await checks(settings, serving=True):
+        for line in check.line().splitlines():
+            out.write(f"clawgate: {line}\n")
+    out.flush()
+
+
+async def checks(settings: Settings, serving: bool = False) -> list[Check]:
+    """Every check; `serving`: only those `serve` does not do itself as it starts."""
+    policy, document = _policy(settings)
+    found = [Check("settings", True, "parsed"), policy, _sandbox(settings)]
+    found += _people(settings, document)
+    services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings), _model(settings)]
+    if not serving:
+        # The platform SDKs load in seconds, which would stall the event loop while the other
+        # checks' timeouts run: load them first.
+        for enabled, module in (
+            (settings.slack_enabled, "adapters.slack.channel"),
+            (settings.feishu_enabled, "adapters.feishu.channel"),
+        ):
+            if enabled:
+                importlib.import_module(module)
+        services += [_slack(settings), _feishu(settings)]
+    for result in await asyncio.gather(*services):
+        found += result if isinstance(result, list) else [result] if result else []
+    if not serving:
+        found.append(_port(settings))
+    return found
+
+
+def run_doctor(out: TextIO) -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        for problem in str(exc).splitlines():
+            out.write(Check("settings", False, problem, "docs/configuration.md").line() + "\n")
+        return 1
+    found = asyncio.run(checks(settings))
+    for check in found:
+        out.write(check.line() + "\n")
+    failed = sum(not check.ok for check in found)
+    out.write(
+        f"{len(found)} checks passed.\n" if not failed else f"{failed} of {len(found)} failed.\n"
+    )
+    return 0 if not failed else 1

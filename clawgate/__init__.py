@@ -1,0 +1,1 @@
+"""`python -m clawgate`: the `clawgate` command (bot/cli.py)."""

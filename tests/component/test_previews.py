@@ -1,0 +1,90 @@
+"""Previews of an answer being written, as the chat adapters send them: the real slack_sdk and
+lark-oapi against the fake platforms, the throttle interval set to 0 so every piece counts."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pytest
+
+from adapters.console.channel import ConsoleChannel
+from adapters.feishu.channel import MAX_EDITS, PREVIEW_EDITS, FeishuChannel, feishu_client
+from adapters.slack.channel import SlackChannel, web_client
+from runtime.channel import RunFinished, ToolStarted, Writing
+from runtime.models import ConversationRef, StopReason
+from tests.fake_feishu import FakeFeishu
+from tests.fake_slack import FakeSlack
+
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+THREAD = "1700000000.000001"
+SLACK_HERE = ConversationRef(
+    platform="slack",
+    id=f"slack:T111:C111:{THREAD}",
+    data={"channel": "C111", "thread_ts": THREAD},
+)
+FEISHU_HERE = ConversationRef(
+    platform="feishu", id="feishu:tenant:oc_chat1", data={"chat_id": "oc_chat1"}
+)
+DONE = RunFinished(StopReason.FINAL, 2)
+
+
+@pytest.fixture
+def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
+    for var in PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture
+def feishu() -> Iterator[FakeFeishu]:
+    with FakeFeishu() as server:
+        yield server
+
+
+async def test_slack_previews_pause_when_rate_limited_and_the_end_still_shows(
+    slack: FakeSlack,
+) -> None:
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    channel._progress.interval = 0.0
+    await channel.send(SLACK_HERE, Writing("Once"))  # posts the working message
+    (working,) = slack.posts("C111", THREAD)
+    ts = str(working.response["ts"])
+    slack.fail_next("chat.update", status=429, retry_after=30)
+    await channel.send(SLACK_HERE, Writing("Once upon"))  # rate limited: tried once
+    await channel.send(SLACK_HERE, Writing("Once upon a time"))  # previews paused: not tried
+    await channel.send(SLACK_HERE, DONE)  # the end is no preview: it goes through
+    assert [a.status for a in slack.attempts("chat.update")] == [429, 200]
+    stored = slack.message("C111", ts)
+    assert stored is not None and stored.text == "_Done_"
+    assert working.params["text"] == "_Working…_\nOnce"
+
+
+async def test_feishu_previews_keep_edits_for_the_tools_and_the_end(feishu: FakeFeishu) -> None:
+    app_id, secret = feishu.new_app()
+    channel = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id)
+    channel._progress.interval = 0.0
+    text = ""
+    for i in range(30):
+        text += f"word{i} "
+        await channel.send(FEISHU_HERE, Writing(text))
+    (working,) = feishu.sends("oc_chat1")
+    assert working.message_id is not None
+    assert len(feishu.updates(working.message_id)) == PREVIEW_EDITS  # previews stop there
+    for i in range(10):
+        await channel.send(FEISHU_HERE, ToolStarted(f"c{i}", "read", f"file{i}.txt"))
+    await channel.send(FEISHU_HERE, DONE)
+    edits = feishu.updates(working.message_id)
+    assert len(edits) == MAX_EDITS  # Feishu's limit, the last one kept for the end
+    assert [e.text for e in edits[PREVIEW_EDITS : PREVIEW_EDITS + 2]] == [
+        "Working…\n⏳ read: file0.txt",
+        "Working…\n⏳ read: file0.txt\n⏳ read: file1.txt",
+    ]
+    assert str(edits[-1].text).endswith("Done") and "word" not in str(edits[-1].text)
+
+
+async def test_the_terminal_chat_shows_no_preview() -> None:
+    out = io.StringIO()
+    await ConsoleChannel(out).send(FEISHU_HERE, Writing("Once upon a time"))
+    assert out.getvalue() == ""

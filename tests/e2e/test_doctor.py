@@ -1,0 +1,203 @@
+"""`clawgate doctor` as a user runs it: a real process against a real Redis (durable and
+not), the fake model, the fake Slack and Feishu. ✓ for what works, ✗ and the fix for what
+does not, exit 0 only when everything passes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.fake_feishu import FakeFeishu
+from tests.fake_openai import FakeOpenAI
+from tests.fake_slack import FakeSlack
+from tests.processes import CLAWGATE, clean_env
+
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
+
+def start_redis(tmp_path: Path, *config: str) -> Iterator[str]:
+    binary = shutil.which("redis-server")
+    assert binary is not None, "redis-server is needed (`.ci/run` installs it)"
+    port = free_port()
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir"]
+    proc = subprocess.Popen([*argv, str(tmp_path), *config], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as probe, contextlib.suppress(OSError):
+                probe.connect(("127.0.0.1", port))
+                break
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def durable_redis(tmp_path: Path) -> Iterator[str]:
+    yield from start_redis(tmp_path, "--appendonly", "yes", "--appendfsync", "always")
+
+
+@pytest.fixture
+def forgetful_redis(tmp_path: Path) -> Iterator[str]:
+    yield from start_redis(tmp_path, "--appendonly", "no")
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def feishu() -> Iterator[FakeFeishu]:
+    with FakeFeishu() as fake:
+        yield fake
+
+
+async def doctor(env: dict[str, str], cwd: Path) -> tuple[int, list[str]]:
+    proc = await asyncio.create_subprocess_exec(
+        *CLAWGATE,
+        "doctor",
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert b"Traceback" not in err, err.decode()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode().splitlines()
+
+
+def base_env(**settings: str) -> dict[str, str]:
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("SLACK_", "FEISHU_"))}
+    return env | {"CLAWGATE_LOG_LEVEL": "ERROR", **settings}
+
+
+def marks(lines: list[str]) -> dict[str, list[str]]:
+    """Check name → its marks, in order (a name can have several lines)."""
+    found: dict[str, list[str]] = {}
+    for line in lines:
+        if line[:2] in ("✓ ", "✗ "):
+            found.setdefault(line[2:].split(":", 1)[0], []).append(line[0])
+    return found
+
+
+async def test_everything_in_order_passes(
+    durable_redis: str,
+    model: FakeOpenAI,
+    slack: FakeSlack,
+    feishu: FakeFeishu,
+    tmp_path: Path,
+    workdir: Path,
+) -> None:
+    policy = tmp_path / "clawgate.toml"
+    policy.write_text('[approvals]\napprovers = ["slack:U0CAROL"]\n')
+    app_id, secret = feishu.new_app()
+    env = base_env(
+        REDIS_URL=durable_redis,
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=model.base_url,
+        CLAWGATE_MODEL="fake-model",
+        CLAWGATE_ADMINS="slack:U0ADMIN,feishu:ou_admin1",
+        CLAWGATE_POLICY_FILE=str(policy),
+        CLAWGATE_PORT=str(free_port()),
+        CLAWGATE_WORKDIR=str(workdir),
+        SLACK_BOT_TOKEN="xoxb-test",
+        SLACK_SIGNING_SECRET="secret",
+        SLACK_API_URL=slack.base_url,
+        FEISHU_APP_ID=app_id,
+        FEISHU_APP_SECRET=secret,
+        FEISHU_MODE="websocket",
+        FEISHU_DOMAIN=feishu.url,
+    )
+    code, lines = await doctor(env, tmp_path)
+    assert code == 0, "\n".join(lines)
+    found = marks(lines)
+    assert set(found) == {
+        "settings",
+        "policy",
+        "sandbox",
+        "people",
+        "redis",
+        "redis durability",
+        "model",
+        "slack",
+        "feishu",
+        "port",
+    }, lines
+    assert all(m == ["✓"] for m in found.values()), lines
+    assert lines[-1] == f"{len(found)} checks passed."
+    assert [c.method for c in slack.calls()] == ["auth.test"]
+
+
+async def test_each_problem_is_a_cross_with_its_fix(
+    forgetful_redis: str,
+    model: FakeOpenAI,
+    slack: FakeSlack,
+    feishu: FakeFeishu,
+    tmp_path: Path,
+    workdir: Path,
+) -> None:
+    policy = tmp_path / "clawgate.toml"
+    policy.write_text('[tools]\nallow = ["bsh"]\n')  # a tool that does not exist
+    app_id, _ = feishu.new_app()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = base_env(
+            REDIS_URL=forgetful_redis,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=model.base_url,
+            CLAWGATE_MODEL="gpt-9",
+            CLAWGATE_ADMINS="slack:carol",  # a name, not a member id
+            CLAWGATE_POLICY_FILE=str(policy),
+            CLAWGATE_PORT=str(taken.getsockname()[1]),
+            CLAWGATE_WORKDIR=str(workdir),
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET="secret",
+            SLACK_API_URL=f"http://127.0.0.1:{free_port()}/api/",  # nothing there
+            FEISHU_APP_ID=app_id,
+            FEISHU_APP_SECRET="not-the-secret",
+            FEISHU_MODE="websocket",
+            FEISHU_DOMAIN=feishu.url,
+        )
+        code, lines = await doctor(env, tmp_path)
+    text = "\n".join(lines)
+    assert code == 1, text
+    found = marks(lines)
+    assert found["redis"] == ["✓"] and found["redis durability"] == ["✗"], text
+    assert "appendonly no" in text and "fix: redis-cli CONFIG SET appendonly yes" in text
+    assert found["model"] == ["✗"] and "does not list gpt-9" in text
+    assert "fix: set CLAWGATE_MODEL to one it serves (fake-model, gpt-4o-mini)" in text
+    assert found["slack"] == ["✗"] and "cannot reach http://127.0.0.1:" in text
+    assert found["feishu"] == ["✗"] and "the tenant token was refused" in text
+    assert found["port"] == ["✗"] and "Address already in use" in text
+    assert found["policy"] == ["✗"] and "bsh" in text
+    assert "✗ people: not ids: slack:carol" in text
+    assert lines[-1].endswith(f"of {sum(len(m) for m in found.values())} failed.")
+
+
+async def test_bad_settings_are_crosses_too(tmp_path: Path) -> None:
+    code, lines = await doctor(base_env(REDIS_URL="foo", CLAWGATE_PORT="x"), tmp_path)
+    assert code == 1
+    assert lines[0].startswith("✗ settings: REDIS_URL: expected redis://")
+    assert any(line.startswith("✗ settings: CLAWGATE_PORT:") for line in lines)
