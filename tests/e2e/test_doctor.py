@@ -4,7 +4,6 @@ does not, exit 0 only when everything passes."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 import socket
@@ -19,7 +18,7 @@ from tests.conftest import free_port
 from tests.fake_feishu import FakeFeishu
 from tests.fake_openai import FakeOpenAI
 from tests.fake_slack import FakeSlack
-from tests.processes import CLAWGATE, clean_env
+from tests.processes import chat, clean_env
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
@@ -73,18 +72,9 @@ def feishu() -> Iterator[FakeFeishu]:
 
 
 async def doctor(env: dict[str, str], cwd: Path) -> tuple[int, list[str]]:
-    proc = await asyncio.create_subprocess_exec(
-        *CLAWGATE,
-        "doctor",
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert b"Traceback" not in err, err.decode()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode().splitlines()
+    code, out, err = await chat("", cwd, env, "doctor")
+    assert "Traceback" not in err, err
+    return code, out.splitlines()
 
 
 def base_env(**settings: str) -> dict[str, str]:
