@@ -32,7 +32,7 @@ from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import build_runtime, load_policy
 from runtime.models import Actor
-from runtime.redact import redact_text
+from runtime.redact import shown_url
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
@@ -148,7 +148,7 @@ def run_command(args: argparse.Namespace) -> int:
     except Unavailable as exc:
         return _fail(exc, 1)
     except RedisError as exc:  # what a command did not handle itself
-        where = redact_text(os.environ.get("REDIS_URL") or "the embedded store")
+        where = shown_url(os.environ.get("REDIS_URL") or "the embedded store")
         return _fail(f"cannot reach Redis at {where} ({exc})", 1)
     except KeyboardInterrupt:
         return 130

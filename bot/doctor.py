@@ -20,7 +20,7 @@ from bot.policy_file import PolicyFileError
 from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import load_policy
 from runtime.policy.model import PolicyDocument
-from runtime.redact import redact_text
+from runtime.redact import shown_url
 from runtime.store.connection import connect
 from runtime.store.durability import EVERYSEC, UNKNOWN, durability_warnings
 from runtime.tools.sandbox import SandboxMode, SandboxUnavailable, probe
@@ -47,7 +47,7 @@ async def _redis(settings: Settings) -> list[Check]:
     if not settings.redis_url:
         detail = "embedded (one process, nothing kept): fine for `clawgate chat`"
         return [Check("store", True, detail + "; set REDIS_URL to serve")]
-    shown = redact_text(settings.redis_url)
+    shown = shown_url(settings.redis_url)
     redis = connect(settings.redis_url)
     try:
         async with asyncio.timeout(TIMEOUT):

@@ -39,7 +39,7 @@ from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
 from runtime.queue.worker import OUTAGES, Worker, sweep_forever
-from runtime.redact import redact_text
+from runtime.redact import shown_url
 from runtime.store.connection import connect
 from runtime.store.durability import DurabilityError, durability_warnings, fsync_mode
 from runtime.store.keys import Keys
@@ -371,7 +371,8 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             try:
                 await service.worker.start()
             except (RedisError, OSError) as exc:
-                raise Unavailable(f"cannot reach Redis at {_shown(settings)} ({exc})") from exc
+                where = shown_url(settings.redis_url or "the embedded store")
+                raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
             sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)
             tasks.append(asyncio.create_task(sweeper))
         port = settings.port if http else settings.metrics_port
@@ -423,11 +424,6 @@ async def _listen(runner: web.AppRunner, host: str, port: int) -> None:
     except OSError as exc:  # taken, or a host that is not this machine's
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         raise Unavailable(f"cannot listen on {host}:{port} ({why})") from exc
-
-
-def _shown(settings: Settings) -> str:
-    """REDIS_URL as it may be printed: a password in it masked."""
-    return redact_text(settings.redis_url or "the embedded store")
 
 
 def _announce(settings: Settings, service: Service, http: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from runtime.canonical import canonical_json
 
@@ -110,3 +111,12 @@ def one_line(text: str, limit: int = 100) -> str:
     """Whitespace folded to single spaces, cut to `limit` characters: for chat displays."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def shown_url(url: str) -> str:
+    """A URL as it may be printed: a password in it (or in its query) masked."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        url = parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}").geturl()
+    return redact_text(url)

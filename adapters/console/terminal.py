@@ -21,7 +21,7 @@ from prompt_toolkit.patch_stdout import StdoutProxy
 from prompt_toolkit.styles import Style
 
 from runtime.channel import Event, ToolFinished, ToolStarted
-from runtime.redact import MASK, redact_text
+from runtime.redact import shown_url
 
 PROMPT = "you> "
 REFRESH_S = 0.5  # the status line's clock is redrawn this often
@@ -33,15 +33,6 @@ _PRINTABLE = str.maketrans({chr(c): "?" for c in (*range(32), 127)})
 def _host(url: str) -> str:
     parts = urlsplit(url)
     return parts.netloc.rpartition("@")[2] or url
-
-
-def shown_url(url: str) -> str:
-    """A URL as it may be printed: a password in it (or in its query) masked."""
-    parts = urlsplit(url)
-    if parts.password is not None:
-        user = parts.username or ""
-        url = parts._replace(netloc=f"{user}:{MASK}@{_host(url)}").geturl()
-    return redact_text(url)
 
 
 def start_line(model: str, base_url: str | None, redis_url: str | None, demo: bool) -> str:
