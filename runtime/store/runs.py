@@ -66,13 +66,15 @@ return enter(ARGV[3], ARGV[4], ARGV[2])
 # KEYS: pending, held, history, run, jobs
 # ARGV: the held message heading the list, user message, job, ttl ms
 # Starts (or retakes) the run of the first held message, unless the session waits again.
+# A retake comes before the wait: the run that died may be the one the session waits for
+# (it suspended, then died before its notice was posted and it left the list).
 START_HELD = (
     _MARK
     + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'waiting'} end
 if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return {'moved'} end
 local seen = again(redis.call('HMGET', KEYS[4], 'job', 'start', 'done'), ARGV[3])
 if seen then return seen end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'waiting'} end
 return enter(ARGV[2], ARGV[3], ARGV[4])
 """
 )

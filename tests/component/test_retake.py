@@ -343,3 +343,29 @@ async def test_a_retake_while_the_run_waits_posts_a_lost_notice_and_waits_on(
     assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
     assert [e.notice.approval_id for e in channel.of(ApprovalRequested)] == [result.approval_id]
     assert model.asked == 1 and (workdir / "victim.txt").exists()
+
+
+async def test_a_held_message_whose_run_died_before_its_notice_posts_it_on_the_retake(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(
+        asks(bash("c1", "rm victim.txt")),
+        says("removed"),
+        asks(bash("c2", "rm other.txt")),
+    )
+    first, approval_id = await suspended(redis, workdir, model, Calls())
+    assert (await first.run("s1", "remove the other", ALICE, HERE, job="m1")).held
+
+    async def dies_on_notice(conversation: ConversationRef, event: Event) -> None:
+        raise Crash
+
+    first.suspender.send = dies_on_notice
+    with pytest.raises(Crash):  # the held message's run suspends, then dies before its notice
+        await first.decide(approval_id, True, ADMIN, HERE, job="d1")
+
+    second, channel = runtime_with(redis, workdir, model, Calls())
+    assert (await second.decide(approval_id, True, ADMIN, HERE, job="d1")).accepted
+    notices = [e.notice for e in channel.of(ApprovalRequested)]
+    assert [n.tool for n in notices] == ["bash"] and notices[0].approval_id != approval_id
+    assert "other.txt" in notices[0].arguments
+    assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 0  # its run waits in the checkpoint
