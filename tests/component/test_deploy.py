@@ -65,8 +65,8 @@ def test_settings_aliases_are_found() -> None:
 # -- Dockerfile ---------------------------------------------------------------------------------
 
 
-def _dockerfile_stages() -> list[list[tuple[str, str]]]:
-    """Instructions per stage: (INSTRUCTION, arguments), continuation lines joined."""
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of every instruction, continuation lines joined."""
     logical: list[str] = []
     pending = ""
     for raw in (DEPLOY / "Dockerfile").read_text().splitlines():
@@ -81,15 +81,42 @@ def _dockerfile_stages() -> list[list[tuple[str, str]]]:
         logical.append(pending + line)
         pending = ""
     assert not pending, "the Dockerfile ends in a continuation line"
-    stages: list[list[tuple[str, str]]] = []
+    instructions = []
     for line in logical:
         instruction, _, args = line.partition(" ")
-        instruction = instruction.upper()
+        instructions.append((instruction.upper(), args.strip()))
+    return instructions
+
+
+def _dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """Instructions per stage (the global ARGs before the first FROM left out)."""
+    stages: list[list[tuple[str, str]]] = []
+    for instruction, args in _dockerfile_instructions():
         if instruction == "FROM":
             stages.append([])
-        assert stages, f"instruction before FROM: {line}"
-        stages[-1].append((instruction, args.strip()))
+        if not stages:
+            assert instruction == "ARG", f"only ARG may come before FROM, not {instruction}"
+            continue
+        stages[-1].append((instruction, args))
     return stages
+
+
+def _global_args() -> dict[str, str]:
+    """The ARGs before the first FROM, with their defaults (what FROM lines may use)."""
+    defaults: dict[str, str] = {}
+    for instruction, args in _dockerfile_instructions():
+        if instruction == "FROM":
+            break
+        for item in shlex.split(args):
+            name, _, value = item.partition("=")
+            defaults[name] = value
+    return defaults
+
+
+def _base_image(stage: list[tuple[str, str]]) -> str:
+    """The image a stage starts from, with the global ARGs' defaults (`${BASE}` → …)."""
+    image = _args(stage, "FROM")[0].split()[0]
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: _global_args()[m[1]], image)
 
 
 def _final_stage() -> list[tuple[str, str]]:
@@ -127,7 +154,9 @@ def _exec_form(args: str) -> list[str]:
 def test_dockerfile_slim_non_root_and_serves_on_the_port_it_exposes() -> None:
     stages = _dockerfile_stages()
     final = stages[-1]
-    assert _args(final, "FROM")[0].split()[0] == "python:3.11-slim"
+    # python:3.11-slim by default; deploy/smoke.sh builds it on a Debian base of its own.
+    assert [_base_image(stage) for stage in stages] == ["python:3.11-slim"] * 2
+    assert "BASE" in _global_args()
     assert _image_uid() != 0
     env = _image_env()
     assert set(env) <= ALIASES | PLATFORM_VARIABLES, set(env) - ALIASES - PLATFORM_VARIABLES
@@ -145,6 +174,23 @@ def test_dockerfile_slim_non_root_and_serves_on_the_port_it_exposes() -> None:
     installs = [run for stage in stages for run in _args(stage, "RUN") if "pip install" in run]
     assert installs
     assert all("--no-cache-dir" in run for run in installs)
+
+
+def test_dockerfile_leaves_the_build_settings_and_the_package_caches_behind() -> None:
+    """pip's index and CA bundle are ARGs of the build stage only (deploy/smoke.sh mounts a
+    TLS-intercepting proxy's CA bundle for the build); apt leaves no lists or packages."""
+    build, final = _dockerfile_stages()
+    build_args = {item.partition("=")[0] for a in _args(build, "ARG") for item in shlex.split(a)}
+    assert {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CERT"} <= build_args
+    assert not _args(final, "ARG")
+    assert not build_args & set(_image_env())
+    assert all(not args.startswith("--from") for args in _args(build, "COPY"))
+    assert _args(final, "COPY") == ["--from=build /opt/venv /opt/venv"]
+    for run in _args(final, "RUN"):
+        if "apt-get install" in run:
+            assert "--no-install-recommends" in run
+            assert "apt-get clean" in run
+            assert "rm -rf /var/lib/apt/lists/*" in run
 
 
 def test_dockerfile_copies_every_package_the_project_builds() -> None:
@@ -546,6 +592,98 @@ def test_kustomization_applies_everything_but_the_secret() -> None:
     assert resources == manifests - {"secret.example.yaml"}
 
 
+# -- what the deploy files and their docs set ---------------------------------------------------
+
+# Variables of deploy/smoke.sh and .ci/run, not of clawgate.
+SCRIPT_VARIABLES = {"CLAWGATE_SKIP_IMAGE", "CLAWGATE_SMOKE_IMAGE", "CLAWGATE_SMOKE_NEW_BASE"}
+SETTING_LIKE = re.compile(
+    r"\b((?:CLAWGATE|SLACK|FEISHU|OPENAI)_[A-Z0-9_]+|REDIS_URL)=([^\s`'\",)]*)"
+)
+
+
+def _documented_settings() -> set[str]:
+    """The names in the first column of docs/configuration.md's tables."""
+    names = set()
+    for line in (ROOT / "docs" / "configuration.md").read_text().splitlines():
+        if line.startswith("|"):
+            names.update(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1]))
+    return names
+
+
+def _variables_set_by_deploy_files() -> dict[str, set[str]]:
+    """Every variable the image, compose and the manifests set, by where."""
+    found: dict[str, set[str]] = {}
+
+    def add(where: str, names: typing.Iterable[str]) -> None:
+        for name in names:
+            found.setdefault(name, set()).add(where)
+
+    add("deploy/Dockerfile ENV", set(_image_env()) - PLATFORM_VARIABLES)
+    add("deploy/clawgate.env.example", [name for _active, name, _value in _env_file_lines()])
+    for name, service in _compose()["services"].items():
+        if name != "redis":
+            add(f"compose.yaml {name}", _service_env(service))
+    for name, deployment in _deployments().items():
+        add(f"k8s {name}", [e["name"] for e in _container(deployment)["env"]])
+    for name, configmap in _of_kind("ConfigMap").items():
+        if name != "clawgate-policy":
+            add(f"k8s ConfigMap {name}", configmap["data"])
+    add("k8s secret.example.yaml", _secret()["stringData"])
+    return found
+
+
+def test_every_variable_the_deploy_files_set_is_a_documented_setting() -> None:
+    documented = _documented_settings()
+    assert {"REDIS_URL", "CLAWGATE_PORT", "SLACK_BOT_TOKEN"} <= documented  # the parse works
+    for name, where in _variables_set_by_deploy_files().items():
+        assert name in ALIASES, f"{name} ({', '.join(sorted(where))}): not a setting"
+        assert name in documented, f"{name} ({', '.join(sorted(where))}): not in configuration.md"
+
+
+def test_settings_in_the_deploy_docs_and_comments_are_real_and_their_values_valid(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`NAME=value` in docs/operations.md, the README and every deploy/ file (comments and
+    deploy/smoke.sh included): a documented setting, and a value clawgate accepts unless it is a
+    placeholder (`…`, `<…>`, REPLACE_ME), a shell variable or a path in the container."""
+    documented = _documented_settings()
+    texts = [ROOT / "docs" / "operations.md", ROOT / "README.md", ROOT / ".ci" / "run"]
+    texts += [path for path in sorted(DEPLOY.rglob("*")) if path.is_file()]
+    seen = 0
+    for path in texts:
+        for name, value in SETTING_LIKE.findall(path.read_text()):
+            where = f"{path.relative_to(ROOT)}: {name}={value}"
+            if name in SCRIPT_VARIABLES:
+                continue
+            seen += 1
+            assert name in ALIASES and name in documented, f"{where}: not a documented setting"
+            if not value or name in SECRET_ALIASES or re.search(r"[…<>$]|REPLACE_ME", value):
+                continue
+            if name in {"CLAWGATE_POLICY_FILE", "CLAWGATE_WORKDIR"}:
+                continue  # paths in the container, checked against the Dockerfile above
+            # Every deployment has a Redis.
+            local = {
+                "REDIS_URL": "redis://redis:6379/0",
+                "CLAWGATE_POLICY_FILE": str(POLICY_FILE),
+                "CLAWGATE_WORKDIR": str(tmp_path),
+            }
+            local.pop(name, None)
+            try:
+                _settings_from({name: value}, monkeypatch, **local)
+            except ValueError as exc:
+                pytest.fail(f"{where}: {exc}")
+    assert seen > 20
+
+
+def test_ci_proves_the_image_unless_told_not_to_and_says_so() -> None:
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "deploy/smoke.sh" in run
+    assert "CLAWGATE_SKIP_IMAGE" in run
+    smoke = DEPLOY / "smoke.sh"
+    assert smoke.stat().st_mode & 0o111, "deploy/smoke.sh is executable"
+    assert smoke.read_text().startswith("#!/usr/bin/env bash\n")
+
+
 # -- the policy file ----------------------------------------------------------------------------
 
 
@@ -606,3 +744,8 @@ def test_every_deployment_lets_the_bash_sandbox_work() -> None:
         container = _container(deployment)
         assert container["securityContext"]["procMount"] == "Unmasked"
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        # The API server's own rule (no schema says it): "`hostUsers` must be false to use
+        # `Unmasked`"; in the pod's user namespace only uids 0-65535 exist.
+        pod_spec = deployment["spec"]["template"]["spec"]
+        assert pod_spec["hostUsers"] is False
+        assert 0 < pod_spec["securityContext"]["runAsUser"] < 65536
