@@ -19,13 +19,11 @@ import time
 from datetime import datetime
 from typing import TextIO
 
-from redis.exceptions import RedisError
-
 from bot.cli_parser import DEFAULT_LINES
 from bot.settings import Settings, SettingsError
 from bot.tables import hanging, terminal_width
 from runtime.audit import AuditEntry, AuditLog
-from runtime.store.connection import connect
+from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
 
 INTERRUPTED = 130  # the exit code after Ctrl-C
@@ -165,7 +163,7 @@ def _on_ctrl_c(stop: asyncio.Event) -> bool:
 
 
 async def _run(settings: Settings, args: argparse.Namespace, since_ms: int | None) -> int:
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     stop = asyncio.Event()
     handled = args.follow and _on_ctrl_c(stop)
     try:
@@ -203,7 +201,7 @@ def run_audit_command(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_run(settings, args, since_ms))
-    except RedisError as exc:
+    except REDIS_FAILURES as exc:
         print(
             f"clawgate: cannot read the audit trail: {type(exc).__name__}: {exc}", file=sys.stderr
         )

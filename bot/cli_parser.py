@@ -112,12 +112,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="ingest: concurrent Slack threads / Feishu chats for the end-to-end test (default 50)",
     )
     bench.add_argument(
+        "--history",
+        type=_counts,
+        default=None,
+        help="approval: prior messages in a session, one measure each (default 10,100,1000,10000)",
+    )
+    bench.add_argument(
+        "--json", action="store_true", help="print one JSON document of the figures (every bench)"
+    )
+    bench.add_argument(
         "--platform",
         choices=["slack", "feishu"],
         default="slack",
         help="ingest: whose signed events to send, to a fake of whose API (default slack)",
     )
+    bench.add_argument(
+        "--workers",
+        type=_worker_counts,
+        default=None,
+        help="ingest: throughput of this many `clawgate worker` processes, each count in turn "
+        "(e.g. 1,2), and how ingest spread over the inbox partitions",
+    )
+    bench.add_argument(
+        "--backlog",
+        type=_positive(int),
+        default=None,
+        help="ingest --workers: events queued before the workers start (default 2000)",
+    )
     return parser
+
+
+def _worker_counts(text: str) -> list[int]:
+    counts = [part.strip() for part in text.split(",") if part.strip()]
+    if not counts or not all(c.isdigit() and 0 < int(c) <= 64 for c in counts):
+        raise argparse.ArgumentTypeError(f"expected worker counts from 1 to 64 like 1,2: {text!r}")
+    return [int(c) for c in counts]
 
 
 def _session_name(name: str) -> str:
@@ -149,6 +178,17 @@ def _rates(text: str) -> list[int]:
     if not rates:
         raise argparse.ArgumentTypeError("expected a comma-separated list of rates, like 100,500")
     return rates
+
+
+def _counts(text: str) -> list[int]:
+    counts = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        if not item.isdigit():
+            raise argparse.ArgumentTypeError(f"not a count: {item!r}")
+        counts.append(int(item))
+    if not counts:
+        raise argparse.ArgumentTypeError("expected a comma-separated list, like 10,100,1000,10000")
+    return counts
 
 
 def add_approvals_parser(sub: Any) -> None:

@@ -41,7 +41,7 @@ def run_policy_command(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
     document = load_policy(settings)
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     keys = Keys(settings.redis_prefix)
     audit = AuditLog(redis, keys, settings.audit_maxlen)
     policies = build_policies(settings, document, redis, audit)
@@ -84,7 +84,7 @@ async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int
 
 
 async def _grants(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     keys = Keys(settings.redis_prefix)
     store = GrantStore(redis, keys)
     try:

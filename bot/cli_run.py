@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 
 from aiohttp import ClientSession
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from adapters.console.channel import ConsoleChannel
 from adapters.console.chat import ConsoleChat
@@ -30,10 +29,10 @@ from bot.logs import configure_logging
 from bot.policy_file import PolicyFileError
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings
-from bot.wiring import build_runtime, load_policy
+from bot.wiring import build_mcp, build_runtime, build_sandbox, load_policy
 from runtime.models import Actor
 from runtime.redact import shown_url
-from runtime.store.connection import connect
+from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
 
 SWEEP_INTERVAL = 5.0
@@ -41,7 +40,7 @@ SWEEP_INTERVAL = 5.0
 
 @contextlib.asynccontextmanager
 async def _redis(settings: Settings) -> AsyncIterator[Redis]:
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     try:
         yield redis
     finally:
@@ -55,7 +54,11 @@ async def _chat(settings: Settings, session: str) -> int:
         if settings.redis_url:  # a shared store that is down: say so now, not per message
             await redis.ping()
         channel = ConsoleChannel(sys.stdout)
-        runtime = build_runtime(settings, policy, redis, channel, extra_admins=[actor.key])
+        sandbox = build_sandbox(settings)
+        mcp = build_mcp(settings, policy, sandbox)
+        runtime = build_runtime(
+            settings, policy, redis, channel, [actor.key], sandbox=sandbox, mcp=mcp
+        )
         about = start_line(
             settings.model, settings.openai_base_url, settings.redis_url, settings.uses_demo_model
         )
@@ -73,6 +76,7 @@ async def _chat(settings: Settings, session: str) -> int:
         finally:
             for task in background:
                 task.cancel()
+            await mcp.aclose()
 
 
 async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
@@ -81,8 +85,13 @@ async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
     policy = load_policy(settings)
     async with _redis(settings) as redis, ClientSession() as http:
         channels = _decision_channels(settings, redis, http)
-        runtime = build_runtime(settings, policy, redis, channels)
-        return await run_approvals_command(runtime, args, sys.stdout)
+        sandbox = build_sandbox(settings)
+        mcp = build_mcp(settings, policy, sandbox)  # an approved MCP call runs here
+        runtime = build_runtime(settings, policy, redis, channels, sandbox=sandbox, mcp=mcp)
+        try:
+            return await run_approvals_command(runtime, args, sys.stdout)
+        finally:
+            await mcp.aclose()
 
 
 def _decision_channels(settings: Settings, redis: Redis, http: ClientSession) -> Router:
@@ -127,12 +136,23 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
                 turns,
                 split=args.split,
                 platform=args.platform,
+                workers=args.workers,
+                backlog=args.backlog,
+                as_json=getattr(args, "json", False),
             )
         )
     from bot.bench.runtime import run_bench  # noqa: PLC0415 - only the bench needs it
 
     return asyncio.run(
-        run_bench(settings, args.target, args.calls, args.turns or 500, args.bash_calls)
+        run_bench(
+            settings,
+            args.target,
+            args.calls,
+            args.turns or 500,
+            args.bash_calls,
+            history=args.history,
+            as_json=args.json,
+        )
     )
 
 
@@ -147,7 +167,7 @@ def run_command(args: argparse.Namespace) -> int:
         return _fail(exc, 2)
     except Unavailable as exc:
         return _fail(exc, 1)
-    except RedisError as exc:  # what a command did not handle itself
+    except REDIS_FAILURES as exc:  # what a command did not handle itself
         where = shown_url(os.environ.get("REDIS_URL") or "the embedded store")
         return _fail(f"cannot reach Redis at {where} ({exc})", 1)
     except KeyboardInterrupt:

@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from redis.exceptions import RedisError
-
 from bot.settings import Settings, SettingsError
 from runtime.redact import one_line
-from runtime.store.connection import connect
+from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
 from runtime.tracing.document import AttributeValue, SpanDoc, TraceDoc
 from runtime.tracing.store import TraceStore, UnreadableTrace
@@ -44,7 +42,7 @@ def run_trace_command(settings: Settings, args: argparse.Namespace) -> int:
         raise SettingsError("REDIS_URL: required for `clawgate trace` (traces live there)")
     try:
         return asyncio.run(_show(settings, trace_id, args.json, sys.stdout, sys.stderr))
-    except RedisError as exc:
+    except REDIS_FAILURES as exc:
         print(f"clawgate: cannot read traces: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
@@ -92,7 +90,7 @@ async def collect(store: TraceStore, trace_id: str) -> Linked | None:
 
 
 async def _show(settings: Settings, trace_id: str, as_json: bool, out: TextIO, err: TextIO) -> int:
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     try:
         linked = await collect(TraceStore(redis, Keys(settings.redis_prefix)), trace_id)
     except UnreadableTrace:

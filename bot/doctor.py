@@ -10,18 +10,19 @@ import re
 import socket
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TextIO, cast
 
 import openai
 from aiohttp import ClientSession
-from redis.exceptions import RedisError
+from redis.asyncio.cluster import RedisCluster
 
 from bot.policy_file import PolicyFileError
 from bot.settings import Settings, SettingsError, load_settings
 from bot.wiring import load_policy
+from runtime.mcp.supervisor import McpServers
 from runtime.policy.model import PolicyDocument
 from runtime.redact import shown_url
-from runtime.store.connection import connect
+from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.durability import EVERYSEC, UNKNOWN, durability_warnings
 from runtime.tools.sandbox import SandboxMode, SandboxUnavailable, probe
 
@@ -43,19 +44,25 @@ class Check:
         return text + (f"\n    fix: {self.fix}" if self.fix and not self.ok else "")
 
 
+_UNREACHABLE: tuple[type[Exception], ...] = (*REDIS_FAILURES, OSError, TimeoutError)
+
+
 async def _redis(settings: Settings) -> list[Check]:
     if not settings.redis_url:
         detail = "embedded (one process, nothing kept): fine for `clawgate chat`"
         return [Check("store", True, detail + "; set REDIS_URL to serve")]
     shown = shown_url(settings.redis_url)
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     try:
         async with asyncio.timeout(TIMEOUT):
             info = await redis.info("server")
         version = info.get("redis_version", "?")
+        if settings.redis_cluster:  # the client found the masters through that one node
+            masters = len(cast(RedisCluster, redis).get_primaries())
+            version += f", a cluster of {masters} master{'s' if masters != 1 else ''}"
         reach = Check("redis", True, f"{shown} answers (Redis {version})")
         warnings = await durability_warnings(redis)
-    except (RedisError, OSError, TimeoutError) as exc:
+    except _UNREACHABLE as exc:
         fix = "start Redis there, or correct REDIS_URL (redis://host:6379/0)"
         return [Check("redis", False, f"cannot reach {shown} ({exc or 'timed out'})", fix)]
     finally:
@@ -177,6 +184,28 @@ def _sandbox(settings: Settings) -> Check:
     return Check("sandbox", True, sandbox.describe())
 
 
+async def _mcp(settings: Settings, document: PolicyDocument | None) -> list[Check]:
+    """Each MCP server of the policy file, started (or reached) and its tools listed, as
+    `serve` would; then stopped again."""
+    if document is None or not document.mcp_servers():
+        return []
+    try:
+        sandbox = probe(settings.sandbox, settings.sandbox_network)
+    except SandboxUnavailable:
+        return []  # the sandbox check says why
+    servers = McpServers(document, sandbox, settings.workdir)
+    try:
+        await servers.settled()
+        states = servers.states()
+    finally:
+        await servers.aclose()
+    fix = "see docs/mcp.md (the command or URL, its env, `clawgate serve` logs)"
+    return [
+        Check(f"mcp {s.name}", s.state == "up", f"{s.transport}, {s.state}: {s.detail}", fix)
+        for s in states
+    ]
+
+
 def _people(settings: Settings, document: PolicyDocument | None) -> list[Check]:
     scopes = [document, *document.conversations.values()] if document else []
     admins = {*settings.admins, *(a for s in scopes for a in s.approvals.admins)}
@@ -227,7 +256,7 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
         ):
             if enabled:
                 importlib.import_module(module)
-        services += [_slack(settings), _feishu(settings)]
+        services += [_slack(settings), _feishu(settings), _mcp(settings, document)]
     for result in await asyncio.gather(*services):
         found += result if isinstance(result, list) else [result] if result else []
     if not serving:

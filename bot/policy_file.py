@@ -40,9 +40,10 @@ def load_policy_file(path: Path | None, tools: Collection[str] = ()) -> PolicyDo
             for err in exc.errors()
         ]
         raise PolicyFileError("\n".join(lines)) from exc
-    unknown = sorted(document.tools_named() - set(tools)) if tools else []
+    unknown = document.unknown_tools(set(tools)) if tools else []
     if unknown:
         raise PolicyFileError(
-            f"{path}: unknown tools {', '.join(unknown)} (tools: {', '.join(tools)})"
+            f"{path}: unknown tools {', '.join(unknown)} (tools: {', '.join(tools)}, and "
+            "<server>.<tool> for the MCP servers the file configures)"
         )
     return document

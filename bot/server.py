@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from aiohttp import ClientSession, web
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from adapters.console.relay import ConsoleRelay
 from adapters.dispatch import handle_inbound
@@ -29,9 +28,10 @@ from bot.doctor import print_serving_checks
 from bot.errors import Unavailable
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
-from bot.wiring import approval_store, build_runtime, build_sandbox
+from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
 from runtime.agent import Release, Runtime
 from runtime.channel import Notice
+from runtime.mcp.supervisor import McpServers
 from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import PolicyDocument
@@ -40,8 +40,13 @@ from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
 from runtime.queue.worker import OUTAGES, Worker, sweep_forever
 from runtime.redact import shown_url
-from runtime.store.connection import connect
-from runtime.store.durability import DurabilityError, durability_warnings, fsync_mode
+from runtime.store.connection import REDIS_FAILURES, connect
+from runtime.store.durability import (
+    DurabilityError,
+    DurabilityUnknown,
+    durability_warnings,
+    fsync_mode,
+)
 from runtime.store.keys import Keys
 from runtime.tools.sandbox import Sandbox
 
@@ -77,6 +82,8 @@ QUEUE_LAG = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 READY_TIMEOUT = 0.8  # seconds: /readyz answers within a second whatever Redis does
+# Redis (a cluster's client errors included) or the network to it failing.
+REDIS_DOWN: tuple[type[Exception], ...] = (*REDIS_FAILURES, OSError)
 QUEUE_DEPTH = Gauge("clawgate_queue_depth", "Inputs waiting in the inbox", ["state"])
 # The platforms' request URLs (`clawgate slack manifest` and `feishu checklist` print them).
 SLACK_EVENTS_PATH = "/slack/events"
@@ -99,10 +106,19 @@ class Service:
     # and in /readyz, which stays ready.
     warnings: list[str] = field(default_factory=list)
     long_connection: LongConnection | None = None  # Feishu's, once started
+    mcp: McpServers | None = None  # the policy file's MCP servers, supervised here
 
     async def aclose(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.aclose()
         await self.http.close()
         await self.redis.aclose()
+
+    def details(self) -> list[str]:
+        """What /readyz says besides ready: the warnings, then each MCP server's state (a
+        server that is down leaves the process ready: its calls fail, plainly)."""
+        lines = [f"warning: {w}" for w in self.warnings]
+        return lines + [state.line for state in (self.mcp.states() if self.mcp else [])]
 
     async def ready(self) -> list[str]:
         """What keeps this process from doing its job; empty when ready. Answers within
@@ -116,7 +132,7 @@ class Service:
     async def _ready(self) -> list[str]:
         try:
             await self.redis.ping()
-        except (RedisError, OSError):
+        except REDIS_DOWN:
             return ["redis unreachable"]
         problems = []
         if self.long_connection is not None and not self.long_connection.alive:
@@ -125,7 +141,7 @@ class Service:
             return problems if self.worker.alive() else [*problems, "worker not polling"]
         try:
             polling = await self.inbox.workers_polling(WORKER_SILENCE)
-        except (RedisError, OSError):
+        except REDIS_DOWN:
             return ["redis unreachable"]
         return problems if polling else [*problems, "no worker is polling the inbox"]
 
@@ -147,7 +163,7 @@ async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackId
 
 
 async def build_service(settings: Settings, policy: PolicyDocument, worker: bool = True) -> Service:
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     http = ClientSession()
     try:
         inbox = await _inbox(settings, redis)
@@ -163,12 +179,21 @@ async def _inbox(settings: Settings, redis: Redis) -> Inbox:
     if settings.ingest_durability == "fsync":
         try:
             wait_aof = await fsync_mode(redis) == "waitaof"
+        except DurabilityUnknown as exc:  # Redis (a master) is away: exit 1, not a bad setting
+            where = shown_url(settings.redis_url or "the embedded store")
+            raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
         except DurabilityError as exc:
             raise SettingsError(
                 f"CLAWGATE_INGEST_DURABILITY=fsync needs every accepted input on disk: {exc}"
             ) from exc
     keys = Keys(settings.redis_prefix)
-    return Inbox(redis, keys, dedupe_ttl_s=settings.dedupe_ttl, wait_aof=wait_aof)
+    return Inbox(
+        redis,
+        keys,
+        dedupe_ttl_s=settings.dedupe_ttl,
+        wait_aof=wait_aof,
+        partitions=settings.partitions,
+    )
 
 
 async def _build(
@@ -186,6 +211,7 @@ async def _build(
     sandbox = build_sandbox(settings)
     approvals = approval_store(settings, redis)
     ingest = Ingest(inbox, approvals)  # held messages released by the sweeper are queued
+    mcp = build_mcp(settings, policy, sandbox)
     runtime = build_runtime(
         settings,
         policy,
@@ -194,6 +220,7 @@ async def _build(
         sandbox=sandbox,
         approvals=approvals,
         release=_release_through(ingest),
+        mcp=mcp,
     )
     slack = feishu = None
     if settings.slack_enabled:
@@ -243,7 +270,8 @@ async def _build(
         warnings += await durability_warnings(redis)
     for warning in warnings:
         log.warning("%s", warning)
-    return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox, warnings)
+    await mcp.settled()  # the MCP servers start with the service, not at the first message
+    return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox, warnings, mcp=mcp)
 
 
 def _tell_dropped(router: Router) -> Callable[[Job], Awaitable[None]]:
@@ -322,12 +350,12 @@ def build_app(service: Service, platforms: bool = True) -> web.Application:
         problems = await service.ready()
         if problems:
             return web.Response(status=503, text="; ".join(problems) + "\n")
-        # Degraded but working (every bash call asks; Redis may lose the last writes): ready,
-        # with the reasons in the details.
-        return web.Response(text="ready\n" + "".join(f"warning: {w}\n" for w in service.warnings))
+        # Degraded but working (every bash call asks; Redis may lose the last writes; an MCP
+        # server down): ready, with the reasons in the details.
+        return web.Response(text="ready\n" + "".join(f"{line}\n" for line in service.details()))
 
     async def metrics(_: web.Request) -> web.Response:
-        with contextlib.suppress(RedisError, OSError):
+        with contextlib.suppress(*REDIS_DOWN):
             waiting, in_hand = await service.inbox.depth()
             QUEUE_DEPTH.labels("waiting").set(waiting)
             QUEUE_DEPTH.labels("in_progress").set(in_hand)
@@ -370,7 +398,7 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
         if service.worker is not None:
             try:
                 await service.worker.start()
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 where = shown_url(settings.redis_url or "the embedded store")
                 raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
             sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)

@@ -11,9 +11,14 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
 from runtime.tools.sandbox import NetworkAccess, SandboxMode
 
 CommaList = Annotated[list[str], NoDecode]
+# A cluster's default: several partitions per master of a 3-6 master cluster, so ingest
+# spreads evenly (see runtime/store/keys.py), for 16 blocking reads per worker process.
+CLUSTER_INBOX_PARTITIONS = 16
+MAX_INBOX_PARTITIONS = 256  # each costs every worker a connection and a read loop
 DEFAULT_POLICY_FILE = Path("clawgate.toml")
 ENV_FILE = ".env"
 
@@ -30,6 +35,13 @@ class Settings(BaseSettings):
 
     redis_url: str | None = Field(None, alias="REDIS_URL")
     redis_prefix: str = Field("clawgate", alias="CLAWGATE_REDIS_PREFIX", pattern=r"^[\w.:-]+$")
+    # REDIS_URL names any node of a Redis Cluster: the cluster client everywhere.
+    redis_cluster: bool = Field(False, alias="CLAWGATE_REDIS_CLUSTER")
+    # How many streams the inbox spreads over (each with its lanes on one slot); None: 1 on a
+    # single Redis, CLUSTER_INBOX_PARTITIONS on a cluster. Every process must agree.
+    inbox_partitions: int | None = Field(
+        None, alias="CLAWGATE_INBOX_PARTITIONS", ge=1, le=MAX_INBOX_PARTITIONS
+    )
     openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
     model: str = Field("gpt-4o-mini", alias="CLAWGATE_MODEL", min_length=1)
@@ -51,6 +63,10 @@ class Settings(BaseSettings):
     liveness_ttl: float = Field(2.5, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)
+    # Characters of a conversation the model is sent; older turns are compacted into a summary.
+    context_budget: int = Field(
+        DEFAULT_BUDGET, alias="CLAWGATE_CONTEXT_BUDGET", ge=MIN_BUDGET, le=10_000_000
+    )
     bash_timeout: float = Field(60.0, alias="CLAWGATE_BASH_TIMEOUT", gt=0, le=3600)
     bash_output_limit: int = Field(256_000, alias="CLAWGATE_BASH_OUTPUT_LIMIT", ge=1024)
     # The OS boundary of bash commands: bwrap when it works (auto), required, or off.
@@ -198,6 +214,17 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _cluster_url(self) -> Settings:
+        # Without REDIS_URL the flag has nothing to say: the embedded store (which says so).
+        if not self.redis_cluster or not self.redis_url:
+            return self
+        if self.redis_url.startswith("unix:"):
+            raise ValueError("REDIS_URL: a Redis Cluster is reached over TCP, not unix://")
+        if urlsplit(self.redis_url).path not in ("", "/", "/0"):
+            raise ValueError("REDIS_URL: a Redis Cluster has database 0 only (…:6379/0)")
+        return self
+
+    @model_validator(mode="after")
     def _feishu_credentials(self) -> Settings:
         problems = []
         others = (self.feishu_app_secret, self.feishu_verification_token, self.feishu_encrypt_key)
@@ -229,6 +256,13 @@ class Settings(BaseSettings):
     @property
     def slack_enabled(self) -> bool:
         return self.slack_bot_token is not None
+
+    @property
+    def partitions(self) -> int:
+        """The inbox partitions in effect (CLAWGATE_INBOX_PARTITIONS or its default)."""
+        if self.inbox_partitions is not None:
+            return self.inbox_partitions
+        return CLUSTER_INBOX_PARTITIONS if self.redis_cluster else 1
 
     @property
     def uses_demo_model(self) -> bool:

@@ -15,6 +15,7 @@ from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import Channel
 from runtime.explorer import Explorer
+from runtime.mcp.supervisor import McpServers
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
@@ -93,12 +94,18 @@ def load_policy(settings: Settings) -> PolicyDocument:
     return load_policy_file(settings.policy_file, TOOL_NAMES)
 
 
+def build_mcp(settings: Settings, document: PolicyDocument, sandbox: Sandbox) -> McpServers:
+    """The MCP servers of the policy file (started on the runtime's first use)."""
+    return McpServers(document, sandbox, settings.workdir)
+
+
 def build_policies(
     settings: Settings,
     document: PolicyDocument,
     redis: Redis,
     audit: AuditLog,
     extra_admins: Iterable[str] = (),
+    mcp: McpServers | None = None,
 ) -> PolicyService:
     extra = list(extra_admins)
     admins_from = " + ".join(
@@ -119,7 +126,10 @@ def build_policies(
         locked_paths=locked_paths(settings),
     )
     keys = Keys(settings.redis_prefix)
-    return PolicyService(redis, keys, defaults, TOOL_NAMES, document, audit)
+    policies = PolicyService(redis, keys, defaults, TOOL_NAMES, document, audit, catalog=mcp)
+    if mcp is not None:
+        policies.watchers.append(mcp.update)  # a reloaded file starts and stops servers
+    return policies
 
 
 def approval_store(settings: Settings, redis: Redis) -> ApprovalStore:
@@ -135,20 +145,25 @@ def build_runtime(
     sandbox: Sandbox | None = None,
     approvals: ApprovalStore | None = None,
     release: Release | None = None,
+    mcp: McpServers | None = None,
 ) -> Runtime:
     """`sandbox`: probed from the settings when not given; `approvals`: the store the
     process's ingest shares (made here when not given); `release`: how held messages run once
-    a wait ends outside a run (see Runtime)."""
+    a wait ends outside a run (see Runtime); `mcp`: the policy file's MCP servers (made here
+    when not given; whoever made them closes them)."""
     config = RuntimeConfig(
         workdir=settings.workdir,
         max_steps=settings.max_steps,
         max_tool_result_chars=settings.max_tool_result_chars,
         liveness_ttl=settings.liveness_ttl,
+        context_budget=settings.context_budget,
     )
     keys = Keys(settings.redis_prefix)
     approvals = approvals or approval_store(settings, redis)
     audit = AuditLog(redis, keys, settings.audit_maxlen)
-    policies = build_policies(settings, policy, redis, audit, extra_admins)
+    sandbox = sandbox or build_sandbox(settings)
+    mcp = mcp or build_mcp(settings, policy, sandbox)
+    policies = build_policies(settings, policy, redis, audit, extra_admins, mcp)
     if policies.defaults.locked_paths:  # said where tools run, not by every operator command
         log.warning(
             "the policy file %s lies in CLAWGATE_WORKDIR: tool calls may not change it; keep "
@@ -157,7 +172,7 @@ def build_runtime(
         )
     provider = build_provider(settings)
     history = HistoryStore(redis, keys)
-    tools = file_and_shell_tools(settings, sandbox or build_sandbox(settings))
+    tools = file_and_shell_tools(settings, sandbox)
     explorer = Explorer(
         provider,
         tools,
@@ -166,12 +181,15 @@ def build_runtime(
         policies,
         audit,
         step_limit=settings.max_steps,
+        context_budget=settings.context_budget,
     )
     tools.append(ExploreTool(explorer))
+    registry = ToolRegistry(tools, enabled=settings.enabled_tools)  # checked in build_policies
+    registry.add_source(mcp)  # the MCP tools: the policy decides where they are active
     return Runtime(
         config,
         provider,
-        ToolRegistry(tools, enabled=settings.enabled_tools),  # checked in build_policies
+        registry,
         history,
         channel,
         approvals,

@@ -22,13 +22,14 @@ from runtime.approval.decisions import Decided, Decision, Decisions, Retaken
 from runtime.approval.edit import CallEditor
 from runtime.approval.execute import ApprovedCalls
 from runtime.approval.grants import GrantTerms
-from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
-from runtime.approval.notices import is_last, notice_of
+from runtime.approval.models import ApprovalRecord, HeldMessage
+from runtime.approval.notices import is_last, open_notices
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalNotice, Channel, Event, Notice, RunFinished
+from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.metrics import RUNS
@@ -65,7 +66,6 @@ DEMO_NOTICE = (
 )
 WAITING = "Waiting for a decision on approval {id}; your message will run after it."
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
-OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
 Release = Callable[[str, ConversationRef], Awaitable[None]]
 
 
@@ -76,6 +76,7 @@ class RuntimeConfig:
     max_tool_result_chars: int = 16_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     liveness_ttl: float = 2.5  # seconds a silent process is presumed alive (renewed 3x as often)
+    context_budget: int = DEFAULT_BUDGET  # characters of history the model is sent (compacted)
 
 
 class Runtime:
@@ -119,6 +120,7 @@ class Runtime:
             audit=self.audit,
             policies=policies,
             middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
+            context=compacting(provider, history, config.context_budget, self.audit),
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
@@ -194,10 +196,10 @@ class Runtime:
         if entry.state == "again" and entry.done:
             await self.runs.finish(session, message.job, held)
             return RunResult(session=session, stop_reason=StopReason.FINAL, steps=0)
-        if self.provider.offline_demo and len(entry.history) == 1:
+        if self.provider.offline_demo and entry.window.end == 1:
             await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation)
-        state = RunState(session=session, history=entry.history, ctx=ctx, emit=emit)
+        state = RunState.of(entry.window, session, ctx, emit)
         work = self.retake(state, entry.start) if entry.state == "again" else self.loop.run(state)
         async with self.tracer.trace(
             "agent.run", session=session, actor=message.actor.key, payloads={"input": message.text}
@@ -303,7 +305,7 @@ class Runtime:
         if entry.job == job and not entry.done:
             ctx = self._context(record.session, checkpoint.actor, checkpoint.conversation)
             emit = self._emitter(checkpoint.conversation)
-            state = RunState(record.session, entry.history, ctx, emit)
+            state = RunState.of(entry.window, record.session, ctx, emit)
             result = await self._drive(state, self.retake(state, entry.start))
             await self.runs.finish(record.session, job)
         await self.release_held(record.session)
@@ -325,9 +327,9 @@ class Runtime:
         emit = self._emitter(checkpoint.conversation)
         ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
         ctx.policy = decided.policy  # read just before the decision: fresh enough to run with
-        state = RunState(
+        state = RunState.of(
+            decided.window,
             checkpoint.session,
-            decided.history,
             ctx,
             emit,
             step=checkpoint.step,
@@ -422,15 +424,7 @@ class Runtime:
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
         """Open approvals (pending or executing), of one conversation or all of them."""
-        notices = []
-        for approval_id in await self.approvals.open_ids():
-            loaded = await self.approvals.load(approval_id)
-            if loaded is None or loaded[0].status not in OPEN:
-                continue
-            record = loaded[0]
-            if conversation is None or record.conversation.id == conversation.id:
-                notices.append(notice_of(record))
-        return notices
+        return await open_notices(self.approvals, conversation)
 
     # --- expiry and crash recovery ---------------------------------------------------------
 

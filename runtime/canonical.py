@@ -40,7 +40,8 @@ def tool_fields(name: str, known: bool) -> dict[str, str | int]:
     """How traces and the audit trail name a called tool: a registered tool by its name; a
     name the model made up as `(unknown)` with its hash and size (it may be any text)."""
     if known:
-        return {"tool": name}
+        # An MCP tool (`<server>.<tool>`, runtime.mcp) also names its server on its own.
+        return {"tool": name, "server": name.split(".", 1)[0]} if "." in name else {"tool": name}
     return {"tool": UNKNOWN_TOOL, "tool_sha256": text_sha256(name), "tool_chars": len(name)}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from runtime.audit import AuditLog
 from runtime.channel import Event
+from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.loop import AgentLoop, RunState
 from runtime.middleware.approval import assess
 from runtime.middleware.chain import Handler, ToolInvocation
@@ -38,7 +39,7 @@ from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.redact import one_line
 from runtime.risk.policy import Verdict
-from runtime.store.history import HistoryStore
+from runtime.store.history import HistoryStore, Window
 from runtime.tools.base import Tool, ToolContext
 from runtime.tools.explore import MAX_STEPS
 from runtime.tools.registry import ToolRegistry
@@ -116,9 +117,12 @@ class Explorer:
         policies: PolicyService,
         audit: AuditLog | None = None,
         step_limit: int = MAX_STEPS,
+        context_budget: int = DEFAULT_BUDGET,
     ) -> None:
         """`tools`: the process's read-only tools (`read`, `bash`); others are ignored.
-        `step_limit`: no explorer takes more steps than a run may (CLAWGATE_MAX_STEPS)."""
+        `step_limit`: no explorer takes more steps than a run may (CLAWGATE_MAX_STEPS).
+        `context_budget`: as a run's (CLAWGATE_CONTEXT_BUDGET): a long exploration is
+        compacted like a long conversation."""
         self.provider = provider
         self.tools = {t.name: t for t in tools if t.name in READ_ONLY}
         self.history = history
@@ -126,6 +130,7 @@ class Explorer:
         self.policies = policies
         self.audit = audit
         self.step_limit = step_limit
+        self.context = compacting(provider, history, context_budget, audit)
 
     async def explore(self, task: str, max_steps: int, ctx: ToolContext) -> str:
         max_steps = min(max_steps, self.step_limit)
@@ -142,6 +147,7 @@ class Explorer:
             self.max_tool_result_chars,
             audit=self.audit,
             middlewares=[ReadOnlyGuard(self.policies)],  # its only link
+            context=self.context,
         )
         session = child_session(ctx.session)
         child_ctx = ToolContext(
@@ -156,8 +162,8 @@ class Explorer:
         log.info("session %s: explorer %s started (%d characters)", ctx.session, session, len(task))
         with tracing.subagent_run(session, max_steps, len(task)) as span:
             task_message = UserMessage(content=task, actor="subagent")
-            history = await self._start(session, ctx.session, task_message)
-            state = RunState(session=session, history=history, ctx=child_ctx, emit=_quiet)
+            window = await self._start(session, ctx.session, task_message)
+            state = RunState.of(window, session, child_ctx, _quiet)
             result, suspension = await loop.run(state)
             if suspension is not None:  # cannot happen: nothing in its chain suspends
                 raise RuntimeError("an explorer never asks for approval")
@@ -169,12 +175,13 @@ class Explorer:
             result.stop_reason.value,
             result.steps,
         )
-        return report(session, result, history)
+        return report(session, result, state.history)
 
-    async def _start(self, session: str, parent: str, task: UserMessage) -> list[Message]:
+    async def _start(self, session: str, parent: str, task: UserMessage) -> Window:
         """The child's history, holding the task, and its `source=subagent` marker; both keys
-        expire (from the start, so an explorer that crashes leaves nothing for good)."""
-        history = await self.history.append_and_load(session, task)
+        expire (from the start, so an explorer that crashes leaves nothing for good). A new
+        session: its window is the task alone."""
+        length = await self.history.append(session, task)
         keys = self.history.keys
         meta = keys.session(session, "meta")
         created = int(time.time() * 1000)
@@ -195,7 +202,7 @@ class Explorer:
         pipe.expire(meta, CHILD_TTL)
         pipe.expire(keys.history(session), CHILD_TTL)
         await pipe.execute()
-        return history
+        return Window(length - 1, [task])
 
 
 def _looked_at(history: Sequence[Message]) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import Reply, Writing
+from runtime.context.compactor import Context
 from runtime.executor import Emit, ToolExecutor
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
@@ -31,7 +32,8 @@ from runtime.models import (
 )
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderError, Streaming
-from runtime.store.history import HistoryStore
+from runtime.store.history import HistoryStore, Window
+from runtime.store.summary import Summary
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
@@ -50,6 +52,11 @@ POLICY_MAX_AGE = 1.0
 
 @dataclass(slots=True)
 class RunState:
+    """A run as it goes. `history` is the part of the session's history the run holds, from
+    index `base` on (its window: see runtime/store/history.py), and what it appends; every
+    index a run records or compares (a turn's start, an answer's key, a checkpoint's
+    `history_len`) is the session's, never one into this list."""
+
     session: str
     history: list[Message]
     ctx: ToolContext
@@ -60,6 +67,41 @@ class RunState:
     # The approval whose batch this run continues (the session still waits for it).
     resumed_from: str | None = None
     policy_read_at: float = 0.0  # time.monotonic() of the policy on ctx
+    base: int = 0  # the session's index of history[0]
+    summary: Summary | None = None  # stands for the history before the window (runtime/context)
+
+    @classmethod
+    def of(
+        cls,
+        window: Window,
+        session: str,
+        ctx: ToolContext,
+        emit: Emit,
+        *,
+        step: int = 0,
+        resumed_from: str | None = None,
+        policy_read_at: float = 0.0,
+    ) -> RunState:
+        return cls(
+            session,
+            window.messages,
+            ctx,
+            emit,
+            step=step,
+            resumed_from=resumed_from,
+            policy_read_at=policy_read_at,
+            base=window.base,
+            summary=window.summary,
+        )
+
+    @property
+    def end(self) -> int:
+        """The session's history length as this run knows it."""
+        return self.base + len(self.history)
+
+    def since(self, start: int) -> list[Message]:
+        """The history from the session's index `start` on (a run's turn)."""
+        return self.history[max(0, start - self.base) :]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +127,8 @@ def paired_tool_results(history: Sequence[Message]) -> list[Message]:
     """Every assistant tool call needs exactly one tool message before the next turn, or the
     model API refuses the conversation: fill the gaps a crash may have left and drop answers
     that arrived too late."""
+    # One pass with as little as possible per message: it runs over every message a model
+    # request carries, at every step.
     out: list[Message] = []
     open_calls: list[tuple[str, str]] = []
 
@@ -100,10 +144,10 @@ def paired_tool_results(history: Sequence[Message]) -> list[Message]:
             if all(c[0] != message.tool_call_id for c in open_calls):
                 continue  # an orphan (answer to no open call): the model API would refuse it
             open_calls[:] = [c for c in open_calls if c[0] != message.tool_call_id]
-        else:
+        elif open_calls:
             close_open()
         out.append(message)
-        if isinstance(message, AssistantMessage):
+        if isinstance(message, AssistantMessage) and message.tool_calls:
             open_calls.extend((c.id, c.name) for c in message.tool_calls)
     close_open()
     return out
@@ -121,8 +165,12 @@ class AgentLoop:
         audit: AuditLog | None = None,
         policies: PolicyService | None = None,
         middlewares: Sequence[Middleware] = (),
+        context: Context | None = None,
     ) -> None:
+        """`context`: what the model is sent of a history (default: the default budget,
+        never compacted, the oldest turns left out when over it)."""
         self.provider = provider
+        self.context = context or Context()
         self.registry = registry
         self.middlewares = list(middlewares)  # every call's chain, in order
         self.history = history
@@ -171,11 +219,14 @@ class AgentLoop:
             state.step += 1
             tracing.begin_step(state.step)
             specs = await self._offered(state)
-            messages = [self.system, *paired_tool_results(state.history)]
+            view, state.summary = await self.context.view(
+                self.system, state.session, state.history, state.base, state.summary
+            )
+            messages = paired_tool_results(view.messages)
             try:
                 with (
                     LLM_SECONDS.labels(self.provider.name).time(),
-                    tracing.llm_call(self.provider.name, messages) as llm,
+                    tracing.llm_call(self.provider.name, messages, view.chars) as llm,
                 ):
                     reply = await self._ask(state, messages, specs)
             except ProviderError as exc:
@@ -185,7 +236,7 @@ class AgentLoop:
             if not reply.tool_calls:
                 await self.append(state, [reply])
                 text = reply.content or EMPTY_ANSWER
-                key = answer_key(state.session, len(state.history) - 1)
+                key = answer_key(state.session, state.end - 1)
                 await state.emit(Reply(text, key=key))
                 return self.result(state, StopReason.FINAL, final_text=text), None
             if reply.content:
@@ -265,7 +316,7 @@ class AgentLoop:
         Results are saved before every call with side effects, so only the first of them
         can have been running: unless it is side-effect free its outcome is unknown. None of
         them is run again (the model may ask again)."""
-        turn = state.history[start:]
+        turn = state.since(start)
         asked = next((m for m in reversed(turn) if isinstance(m, AssistantMessage)), None)
         if asked is None:
             return []

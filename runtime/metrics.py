@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 RUNS = Counter("clawgate_runs", "Agent runs by the reason they stopped", ["stop_reason"])
 APPROVALS = Counter(
@@ -36,4 +36,14 @@ DECISION_SECONDS = Histogram(
     "clawgate_approval_decision_seconds",
     "Time from an approval request to its decision (approved or rejected)",
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
+)
+MCP_CALLS = Counter(
+    "clawgate_mcp_calls",
+    "MCP tool calls sent (or not) to their server, by server, tool and outcome (completed, error, "
+    "refused, invalid, timeout, lost, down, vanished, changed)",
+    ["server", "tool", "outcome"],
+)
+MCP_UP = Gauge("clawgate_mcp_server_up", "1 while an MCP server is connected", ["server"])
+MCP_RESTARTS = Counter(
+    "clawgate_mcp_server_restarts", "Times an MCP server was started again", ["server"]
 )

@@ -41,11 +41,12 @@ class Retake:
         self.liveness_ttl = liveness_ttl
 
     async def __call__(self, state: RunState, start: int) -> tuple[RunResult, Suspension | None]:
-        """Continue a run whose process died, from what history records (`start`: where the
-        run's turn begins): never its message again, never a recorded call again; a call
-        that was running ends with an unknown outcome. A run waiting for a decision waits on."""
+        """Continue a run whose process died, from what history records (`start`: the
+        session's index where the run's turn begins; the state holds the history from there
+        or earlier): never its message again, never a recorded call again; a call that was
+        running ends with an unknown outcome. A run waiting for a decision waits on."""
         await state.emit(Notice(CONTINUING))
-        state.step = sum(isinstance(m, AssistantMessage) for m in state.history[start:])
+        state.step = sum(isinstance(m, AssistantMessage) for m in state.since(start))
         approval_id = await self.approvals.pending_id(state.session)
         if approval_id is not None:
             waiting = await self._settle(state, approval_id)
@@ -56,9 +57,9 @@ class Retake:
             await self.approvals.release(state.session, approval_id)
         last = state.history[-1]
         answered = isinstance(last, AssistantMessage) and not last.tool_calls
-        if answered and len(state.history) > start + 1:  # maybe not posted before the crash
+        if answered and state.end > start + 1:  # maybe not posted before the crash
             text = last.content or EMPTY_ANSWER
-            key = answer_key(state.session, len(state.history) - 1)
+            key = answer_key(state.session, state.end - 1)
             await state.emit(Reply(text, key=key, again=True))
             return self.loop.result(state, StopReason.FINAL, final_text=text), None
         return await self.loop.run(state)

@@ -1,4 +1,9 @@
-"""Shared fixtures: a throwaway real Redis server, a fake OpenAI-compatible server, a workdir."""
+"""Shared fixtures: a throwaway real Redis server, a fake OpenAI-compatible server, a workdir.
+
+With TEST_REDIS_CLUSTER=1 the Redis fixtures hand out a local Redis Cluster of three
+masters instead (tests/cluster.py): `redis_url` names one of its nodes, `redis` is a cluster
+client, and CLAWGATE_REDIS_CLUSTER=true is set for the settings the tests build.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +19,15 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis as syncredis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
+from tests.cluster import LocalCluster
 from tests.fake_openai import FakeOpenAI
+
+# The Redis-facing tests against a local Redis Cluster instead of one server (see .ci/run).
+CLUSTER = os.environ.get("TEST_REDIS_CLUSTER", "") == "1"
 
 # slack_sdk and openai honour proxy variables; tests only ever talk to 127.0.0.1.
 for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
@@ -43,9 +54,59 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def client_for(url: str) -> aioredis.Redis:
+    """A client for the tests' Redis: a cluster client under TEST_REDIS_CLUSTER=1 (typed
+    as Redis, as runtime/store/connection.py hands it out)."""
+    if CLUSTER:
+        client: aioredis.Redis = RedisCluster.from_url(url, decode_responses=True)  # type: ignore[assignment]
+        return client
+    return aioredis.from_url(url, decode_responses=True)
+
+
+def sync_client_for(url: str) -> syncredis.Redis:
+    """`client_for`, blocking."""
+    if CLUSTER:
+        client: syncredis.Redis = syncredis.RedisCluster.from_url(url, decode_responses=True)  # type: ignore[assignment]
+        return client
+    return syncredis.Redis.from_url(url, decode_responses=True)
+
+
+def keeps_cluster_setting(name: str) -> bool:
+    """For fixtures that clear CLAWGATE_* settings: under TEST_REDIS_CLUSTER=1 the flag stays."""
+    return CLUSTER and name == "CLAWGATE_REDIS_CLUSTER"
+
+
+def _cluster_url() -> Iterator[str]:
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        _unavailable("TEST_REDIS_CLUSTER=1 needs redis-server and redis-cli")
+    # No AOF: these tests restart no master (tests/e2e/test_cluster.py starts its own).
+    cluster = LocalCluster(aof=False)
+    try:
+        cluster.start()
+    except RuntimeError as exc:
+        cluster.stop()
+        pytest.fail(f"the local Redis Cluster did not start: {exc}")
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(autouse=True)
+def _cluster_settings(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under TEST_REDIS_CLUSTER=1, a test given the tests' Redis URL builds settings (and
+    processes: tests/processes.py) that know it names a cluster."""
+    if CLUSTER and "redis_url" in request.fixturenames:
+        monkeypatch.setenv("CLAWGATE_REDIS_CLUSTER", "true")
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """A throwaway redis-server for this test session, else $REDIS_URL."""
+    """A throwaway redis-server for this test session, else $REDIS_URL; under
+    TEST_REDIS_CLUSTER=1 a throwaway local cluster."""
+    if CLUSTER:
+        yield from _cluster_url()
+        return
     binary = shutil.which("redis-server")
     if binary is None:
         url = os.environ.get("REDIS_URL")
@@ -91,8 +152,8 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url, decode_responses=True)
-    await client.flushdb()
+    client = client_for(redis_url)
+    await client.flushdb()  # on a cluster: every master's
     yield client
     await client.flushdb()
     await client.aclose()

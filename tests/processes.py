@@ -12,9 +12,15 @@ CLAWGATE = [sys.executable, "-m", "bot.cli"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without clawgate's settings, plus `extra`; under
+    TEST_REDIS_CLUSTER=1 a test given the tests' Redis tells its processes that REDIS_URL
+    names a cluster (see tests/conftest.py; without REDIS_URL the setting says nothing)."""
+    cluster = os.environ.get("CLAWGATE_REDIS_CLUSTER")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "OPENAI_"))}
     env.pop("REDIS_URL", None)
     env["PYTHONPATH"] = str(REPO)
+    if cluster:
+        env["CLAWGATE_REDIS_CLUSTER"] = cluster
     env.update(extra)
     return env
 

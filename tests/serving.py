@@ -16,13 +16,13 @@ import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import aiohttp
 import pytest
 import redis.asyncio as aioredis
 from aiohttp.test_utils import TestServer
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from bot.server import Service, build_app, build_service
 from bot.settings import Settings, SettingsError, load_settings
@@ -81,23 +81,21 @@ class Served(Generic[F]):
             return resp.status, await resp.text()
 
     async def enqueued(self) -> int:
-        """Inputs ever appended to the inbox stream (handled ones are deleted from it)."""
-        try:
-            info: dict[str, Any] = await self.redis.xinfo_stream(self.service.inbox.stream)
-        except ResponseError:  # no stream at all
-            return 0
-        return int(info["entries-added"])
+        """Inputs ever appended to the inbox's streams (handled ones are deleted from them)."""
+        return sum(await self.service.inbox.spread())
 
     async def seen_keys(self) -> list[str]:
-        return [key async for key in self.redis.scan_iter(f"{self.prefix}:{{inbox}}:seen:*")]
+        """Dedupe marks, of every inbox partition (`{inbox}` or `{inbox-…}`)."""
+        match = f"{self.prefix}:{{inbox*}}:seen:*"
+        return [key async for key in self.redis.scan_iter(match)]
 
     async def drained(self) -> None:
         """Wait until every queued input was handled and acknowledged."""
 
         async def empty() -> bool:
             waiting, in_hand = await self.service.inbox.depth()
-            length = await self.redis.xlen(self.service.inbox.stream)
-            return waiting == 0 and in_hand == 0 and length == 0
+            lengths = [await self.redis.xlen(stream) for stream in self.service.inbox.streams]
+            return waiting == 0 and in_hand == 0 and sum(lengths) == 0
 
         await self.fake.await_for(empty, 15, what="an empty inbox")
 

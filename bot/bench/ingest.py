@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import socket
 import sys
@@ -43,9 +44,9 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
-from redis.exceptions import RedisError
 
 from bot.bench.platforms import (
     ACK_CONVERSATIONS,
@@ -68,9 +69,12 @@ from bot.bench.platforms import (
     fake_api,
 )
 from bot.bench.runtime import _line, percentile
+from bot.bench.store import BenchStore, queued, redis_cpu_s
 from bot.settings import Settings, SettingsError
-from runtime.store.connection import connect
-from runtime.store.keys import Keys
+from runtime.store.connection import REDIS_FAILURES
+
+# What ends a bench run with one line each and exit 1.
+FAILED: tuple[type[Exception], ...] = (BenchError, aiohttp.ClientError, *REDIS_FAILURES, OSError)
 
 # --- the server under test ----------------------------------------------------------------
 
@@ -82,7 +86,7 @@ def _free_port() -> int:
 
 
 def _server_env(
-    platform: Platform, redis_url: str, prefix: str, fake_url: str, port: int, workdir: Path
+    platform: Platform, store: BenchStore, prefix: str, fake_url: str, port: int, workdir: Path
 ) -> dict[str, str]:
     """This environment without platform, model and proxy settings (the demo model answers;
     the platform clients would send 127.0.0.1 through a proxy), plus the bench's own."""
@@ -101,8 +105,8 @@ def _server_env(
     return (
         env
         | platform.env(fake_url)
+        | store.env()
         | {
-            "REDIS_URL": redis_url,
             "CLAWGATE_REDIS_PREFIX": prefix,
             "CLAWGATE_HOST": "127.0.0.1",
             "CLAWGATE_PORT": str(port),
@@ -115,16 +119,17 @@ def _server_env(
 
 @contextlib.asynccontextmanager
 async def _process(
-    command: str, env: dict[str, str], workdir: Path
+    command: str, env: dict[str, str], workdir: Path, name: str | None = None
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    """`clawgate <command>` in a subprocess logging to <workdir>/<command>.log; terminated
-    (SIGTERM, then SIGKILL after 30 s) on exit."""
+    """`clawgate <command>` in a subprocess logging to <workdir>/<name or command>.log;
+    terminated (SIGTERM, then SIGKILL after 30 s) on exit."""
+    name = name or command
     argv = [sys.executable, "-m", "bot.cli", command]
     profile = os.environ.get(PROFILE_ENV)
     if profile:
-        target = os.path.abspath(profile if command == "serve" else f"{profile}.{command}")  # noqa: ASYNC240
+        target = os.path.abspath(profile if command == "serve" else f"{profile}.{name}")  # noqa: ASYNC240
         argv[1:1] = ["-m", "cProfile", "-o", target]
-    with (workdir / f"{command}.log").open("wb") as log:
+    with (workdir / f"{name}.log").open("wb") as log:
         process = await asyncio.create_subprocess_exec(
             *argv, env=env, cwd=workdir, stdout=log, stderr=asyncio.subprocess.STDOUT
         )
@@ -142,12 +147,12 @@ async def _process(
 
 @contextlib.asynccontextmanager
 async def _server(
-    platform: Platform, redis_url: str, prefix: str, fake_url: str, workdir: Path, split: bool
+    platform: Platform, store: BenchStore, prefix: str, fake_url: str, workdir: Path, split: bool
 ) -> AsyncIterator[tuple[str, dict[str, int]]]:
     """`clawgate serve` in a subprocess (with `split`: without its worker, plus one
     `clawgate worker` process); yields its base URL and the pids once /readyz answers."""
     port = _free_port()
-    env = _server_env(platform, redis_url, prefix, fake_url, port, workdir)
+    env = _server_env(platform, store, prefix, fake_url, port, workdir)
     url = f"http://127.0.0.1:{port}"
     if not split:
         async with _process("serve", env, workdir) as serve:
@@ -166,22 +171,25 @@ def _tail(path: Path, lines: int = 20) -> str:
     return ""
 
 
-async def _wait_ready(url: str, process: asyncio.subprocess.Process, log: Path) -> None:
+async def _wait_ready(
+    url: str, process: asyncio.subprocess.Process, log: Path, path: str = "/readyz"
+) -> None:
+    """Until `path` answers 200 (/healthz: up, whether a worker polls or not)."""
     deadline = time.monotonic() + 60
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
         while time.monotonic() < deadline:
             if process.returncode is not None:
                 raise BenchError(f"the server exited ({process.returncode}):\n{_tail(log)}")
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                async with session.get(f"{url}/readyz") as resp:
+                async with session.get(f"{url}{path}") as resp:
                     if resp.status == 200:
                         return
             await asyncio.sleep(0.1)
     raise BenchError(f"the server was not ready within 60 s:\n{_tail(log)}")
 
 
-async def _delete_prefix(redis_url: str, prefix: str) -> int:
-    redis = connect(redis_url)
+async def _delete_prefix(store: BenchStore, prefix: str) -> int:
+    redis = store.connect()  # on a cluster, the scan covers every master
     deleted = 0
     try:
         batch: list[str] = []
@@ -274,19 +282,21 @@ async def _open_loop(
     return step
 
 
-async def _drain(redis_url: str, prefix: str, limit_s: float = DRAIN_TIMEOUT) -> tuple[int, float]:
+async def _drain(
+    store: BenchStore, prefix: str, limit_s: float = DRAIN_TIMEOUT
+) -> tuple[int, float]:
     """Wait until the worker finished every queued event (acknowledged jobs are deleted from
-    the stream, so its length is what is left); returns (backlog at the start, seconds)."""
-    redis = connect(redis_url)
-    stream = Keys(prefix).inbox_stream()
+    the streams, so their length is what is left); returns (backlog at the start, seconds)."""
+    redis = store.connect()
+    streams = store.streams(prefix)
     started = time.monotonic()
     try:
-        backlog = left = int(await redis.xlen(stream))
+        backlog = left = await queued(redis, streams)
         while left:
             if time.monotonic() - started > limit_s:
                 raise BenchError(f"the worker still had {left} events queued after {limit_s:.0f} s")
             await asyncio.sleep(0.05)
-            left = int(await redis.xlen(stream))
+            left = await queued(redis, streams)
     finally:
         await redis.aclose()
     return backlog, time.monotonic() - started
@@ -379,15 +389,14 @@ class _Cpu:
     """CPU seconds used so far by each process of the bench: the server and the fake (from
     /proc, Linux only), Redis (INFO, all its clients) and this client."""
 
-    def __init__(self, redis_url: str, pids: dict[str, int]) -> None:
-        self.redis = connect(redis_url)
+    def __init__(self, store: BenchStore, pids: dict[str, int]) -> None:
+        self.redis = store.connect()
         self.pids = pids
 
     async def read(self) -> dict[str, float]:
         used = {name: cpu for name, pid in self.pids.items() if (cpu := _proc_cpu(pid)) is not None}
-        with contextlib.suppress(RedisError, OSError):
-            info = await self.redis.info("cpu")
-            used["redis"] = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+        if (redis := await redis_cpu_s(self.redis)) is not None:  # a cluster: its masters'
+            used["redis"] = redis
         used["bench client"] = time.process_time()
         return used
 
@@ -420,6 +429,8 @@ async def bench_ingest(
     redis_url: str,
     prefix: str,
     *,
+    cluster: bool = False,
+    partitions: int = 1,
     platform: str = "slack",
     rates: Sequence[int] = DEFAULT_RATES,
     duration: float = 3.0,
@@ -430,25 +441,26 @@ async def bench_ingest(
 ) -> IngestReport:
     spec = PLATFORMS[platform]
     events = spec.events()
+    store = BenchStore(redis_url, cluster, partitions)
     steps: list[AckStep] = []
     with tempfile.TemporaryDirectory(prefix="clawgate-bench-") as tmp:
         try:
             async with (
                 fake_api(spec) as (fake_url, fake_pid),
-                _server(spec, redis_url, prefix, fake_url, Path(tmp), split) as (server_url, pids),
+                _server(spec, store, prefix, fake_url, Path(tmp), split) as (server_url, pids),
                 aiohttp.ClientSession(
                     connector=_connector(),
                     timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
                 ) as session,
             ):
-                cpu = _Cpu(redis_url, pids | {f"fake {spec.label}": fake_pid})
+                cpu = _Cpu(store, pids | {f"fake {spec.label}": fake_pid})
                 try:
                     events_url = f"{server_url}{spec.events_path}"
                     warmup = events.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
                     warm = await _open_loop(session, events_url, warmup, 50)
                     if warm.errors:
                         raise BenchError(f"warm-up requests failed: {dict(warm.errors)}")
-                    await _drain(redis_url, prefix)
+                    await _drain(store, prefix)
                     out(
                         f"ack: {spec.traffic}, open loop, latency from the scheduled send to "
                         "HTTP 200;"
@@ -465,7 +477,7 @@ async def bench_ingest(
                         requests = events.spread(count, min(ACK_CONVERSATIONS, count))
                         before, started = await cpu.read(), time.monotonic()
                         step = await _open_loop(session, events_url, requests, rate)
-                        step.backlog, step.drain_s = await _drain(redis_url, prefix)
+                        step.backlog, step.drain_s = await _drain(store, prefix)
                         cpu_ms = await cpu.per_event(before, count)
                         steps.append(step)
                         out(_ack_line(step))
@@ -491,7 +503,7 @@ async def bench_ingest(
                 finally:
                     await cpu.aclose()
         finally:
-            deleted = await _delete_prefix(redis_url, prefix)
+            deleted = await _delete_prefix(store, prefix)
             for name in ("serve", "worker"):
                 _show_server_log(Path(tmp) / f"{name}.log", out)
     return IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, stats["calls"], deleted, platform)
@@ -552,6 +564,43 @@ def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
     return lines
 
 
+def report_figures(report: IngestReport, threads: int, turns: int) -> dict[str, Any]:
+    """The figures of a run, as the one JSON document `--json` prints."""
+
+    def ms(samples: list[float], q: float) -> float | None:
+        return round(percentile(samples, q) / 1000, 2) if samples else None
+
+    steps = [
+        {
+            "rate": step.rate,
+            "sent": step.sent,
+            "ok": step.ok,
+            "errors": dict(step.errors),
+            "achieved_per_s": round(step.achieved, 1),
+            "p50_ms": ms(step.latencies_us, 0.5),
+            "p99_ms": ms(step.latencies_us, 0.99),
+            "max_ms": round(max(step.latencies_us) / 1000, 2) if step.latencies_us else None,
+            "backlog": step.backlog,
+            "drain_s": round(step.drain_s, 2),
+        }
+        for step in report.steps
+    ]
+    e2e: dict[str, Any] = {"threads": threads, "turns": turns}
+    if report.e2e_us:
+        e2e |= {
+            "p50_ms": ms(report.e2e_us, 0.5),
+            "p99_ms": ms(report.e2e_us, 0.99),
+            "turns_per_s": round(report.e2e_turns / report.e2e_s, 1),
+            "cpu_ms_per_turn": {k: round(v, 3) for k, v in report.e2e_cpu_ms.items()},
+        }
+    return {
+        "ack": steps,
+        "sustained_rate": report.sustained,
+        "worker_kept_up_rate": report.worker_kept_up,
+        "end_to_end": e2e,
+    }
+
+
 async def run_ingest_bench(
     settings: Settings,
     rates: Sequence[int],
@@ -560,42 +609,83 @@ async def run_ingest_bench(
     turns: int,
     split: bool = False,
     platform: str = "slack",
+    workers: Sequence[int] | None = None,
+    backlog: int | None = None,
+    as_json: bool = False,
 ) -> int:
+    """`workers`: measure these numbers of worker processes instead (bot/bench/workers.py).
+    `as_json`: one JSON document of the figures on stdout; the running commentary goes to
+    stderr."""
     if not settings.redis_url:
         raise SettingsError(
             "REDIS_URL: required for `clawgate bench ingest` (the server under test and the "
             "bench share it; keys go under a throwaway prefix, deleted afterwards)"
         )
+    store = BenchStore(settings.redis_url, settings.redis_cluster, settings.partitions)
     prefix = f"{settings.redis_prefix}-bench-ingest-{time.time_ns()}"
-    topology = (
-        "clawgate serve without its worker + one clawgate worker process"
-        if split
-        else "clawgate serve with its in-process worker"
-    )
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr if as_json else sys.stdout, flush=as_json)
+
+    if workers:
+        topology = "clawgate serve without its worker + " + " / ".join(map(str, workers))
+        topology += " clawgate worker process(es)"
+    elif split:
+        topology = "clawgate serve without its worker + one clawgate worker process"
+    else:
+        topology = "clawgate serve with its in-process worker"
     fake = PLATFORMS[platform].api
-    print(
+    say(
         f"{topology} (demo model) against a fake {fake} in its own process; "
-        f"redis {settings.redis_url}, prefix {prefix} (deleted afterwards)"
+        f"{store.describe()}, prefix {prefix} (deleted afterwards)"
     )
-    print(
+    say(
         f"this machine has {os.cpu_count()} CPUs, shared by the server, Redis, the fake {fake} "
         "and this load generator"
     )
+    document: dict[str, Any] = {
+        "bench": "ingest",
+        "platform": platform,
+        "cpus": os.cpu_count(),
+        "redis": {"cluster": store.cluster, "inbox_partitions": store.partitions},
+    }
     try:
-        report = await bench_ingest(
-            settings.redis_url,
-            prefix,
-            platform=platform,
-            rates=rates,
-            duration=duration,
-            threads=threads,
-            turns=turns,
-            split=split,
-        )
-    except (BenchError, aiohttp.ClientError, RedisError, OSError) as exc:
+        if workers:
+            from bot.bench.workers import DEFAULT_BACKLOG, bench_workers  # noqa: PLC0415
+
+            steps = await bench_workers(
+                store,
+                prefix,
+                counts=workers,
+                backlog=backlog or DEFAULT_BACKLOG,
+                platform=platform,
+                threads=threads,
+                turns=turns,
+                out=say,
+            )
+            document |= {"topology": "workers", "workers": [s.figures() for s in steps]}
+        else:
+            report = await bench_ingest(
+                settings.redis_url,
+                prefix,
+                cluster=store.cluster,
+                partitions=store.partitions,
+                platform=platform,
+                rates=rates,
+                duration=duration,
+                threads=threads,
+                turns=turns,
+                split=split,
+                out=say,
+            )
+            for line in _verdicts(report, threads, turns):
+                say(line)
+            document |= {"topology": "split" if split else "in-process worker"}
+            document |= report_figures(report, threads, turns)
+    except FAILED as exc:
         for line in (str(exc) or type(exc).__name__).splitlines():
             print(f"clawgate: bench ingest: {line}", file=sys.stderr)
         return 1
-    for line in _verdicts(report, threads, turns):
-        print(line)
+    if as_json:
+        print(json.dumps(document))
     return 0

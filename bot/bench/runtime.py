@@ -2,17 +2,18 @@
 
 runtime: what the executor and middleware chain cost per tool call against calling the tool
 directly, demo-model turns per second, and a bash call in the bwrap sandbox against the same
-call uncontained (plus the judge's cost for a typical command). approval: the suspend ->
-approve -> resume -> final round trip through Redis, and checkpoint writes with 10 vs 10,000
-prior messages."""
+call uncontained (plus the judge's cost for a typical command). approval (bot/bench/approval.py):
+suspend and resume at each history length. With `--json`, one JSON document of the figures."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -21,19 +22,12 @@ from runtime.agent import Runtime, RuntimeConfig
 from runtime.approval.store import ApprovalStore
 from runtime.channel import Event
 from runtime.executor import ToolExecutor
-from runtime.loop import RunState, Suspension
 from runtime.middleware.default import default_chain
 from runtime.models import (
     Actor,
-    AssistantMessage,
     ConversationRef,
-    Message,
-    RunResult,
     StopReason,
     ToolCall,
-    ToolResult,
-    ToolStatus,
-    UserMessage,
 )
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
@@ -99,15 +93,15 @@ def _policies(redis: Redis, keys: Keys, gated: bool = False) -> PolicyService:
 
 
 @contextlib.asynccontextmanager
-async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> AsyncIterator[Runtime]:
+async def bench_runtime(settings: Settings, workdir: Path, gated: bool) -> AsyncIterator[Runtime]:
     """A runtime on the demo model under a throwaway key prefix, removed afterwards."""
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     keys = Keys(f"{settings.redis_prefix}-bench-{time.time_ns()}")
     try:
         approvals = ApprovalStore(redis, keys)
         policies = _policies(redis, keys, gated)
         history = HistoryStore(redis, keys)
-        config = RuntimeConfig(workdir=workdir)
+        config = RuntimeConfig(workdir=workdir, context_budget=settings.context_budget)
         # As `clawgate serve` runs: audit trail on, tracing in the configured mode.
         tracer = Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl))
         yield Runtime(
@@ -129,7 +123,7 @@ async def _bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Asyn
 
 async def bench_tool_calls(calls: int, settings: Settings, workdir: Path) -> dict[str, list[float]]:
     """The chain as a model step runs it: the step's policy is already on the context."""
-    redis = connect(settings.redis_url)
+    redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     policies = _policies(redis, Keys("bench"))
     approvals = ApprovalStore(redis, Keys("bench"))
     executor = ToolExecutor(
@@ -149,7 +143,7 @@ async def bench_tool_calls(calls: int, settings: Settings, workdir: Path) -> dic
 
 
 async def bench_turns(turns: int, settings: Settings, workdir: Path) -> tuple[float, list[float]]:
-    async with _bench_runtime(settings, workdir, gated=False) as runtime:
+    async with bench_runtime(settings, workdir, gated=False) as runtime:
         samples = []
         started = time.perf_counter()
         for i in range(turns):
@@ -159,53 +153,6 @@ async def bench_turns(turns: int, settings: Settings, workdir: Path) -> tuple[fl
             if result.stop_reason is not StopReason.FINAL:
                 raise RuntimeError(f"bench turn ended with {result.stop_reason}")
         return turns / (time.perf_counter() - started), samples
-
-
-async def bench_approval_round_trips(rounds: int, settings: Settings, workdir: Path) -> list[float]:
-    """suspend -> decide -> resume -> final, through Redis, per round."""
-    async with _bench_runtime(settings, workdir, gated=True) as runtime:
-        samples = []
-        for i in range(rounds):
-            t0 = time.perf_counter_ns()
-            asked = await runtime.run(f"bench:{i}", "call noop {}", ACTOR, CONVERSATION)
-            assert asked.approval_id is not None, asked
-            decision = await runtime.decide(asked.approval_id, True, ACTOR, CONVERSATION)
-            samples.append((time.perf_counter_ns() - t0) / 1000)
-            if decision.run is None or decision.run.stop_reason is not StopReason.FINAL:
-                raise RuntimeError(f"bench round ended with {decision}")
-        return samples
-
-
-async def bench_checkpoint_writes(
-    writes: int, prior_messages: int, settings: Settings, workdir: Path
-) -> list[float]:
-    """Time of the suspension step (approval record + checkpoint + the turn's history write,
-    notice) in a session that already holds `prior_messages` messages."""
-    async with _bench_runtime(settings, workdir, gated=True) as runtime:
-        session = f"bench:cp{prior_messages}"
-        filler = [UserMessage(content=f"message {i}") for i in range(prior_messages)]
-        for chunk in range(0, len(filler), 1000):
-            await runtime.history.append(session, *filler[chunk : chunk + 1000])
-        history = await runtime.history.load(session)
-        call = ToolCall(id="call_1", name="noop", arguments="{}")
-        result = RunResult(session=session, stop_reason=StopReason.APPROVAL_REQUIRED, steps=1)
-        samples = []
-        for _ in range(writes):
-            ctx = ToolContext(session, workdir, actor=ACTOR, conversation=CONVERSATION)
-            state = RunState(session, history, ctx, NullChannel().send_event)
-            pending = ToolResult(
-                call_id="call_1",
-                tool="noop",
-                status=ToolStatus.SUSPENDED,
-                model_text="",
-                display="",
-            )
-            turn: list[Message] = [AssistantMessage(tool_calls=[call])]
-            suspension = Suspension(1, [call], 0, [], pending, turn)
-            t0 = time.perf_counter_ns()
-            await runtime.suspender.suspend(state, suspension, result)
-            samples.append((time.perf_counter_ns() - t0) / 1000)
-        return samples
 
 
 BASH_COMMAND = "ls -la && git status --short 2>/dev/null | head -5"
@@ -236,54 +183,94 @@ async def bench_bash_calls(calls: int, workdir: Path) -> dict[str, list[float]]:
     return samples
 
 
+def _figures(samples: list[float]) -> dict[str, float]:
+    return {
+        "p50_us": round(percentile(samples, 0.5), 1),
+        "p99_us": round(percentile(samples, 0.99), 1),
+    }
+
+
 def _line(label: str, samples: list[float]) -> str:
-    return (
-        f"{label:<44} p50 {percentile(samples, 0.5):9.1f} us   "
-        f"p99 {percentile(samples, 0.99):9.1f} us"
-    )
+    return _shown(label, _figures(samples))
 
 
-def _print_bash(samples: dict[str, list[float]]) -> None:
-    print(_line("risk judge, one bash command", samples.pop("judge")))
-    for label, values in samples.items():
-        print(_line(f"bash call, {label}", values))
-    if "bwrap, read-only" not in samples:
-        print("bash sandbox: bwrap unavailable here, no contained figures")
-        return
-    bare, boxed = (
-        percentile(samples["uncontained"], 0.5),
-        percentile(samples["bwrap, read-only"], 0.5),
-    )
-    print(f"sandbox cost per bash call: p50 {boxed - bare:.0f} us, ratio {boxed / bare:.2f}x")
+def _shown(label: str, figures: dict[str, float]) -> str:
+    return f"{label:<44} p50 {figures['p50_us']:9.1f} us   p99 {figures['p99_us']:9.1f} us"
+
+
+async def runtime_figures(
+    settings: Settings, workdir: Path, calls: int, turns: int, bash_calls: int
+) -> dict[str, Any]:
+    """Figures of `clawgate bench runtime` (times in microseconds)."""
+    r = await bench_tool_calls(calls, settings, workdir)
+    direct, chained = percentile(r["direct"], 0.5), percentile(r["chain"], 0.5)
+    rate, samples = await bench_turns(turns, settings, workdir)
+    bash = await bench_bash_calls(bash_calls, workdir)
+    figures: dict[str, Any] = {
+        "store": "redis" if settings.redis_url else "embedded",
+        "tool_call": {
+            "direct": _figures(r["direct"]),
+            "chain": _figures(r["chain"]),
+            "overhead_p50_us": round(chained - direct, 1),
+            "ratio": round(chained / direct, 2),
+        },
+        "turn": {**_figures(samples), "per_second": round(rate)},
+        "judge": _figures(bash.pop("judge")),
+        "bash": {label: _figures(values) for label, values in bash.items()},
+    }
+    if "bwrap, read-only" in bash:
+        bare = percentile(bash["uncontained"], 0.5)
+        boxed = percentile(bash["bwrap, read-only"], 0.5)
+        figures["sandbox_cost"] = {"p50_us": round(boxed - bare), "ratio": round(boxed / bare, 2)}
+    return figures
+
+
+def runtime_lines(figures: dict[str, Any]) -> list[str]:
+    calls, turn = figures["tool_call"], figures["turn"]
+    store = "redis" if figures["store"] == "redis" else "embedded store"
+    lines = [
+        _shown("tool call, direct", calls["direct"]),
+        _shown("tool call, executor + middleware chain", calls["chain"]),
+        f"chain overhead per call: p50 {calls['overhead_p50_us']:.1f} us, "
+        f"ratio {calls['ratio']:.1f}x   (target: overhead p50 <= 100 us)",
+        _shown(f"demo-model turn ({store})", turn),
+        f"turns per second: {turn['per_second']}",
+        _shown("risk judge, one bash command", figures["judge"]),
+    ]
+    lines += [_shown(f"bash call, {label}", values) for label, values in figures["bash"].items()]
+    cost = figures.get("sandbox_cost")
+    if cost is None:
+        lines.append("bash sandbox: bwrap unavailable here, no contained figures")
+    else:
+        lines.append(
+            f"sandbox cost per bash call: p50 {cost['p50_us']:.0f} us, ratio {cost['ratio']:.2f}x"
+        )
+    return lines
 
 
 async def run_bench(
-    settings: Settings, target: str, calls: int, turns: int, bash_calls: int = 200
+    settings: Settings,
+    target: str,
+    calls: int,
+    turns: int,
+    bash_calls: int = 200,
+    history: list[int] | None = None,
+    as_json: bool = False,
 ) -> int:
-    store = f"redis {settings.redis_url}" if settings.redis_url else "embedded store"
+    """`clawgate bench runtime|approval`: the figures as lines, or one JSON document."""
+    from bot.bench.approval import (  # noqa: PLC0415 - it imports this module
+        DEFAULT_HISTORY,
+        approval_lines,
+        run_approval_bench,
+    )
+
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if target == "runtime":
-            r = await bench_tool_calls(calls, settings, workdir)
-            print(_line("tool call, direct", r["direct"]))
-            print(_line("tool call, executor + middleware chain", r["chain"]))
-            direct, chained = percentile(r["direct"], 0.5), percentile(r["chain"], 0.5)
-            print(
-                f"chain overhead per call: p50 {chained - direct:.1f} us, "
-                f"ratio {chained / direct:.1f}x   (target: overhead p50 <= 100 us)"
-            )
-            rate, samples = await bench_turns(turns, settings, workdir)
-            print(_line(f"demo-model turn ({store})", samples))
-            print(f"turns per second: {rate:.0f}")
-            _print_bash(await bench_bash_calls(bash_calls, workdir))
-            return 0
-        trips = await bench_approval_round_trips(turns, settings, workdir)
-        print(_line(f"approval round trip ({store})", trips))
-        print("  (suspend -> approve -> resume -> final answer; target p99 <= 10000 us)")
-        small = await bench_checkpoint_writes(turns, 10, settings, workdir)
-        large = await bench_checkpoint_writes(turns, 10_000, settings, workdir)
-        print(_line("checkpoint write, 10 prior messages", small))
-        print(_line("checkpoint write, 10,000 prior messages", large))
-        ratio = percentile(large, 0.5) / percentile(small, 0.5)
-        print(f"checkpoint write ratio 10,000 / 10 (p50): {ratio:.2f}   (target <= 1.5)")
+            figures = await runtime_figures(settings, workdir, calls, turns, bash_calls)
+            lines = runtime_lines(figures)
+        else:
+            figures = await run_approval_bench(settings, workdir, turns, history or DEFAULT_HISTORY)
+            lines = approval_lines(figures)
+    print(json.dumps(figures, indent=2) if as_json else "\n".join(lines))
     return 0

@@ -23,13 +23,13 @@ from runtime.approval.store import ApprovalStore, Transition
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.metrics import APPROVALS, DECISION_SECONDS
-from runtime.models import Actor, ConversationRef, Message, RunResult, ToolResult, ToolStatus
+from runtime.models import Actor, ConversationRef, RunResult, ToolResult, ToolStatus
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.redact import redact_text
 from runtime.risk.signature import standing_rule
-from runtime.store.history import encode_message, parse_history
+from runtime.store.history import Window, encode_message
 
 REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
 
@@ -49,12 +49,12 @@ def refused(message: str) -> Decision:
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """A recorded decision: the record, its checkpoint, the session's history right after the
-    decision, and for a rejection the result it recorded for the call."""
+    """A recorded decision: the record, its checkpoint, the window of the session's history
+    right after the decision, and for a rejection the result it recorded for the call."""
 
     record: ApprovalRecord
     checkpoint: Checkpoint
-    history: list[Message]
+    window: Window
     rejection: ToolResult | None
     held: int  # messages held when a rejection released the session
     # The conversation's policy read for the decision, and when: the resumed run uses it.
@@ -157,7 +157,7 @@ class Decisions:
             record, checkpoint = edited.record, edited.checkpoint
         call = checkpoint.calls[checkpoint.index]
         rejected = None if approve else rejection(call, actor, reason)
-        transition, raw_history = await self.approvals.decide(
+        transition, window = await self.approvals.decide(
             record,
             approve,
             actor.key,
@@ -169,6 +169,7 @@ class Decisions:
             rejection=encode_message(rejected.to_message()) if rejected else "",
             last=is_last(checkpoint),
             job=job,
+            window=True,
         )
         if transition.outcome == "retaken":
             return Retaken(record, checkpoint)
@@ -197,10 +198,11 @@ class Decisions:
             conversation=record.conversation.id,
             trace=checkpoint.trace_id,
         )
+        assert window is not None  # read for every decision made
         return Decided(
             decided,
             checkpoint,
-            parse_history(raw_history),
+            window,
             rejected,
             transition.held,
             policy,

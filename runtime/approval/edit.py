@@ -89,7 +89,10 @@ class CallEditor:
             )
             return f"the edited arguments are invalid for {record.tool}: {problems}"
         values = args.model_dump(mode="json", exclude_unset=True)
-        judged = self.policies.risk_policy(policy.risk).assess(record.tool, values, self.workdir)
+        risk = self.policies.risk_policy(policy.risk)
+        judged = tool.judge(values, risk.safe_tools) or risk.assess(
+            record.tool, values, self.workdir
+        )
         if judged.verdict is Verdict.DENY:
             return "the edited call is refused by the risk policy: " + "; ".join(judged.reasons)
         old = checkpoint.calls[checkpoint.index]
@@ -100,6 +103,8 @@ class CallEditor:
         edited_checkpoint = checkpoint.model_copy(update={"calls": calls, "edit": change})
         canonical = canonical_arguments(call)
         reasons = list(judged.reasons) or ["edited by an approver"]
+        if tool.signature is not None and not any(tool.signature in r for r in reasons):
+            reasons.append(f"edited for tool signature {tool.signature}")  # what it runs with
         edited = record.model_copy(
             update={
                 "arguments": canonical,

@@ -50,7 +50,7 @@ return {'ok', tostring(now), tostring(expires)}
 """
 )
 
-# KEYS: approval, pending, session audit, history, held, run
+# KEYS: approval, pending, session audit, history, held, run, summary
 # ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash,
 #       worker, rejection result message json ('' = none), '1' = last call of its batch,
 #       the deciding job ('' = none)
@@ -58,7 +58,9 @@ return {'ok', tostring(now), tostring(expires)}
 # worker: there is no window in which it is approved but owned by nobody. A rejection records
 # the call's result in history at once. The deciding job is kept with the decision and becomes
 # the session's run (see runtime/store/runs.py): delivered again, it is told {'retaken',
-# status} and continues what it began. A decision answers with the history as it now stands.
+# status} and continues what it began. A decision answers with the history's length as it now
+# stands and the session's context summary: the resumed run reads its window right after, with
+# a plain LRANGE (see runtime/store/history.py), never through this script.
 DECIDE = (
     _PRELUDE
     + """
@@ -118,7 +120,7 @@ else
   record_result(ARGV[8], ARGV[9])
 end
 return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5]),
-  redis.call('LRANGE', KEYS[4], 0, -1)}
+  redis.call('LLEN', KEYS[4]), redis.call('HGET', KEYS[7], 'record') or ''}
 """
 )
 

@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from runtime.approval.models import ApprovalRecord, Checkpoint
-from runtime.approval.store import Transition
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
+from runtime.approval.store import ApprovalStore, Transition
 from runtime.channel import ApprovalNotice
 from runtime.models import (
     Actor,
@@ -152,3 +152,21 @@ def not_executed(call: ToolCall, why: str) -> ToolResult:
         model_text=f"not executed: {why}",
         display=f"{call.name} not executed: {why}",
     )
+
+
+OPEN = (ApprovalStatus.PENDING, ApprovalStatus.EXECUTING)
+
+
+async def open_notices(
+    approvals: ApprovalStore, conversation: ConversationRef | None = None
+) -> list[ApprovalNotice]:
+    """The notices of open approvals (pending or executing), of one conversation or all."""
+    notices = []
+    for approval_id in await approvals.open_ids():
+        loaded = await approvals.load(approval_id)
+        if loaded is None or loaded[0].status not in OPEN:
+            continue
+        record = loaded[0]
+        if conversation is None or record.conversation.id == conversation.id:
+            notices.append(notice_of(record))
+    return notices

@@ -20,6 +20,7 @@ from redis.asyncio.client import Pipeline
 from runtime.approval import lua
 from runtime.approval.grants import GrantStore
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
+from runtime.store.history import Window, read_window
 from runtime.store.keys import Keys
 
 # Stored once as JSON; everything else lives in hash fields the scripts update.
@@ -98,6 +99,7 @@ class ApprovalStore:
             self.keys.history(session),
             self.keys.held(session),
             self.keys.run(session),
+            self.keys.summary(session),
         ]
 
     def _pipeline(self) -> Pipeline:
@@ -228,14 +230,15 @@ class ApprovalStore:
         rejection: str = "",
         last: bool = False,
         job: str = "",
-    ) -> tuple[Transition, list[str]]:
+        window: bool = False,
+    ) -> tuple[Transition, Window | None]:
         """pending -> rejected (with `rejection`, the call's result message, recorded in history
         and the session released when `last`), or pending -> approved -> executing under
         `worker` (or expired, when found overdue); `job`, the deciding job, becomes the
-        session's run (`retaken` when it already decided this approval). Also returns the
-        session's history as it stands after the decision, read by the same script. On
-        approval the worker's liveness key and the sweeper's hint travel along: recovery
-        tells a crash by the liveness key's absence."""
+        session's run (`retaken` when it already decided this approval). With `window`, a
+        decision made also returns the window of history the resumed run goes on with, as
+        it stood right after the decision. On approval the worker's liveness key and the
+        sweeper's hint travel along: recovery tells a crash by the liveness key's absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         keys = self._session_keys(record.session, record.id)
         pipe = self._pipeline()
@@ -258,8 +261,12 @@ class ApprovalStore:
             job,
         )
         reply = (await pipe.execute())[-1]
-        history = reply[4] if len(reply) > 4 else []
-        return _transition(reply), [str(item) for item in history]
+        transition = _transition(reply)
+        if not (window and transition.ok):
+            return transition, None
+        # The resumed run goes on from where the summary ends (it never retakes its turn).
+        read = await read_window(self.redis, self.keys, record.session, int(reply[4]), reply[5])
+        return transition, read
 
     async def edit(
         self,

@@ -84,7 +84,7 @@ class Suspender:
             calls=suspension.calls,
             index=suspension.index,
             prior_results=suspension.prior,
-            history_len=len(state.history) + len(suspension.unsaved),
+            history_len=state.end + len(suspension.unsaved),  # the session's, not the window's
             trace_id=current_trace_id(),
         )
         arguments = canonical_arguments(call)

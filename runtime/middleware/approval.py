@@ -48,12 +48,17 @@ class HumanApprovalMiddleware:
             verdict = effective.verdict(name)
             if verdict.state == "ask":
                 always_ask = f"{name} always asks for approval here ({verdict.source})"
+                if invocation.tool.signature is not None:  # what the approval is bound to
+                    always_ask += f" (tool signature {invocation.tool.signature})"
         decision = await assess(risk, invocation)
         if decision.verdict is Verdict.DENY:
             # Even an approval cannot let a catastrophic call through.
             why = "refused by the risk policy: " + "; ".join(decision.reasons)
             return denied(invocation, why, decision.reasons)
         if invocation.grant is not None:
+            changed = await self._changed_since_approval(invocation, invocation.grant)
+            if changed is not None:
+                return denied(invocation, changed)
             return await call_next(approved(invocation))
         if always_ask is not None:
             # "Always" means always: standing rules do not cover these tools.
@@ -70,6 +75,22 @@ class HumanApprovalMiddleware:
                 return await call_next(approved(invocation))
         return suspended(invocation, reasons)
 
+    async def _changed_since_approval(self, invocation: ToolInvocation, grant: str) -> str | None:
+        """Why an approved call may not run because its tool changed since a human approved
+        it (an MCP tool re-listed with another schema): its approval's reasons name the
+        signature it was approved for. None when it may run."""
+        signature = invocation.tool.signature
+        if signature is None:
+            return None
+        loaded = await self.store.load(grant)
+        reasons = loaded[0].reasons if loaded is not None else []
+        if any(f"signature {signature}" in reason for reason in reasons):
+            return None
+        return (
+            f"{invocation.tool.name} changed on its server since this call was approved (it "
+            f"now has signature {signature}); ask again"
+        )
+
 
 def approved(invocation: ToolInvocation) -> ToolInvocation:
     """The call as a human approved it: it runs with the access of an approved call."""
@@ -85,6 +106,9 @@ async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
     command (or one that expands globs against the disk) is judged in a thread, so that no
     input can hold up every other conversation of the process."""
     arguments = invocation.args.model_dump(mode="json")
+    own = invocation.tool.judge(arguments, risk.safe_tools)
+    if own is not None:  # a tool the rules cannot know (MCP) judges itself
+        return own
     name, workdir = invocation.tool.name, invocation.context.workdir
     command = arguments.get("command")
     if (

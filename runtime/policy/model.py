@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runtime.mcp.config import McpRules, ServerConfig, is_mcp_name, split_name
 from runtime.risk.policy import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
@@ -169,6 +170,8 @@ class ScopeRules(_Strict):
     risk: RiskRules = Field(default_factory=RiskRules)
     approvals: ApprovalRules = Field(default_factory=ApprovalRules)
     access: AccessRules = Field(default_factory=AccessRules)
+    # MCP servers whose tools exist in this scope (docs/mcp.md).
+    mcp: McpRules = Field(default_factory=McpRules)
 
 
 class PolicyDocument(ScopeRules):
@@ -176,8 +179,38 @@ class PolicyDocument(ScopeRules):
 
     conversations: dict[Scope, ScopeRules] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _one_server_per_name(self) -> PolicyDocument:
+        # A tool name (`<server>.<tool>`) must say which server it belongs to.
+        seen: set[str] = set()
+        for rules in (self, *self.conversations.values()):
+            for name in [*rules.mcp.stdio, *rules.mcp.http]:
+                if name in seen:
+                    raise ValueError(f"the MCP server name {name!r} is configured twice")
+                seen.add(name)
+        return self
+
     def at(self, scope: str) -> ScopeRules | None:
         return self if scope == GLOBAL else self.conversations.get(scope)
+
+    def mcp_servers(self) -> dict[str, tuple[str, ServerConfig]]:
+        """Every MCP server the file configures: name -> (the scope it serves, its rules)."""
+        found: dict[str, tuple[str, ServerConfig]] = {}
+        for scope, rules in [(GLOBAL, self), *self.conversations.items()]:
+            for name, server in rules.mcp.servers().items():
+                found[name] = (scope, server)
+        return found
+
+    def unknown_tools(self, tools: set[str] | frozenset[str]) -> list[str]:
+        """The tool names the file mentions that are neither among `tools` nor a tool (or
+        `<server>.*`) of a server it configures: MCP tools are known only once their server
+        lists them, so their own names cannot be checked here."""
+        servers = self.mcp_servers()
+        return sorted(
+            name
+            for name in self.tools_named() - set(tools)
+            if not (is_mcp_name(name) and split_name(name)[0] in servers and split_name(name)[1])
+        )
 
     def tools_named(self) -> set[str]:
         """Every tool name the file mentions, to catch typos."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
+from runtime.mcp.config import is_mcp_name, names, server_wildcard, split_name
 from runtime.models import Actor
 from runtime.policy.approvers import ApproverPolicy
 from runtime.policy.model import (
@@ -97,6 +98,8 @@ class EffectivePolicy:
     def quorum(self, tool: str, reasons: Iterable[str]) -> int:
         """How many distinct approvers a call of `tool` with these risk reasons needs."""
         needed = [self.quorum_tools.get(tool, 1)]
+        if is_mcp_name(tool):
+            needed.append(self.quorum_tools.get(server_wildcard(tool), 1))
         needed += [
             n
             for pattern, n in self.quorum_reasons.items()
@@ -120,6 +123,11 @@ class EffectivePolicy:
             approvers=self.approvers,
             requester_may_approve=self.requester_may_approve,
         )
+
+
+# Why an MCP tool nobody enabled is off: not a decision an admin made, so a narrower admin
+# may lift it (runtime.policy.service).
+MCP_OFF = "MCP tools are off until the policy allows them (/policy allow <server>.<tool>)"
 
 
 def file_label(scope: str) -> str:
@@ -151,9 +159,10 @@ def resolve(
         for scope in scopes_of(conversation_id)
     ]
     sources: dict[str, str] = {}
+    servers = {name: scope for name, (scope, _) in document.mcp_servers().items()}
     return EffectivePolicy(
         conversation=conversation_id,
-        tools={tool: _tool_verdict(tool, layers, defaults) for tool in tools},
+        tools={tool: _tool_verdict(tool, layers, defaults, servers) for tool in tools},
         risk=_risk(layers, sources, defaults.locked_paths),
         admins=_people(layers, "admins", defaults.admins, defaults.admins_from, sources),
         approvers=_people(layers, "approvers", defaults.approvers, "CLAWGATE_APPROVERS", sources),
@@ -175,32 +184,69 @@ def resolve(
     )
 
 
-def _tool_verdict(tool: str, layers: Sequence[_Layer], defaults: Defaults) -> ToolVerdict:
-    if tool not in defaults.enabled:
-        return ToolVerdict("off", "not in CLAWGATE_ENABLED_TOOLS")
+def _override(layer: _Layer, tool: str) -> Override | None:
+    """The layer's override of `tool`: its own, else (an MCP tool) its server's `<server>.*`."""
+    found = layer.overrides.get(tool)
+    if found is None and is_mcp_name(tool):
+        found = layer.overrides.get(server_wildcard(tool))
+    return found
+
+
+def _mcp_out_of_scope(
+    tool: str, layers: Sequence[_Layer], servers: Mapping[str, str]
+) -> ToolVerdict | None:
+    """An MCP tool exists only where its server is configured (that scope and narrower)."""
+    scope = servers.get(split_name(tool)[0])
+    if scope is None:
+        return ToolVerdict("off", "its MCP server is not configured")
+    if scope not in {layer.scope for layer in layers}:
+        return ToolVerdict("off", f"its MCP server serves {scope_label(scope)} only")
+    return None
+
+
+def _denied(tool: str, layers: Sequence[_Layer]) -> ToolVerdict | None:
     denials = []
     for layer in layers:
-        if layer.rules and tool in layer.rules.tools.deny:
+        if layer.rules and names(tool, layer.rules.tools.deny):
             denials.append(file_label(layer.scope))
-        override = layer.overrides.get(tool)
+        override = _override(layer, tool)
         if override is not None and override.state == "deny":
             denials.append(override_label(layer.scope, override))
     if denials:
         return ToolVerdict("deny", denials[-1])  # the most specific, for the explanation
-    allowed_by = "default: CLAWGATE_ENABLED_TOOLS"
+    return None
+
+
+def _tool_verdict(
+    tool: str, layers: Sequence[_Layer], defaults: Defaults, servers: Mapping[str, str]
+) -> ToolVerdict:
+    """`servers`: each MCP server's name -> the scope it serves."""
+    mcp = is_mcp_name(tool)
+    if mcp:
+        off = _mcp_out_of_scope(tool, layers, servers)
+        if off is not None:
+            return off
+    elif tool not in defaults.enabled:
+        return ToolVerdict("off", "not in CLAWGATE_ENABLED_TOOLS")
+    denied = _denied(tool, layers)
+    if denied is not None:
+        return denied
+    allowed_by = None if mcp else "default: CLAWGATE_ENABLED_TOOLS"
     for layer in reversed(layers):
-        override = layer.overrides.get(tool)
+        override = _override(layer, tool)
         if override is not None:  # an allow (a deny was handled above)
             allowed_by = override_label(layer.scope, override)
             break
         allow = layer.rules.tools.allow if layer.rules else None
         if allow is not None:
-            if tool not in allow:
+            if not names(tool, allow):
                 return ToolVerdict("deny", f"not in the allow list of {file_label(layer.scope)}")
             allowed_by = file_label(layer.scope)
             break
+    if allowed_by is None:
+        return ToolVerdict("off", MCP_OFF)
     for layer in reversed(layers):
-        if layer.rules and tool in layer.rules.tools.ask:
+        if layer.rules and names(tool, layer.rules.tools.ask):
             return ToolVerdict("ask", f"always asks: {file_label(layer.scope)}")
     return ToolVerdict("allow", allowed_by)
 

@@ -7,11 +7,13 @@ import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from redis.asyncio import Redis
 
 from runtime.audit import AuditLog
+from runtime.mcp.config import WILDCARD, is_mcp_name, split_name
 from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import (
@@ -24,6 +26,7 @@ from runtime.policy.model import (
     scopes_of,
 )
 from runtime.policy.resolve import (
+    MCP_OFF,
     Defaults,
     EffectivePolicy,
     Overrides,
@@ -47,6 +50,17 @@ class PolicyUsageError(PolicyChangeError):
     """A change that names no known tool or no valid scope."""
 
 
+class ToolCatalog(Protocol):
+    """Tools that come and go while the process runs (the MCP servers' tools)."""
+
+    def names(self) -> Sequence[str]:
+        """The tools known right now."""
+
+    async def settled(self) -> None:
+        """Return once every source has given its first answer (bounded in time), so that
+        a first run does not miss tools that are still being listed."""
+
+
 def document_hash(document: PolicyDocument) -> str:
     return hashlib.sha256(document.model_dump_json().encode()).hexdigest()[:12]
 
@@ -64,20 +78,48 @@ class PolicyService:
         tools: Sequence[str],
         document: PolicyDocument | None = None,
         audit: AuditLog | None = None,
+        catalog: ToolCatalog | None = None,
     ) -> None:
-        """`tools` are every tool the process knows, in the order the model is shown them."""
+        """`tools` are the built-in tools the process knows, in the order the model is shown
+        them; `catalog` adds the MCP servers' tools, which change while it runs."""
         self.redis = redis
         self.key = keys.policy_overrides()
         self.defaults = defaults
-        self.tools = tuple(tools)
+        self.builtin = tuple(tools)
+        self.catalog = catalog
         self.document = document or PolicyDocument()
         self.audit = audit
         self._risk: dict[str, RiskPolicy] = {}
+        # Told of each new policy file (the MCP servers follow it).
+        self.watchers: list[Callable[[PolicyDocument], None]] = []
 
-    async def overrides(self, conversation_id: str) -> dict[str, dict[str, Override]]:
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """Every tool the process knows right now."""
+        if self.catalog is None:
+            return self.builtin
+        return tuple(dict.fromkeys([*self.builtin, *self.catalog.names()]))
+
+    def _override_names(self) -> list[str]:
+        """What an override may name: a tool, or every tool of an MCP server (`github.*`)."""
+        servers = [f"{name}.{WILDCARD}" for name in self.document.mcp_servers()]
+        return [*self.tools, *servers]
+
+    def _nameable(self, tool: str) -> bool:
+        """A tool an override may name: a known one, or one of a configured MCP server (it may
+        be down, or list the tool later)."""
+        if tool in self.tools:
+            return True
+        server, name = split_name(tool)
+        return is_mcp_name(tool) and bool(name) and server in self.document.mcp_servers()
+
+    async def overrides(
+        self, conversation_id: str, also: Sequence[str] = ()
+    ) -> dict[str, dict[str, Override]]:
         """The overrides that can apply to one conversation (each scope of it x each tool):
         one round trip however many conversations have overrides."""
-        fields = [(s, t) for s in scopes_of(conversation_id) for t in self.tools]
+        named = dict.fromkeys([*self._override_names(), *also])
+        fields = [(s, t) for s in scopes_of(conversation_id) for t in named]
         values = await self.redis.hmget(self.key, [f"{s}{SEPARATOR}{t}" for s, t in fields])
         found: dict[str, dict[str, Override]] = {}
         for (scope, tool), value in zip(fields, values, strict=True):
@@ -103,8 +145,13 @@ class PolicyService:
             )
         return refusal
 
-    def resolve(self, conversation_id: str, overrides: Overrides) -> EffectivePolicy:
-        return resolve(self.document, overrides, conversation_id, self.defaults, self.tools)
+    def resolve(
+        self, conversation_id: str, overrides: Overrides, also: Sequence[str] = ()
+    ) -> EffectivePolicy:
+        """`also`: names to judge besides the known tools (an MCP tool not listed right now,
+        or `<server>.*`, which an override may name)."""
+        tools = (*self.tools, *(name for name in also if name not in self.tools))
+        return resolve(self.document, overrides, conversation_id, self.defaults, tools)
 
     async def for_context(
         self, ctx: ToolContext, also_enabled: tuple[str, ...] = ()
@@ -118,6 +165,8 @@ class PolicyService:
     ) -> EffectivePolicy:
         """The policy of one conversation right now (one Redis round trip). `also_enabled`:
         tools to judge as if CLAWGATE_ENABLED_TOOLS held them (an explorer's `read`)."""
+        if self.catalog is not None:
+            await self.catalog.settled()
         overrides = await self.overrides(conversation_id)
         defaults = self.defaults
         if also_enabled:
@@ -141,6 +190,8 @@ class PolicyService:
         new = document_hash(document)
         if old == new:
             return False
+        for watcher in self.watchers:
+            watcher(document)
         if self.audit is not None:
             await self.audit.record("policy_reloaded", actor=origin, old=old, new=new)
         return True
@@ -166,12 +217,12 @@ class PolicyService:
             check_scope(scope)
         except ValueError as exc:
             problem = str(exc)
-        if problem is None and tool not in self.tools:
+        if problem is None and not self._nameable(tool):
             problem = f"unknown tool {tool!r}; tools: {', '.join(self.tools)}"
         if problem is not None:
             await self._audit("policy_refused", actor, scope, tool, new, None, why=problem)
             raise PolicyUsageError(problem)
-        overrides = await self.overrides(scope)
+        overrides = await self.overrides(scope, (tool,))
         old = overrides.get(scope, {}).get(tool)
         try:
             reach, message = self._check(scope, tool, state, actor, overrides, old)
@@ -181,7 +232,7 @@ class PolicyService:
         if message is not None:
             return message
         field = f"{scope}{SEPARATOR}{tool}"
-        before = self.resolve(scope, overrides).verdict(tool)
+        before = self.resolve(scope, overrides, (tool,)).verdict(tool)
         scoped = overrides.setdefault(scope, {})
         if state is None:
             scoped.pop(tool, None)
@@ -195,7 +246,7 @@ class PolicyService:
                 state=state, by=actor.key, at=int(time.time() * 1000), reach=reach
             )
             await self.redis.hset(self.key, field, scoped[tool].model_dump_json())
-        after = self.resolve(scope, overrides).verdict(tool)
+        after = self.resolve(scope, overrides, (tool,)).verdict(tool)
         await self._audit("policy_changed", actor, scope, tool, new, old, effective=after.state)
         return (
             f"{tool} in {scope_label(scope)}: now {describe_state(after.state)} "
@@ -231,7 +282,7 @@ class PolicyService:
             return reach, None
         trial = {s: dict(tools) for s, tools in overrides.items()}
         trial.setdefault(scope, {})[tool] = Override(state="allow", by=actor.key, at=0)
-        verdict = self.resolve(scope, trial).verdict(tool)
+        verdict = self.resolve(scope, trial, (tool,)).verdict(tool)
         if verdict.state in ("deny", "off"):
             raise PolicyChangeError(
                 f"{tool} stays {describe_state(verdict.state)} in {where}: {verdict.source}; "
@@ -240,8 +291,9 @@ class PolicyService:
         if reach != GLOBAL:
             # Without overrides of admins who reach as far or less: the file and wider admins.
             wider = {s: o for s, o in overrides.items() if _wider(s, reach)}
-            verdict = self.resolve(scope, wider).verdict(tool)
-            if verdict.state in ("deny", "off"):
+            verdict = self.resolve(scope, wider, (tool,)).verdict(tool)
+            # An MCP tool nobody enabled is off by default, not kept out by a wider admin.
+            if verdict.state == "deny" or (verdict.state == "off" and verdict.source != MCP_OFF):
                 raise PolicyChangeError(
                     f"{tool} is {describe_state(verdict.state)} in {where} by {verdict.source}; "
                     f"as an admin of {scope_label(reach)} you may not lift that"

@@ -7,6 +7,18 @@ from typing import Protocol, runtime_checkable
 
 from runtime.models import AssistantMessage, Message, ToolSpec
 
+# The system prompt of a request for a summary (runtime/context): a provider answers it like
+# any request (a real model writes the summary); the demo model recognizes it and answers
+# something deterministic.
+SUMMARY_PROMPT = (
+    "You keep the memory of a long conversation between a team and their engineering "
+    "assistant. Older messages no longer fit what the assistant is shown, so you replace them "
+    "by a summary. Given the summary so far and the messages that follow it, write the new "
+    "summary: what was asked and decided, what was done with which tools and what came out "
+    "(files, commands, errors, approvals), open questions and promises. Facts, names, paths "
+    "and numbers; no preamble. Stay within the length you are given."
+)
+
 
 class ProviderError(Exception):
     """The model could not answer; the message is safe and useful to show in chat."""

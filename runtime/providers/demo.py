@@ -7,6 +7,7 @@
     call <tool> <json arguments>   -> any tool with raw JSON arguments
 
 After the tools ran, the answer is their output. Anything else gets this grammar as a reply.
+Asked for a summary of a conversation (runtime/context), it lists the user's latest requests.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from collections.abc import Sequence
 from runtime.models import (
     AssistantMessage,
     Message,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     ToolSpec,
     ToolStatus,
     UserMessage,
 )
+from runtime.providers.base import SUMMARY_PROMPT
 
 GRAMMAR = (
     "I am the offline demo model. I understand:\n"
@@ -74,6 +77,9 @@ class DemoProvider:
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AssistantMessage:
         last = messages[-1] if messages else None
+        first = messages[0] if messages else None
+        if isinstance(first, SystemMessage) and first.content == SUMMARY_PROMPT:
+            return AssistantMessage(content=summarize(str(getattr(last, "content", "") or "")))
         if isinstance(last, ToolMessage):
             return AssistantMessage(content=_summarize_results(messages))
         if not isinstance(last, UserMessage):
@@ -92,6 +98,22 @@ class DemoProvider:
         return AssistantMessage(
             tool_calls=[ToolCall(id=f"demo_{step}", name=tool, arguments=arguments)]
         )
+
+
+_ASKED = re.compile(r"^\[(\d+)\] user(?: \([^)]*\))?: (.*)$", re.M)  # a request in the messages
+_LISTED = re.compile(r"^- \[(\d+)\] (.*)$", re.M)  # one in the summary so far
+
+
+def summarize(request: str) -> str:
+    """The demo's summary of a summarizing request (runtime/context): the latest user requests
+    of the summary so far and of the messages it was given, with their indices;
+    deterministic."""
+    asked = _LISTED.findall(request) + _ASKED.findall(request)
+    if not asked:
+        return "(demo summary) No user requests in the summarized messages."
+    lines = [f"- [{index}] {text[:80]}" for index, text in asked[-8:]]
+    more = f" ({len(asked) - 8} older not listed)" if len(asked) > 8 else ""
+    return "(demo summary) The user asked, latest last" + more + ":\n" + "\n".join(lines)
 
 
 def _summarize_results(messages: Sequence[Message]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -31,6 +31,7 @@ from runtime.models import (
     UserMessage,
 )
 from runtime.providers.base import OnText, ProviderError
+from runtime.providers.names import name_map, wire_name
 from runtime.tracing import hooks as tracing
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def to_openai_message(message: Message) -> ChatCompletionMessageParam:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
+                "function": {"name": wire_name(call.name), "arguments": call.arguments},
             }
             for call in message.tool_calls
         ]
@@ -58,7 +59,7 @@ def to_openai_tool(spec: ToolSpec) -> ChatCompletionToolParam:
     return {
         "type": "function",
         "function": {
-            "name": spec.name,
+            "name": wire_name(spec.name),
             "description": spec.description,
             "parameters": spec.parameters,
         },
@@ -131,9 +132,14 @@ class StreamedAnswer:
                         call.arguments += _arguments(function.arguments)
         return grew
 
-    def message(self) -> AssistantMessage:
+    def message(self, names: Mapping[str, str] | None = None) -> AssistantMessage:
+        """`names`: wire name -> tool name, for the tools offered (runtime.providers.names)."""
         calls = [
-            ToolCall(id=cast(str, c.id), name=c.name, arguments=_arguments(c.arguments))
+            ToolCall(
+                id=cast(str, c.id),
+                name=(names or {}).get(c.name, c.name),
+                arguments=_arguments(c.arguments),
+            )
             for _, c in sorted(self.calls.items())
             if c.type in (None, "function")
         ]
@@ -182,8 +188,13 @@ class OpenAIProvider:
             raise ProviderError("the model server returned no choices")
         message = response.choices[0].message
         try:
+            names = name_map(t.name for t in tools)
             calls = [
-                ToolCall(id=c.id, name=c.function.name, arguments=_arguments(c.function.arguments))
+                ToolCall(
+                    id=c.id,
+                    name=names.get(c.function.name, c.function.name),
+                    arguments=_arguments(c.function.arguments),
+                )
                 for c in message.tool_calls or []
                 if c.type == "function"
             ]
@@ -212,7 +223,7 @@ class OpenAIProvider:
                 raise ProviderError("the model server's answer broke off mid-way") from exc
             self._count(answer.usage)
             try:
-                return answer.message()
+                return answer.message(name_map(t.name for t in tools))
             except ValidationError as exc:
                 raise _malformed(exc) from None
         raise AssertionError("unreachable")  # pragma: no cover

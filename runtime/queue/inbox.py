@@ -5,10 +5,18 @@ its lane (its session), and `ack` it when done. A lane is a Redis list of stream
 in the same script as the stream entry, so lane order is arrival order whichever process
 reads which entry. Jobs a dead consumer left pending are `reclaim`ed after an idle timeout;
 live consumers `keep` theirs fresh so long jobs are not stolen.
+
+The inbox is `partitions` streams (CLAWGATE_INBOX_PARTITIONS), each with its own consumer
+group: a lane always lives in the partition its session hashes to, with the partition's
+stream, dedupe marks and start counts under one hash tag (runtime/store/keys.py), so every
+script here touches one slot of a Redis Cluster and the partitions spread over its masters.
+Order within a lane and exactly-once handling are per lane, so partitions change neither.
+Every process must use the same number of partitions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,14 +24,15 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from runtime.store.keys import Keys
+from runtime.store.connection import is_cluster
+from runtime.store.keys import Keys, inbox_partition
 
 GROUP = "workers"
 ALIVE, GONE = "alive", "gone"  # a process's liveness mark; "gone": it stopped for good
 GONE_KEPT_MS = 3_600_000
 WAITAOF_MS = 1500  # within the ingest deadline: else the platform is answered 503 and retries
 
-# KEYS: stream, lane, dedupe keys...   ARGV: dedupe ttl ms, lane, payload
+# KEYS: stream, lane, dedupe keys... (one partition's)   ARGV: dedupe ttl ms, lane, payload
 # A duplicate still marks the keys it lacked: a later delivery through another event type
 # (same message, new event id) is recognized too.
 PUT = """
@@ -38,7 +47,8 @@ redis.call('RPUSH', KEYS[2], id)
 return id
 """
 
-# KEYS: stream, lane, starts   ARGV: group, id.  Returns the lane's new head, saving a round trip.
+# KEYS: stream, lane, starts (one partition's)   ARGV: group, id.  Returns the lane's new head,
+# saving a round trip.
 ACK = """
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
@@ -77,6 +87,13 @@ end
 return taken
 """
 
+# KEYS: a job's start count   ARGV: ttl ms.  Counts a start and keeps the count a while.
+STARTED = """
+local starts = redis.call('INCR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return starts
+"""
+
 # KEYS: suspects hash   ARGV: how many lapsed names, lapsed names..., live names...
 # When each lapsed consumer was first seen lapsed (server time, shared by every worker so a
 # restarted worker does not start over); live ones are cleared. Answers now, then the times.
@@ -111,19 +128,36 @@ POLLING = _NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), 
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    id: str
+    id: str  # the stream entry's id: unique in its partition (so in its lane), not across them
     lane: str
     payload: str
     deliveries: int = 1
     attempt: int = 0  # tries in this process (Redis was unreachable on the earlier ones)
+    partition: int = 0
+
+    @property
+    def ref(self) -> tuple[int, str]:
+        """Unique across partitions."""
+        return self.partition, self.id
 
 
-def _jobs(entries: Sequence[Any]) -> list[Job]:
+def _jobs(entries: Sequence[Any], partition: int) -> list[Job]:
     jobs = []
     for entry_id, fields in entries:
         if fields:  # a deleted entry still pending shows up without fields
-            jobs.append(Job(entry_id, fields["lane"], fields["job"]))
+            jobs.append(Job(entry_id, fields["lane"], fields["job"], partition=partition))
     return jobs
+
+
+def _fail_unless_nogroup(replies: Sequence[Any]) -> bool:
+    """Whether a pipeline's replies hold a lost group (NOGROUP); other errors are raised."""
+    lost = False
+    for reply in replies:
+        if isinstance(reply, Exception):
+            if not isinstance(reply, ResponseError) or "NOGROUP" not in str(reply):
+                raise reply
+            lost = True
+    return lost
 
 
 class NotDurable(Exception):
@@ -132,19 +166,42 @@ class NotDurable(Exception):
 
 class Inbox:
     def __init__(
-        self, redis: Redis, keys: Keys, dedupe_ttl_s: float = 86_400, wait_aof: bool = False
+        self,
+        redis: Redis,
+        keys: Keys,
+        dedupe_ttl_s: float = 86_400,
+        wait_aof: bool = False,
+        partitions: int = 1,
     ) -> None:
         """`wait_aof`: `put` returns only once the write is in Redis's append-only file on
-        disk (WAITAOF; see runtime/store/durability.py)."""
+        disk (WAITAOF, on the connection that wrote it: a single Redis only; see
+        runtime/store/durability.py). `partitions`: how many streams the inbox spreads over."""
         self.redis = redis
         self.keys = keys
         self.dedupe_ttl_ms = int(dedupe_ttl_s * 1000)
-        self.stream = keys.inbox_stream()
+        self.partitions = partitions
+        self.streams = [keys.inbox_stream(p, partitions) for p in range(partitions)]
         self.wait_aof = wait_aof
+
+    def partition_of(self, lane: str) -> int:
+        return inbox_partition(lane, self.partitions)
+
+    def lane_key(self, lane: str) -> str:
+        return self.keys.inbox_lane(lane, self.partition_of(lane), self.partitions)
+
+    def seen_key(self, lane: str, dedupe_key: str) -> str:
+        """A dedupe mark lives in its input's partition, for the enqueue script: every
+        delivery of one input names the same session (or approval), so the same partition."""
+        return self.keys.inbox_seen(dedupe_key, self.partition_of(lane), self.partitions)
+
+    def _starts_key(self, job: Job) -> str:
+        return self.keys.inbox_starts(job.id, job.partition, self.partitions)
 
     async def put(self, lane: str, payload: str, dedupe: Sequence[str]) -> str | None:
         """Append a job unless any dedupe key was seen; returns its id, None for a duplicate."""
-        keys = [self.stream, self.keys.inbox_lane(lane), *map(self.keys.inbox_seen, dedupe)]
+        stream = self.streams[self.partition_of(lane)]
+        seen = [self.seen_key(lane, key) for key in dedupe]
+        keys = [stream, self.lane_key(lane), *seen]
         if not self.wait_aof:
             result = await self.redis.eval(PUT, len(keys), *keys, self.dedupe_ttl_ms, lane, payload)
             return str(result) if result else None
@@ -157,11 +214,12 @@ class Inbox:
         return str(result) if result else None
 
     async def ensure_group(self) -> None:
-        try:
-            await self.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        for stream in self.streams:  # at start, and when a group was lost: one trip each
+            try:
+                await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
 
     async def _regroup(self, exc: ResponseError) -> None:
         """The group is gone (Redis restarted empty, or the stream was deleted) while inputs
@@ -170,64 +228,92 @@ class Inbox:
             raise exc
         await self.ensure_group()
 
-    async def read(self, consumer: str, count: int, block_ms: int) -> list[Job]:
+    def read_groups(self) -> list[list[int]]:
+        """The partitions one blocking read may cover together: all of them on one server; on
+        a cluster each alone (a command's keys must share a slot), so a worker reads each
+        partition in its own loop there."""
+        every = list(range(self.partitions))
+        return [[p] for p in every] if is_cluster(self.redis) else [every]
+
+    async def read(
+        self, consumer: str, count: int, block_ms: int, partitions: Sequence[int] = (0,)
+    ) -> list[Job]:
+        """New jobs of `partitions` (one of `read_groups`), up to `count` from each."""
+        wanted: dict[Any, Any] = {self.streams[p]: ">" for p in partitions}
         try:
             reply: Any = await self.redis.xreadgroup(
-                GROUP, consumer, {self.stream: ">"}, count=count, block=block_ms
+                GROUP, consumer, wanted, count=count, block=block_ms
             )
         except ResponseError as exc:
             await self._regroup(exc)
             return []
-        return [job for _, entries in reply or [] for job in _jobs(entries)]
+        streams = reply.items() if isinstance(reply, dict) else (reply or [])  # RESP3 / 2
+        partition_of = {stream: p for p, stream in enumerate(self.streams)}
+        return [
+            job for stream, entries in streams for job in _jobs(entries, partition_of[str(stream)])
+        ]
 
     async def head(self, lane: str) -> str | None:
-        head = await self.redis.lindex(self.keys.inbox_lane(lane), 0)
+        head = await self.redis.lindex(self.lane_key(lane), 0)
         return None if head is None else str(head)
 
     async def ack(self, job: Job) -> str | None:
         """Finish a job; returns the id now heading its lane."""
-        keys = [self.stream, self.keys.inbox_lane(job.lane), self.keys.inbox_starts(job.id)]
+        keys = [self.streams[job.partition], self.lane_key(job.lane), self._starts_key(job)]
         head = await self.redis.eval(ACK, 3, *keys, GROUP, job.id)
         return None if head is None else str(head)
 
-    async def started(self, job_id: str) -> int:
+    async def started(self, job: Job) -> int:
         """Count a start of a job taken over from a stopped worker; returns the count."""
-        key = self.keys.inbox_starts(job_id)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.incr(key)
-        pipe.pexpire(key, self.dedupe_ttl_ms)
-        count, _ = await pipe.execute()
-        return int(count)
+        return int(await self.redis.eval(STARTED, 1, self._starts_key(job), self.dedupe_ttl_ms))
 
-    async def keep(self, consumer: str, ids: Sequence[str]) -> list[str]:
+    async def keep(self, consumer: str, jobs: Sequence[Job]) -> set[tuple[int, str]]:
         """Reset the idle time of jobs this consumer works on or waits to work on; returns
-        the ids another consumer took over meanwhile."""
+        those (`Job.ref`) another consumer took over meanwhile. One script per partition
+        (its stream's slot), all in one round trip."""
+        ids: dict[int, list[str]] = {}
+        for job in jobs:
+            ids.setdefault(job.partition, []).append(job.id)
         if not ids:
-            return []
-        lost = await self.redis.eval(KEEP, 1, self.stream, GROUP, consumer, *ids)
-        return [str(job_id) for job_id in lost or []]
+            return set()
+        pipe = self.redis.pipeline(transaction=False)
+        for partition, some in ids.items():
+            pipe.eval(KEEP, 1, self.streams[partition], GROUP, consumer, *some)
+        replies = await pipe.execute()
+        return {
+            (partition, str(job_id))
+            for partition, lost in zip(ids, replies, strict=True)
+            for job_id in lost or []
+        }
 
     async def reclaim(
-        self, consumer: str, min_idle_ms: int, cursor: str = "0-0", count: int = 50
+        self,
+        consumer: str,
+        min_idle_ms: int,
+        cursor: str = "0-0",
+        count: int = 50,
+        partition: int = 0,
     ) -> tuple[list[Job], str]:
-        """Take over jobs idle for `min_idle_ms` (their consumer died), with delivery counts;
-        and where to continue scanning next time ("0-0" when the scan went round)."""
+        """Take over jobs of one partition idle for `min_idle_ms` (their consumer died), with
+        delivery counts; and where to continue scanning next time ("0-0" when the scan went
+        round)."""
+        stream = self.streams[partition]
         try:
             reply: list[Any] = await self.redis.xautoclaim(
-                self.stream, GROUP, consumer, min_idle_ms, start_id=cursor, count=count
+                stream, GROUP, consumer, min_idle_ms, start_id=cursor, count=count
             )
         except ResponseError as exc:
             await self._regroup(exc)
             return [], "0-0"
-        jobs, cursor = _jobs(reply[1]), str(reply[0])
+        jobs, cursor = _jobs(reply[1], partition), str(reply[0])
         if not jobs:
             return [], cursor
         pipe = self.redis.pipeline(transaction=False)
         for job in jobs:
-            pipe.xpending_range(self.stream, GROUP, min=job.id, max=job.id, count=1)
+            pipe.xpending_range(stream, GROUP, min=job.id, max=job.id, count=1)
         pending = await pipe.execute()
         counted = [
-            Job(job.id, job.lane, job.payload, int(entry[0]["times_delivered"]) if entry else 1)
+            dataclasses.replace(job, deliveries=int(entry[0]["times_delivered"]) if entry else 1)
             for job, entry in zip(jobs, pending, strict=True)
         ]
         return counted, cursor
@@ -245,16 +331,30 @@ class Inbox:
         """`consumer` stopped for good: its jobs left may be taken over at once."""
         await self.redis.set(self.keys.worker(consumer), GONE, px=GONE_KEPT_MS)
 
+    async def _consumers(self) -> list[dict[str, Any]]:
+        """The group's consumers over every partition, one entry per name: jobs pending
+        summed, idle the least (a worker reads every partition)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for stream in self.streams:
+            pipe.xinfo_consumers(stream, GROUP)
+        replies = await pipe.execute(raise_on_error=False)
+        if _fail_unless_nogroup(replies):
+            await self.ensure_group()
+            return []
+        merged: dict[str, dict[str, Any]] = {}
+        for consumers in replies:
+            for c in consumers:
+                name, pending, idle = str(c["name"]), int(c["pending"]), int(c["idle"])
+                seen = merged.setdefault(name, {"name": name, "pending": 0, "idle": idle})
+                seen["pending"] += pending
+                seen["idle"] = min(seen["idle"], idle)
+        return list(merged.values())
+
     async def dead_consumers(self, me: str) -> list[tuple[str, int, int, bool, int]]:
         """Consumers of the group, other than `me`, without a live mark: (name, jobs pending,
         ms since they last read, whether they said they stopped for good, ms since any worker
         first saw the mark lapsed)."""
-        try:
-            consumers = await self.redis.xinfo_consumers(self.stream, GROUP)
-        except ResponseError as exc:
-            await self._regroup(exc)
-            return []
-        others = [c for c in consumers if c["name"] != me]
+        others = [c for c in await self._consumers() if c["name"] != me]
         if not others:
             return []
         pipe = self.redis.pipeline(transaction=False)
@@ -274,23 +374,35 @@ class Inbox:
         ]
 
     async def take_over(self, me: str, dead: str, count: int = 100) -> list[Job]:
-        """Move up to `count` jobs of the `dead` consumer to `me`, oldest first."""
-        entries = await self.redis.xpending_range(
-            self.stream, GROUP, min="-", max="+", count=count, consumername=dead
-        )
-        ids = [str(entry["message_id"]) for entry in entries]
+        """Move up to `count` jobs per partition of the `dead` consumer to `me`, oldest
+        first: one round trip to list them, one to take them (a script per partition)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for stream in self.streams:
+            pipe.xpending_range(stream, GROUP, min="-", max="+", count=count, consumername=dead)
+        ids = {
+            partition: [str(entry["message_id"]) for entry in entries]
+            for partition, entries in enumerate(await pipe.execute())
+            if entries
+        }
         if not ids:
             return []
-        taken = await self.redis.eval(TAKE, 1, self.stream, GROUP, me, dead, *ids)
+        pipe = self.redis.pipeline(transaction=False)
+        for partition, some in ids.items():
+            pipe.eval(TAKE, 1, self.streams[partition], GROUP, me, dead, *some)
         jobs = []
-        for entry_id, flat, deliveries in taken or []:
-            fields = dict(zip(flat[::2], flat[1::2], strict=True))
-            jobs.append(Job(str(entry_id), fields["lane"], fields["job"], int(deliveries)))
+        for partition, taken in zip(ids, await pipe.execute(), strict=True):
+            for entry_id, flat, deliveries in taken or []:
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                job = Job(str(entry_id), fields["lane"], fields["job"], int(deliveries))
+                jobs.append(dataclasses.replace(job, partition=partition))
         return jobs
 
     async def forget_consumer(self, name: str) -> None:
         """Drop a dead consumer with nothing pending from the group."""
-        await self.redis.xgroup_delconsumer(self.stream, GROUP, name)
+        pipe = self.redis.pipeline(transaction=False)
+        for stream in self.streams:
+            pipe.xgroup_delconsumer(stream, GROUP, name)
+        await pipe.execute()
         await self.redis.hdel(self.keys.inbox_suspects(), name)
 
     async def workers_polling(self, within_s: float) -> bool:
@@ -299,10 +411,23 @@ class Inbox:
         return int(count) > 0
 
     async def depth(self) -> tuple[int, int]:
-        """(jobs not yet read, jobs read but not acknowledged)."""
-        groups = await self.redis.xinfo_groups(self.stream)
-        for group in groups:
-            if group["name"] == GROUP:
-                lag = group.get("lag")
-                return int(lag or 0), int(group["pending"])
-        return int(await self.redis.xlen(self.stream)), 0
+        """(jobs not yet read, jobs read but not acknowledged), over every partition."""
+        waiting = in_hand = 0
+        for stream in self.streams:
+            groups = await self.redis.xinfo_groups(stream)
+            group = next((g for g in groups if g["name"] == GROUP), None)
+            if group is None:
+                waiting += int(await self.redis.xlen(stream))
+            else:
+                waiting += int(group.get("lag") or 0)
+                in_hand += int(group["pending"])
+        return waiting, in_hand
+
+    async def spread(self) -> list[int]:
+        """Inputs ever added to each partition (XINFO STREAM entries-added): how ingest
+        spread over them."""
+        pipe = self.redis.pipeline(transaction=False)
+        for stream in self.streams:
+            pipe.xinfo_stream(stream)
+        replies = await pipe.execute(raise_on_error=False)
+        return [0 if isinstance(r, Exception) else int(r.get("entries-added", 0)) for r in replies]

@@ -12,8 +12,10 @@ from runtime.approval.store import ApprovalStore
 from runtime.metrics import DEDUPE_HITS
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox, NotDurable
+from runtime.store.connection import CLUSTER_OUTAGES
 
 DEADLINE = 2.0  # seconds: platforms give up after 3, and a 503 makes them retry
+UNAVAILABLE: tuple[type[Exception], ...] = (RedisError, TimeoutError, NotDurable, *CLUSTER_OUTAGES)
 
 
 class IngestUnavailable(Exception):
@@ -32,7 +34,7 @@ class Ingest:
                 job_id = await self.inbox.put(
                     await self.lane(inbound), inbound.model_dump_json(), inbound.dedupe_keys
                 )
-        except (RedisError, TimeoutError, NotDurable) as exc:
+        except UNAVAILABLE as exc:
             raise IngestUnavailable(str(exc) or "Redis did not answer in time") from exc
         if job_id is None:
             DEDUPE_HITS.labels(inbound.platform).inc()

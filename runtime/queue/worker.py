@@ -1,6 +1,7 @@
 """The worker: consumes the inbox, one job at a time per lane (session) and many lanes at
 once, acknowledging each job only after it was handled. Shared by `clawgate serve` (in
-process) and `clawgate worker` (no HTTP); any number of them share one consumer group."""
+process) and `clawgate worker` (no HTTP); any number of them share one consumer group per
+inbox partition, and each reads every partition."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runtime.queue.inbox import Inbox, Job
+from runtime.store.connection import CLUSTER_OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +31,12 @@ TAKEOVER_CONFIRM = 0.6
 RENEWALS_PER_TTL = 8
 FORGET_AFTER_MS = 60_000  # a dead consumer with nothing pending leaves the group after this
 RETRY_MAX = 10.0  # seconds between tries of a job while Redis is unreachable
-# Redis unreachable (not a script or data error): the job is worth trying again, in place.
-OUTAGES = (RedisConnectionError, RedisTimeoutError)
+# Redis unreachable (not a script or data error): the job is worth trying again, in place;
+# also a cluster whose master for the slot is down or moving.
+OUTAGES: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, *CLUSTER_OUTAGES)
+# What a loop of the worker waits out and tries again (a cluster's SlotNotCoveredError is no
+# RedisError).
+RETRIED: tuple[type[Exception], ...] = (RedisError, *CLUSTER_OUTAGES)
 
 
 class Worker:
@@ -61,10 +67,11 @@ class Worker:
         self.last_poll = 0.0  # monotonic time of the last successful read: /readyz
         self._held: dict[str, dict[str, Job]] = {}  # lane -> jobs this worker holds
         self._lanes: dict[str, asyncio.Task[None]] = {}
-        self._running: set[str] = set()  # ids being handled right now
+        self._running: set[tuple[int, str]] = set()  # jobs (`Job.ref`) being handled now
         self._space = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._read_groups = inbox.read_groups()
 
     @property
     def in_flight(self) -> int:
@@ -77,9 +84,13 @@ class Worker:
         held_limit = self.concurrency * HELD_PER_LANE
         return len(self._lanes) >= self.concurrency or self.in_flight >= held_limit
 
+    @property
+    def _readers(self) -> list[asyncio.Task[None]]:
+        return self._tasks[: len(self._read_groups)]  # one per read group, first
+
     def alive(self, within: float = 10.0) -> bool:
         """Reading recently, or busy with as much work as it may take (which is not stuck)."""
-        if self._stopping or not self._tasks or self._tasks[0].done():
+        if self._stopping or not self._tasks or any(t.done() for t in self._readers):
             return False
         return time.monotonic() - self.last_poll < within or self.busy
 
@@ -90,7 +101,10 @@ class Worker:
         await self._beat()
         self.last_poll = time.monotonic()
         self._tasks = [
-            asyncio.create_task(self._read_forever(), name="inbox-reader"),
+            *(
+                asyncio.create_task(self._read_forever(group), name=f"inbox-reader-{group[0]}")
+                for group in self._read_groups
+            ),
             asyncio.create_task(self._beat_forever(), name="inbox-heartbeat"),
             asyncio.create_task(self._live_forever(), name="inbox-liveness"),
             asyncio.create_task(self._keep_forever(), name="inbox-keepalive"),
@@ -101,7 +115,7 @@ class Worker:
     async def _beat(self) -> None:
         try:
             await self.inbox.beat(self.consumer)
-        except RedisError as exc:
+        except RETRIED as exc:
             log.warning("inbox heartbeat failed (%s)", exc)
 
     async def _beat_forever(self) -> None:
@@ -119,14 +133,14 @@ class Worker:
             await asyncio.sleep(self.liveness_ttl / RENEWALS_PER_TTL)
             try:
                 await self.inbox.live(self.consumer, ttl_ms)
-            except RedisError as exc:
+            except RETRIED as exc:
                 log.warning("liveness mark failed (%s)", exc)
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
         stays pending in the group and another worker reclaims it."""
         self._stopping = True
-        for task in self._tasks[:1]:
+        for task in self._readers:
             task.cancel()
         lanes = list(self._lanes.values())
         if lanes:
@@ -139,21 +153,23 @@ class Worker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         try:  # what is left is taken over now, not once the mark lapses
             await self.inbox.gone(self.consumer)
-        except RedisError as exc:
+        except RETRIED as exc:
             log.warning("could not clear the liveness mark (%s)", exc)
 
     # --- taking jobs -----------------------------------------------------------------------
 
-    async def _read_forever(self) -> None:
+    async def _read_forever(self, partitions: list[int]) -> None:
         while not self._stopping:
             if self.busy:
                 self._space.clear()
                 await self._space.wait()
                 continue
-            room = self.concurrency - len(self._lanes)
+            # The room is shared by the partitions (a read takes up to `count` from each): all
+            # together they overshoot `concurrency` by at most one job each.
+            room = -(-(self.concurrency - len(self._lanes)) // self.inbox.partitions)
             try:
-                jobs = await self.inbox.read(self.consumer, room, block_ms=1000)
-            except RedisError as exc:
+                jobs = await self.inbox.read(self.consumer, room, 1000, partitions)
+            except RETRIED as exc:
                 log.warning("inbox read failed (%s); retrying", exc)
                 await asyncio.sleep(1.0)
                 continue
@@ -162,22 +178,26 @@ class Worker:
                 self._take(job)
 
     async def _reclaim_forever(self) -> None:
-        idle_ms, cursor = int(self.reclaim_idle * 1000), "0-0"
+        idle_ms = int(self.reclaim_idle * 1000)
+        cursors = ["0-0"] * self.inbox.partitions
         while True:
             await asyncio.sleep(self.reclaim_idle / 2)
-            if self._stopping:  # jobs taken now would be cut off when the grace time ends
-                return
-            try:
-                jobs, cursor = await self.inbox.reclaim(self.consumer, idle_ms, cursor)
-            except RedisError as exc:
-                log.warning("inbox reclaim failed (%s)", exc)
-                continue
-            if self._stopping:  # left pending: a live worker reclaims them in turn
-                return
-            if jobs:
-                log.warning("reclaimed %d idle jobs", len(jobs))
-            for job in jobs:
-                self._take(job)
+            for partition, cursor in enumerate(cursors):
+                if self._stopping:  # jobs taken now would be cut off when the grace time ends
+                    return
+                try:
+                    jobs, cursors[partition] = await self.inbox.reclaim(
+                        self.consumer, idle_ms, cursor, partition=partition
+                    )
+                except RETRIED as exc:
+                    log.warning("inbox reclaim failed (%s)", exc)
+                    continue
+                if self._stopping:  # left pending: a live worker reclaims them in turn
+                    return
+                if jobs:
+                    log.warning("reclaimed %d idle jobs", len(jobs))
+                for job in jobs:
+                    self._take(job)
 
     async def _take_over_forever(self) -> None:
         """Take over the jobs of workers whose liveness mark lapsed (killed) and stayed
@@ -201,24 +221,23 @@ class Worker:
                             self._take(job)
                     elif idle_ms > FORGET_AFTER_MS:
                         await self.inbox.forget_consumer(name)
-            except RedisError as exc:
+            except RETRIED as exc:
                 log.warning("inbox takeover failed (%s)", exc)
 
     async def _keep_forever(self) -> None:
         while True:
             await asyncio.sleep(self.reclaim_idle / 3)
-            ids = [job_id for jobs in self._held.values() for job_id in jobs]
+            held = [job for jobs in self._held.values() for job in jobs.values()]
             try:
-                lost = await self.inbox.keep(self.consumer, ids)
-            except RedisError as exc:
+                lost = await self.inbox.keep(self.consumer, held)
+            except RETRIED as exc:
                 log.warning("inbox keepalive failed (%s)", exc)
                 continue
-            for jobs in self._held.values():
-                for job_id in lost:
-                    # Taken over while this process stalled: the new owner runs it.
-                    if job_id in jobs and job_id not in self._running:
-                        log.warning("job %s was taken over by another worker", job_id)
-                        del jobs[job_id]
+            for job in held:
+                # Taken over while this process stalled: the new owner runs it.
+                if job.ref in lost and job.ref not in self._running:
+                    log.warning("job %s was taken over by another worker", job.id)
+                    self._held.get(job.lane, {}).pop(job.id, None)
 
     def _take(self, job: Job) -> None:
         self._held.setdefault(job.lane, {})[job.id] = job
@@ -237,7 +256,7 @@ class Worker:
                 if head not in held:
                     try:
                         head = await self.inbox.head(lane)
-                    except RedisError as exc:
+                    except RETRIED as exc:
                         log.warning("lane %s: cannot read its head (%s)", lane, exc)
                         await asyncio.sleep(1.0)
                         continue
@@ -245,13 +264,13 @@ class Worker:
                     held.clear()
                 elif head in held:
                     job = held[head]
-                    self._running.add(job.id)
+                    self._running.add(job.ref)
                     try:
                         if await self._may_start(job):
                             await self._handle_until_done(job)
                         head = await self._ack(job)
                     finally:
-                        self._running.discard(job.id)
+                        self._running.discard(job.ref)
                         held.pop(job.id, None)
                         self._space.set()
                 else:
@@ -268,7 +287,7 @@ class Worker:
         Takeovers of jobs that were only waiting in a lane do not count."""
         if job.deliveries == 1:
             return True
-        starts = await self.inbox.started(job.id)
+        starts = await self.inbox.started(job)
         if starts <= MAX_STARTS:
             return True
         log.error("dropping job %s: started %d times, its worker stopped each time", job.id, starts)
@@ -310,7 +329,7 @@ class Worker:
         while True:
             try:
                 return await self.inbox.ack(job)
-            except RedisError as exc:
+            except RETRIED as exc:
                 log.warning("ack of job %s failed (%s); retrying", job.id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -322,7 +341,7 @@ async def sweep_forever(sweep: Callable[[], Awaitable[int]], interval: float) ->
         await asyncio.sleep(interval)
         try:
             await sweep()
-        except RedisError as exc:
+        except RETRIED as exc:
             log.warning("approval sweep skipped: %s", exc)
         except Exception:
             log.exception("approval sweep failed")

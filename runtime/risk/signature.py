@@ -97,7 +97,11 @@ def standing_rule(tool: str, arguments: dict[str, Any]) -> str | None:
     may ever cover it (bash chains, redirections, substitutions, unparseable commands).
 
     bash: the tool plus the parsed command signature (`rm -rf`, `git push --force`);
-    file tools: the tool plus the path; any other tool: the tool itself."""
+    file tools: the tool plus the path; any other tool: the tool itself (an MCP tool,
+    `<server>.<tool>`, whatever its arguments: its risk reasons name the tool's signature, so
+    a grant covers only the version of the tool it was approved for)."""
+    if "." in tool:
+        return tool
     if tool == "bash":
         signature = command_signature(str(arguments.get("command", "")))
         return None if signature is None else f"bash{RULE_SEPARATOR}{signature}"

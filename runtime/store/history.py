@@ -1,13 +1,40 @@
-"""Per-session conversation history: an append-only Redis list of JSON messages."""
+"""Per-session conversation history: an append-only Redis list of JSON messages.
+
+Nothing ever removes or rewrites an element, so an index names the same message for good:
+a run reads only the part it needs (its `Window`) by index range, with one plain LRANGE,
+never through a Lua script (which would copy every element through Lua and back)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
 from runtime.models import MESSAGE_ADAPTER, Message
 from runtime.store.keys import Keys
+from runtime.store.summary import Summary, parse_summary
+
+# One parse per read: pydantic-core walks the whole list in Rust, where validating each
+# message on its own costs a Python call (and its overhead) per message.
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The part of a session's history a run holds: `messages` are `history[base:]` as they
+    stood when it was read; `summary` stands for `history[0:summary.upto]`, what the model is
+    not sent (see runtime/context)."""
+
+    base: int = 0
+    messages: list[Message] = field(default_factory=list)
+    summary: Summary | None = None
+
+    @property
+    def end(self) -> int:
+        """The history's length as read: the index the next message gets."""
+        return self.base + len(self.messages)
 
 
 class HistoryStore:
@@ -22,16 +49,8 @@ class HistoryStore:
         payload = [encode_message(m) for m in messages]
         return int(await self.redis.rpush(self.keys.history(session), *payload))
 
-    async def append_and_load(self, session: str, message: Message) -> list[Message]:
-        """Append one message and return the whole history, in one round trip."""
-        key = self.keys.history(session)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.rpush(key, encode_message(message))
-        pipe.lrange(key, 0, -1)
-        _, raw = await pipe.execute()
-        return parse_history(raw)
-
     async def load(self, session: str) -> list[Message]:
+        """The whole history (the audit, tests): runs read their `Window` instead."""
         return parse_history(await self.redis.lrange(self.keys.history(session), 0, -1))
 
     async def length(self, session: str) -> int:
@@ -43,4 +62,39 @@ def encode_message(message: Message) -> str:
 
 
 def parse_history(raw: Sequence[str | bytes]) -> list[Message]:
-    return [MESSAGE_ADAPTER.validate_json(item) for item in raw]
+    """Stored messages, parsed as one JSON array (one call into pydantic-core)."""
+    if not raw:
+        return []
+    items = [item.decode() if isinstance(item, bytes) else item for item in raw]
+    return MESSAGES_ADAPTER.validate_json("[" + ",".join(items) + "]")
+
+
+def window_start(summary: Summary | None, run_start: int | None = None) -> int:
+    """Where a run's read begins: at what the summary does not cover, or earlier at the
+    run's own first message (a retake looks at its whole turn, and its indices must hold)."""
+    start = summary.upto if summary is not None else 0
+    return start if run_start is None else min(start, run_start)
+
+
+async def read_window(
+    redis: Redis,
+    keys: Keys,
+    session: str,
+    length: int,
+    summary_raw: str | bytes | None,
+    run_start: int | None = None,
+) -> Window:
+    """The window of a history that held `length` messages when a script looked at it (with
+    the summary record it found), read right after with one LRANGE.
+
+    Consistent although it is a second command: history is append-only, so the range
+    `[start, length)` holds exactly what it held when the script ran, whatever was appended
+    since (the read stops at `length - 1`, never at "the end"). In practice nothing is:
+    a session's inputs run one at a time (one lane), and the only writer outside its run, a
+    settled approval's CLOSE, writes only while the session waits, when no run reads."""
+    summary = parse_summary(summary_raw)
+    start = max(0, min(window_start(summary, run_start), length))
+    if length <= start:
+        return Window(start, [], summary)
+    raw = await redis.lrange(keys.history(session), start, length - 1)
+    return Window(start, parse_history(raw), summary)

@@ -3,7 +3,12 @@ multi-key Lua scripts over one session work on Redis Cluster."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
+import zlib
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 _SESSION_ID = re.compile(r"^[^{}\s]{1,200}$")
 
@@ -31,6 +36,14 @@ class Keys:
     def runs(self, session: str) -> str:
         """The jobs whose runs entered the session (a job delivered again is no new run)."""
         return self.session(session, "jobs")
+
+    def summary(self, session: str) -> str:
+        """The context summary standing for the history a run no longer reads (upto, record)."""
+        return self.session(session, "summary")
+
+    def summaries(self, session: str) -> str:
+        """Every context summary the session had, oldest first."""
+        return self.session(session, "summaries")
 
     # Approvals: the record+checkpoint hash, the session's pending marker, its held messages
     # and its audit stream share the session's hash tag, so one Lua script can touch them all.
@@ -86,19 +99,25 @@ class Keys:
     def trace_resumed_by(self, trace_id: str) -> str:
         return f"{self.prefix}:trace:{trace_id}:resumed-by"
 
-    # The inbox: one stream, its lanes and dedupe marks share one hash tag for the enqueue script.
-    def inbox_stream(self) -> str:
-        return f"{self.prefix}:{{inbox}}:stream"
+    # The inbox, in `partitions` partitions (CLAWGATE_INBOX_PARTITIONS): a partition's stream,
+    # the lanes of its sessions, its dedupe marks and start counts share its hash tag, so the
+    # enqueue and ack scripts touch one slot. Partition 0 is `{inbox}`, the one inbox there was
+    # before partitions: a single Redis keeps its layout.
+    def inbox_stream(self, partition: int = 0, partitions: int = 1) -> str:
+        return f"{self.prefix}:{{{inbox_tag(partition, partitions)}}}:stream"
 
-    def inbox_lane(self, lane: str) -> str:
-        return f"{self.prefix}:{{inbox}}:lane:{check_session_id(lane)}"
+    def inbox_lane(self, lane: str, partition: int = 0, partitions: int = 1) -> str:
+        tag = inbox_tag(partition, partitions)
+        return f"{self.prefix}:{{{tag}}}:lane:{check_session_id(lane)}"
 
-    def inbox_seen(self, dedupe_key: str) -> str:
-        return f"{self.prefix}:{{inbox}}:seen:{dedupe_key}"
+    def inbox_seen(self, dedupe_key: str, partition: int = 0, partitions: int = 1) -> str:
+        return f"{self.prefix}:{{{inbox_tag(partition, partitions)}}}:seen:{dedupe_key}"
 
-    def inbox_starts(self, job_id: str) -> str:
+    def inbox_starts(self, job_id: str, partition: int = 0, partitions: int = 1) -> str:
         """How often a job taken over from a stopped worker was started."""
-        return f"{self.prefix}:{{inbox}}:starts:{job_id}"
+        return f"{self.prefix}:{{{inbox_tag(partition, partitions)}}}:starts:{job_id}"
+
+    # Per process, not per partition: single-key scripts, wherever their slot lies.
 
     def inbox_suspects(self) -> str:
         """Consumers whose liveness mark lapsed, by when a worker first saw it."""
@@ -110,3 +129,30 @@ class Keys:
 
     def worker(self, worker_id: str) -> str:
         return f"{self.prefix}:worker:{worker_id}"
+
+
+def inbox_partition(lane: str, partitions: int) -> int:
+    """The partition of a lane (a session): a stable hash (not Python's, which differs per
+    process), so every process queues a session's inputs in the same partition, in order."""
+    return zlib.crc32(lane.encode()) % partitions if partitions > 1 else 0
+
+
+@functools.cache
+def inbox_tag(partition: int, partitions: int) -> str:
+    """The hash tag of a partition. Partition 0 is `inbox`; partition i of n is the first of
+    `inbox-i`, `inbox-i.1`, … whose slot lies near the point i n-ths of the slot space after
+    `inbox`'s: evenly spaced slots spread the partitions evenly over a cluster's masters
+    (whose slot ranges redis-cli makes equal), which names like `inbox-i` alone do not."""
+    if partition == 0:
+        return "inbox"
+    if not 0 < partition < partitions:
+        raise ValueError(f"partition {partition} of {partitions}")
+    spacing = REDIS_CLUSTER_HASH_SLOTS / partitions
+    point = key_slot(b"inbox") + partition * spacing
+    near = max(1.0, spacing / 4)
+    for n in itertools.count():
+        tag = f"inbox-{partition}" + (f".{n}" if n else "")
+        off = (key_slot(tag.encode()) - point) % REDIS_CLUSTER_HASH_SLOTS
+        if min(off, REDIS_CLUSTER_HASH_SLOTS - off) < near:
+            return tag
+    raise AssertionError("unreachable")

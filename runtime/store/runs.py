@@ -19,16 +19,20 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from runtime.models import Message
-from runtime.store.history import parse_history
+from runtime.store.history import Window, read_window
 from runtime.store.keys import Keys
+from runtime.store.summary import Summary
 
+# The scripts never return history itself (see runtime/store/history.py): its length and the
+# session's context summary, from which the run's window is read right after.
 _MARK = """
 local function again(mark, job)
   if mark[1] == job then
-    return {'again', redis.call('LRANGE', KEYS[3], 0, -1), mark[2], mark[3]}
+    return {'again', redis.call('LLEN', KEYS[3]), mark[2], mark[3],
+      redis.call('HGET', KEYS[6], 'record') or ''}
   end
   -- An earlier run of the session's: it ended before the latest began.
-  if redis.call('HEXISTS', KEYS[5], job) == 1 then return {'again', {}, '0', '1'} end
+  if redis.call('HEXISTS', KEYS[5], job) == 1 then return {'again', 0, '0', '1', ''} end
   return false
 end
 local function enter(user, job, ttl)
@@ -36,16 +40,18 @@ local function enter(user, job, ttl)
   redis.call('HSET', KEYS[4], 'job', job, 'start', length - 1, 'done', '0')
   redis.call('HSET', KEYS[5], job, '1')
   redis.call('PEXPIRE', KEYS[5], ttl)
-  return {'entered', redis.call('LRANGE', KEYS[3], 0, -1)}
+  return {'entered', length, length - 1, '0', redis.call('HGET', KEYS[6], 'record') or ''}
 end
 """
 
-# KEYS: pending, held, history, run, jobs   ARGV: held message json, ttl ms, user message json, job
-# A retake of the session's latest run: {'again', history, start, done}; of an earlier one
-# (delivered again after the session moved on): {'again', {}, 0, done}. A message that must
-# wait (the session waits for a decision, or messages held by an interrupted wait are still
-# queued) is held, once however often its job is delivered: {'held', position, approval id}.
-# Otherwise it enters the history in the same step: {'entered', history}.
+# KEYS: pending, held, history, run, jobs, summary
+# ARGV: held message json, ttl ms, user message json, job
+# A retake of the session's latest run: {'again', history length, start, done, summary}; of an
+# earlier one (delivered again after the session moved on): {'again', 0, 0, done, ''}. A
+# message that must wait (the session waits for a decision, or messages held by an interrupted
+# wait are still queued) is held, once however often its job is delivered: {'held', position,
+# approval id}. Otherwise it enters the history in the same step: {'entered', history length,
+# start, '0', summary}.
 ENTER = (
     _MARK
     + """
@@ -63,7 +69,7 @@ return enter(ARGV[3], ARGV[4], ARGV[2])
 """
 )
 
-# KEYS: pending, held, history, run, jobs
+# KEYS: pending, held, history, run, jobs, summary
 # ARGV: the held message heading the list, user message, job, ttl ms
 # Starts (or retakes) the run of the first held message, unless the session waits again.
 # A retake comes before the wait: the run that died may be the one the session waits for
@@ -93,27 +99,24 @@ class Entry:
     """What entering a run found: `entered` (a new run; history ends with its message),
     `again` (a retake of the latest run: continue from `history`, unless `done`), `held`
     (the message waits: `position` in the queue, `waiting_for` the approval or ""), or for a
-    held message `waiting` (the session waits again) or `moved` (no longer first)."""
+    held message `waiting` (the session waits again) or `moved` (no longer first).
+
+    `history` is the run's window, `history[base:]`: from the run's first message or from
+    where the context summary ends, whichever comes first (indices are the session's)."""
 
     state: Literal["entered", "again", "held", "waiting", "moved"]
     history: list[Message] = field(default_factory=list)
-    start: int = 0  # index in history of the run's first message
+    start: int = 0  # index in the session's history of the run's first message
     done: bool = False
     job: str = ""  # (latest) the job whose run it is
     position: int = 0
     waiting_for: str = ""
+    base: int = 0  # index in the session's history of history[0]
+    summary: Summary | None = None
 
-
-def _entry(reply: Sequence[Any]) -> Entry:
-    state = str(reply[0])
-    if state == "held":
-        return Entry("held", position=int(reply[1]), waiting_for=str(reply[2]))
-    if state in ("waiting", "moved"):
-        return Entry(state)  # type: ignore[arg-type]
-    history = parse_history(reply[1])
-    if state == "entered":
-        return Entry("entered", history, start=len(history) - 1)
-    return Entry("again", history, start=int(reply[2] or 0), done=reply[3] == "1")
+    @property
+    def window(self) -> Window:
+        return Window(self.base, self.history, self.summary)
 
 
 def new_job() -> str:
@@ -144,12 +147,32 @@ class RunJournal:
             k.history(session),
             k.run(session),
             k.runs(session),
+            k.summary(session),
         ]
+
+    async def _entry(self, session: str, reply: Sequence[Any]) -> Entry:
+        """The script's answer, with the run's window read when it is to go on."""
+        state = str(reply[0])
+        if state == "held":
+            return Entry("held", position=int(reply[1]), waiting_for=str(reply[2]))
+        if state in ("waiting", "moved"):
+            return Entry(state)  # type: ignore[arg-type]
+        start, done = int(reply[2] or 0), reply[3] == "1"
+        if done:  # nothing to continue: no history needed
+            return Entry("again", start=start, done=True)
+        window = await read_window(self.redis, self.keys, session, int(reply[1]), reply[4], start)
+        return Entry(
+            "entered" if state == "entered" else "again",
+            window.messages,
+            start=start,
+            base=window.base,
+            summary=window.summary,
+        )
 
     async def enter(self, session: str, held: str, user_message: str, job: str) -> Entry:
         """A message's run begins, is retaken, or the message is held (`held` is its JSON)."""
         args: list[str | int] = [held, self.held_ttl_ms, user_message, job]
-        return _entry(await self._enter(keys=self._keys(session), args=args))
+        return await self._entry(session, await self._enter(keys=self._keys(session), args=args))
 
     async def first_held(self, session: str) -> str | None:
         value = await self.redis.lindex(self.keys.held(session), 0)
@@ -159,7 +182,7 @@ class RunJournal:
         """The run of the first held message (`held`, as stored) begins or is retaken."""
         args: list[str | int] = [held, user_message, job, self.held_ttl_ms]
         reply = await self._start_held(keys=self._keys(session), args=args)
-        return _entry(reply)
+        return await self._entry(session, reply)
 
     async def finish(self, session: str, job: str, held: str = "") -> None:
         """The run of `job` ended (answered, suspended or stopped); a held message's run also
@@ -168,10 +191,24 @@ class RunJournal:
         await self._finish(keys=keys, args=[job, held])
 
     async def latest(self, session: str) -> Entry:
-        """The session's latest run, as a retake continues it."""
+        """The session's latest run, as a retake continues it (its window read only when it
+        did not finish)."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.hmget(self.keys.run(session), ["start", "done", "job"])
-        pipe.lrange(self.keys.history(session), 0, -1)
-        (start, done, job), raw = await pipe.execute()
-        history = parse_history(raw)
-        return Entry("again", history, start=int(start or 0), done=done == "1", job=job or "")
+        pipe.llen(self.keys.history(session))
+        pipe.hget(self.keys.summary(session), "record")
+        (start, done, job), length, summary = await pipe.execute()
+        entry = Entry("again", start=int(start or 0), done=done == "1", job=job or "")
+        if entry.done:
+            return entry
+        window = await read_window(
+            self.redis, self.keys, session, int(length), summary, entry.start
+        )
+        return Entry(
+            "again",
+            window.messages,
+            start=entry.start,
+            job=entry.job,
+            base=window.base,
+            summary=window.summary,
+        )

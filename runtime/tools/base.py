@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -16,6 +17,7 @@ from runtime.tools.sandbox import Access
 
 if TYPE_CHECKING:
     from runtime.policy.resolve import EffectivePolicy
+    from runtime.risk.policy import RiskDecision
 
 
 class ToolArgs(BaseModel):
@@ -57,8 +59,9 @@ class ToolCancelled(ToolError):
 
 
 class Tool(ABC, Generic[A]):
-    name: ClassVar[str]
-    description: ClassVar[str]
+    # Class attributes of the built-in tools; an MCP tool (runtime.mcp) sets its own.
+    name: str
+    description: str
     args_model: type[A]
     # Safe to run concurrently with its neighbours: no side effects, never needs approval.
     parallel_safe: ClassVar[bool] = False
@@ -69,6 +72,19 @@ class Tool(ABC, Generic[A]):
     def uncontained(self) -> str | None:
         """Why this tool cannot be contained here, so that no call of it may run without a
         human; None when it can (or needs no containment)."""
+        return None
+
+    def judge(
+        self, arguments: Mapping[str, Any], safe_tools: frozenset[str]
+    ) -> RiskDecision | None:
+        """This tool's own risk decision, for a tool the risk policy cannot know (an MCP
+        tool); None: the risk policy's rules decide. `safe_tools`: the conversation's."""
+        return None
+
+    @property
+    def signature(self) -> str | None:
+        """What a human approved besides the arguments, when the tool itself can change
+        while a call waits (an MCP tool's listing); None for the built-in tools."""
         return None
 
     def summarize(self, args: A) -> str:

@@ -6,7 +6,7 @@ model calls) and never needs approval, because everything the child does is read
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from pydantic import Field, field_validator
 
@@ -47,8 +47,8 @@ class Explorer(Protocol):
 
 
 class ExploreTool(Tool[ExploreArgs]):
-    name: ClassVar[str] = "explore"
-    description: ClassVar[str] = (
+    name = "explore"
+    description = (
         "Delegate a read-only investigation of the work directory (finding where something is "
         "defined, how a feature works, what files contain) to a helper agent with its own "
         "context. It can read files and run read-only shell commands, never change anything. "

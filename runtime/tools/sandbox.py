@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -157,13 +157,29 @@ class Sandbox:
             return True
         return self.network is NetworkAccess.APPROVED and access is Access.APPROVED
 
-    def wrap(self, argv: list[str], workdir: Path, access: Access) -> list[str]:
-        """`argv` as run in the sandbox for a call with `access` (unchanged when off)."""
+    def wrap(
+        self,
+        argv: list[str],
+        workdir: Path,
+        access: Access,
+        network: bool | None = None,
+        expose: Sequence[str] = (),
+    ) -> list[str]:
+        """`argv` as run in the sandbox for a call with `access` (unchanged when off).
+        `network`: whether it gets the network, when not as `access` says (an MCP server's
+        own setting; CLAWGATE_SANDBOX_NETWORK=never still wins); `expose`: directories under
+        the hidden ones to show read-only (an MCP server installed in a home directory)."""
         if self.bwrap is None:
             return argv
-        return [self.bwrap, *self.arguments(workdir, access), "--", *argv]
+        return [self.bwrap, *self.arguments(workdir, access, network, expose), "--", *argv]
 
-    def arguments(self, workdir: Path, access: Access) -> list[str]:
+    def arguments(
+        self,
+        workdir: Path,
+        access: Access,
+        network: bool | None = None,
+        expose: Sequence[str] = (),
+    ) -> list[str]:
         args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # A private, empty /tmp with the home in it, made before the work directory is bound
         # (which may be /tmp itself, read-only).
@@ -172,13 +188,17 @@ class Sandbox:
         # `mount -o remount,rw` would undo every read-only bind) and no nested namespaces.
         args += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
         args += ["--die-with-parent", "--new-session"]
-        if self.allows_network(access):
+        if network is None:
+            network = self.allows_network(access)
+        if network and self.network is not NetworkAccess.NEVER:
             args.append("--share-net")
         home = Path.home()
         for directory in (*HIDDEN_DIRS, str(home)):
             if os.path.isdir(directory) and directory != "/":
                 args += ["--tmpfs", directory]
         args += _hide_files(HIDDEN_FILES)
+        for path in expose:  # read-only, their credential stores hidden again
+            args += ["--ro-bind", path, path, *_hide_credentials(Path(path))]
         args += ["--bind" if access is Access.APPROVED else "--ro-bind", str(workdir), str(workdir)]
         # The work directory may itself be a home (or hold one's credential stores).
         args += _hide_credentials(workdir)

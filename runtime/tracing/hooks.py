@@ -91,12 +91,16 @@ def _child(name: str, **attributes: AttributeValue | None) -> Iterator[Span | No
 
 
 @contextlib.contextmanager
-def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None]:
-    """An `llm.call` span around one model request; current while it runs."""
+def llm_call(
+    provider: str, messages: Sequence[Message], chars: int | None = None
+) -> Iterator[Span | None]:
+    """An `llm.call` span around one model request; current while it runs. `chars`: the
+    messages' size, when the caller knows it (the loop does: then nothing here looks at
+    every message)."""
     if current_span() is None:  # not traced: spend nothing on sizes
         yield None
         return
-    size = sum(_chars(m) for m in messages)
+    size = sum(_chars(m) for m in messages) if chars is None else chars
     with _child("llm.call", provider=provider, messages=len(messages), message_chars=size) as span:
         if span is not None and _replaying(span):
             span.payload("input", _new_input(messages), metadata=False)
@@ -108,6 +112,14 @@ def llm_call(provider: str, messages: Sequence[Message]) -> Iterator[Span | None
                 if span is not None and (text := str(exc)):
                     span.payload("error", text, metadata=False)
             raise
+
+
+@contextlib.contextmanager
+def compaction(since: int, upto: int, messages: int, chars: int) -> Iterator[Span | None]:
+    """A `context.compact` span: the history `[since, upto)` (`messages` messages, `chars`
+    characters) summarized by one model request (its token usage lands here)."""
+    with _child("context.compact", since=since, upto=upto, messages=messages, chars=chars) as span:
+        yield span
 
 
 def llm_replied(

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import redis as syncredis
 import redis.asyncio as aioredis
 
 from adapters.dispatch import dispatch
@@ -35,6 +34,7 @@ from runtime.tools.files import ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
+from tests.conftest import keeps_cluster_setting, sync_client_for
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.support import ADMIN, ALICE, HERE, PREFIX, make_runtime
 
@@ -497,11 +497,11 @@ async def test_a_redis_failure_never_reaches_the_caller(
 def cli_env(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """REDIS_URL and the tests' prefix for `bot.cli.main`, on an empty database."""
     for name in list(os.environ):
-        if name.startswith("CLAWGATE_"):
+        if name.startswith("CLAWGATE_") and not keeps_cluster_setting(name):
             monkeypatch.delenv(name)
     monkeypatch.setenv("REDIS_URL", redis_url)
     monkeypatch.setenv("CLAWGATE_REDIS_PREFIX", PREFIX)
-    client = syncredis.Redis.from_url(redis_url, decode_responses=True)
+    client = sync_client_for(redis_url)
     client.flushdb()
     yield redis_url
     client.flushdb()
@@ -512,7 +512,7 @@ def seed(
     redis_url: str, *entries: tuple[str, str, dict[str, str]], at_ms: int | None = None
 ) -> None:
     """Append (event, actor, fields) entries; `at_ms` back-dates them (stream id and `at`)."""
-    client = syncredis.Redis.from_url(redis_url, decode_responses=True)
+    client = sync_client_for(redis_url)
     try:
         for i, (event, actor, fields) in enumerate(entries):
             data = {**fields, "event": event, "actor": actor, "trace": "t-" + event}
@@ -618,7 +618,11 @@ async def test_follow_prints_new_entries_until_ctrl_c(
 ) -> None:
     audit = audit_log(redis)
     await audit.record("before", "someone")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CLAWGATE_") or keeps_cluster_setting(k)
+    }
     env.update(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX, PYTHONPATH=str(REPO))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

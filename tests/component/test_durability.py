@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from runtime.queue.inbox import Inbox, NotDurable
 from runtime.store.durability import (
@@ -17,7 +18,16 @@ from runtime.store.durability import (
     fsync_mode,
 )
 from runtime.store.keys import Keys
+from tests.conftest import CLUSTER
 from tests.support import PREFIX
+
+
+async def config_set(redis: aioredis.Redis, name: str, value: str) -> None:
+    """On every master of a cluster (clawgate reads them all and judges by the weakest)."""
+    if CLUSTER:
+        await redis.config_set(name, value, target_nodes=RedisCluster.PRIMARIES)
+    else:
+        await redis.config_set(name, value)
 
 
 async def test_what_redis_could_lose_is_read_from_its_own_settings(
@@ -25,14 +35,14 @@ async def test_what_redis_could_lose_is_read_from_its_own_settings(
 ) -> None:
     assert await durability_warnings(redis) == [NO_AOF]  # the tests' Redis keeps nothing
     try:
-        await redis.config_set("appendonly", "yes")
-        await redis.config_set("appendfsync", "everysec")
+        await config_set(redis, "appendonly", "yes")
+        await config_set(redis, "appendfsync", "everysec")
         assert await durability_warnings(redis) == [EVERYSEC]
-        await redis.config_set("appendfsync", "always")
+        await config_set(redis, "appendfsync", "always")
         assert await durability_warnings(redis) == []
     finally:
-        await redis.config_set("appendfsync", "everysec")
-        await redis.config_set("appendonly", "no")
+        await config_set(redis, "appendfsync", "everysec")
+        await config_set(redis, "appendonly", "no")
 
 
 @pytest.mark.e2e  # waits out timers or runs processes: the slow tier
@@ -59,18 +69,18 @@ async def test_fsync_ingest_needs_redis_to_sync_every_write(redis: aioredis.Redi
     version = str((await redis.info("server"))["redis_version"])
     newer = tuple(int(p) for p in version.split(".")[:2]) >= (7, 2)
     try:
-        await redis.config_set("appendonly", "yes")
-        await redis.config_set("appendfsync", "everysec")
-        if newer:
+        await config_set(redis, "appendonly", "yes")
+        await config_set(redis, "appendfsync", "everysec")
+        if newer and not CLUSTER:  # WAITAOF cannot follow a write through a cluster client
             assert await fsync_mode(redis) == "waitaof"
         else:
             with pytest.raises(DurabilityError, match="appendfsync always"):
                 await fsync_mode(redis)
-        await redis.config_set("appendfsync", "always")
+        await config_set(redis, "appendfsync", "always")
         assert await fsync_mode(redis) == "always"
     finally:
-        await redis.config_set("appendfsync", "everysec")
-        await redis.config_set("appendonly", "no")
+        await config_set(redis, "appendfsync", "everysec")
+        await config_set(redis, "appendonly", "no")
 
 
 async def test_an_inbox_that_waits_for_the_disk_is_told_when_redis_cannot_confirm(

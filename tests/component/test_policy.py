@@ -311,7 +311,7 @@ async def test_always_ask_tools_ask_even_when_the_risk_rules_would_not(
     assert asked.approval_id is not None
     decision = await runtime.decide(asked.approval_id, True, ADMIN, CHAT, always=GrantTerms())
     assert decision.accepted and "the policy says read always asks here" in decision.message
-    assert not await redis.keys(f"{PREFIX}:rules:*")
+    assert not [k async for k in redis.scan_iter(f"{PREFIX}:rules:*")]
     fake_openai.script = [calls(("call_3", "read", {"path": "notes.txt"})), reply("again")]
     again = await runtime.run("s1", "read notes again", ALICE, CHAT)
     assert again.stop_reason is StopReason.APPROVAL_REQUIRED

@@ -11,6 +11,8 @@ optionally Redis itself killed and restarted (AOF, `appendfsync always`). Then i
 
 By hand, with many kills:   python -m tests.e2e.chaos --messages 250 --kills 32
 In CI, a small run:         tests/e2e/test_chaos.py
+On a local Redis Cluster of three masters (tests/cluster.py, AOF, 16 inbox partitions):
+                            python -m tests.e2e.chaos --cluster  (--redis-kills: masters)
 
 Runs bash uncontained (CLAWGATE_SANDBOX=off) so that `tally` can keep its log: it tests
 exactness under crashes, not containment.
@@ -39,10 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from adapters.slack.inbound import APPROVE_ONCE
+from bot.settings import CLUSTER_INBOX_PARTITIONS
+from runtime.store.connection import REDIS_FAILURES, connect
+from runtime.store.keys import Keys
+from tests.cluster import LocalCluster
 from tests.conftest import free_port
 from tests.fake_slack import (
     TEAM_ID,
@@ -61,7 +65,6 @@ SECRET = "chaos-signing-secret"
 CHANNEL = "C111"
 APPROVER = "U_APPROVER"
 PREFIX = "chaos"
-STREAM = f"{PREFIX}:{{inbox}}:stream"
 TAG = re.compile(r"\b([am]\d+) done\b")
 UNFINISHED = "did not complete"
 
@@ -71,6 +74,7 @@ class Figures:
     messages: int = 0
     approvals: int = 0
     kills: Counter[str] = field(default_factory=Counter)
+    exits: Counter[str] = field(default_factory=Counter)  # stopped on their own, restarted
     lost: list[str] = field(default_factory=list)
     answered_twice: list[str] = field(default_factory=list)
     appended_twice: list[str] = field(default_factory=list)
@@ -87,9 +91,11 @@ class Figures:
 
     def report(self) -> str:
         kills = ", ".join(f"{n} {what}" for what, n in sorted(self.kills.items())) or "none"
+        exits = ", ".join(f"{n} {what}" for what, n in sorted(self.exits.items()))
         lines = [
             f"messages {self.messages} ({self.approvals} needing approval), kills: {kills}, "
-            f"{self.seconds:.0f} s",
+            + (f"exited on their own and restarted: {exits}, " if exits else "")
+            + f"{self.seconds:.0f} s",
             f"lost {len(self.lost)}  answered twice {len(self.answered_twice)}  "
             f"user messages appended twice {len(self.appended_twice)}  "
             f"calls run twice {len(self.run_twice)}  outcome unknown {self.unknown_outcomes}",
@@ -122,6 +128,9 @@ def approve_buttons(fake: FakeSlack) -> list[tuple[Call, dict[str, Any]]]:
 class RedisServer:
     """A throwaway redis-server with AOF (`appendfsync always`) that can be killed and
     restarted on the same port and data."""
+
+    cluster = False
+    partitions = 1
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -158,6 +167,39 @@ class RedisServer:
             self.proc.terminate()
             self.proc.wait(timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ClusterServers:
+    """As RedisServer, a local Redis Cluster of three masters: `kill` kills one master (each
+    in turn), `start` then brings it back on its port, data and cluster config."""
+
+    cluster = True
+    partitions = CLUSTER_INBOX_PARTITIONS  # clawgate's default on a cluster
+
+    def __init__(self) -> None:
+        self.local = LocalCluster(aof=True)
+        self.down: int | None = None
+        self.kills = 0
+
+    @property
+    def url(self) -> str:
+        return self.local.url
+
+    def start(self) -> None:
+        if self.down is None:
+            self.local.start()
+            return
+        self.local.start_node(self.local.ports[self.down])
+        self.local.wait_ok()
+        self.down = None
+
+    def kill(self) -> None:
+        self.down = self.kills % len(self.local.ports)
+        self.kills += 1
+        self.local.kill(self.down)
+
+    def stop(self) -> None:
+        self.local.stop()
 
 
 class Process:
@@ -211,7 +253,7 @@ class Chaos:
         self,
         root: Path,
         fake: FakeSlack,
-        redis_server: RedisServer,
+        redis_server: RedisServer | ClusterServers,
         port: int,
         durability: str,
         call_seconds: float = 0.3,
@@ -247,6 +289,7 @@ class Chaos:
             CLAWGATE_SANDBOX="off",
             CLAWGATE_APPROVERS=f"slack:{APPROVER}",
             CLAWGATE_INGEST_DURABILITY=durability,
+            CLAWGATE_REDIS_CLUSTER=str(redis_server.cluster).lower(),
             CLAWGATE_LOG_LEVEL="INFO",
             CLAWGATE_LOG_FORMAT="json",
             SLACK_BOT_TOKEN="xoxb-test",
@@ -258,8 +301,11 @@ class Chaos:
             "serve": Process("serve", env, self.workdir, logs),
             "worker": Process("worker", env, self.workdir, logs),
         }
-        self.redis = aioredis.from_url(redis_server.url, decode_responses=True)
+        self.redis = connect(redis_server.url, cluster=redis_server.cluster)
+        keys, partitions = Keys(PREFIX), redis_server.partitions
+        self.streams = [keys.inbox_stream(p, partitions) for p in range(partitions)]
         self.clicked: set[str] = set()
+        self.killing: set[str] = set()  # processes being killed and started again
         self.figures = Figures()
         self.sent: dict[str, str] = {}  # tag -> thread ts
         self.roots: list[str] = []
@@ -333,22 +379,25 @@ class Chaos:
 
     async def consumer_of(self, pid: int) -> str | None:
         with contextlib.suppress(Exception):
-            for consumer in await self.redis.xinfo_consumers(
-                f"{PREFIX}:{{inbox}}:stream", "workers"
-            ):
-                if f":{pid}:" in str(consumer["name"]):
-                    return str(consumer["name"])
+            for stream in self.streams:  # a worker reads (so joins the group of) every one
+                for consumer in await self.redis.xinfo_consumers(stream, "workers"):
+                    if f":{pid}:" in str(consumer["name"]):
+                        return str(consumer["name"])
         return None
 
     async def held_by(self, consumer: str) -> set[str] | None:
-        """The jobs `consumer` holds; None while Redis does not answer (it may be killed)."""
+        """The jobs `consumer` holds (partition/id); None while Redis does not answer (it, or
+        one of its masters, may be killed)."""
+        held = set()
         try:
-            entries = await self.redis.xpending_range(
-                STREAM, "workers", "-", "+", 1000, consumername=consumer
-            )
-        except RedisError:
+            for partition, stream in enumerate(self.streams):
+                entries = await self.redis.xpending_range(
+                    stream, "workers", "-", "+", 1000, consumername=consumer
+                )
+                held |= {f"{partition}/{e['message_id']!s}" for e in entries}
+        except REDIS_FAILURES:
             return None
-        return {str(e["message_id"]) for e in entries}
+        return held
 
     async def measure_takeover(self, consumer: str, jobs: set[str], killed_at: float) -> None:
         while (held := await self.held_by(consumer)) is None or held & jobs:
@@ -361,18 +410,34 @@ class Chaos:
         process = self.processes[name]
         consumer = await self.consumer_of(process.pid)
         jobs = (await self.held_by(consumer) or set()) if consumer else set()
+        self.killing.add(name)
         await process.kill()
         killed_at = time.monotonic()
         self.figures.kills[name] += 1
         await process.start()
+        self.killing.discard(name)
         if jobs and consumer:
             asyncio.get_running_loop().create_task(self.measure_takeover(consumer, jobs, killed_at))
 
+    async def supervise(self) -> None:
+        """As compose's `restart: unless-stopped` (or Kubernetes) does: a process that stopped
+        on its own is started again a second later. A process starting while Redis (on a
+        cluster: the node REDIS_URL names) is down exits 1, as it should."""
+        while True:
+            await asyncio.sleep(0.25)
+            for name, process in self.processes.items():
+                proc = process.proc
+                if name in self.killing or proc is None or proc.returncode is None:
+                    continue
+                self.figures.exits[name] += 1
+                await asyncio.sleep(1.0)
+                await process.start()
+
     async def kill_redis(self) -> None:
-        self.redis_server.kill()
+        await asyncio.to_thread(self.redis_server.kill)  # a cluster: one of its masters
         self.figures.kills["redis"] += 1
         await asyncio.sleep(0.5)
-        self.redis_server.start()
+        await asyncio.to_thread(self.redis_server.start)
 
     async def killer(
         self, kills: int, redis_kills: int, interval: float, rng: random.Random
@@ -451,6 +516,7 @@ class Chaos:
         for process in self.processes.values():
             await process.start()
         approver = asyncio.get_running_loop().create_task(self.approve_forever())
+        supervisor = asyncio.get_running_loop().create_task(self.supervise())
         try:
             await asyncio.sleep(2.0)  # both up before traffic (a kill may come at once)
             interval = max(0.5, messages / 12 / max(1, kills + redis_kills))
@@ -463,8 +529,9 @@ class Chaos:
                 await asyncio.sleep(0.25)
             await asyncio.sleep(1.0)  # anything answered twice shows by now
         finally:
-            approver.cancel()
-            await asyncio.gather(approver, return_exceptions=True)
+            for task in (approver, supervisor):
+                task.cancel()
+            await asyncio.gather(approver, supervisor, return_exceptions=True)
             await asyncio.gather(*(p.stop() for p in self.processes.values()))
         await self.count()
         posts = [
@@ -488,9 +555,10 @@ async def chaos(
     settle: float = 120.0,
     durability: str = "fsync",
     keep: Path | None = None,
+    cluster: bool = False,
 ) -> Figures:
     root = Path(tempfile.mkdtemp(prefix="chaos-", dir=keep))
-    redis_server = RedisServer()
+    redis_server = ClusterServers() if cluster else RedisServer()
     redis_server.start()
     try:
         with FakeSlack() as fake:
@@ -513,6 +581,9 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=120.0)
     parser.add_argument("--durability", default="fsync", choices=["fsync", "default"])
     parser.add_argument("--keep", type=Path, help="keep logs and files under this directory")
+    parser.add_argument(
+        "--cluster", action="store_true", help="on a local Redis Cluster of three masters"
+    )
     args = parser.parse_args()
     figures = asyncio.run(chaos(**vars(args)))  # the options are chaos()'s parameters
     print(figures.report())

@@ -4,13 +4,18 @@ platform API (Slack or Feishu) and finishes with every request accepted and ever
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
+from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from bot.bench.ingest import IngestReport, bench_ingest
+from bot.bench.workers import steady_rate
 from bot.cli import main
+from bot.settings import CLUSTER_INBOX_PARTITIONS
+from tests.conftest import CLUSTER, client_for
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
@@ -25,6 +30,8 @@ async def _tiny_bench(redis_url: str, platform: str, split: bool) -> IngestRepor
     report = await bench_ingest(
         redis_url,
         prefix,
+        cluster=CLUSTER,  # under TEST_REDIS_CLUSTER=1, its default of 16 partitions
+        partitions=CLUSTER_INBOX_PARTITIONS if CLUSTER else 1,
         platform=platform,
         rates=[50],
         duration=0.5,
@@ -43,11 +50,7 @@ async def _tiny_bench(redis_url: str, platform: str, split: bool) -> IngestRepor
     assert any(line.startswith("ack at 50/s") for line in lines), lines
     assert not any("Traceback" in line for line in lines), lines
 
-    client = aioredis.from_url(redis_url, decode_responses=True)
-    try:
-        assert [k async for k in client.scan_iter(match=f"{prefix}:*")] == []
-    finally:
-        await client.aclose()
+    assert await _keys_left(redis_url, f"{prefix}:") == []
     return report
 
 
@@ -89,3 +92,72 @@ def test_bench_platform_is_slack_or_feishu(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         main(["bench", "ingest", "--platform", "teams"])
     assert "invalid choice: 'teams'" in capsys.readouterr().err
+
+
+def _bench_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """`clawgate bench ingest … --json`: stdout is one JSON document, the commentary is on
+    stderr."""
+    assert main(["bench", "ingest", *args, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "this machine has" in err and "Traceback" not in err, err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def test_ingest_bench_json_holds_the_ramp_and_the_end_to_end_figures(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    document = _bench_json(
+        capsys, "--rates", "50", "--duration", "0.5", "--threads", "2", "--turns", "2"
+    )
+    assert document["bench"] == "ingest" and document["topology"] == "in-process worker"
+    [step] = document["ack"]
+    assert (step["rate"], step["sent"], step["ok"], step["errors"]) == (50, 25, 25, {})
+    assert step["p99_ms"] >= step["p50_ms"] > 0
+    assert document["end_to_end"]["turns_per_s"] > 0
+
+
+def test_workers_bench_reports_throughput_per_worker_count_and_the_spread(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--workers 1,2`: a backlog queued through serve alone, drained by 1 then 2 worker
+    processes, over 4 inbox partitions; the keys are gone afterwards."""
+    prefix = f"bench-workers-{time.time_ns()}"
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("CLAWGATE_REDIS_PREFIX", prefix)
+    monkeypatch.setenv("CLAWGATE_INBOX_PARTITIONS", "4")
+    document = _bench_json(
+        capsys, "--workers", "1,2", "--backlog", "40", "--threads", "2", "--turns", "1"
+    )
+    assert document["topology"] == "workers" and document["redis"]["inbox_partitions"] == 4
+    assert [step["workers"] for step in document["workers"]] == [1, 2]
+    for step in document["workers"]:
+        assert len(step["partitions"]) == 4 and sum(step["partitions"]) == 40
+        assert step["handled_per_s"] > 0 and step["drain_s"] > 0
+        assert sum(m["events"] for m in step["masters"].values()) == 40
+        assert step["end_to_end"]["turns"] == 2 * 2
+    assert asyncio.run(_keys_left(redis_url, prefix)) == []
+
+
+async def _keys_left(redis_url: str, prefix: str) -> list[str]:
+    client = client_for(redis_url)
+    try:
+        return [k async for k in client.scan_iter(match=f"{prefix}*")]
+    finally:
+        await client.aclose()
+
+
+def test_worker_counts_are_small_positive_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("0", "1,x", "65"):
+        with pytest.raises(SystemExit):
+            main(["bench", "ingest", "--workers", bad])
+        assert "expected worker counts" in capsys.readouterr().err
+
+
+def test_the_steady_rate_leaves_out_the_workers_start() -> None:
+    # 1 s of start-up, then 100 events/s: 100 events between 10 % and 90 % of 125
+    samples = [(0.0, 0), (1.0, 0), *((1.0 + i / 100, i) for i in range(1, 126))]
+    assert steady_rate(samples, 125) == pytest.approx(100, rel=0.02)
+    assert steady_rate([(0.0, 0), (1.0, 5)], 10) == 0.0  # never reached 90 %
+    assert steady_rate([(0.0, 0), (0.5, 0), (0.55, 40)], 40) == pytest.approx(800)  # at once

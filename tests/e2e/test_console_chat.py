@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.processes import chat, clean_env
@@ -102,14 +104,25 @@ async def test_bench_runtime_prints_percentiles(workdir: Path) -> None:
     assert "sandbox cost per bash call" in out
 
 
-async def test_bench_approval_prints_round_trip_and_checkpoint_ratio(
-    workdir: Path, redis_url: str
+async def test_bench_approval_reports_suspend_and_resume_by_history_length(
+    workdir: Path, redis_url: str, redis: aioredis.Redis
 ) -> None:
     env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX="cgbench")
-    code, out, err = await chat("", workdir, env, "bench", "approval", "--turns", "10")
+    bench = ("bench", "approval", "--turns", "10", "--history", "10,2000")
+    code, out, err = await chat("", workdir, env, *bench, "--json")
     assert code == 0, err
-    assert "approval round trip" in out
-    assert "checkpoint write ratio 10,000 / 10" in out
+    figures = json.loads(out)
+    assert list(figures["history"]) == ["10", "2000"]
+    for row in figures["history"].values():
+        for measure in ("ask", "suspend", "resume"):
+            assert 0 < row[measure]["p50_ms"] <= row[measure]["p99_ms"]
+        assert 1_000 < row["bytes_per_suspension"] < 10_000
+    long = figures["history"]["2000"]
+    assert long["summary"] and long["window"] < 1_000  # compacted: runs read a window
+    code, out, err = await chat("", workdir, env, *bench)
+    assert code == 0, err
+    assert "resume p50 ratio 2000 / 10 prior messages" in out
+    assert [key async for key in redis.scan_iter("cgbench*")] == []  # nothing left behind
 
 
 async def test_policy_file_risk_and_approver_tables_take_effect(workdir: Path) -> None:

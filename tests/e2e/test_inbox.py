@@ -18,16 +18,26 @@ from runtime.queue.inbox import GROUP, Inbox, Job
 from runtime.queue.ingest import Ingest
 from runtime.queue.worker import MAX_STARTS, Worker
 from runtime.store.keys import Keys
+from tests.conftest import CLUSTER
 
 pytestmark = pytest.mark.e2e  # real worker loops waiting on reclaim timers: the slow tier
 
 PREFIX = "cginbox"
 EIGHT_HOURS_MS = 8 * 3600 * 1000
+PARTITIONS = 4  # the workers' tests: lanes spread over partitions (over masters, on a cluster)
 
 
 @pytest.fixture
 async def inbox(redis: aioredis.Redis) -> Inbox:
+    """One partition: the primitives' tests read partition 0 and look at its keys."""
     box = Inbox(redis, Keys(PREFIX))
+    await box.ensure_group()
+    return box
+
+
+@pytest.fixture
+async def partitioned(redis: aioredis.Redis) -> Inbox:
+    box = Inbox(redis, Keys(PREFIX), partitions=PARTITIONS)
     await box.ensure_group()
     return box
 
@@ -40,7 +50,11 @@ async def put(inbox: Inbox, lane: str, payload: str, *dedupe: str) -> str:
 
 async def pending_ids(redis: aioredis.Redis, inbox: Inbox) -> dict[str, str]:
     """id -> consumer for every job read but not acknowledged."""
-    rows = await redis.xpending_range(inbox.stream, GROUP, min="-", max="+", count=1000)
+    rows = [
+        row
+        for stream in inbox.streams
+        for row in await redis.xpending_range(stream, GROUP, min="-", max="+", count=1000)
+    ]
     return {str(row["message_id"]): str(row["consumer"]) for row in rows}
 
 
@@ -61,7 +75,7 @@ async def test_put_dedupes_on_any_shared_key_and_marks_the_missing_ones(
     second = await inbox.put("lane-a", "other", ["event:3", "message:C1:1.2"])
     assert second is not None
 
-    assert await redis.xlen(inbox.stream) == 2
+    assert await redis.xlen(inbox.streams[0]) == 2
     assert await redis.lrange(keys.inbox_lane("lane-a"), 0, -1) == [first, second]
     for key in ("event:1", "event:2", "event:3", "message:C1:1.1", "message:C1:1.2"):
         assert await redis.pttl(keys.inbox_seen(key)) >= EIGHT_HOURS_MS
@@ -123,7 +137,7 @@ async def test_ack_removes_the_job_from_stream_lane_and_pending(
     assert job == Job(job_id, "lane", "payload", 1)
     assert await inbox.depth() == (0, 1)
     await inbox.ack(job)
-    assert await redis.xlen(inbox.stream) == 0
+    assert await redis.xlen(inbox.streams[0]) == 0
     assert await redis.llen(Keys(PREFIX).inbox_lane("lane")) == 0
     assert await pending_ids(redis, inbox) == {}
     assert await inbox.depth() == (0, 0)
@@ -153,10 +167,10 @@ async def test_unacked_job_is_reclaimed_only_after_the_idle_time(
 
 async def test_keep_prevents_reclaim(redis: aioredis.Redis, inbox: Inbox) -> None:
     job_id = await put(inbox, "lane", "long job")
-    await inbox.read("A", count=1, block_ms=100)
+    [job] = await inbox.read("A", count=1, block_ms=100)
     for _ in range(3):
         await asyncio.sleep(0.35)
-        await inbox.keep("A", [job_id])
+        await inbox.keep("A", [job])
         assert (await inbox.reclaim("B", min_idle_ms=500))[0] == []
     await inbox.keep("A", [])  # nothing to keep: no call
     assert await pending_ids(redis, inbox) == {job_id: "A"}
@@ -171,11 +185,12 @@ async def test_keep_reports_jobs_another_consumer_took_over(
     """A stalled worker must not take back (and run again) what another one reclaimed."""
     mine = await put(inbox, "lane-1", "mine")
     lost = await put(inbox, "lane-2", "lost")
-    await inbox.read("A", count=2, block_ms=100)
+    jobs = {job.id: job for job in await inbox.read("A", count=2, block_ms=100)}
     await asyncio.sleep(0.3)
     [taken] = (await inbox.reclaim("B", min_idle_ms=200, count=1))[0]
     assert taken.id == mine
-    assert await inbox.keep("B", [mine, lost]) == [lost]  # B keeps only what it owns
+    # B keeps only what it owns
+    assert await inbox.keep("B", [jobs[mine], jobs[lost]]) == {(0, lost)}
     assert await pending_ids(redis, inbox) == {mine: "B", lost: "A"}
 
 
@@ -196,6 +211,29 @@ async def test_ack_returns_the_next_head_of_the_lane(inbox: Inbox) -> None:
     assert await inbox.ack(jobs[0]) == second
     assert await inbox.ack(jobs[1]) is None
     assert first != second
+
+
+async def test_partitions_keep_each_lane_in_one_and_are_read_by_groups(
+    redis: aioredis.Redis, partitioned: Inbox
+) -> None:
+    """A session's inputs all go to the partition it hashes to, in order; one read covers
+    every partition on one server, each alone on a cluster."""
+    inbox = partitioned
+    lanes = [f"slack:T1:C1:{n}.0" for n in range(12)]
+    ids = {lane: [await put(inbox, lane, f"{lane}#{i}") for i in range(2)] for lane in lanes}
+    assert len({inbox.partition_of(lane) for lane in lanes}) > 1  # spread over partitions
+    groups = inbox.read_groups()
+    assert sorted(p for group in groups for p in group) == list(range(PARTITIONS))
+    assert len(groups) == (PARTITIONS if CLUSTER else 1)
+    jobs = [job for group in groups for job in await inbox.read("A", 100, 100, group)]
+    assert sorted(job.id for job in jobs) == sorted(i for some in ids.values() for i in some)
+    for job in jobs:
+        assert job.partition == inbox.partition_of(job.lane)
+        assert await redis.lrange(inbox.lane_key(job.lane), 0, -1) == ids[job.lane]
+    for job in jobs:
+        await inbox.ack(job)
+    assert await inbox.depth() == (0, 0)
+    assert sum(await inbox.spread()) == 2 * len(lanes)
 
 
 async def test_workers_polling_sees_a_worker_that_beat_recently(inbox: Inbox) -> None:
@@ -225,7 +263,7 @@ async def test_a_lost_group_is_created_again(redis: aioredis.Redis, inbox: Inbox
     await redis.flushdb()
     assert (await inbox.reclaim("A", min_idle_ms=0))[0] == []
     assert await inbox.read("A", count=10, block_ms=10) == []
-    await redis.delete(inbox.stream)
+    await redis.delete(inbox.streams[0])
     job_id = await put(inbox, "lane", "after")  # the stream exists again, without the group
     assert await inbox.read("A", count=10, block_ms=10) == []  # recreates it...
     [job] = await inbox.read("A", count=10, block_ms=10)  # ...from the start of the stream
@@ -307,8 +345,9 @@ async def start(
 
 
 async def test_two_workers_keep_lane_order_and_lanes_run_concurrently(
-    inbox: Inbox, workers: list[Worker]
+    partitioned: Inbox, workers: list[Worker]
 ) -> None:
+    inbox = partitioned
     recorder = Recorder()
     recorder.delays = {"slow": 0.3}
     await start(workers, inbox, recorder, "w1")
@@ -446,7 +485,7 @@ async def test_a_job_that_keeps_killing_its_workers_is_dropped_and_told(
 ) -> None:
     poison = await put(inbox, "lane", "poison")
     for _ in range(MAX_STARTS):  # five workers took it over and died running it
-        await inbox.started(poison)
+        await inbox.started(Job(poison, "lane", "poison"))
     await inbox.read("dead", count=1, block_ms=100)  # the last one: it holds it
     recorder = Recorder()
     told: list[str] = []
@@ -465,9 +504,10 @@ async def test_a_job_that_keeps_killing_its_workers_is_dropped_and_told(
 
 
 async def test_a_busy_session_does_not_starve_the_others(
-    inbox: Inbox, workers: list[Worker]
+    partitioned: Inbox, workers: list[Worker]
 ) -> None:
     """Concurrency counts sessions being worked on, not jobs waiting behind one."""
+    inbox = partitioned
     recorder = Recorder()
     recorder.delays = {"busy": 0.3}
     for n in range(8):

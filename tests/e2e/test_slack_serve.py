@@ -16,7 +16,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,14 +150,6 @@ async def serving(
     worker = settings.inprocess_worker
     async with running(settings, worker=worker, start_worker=start_worker) as (service, server):
         yield Harness(fake, service, server, workdir, prefix, settings)
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REDIS_URL", "CLAWGATE_POLICY_FILE"):
-        monkeypatch.delenv(var, raising=False)
-    with FakeSlack() as server:
-        yield server
 
 
 @pytest.fixture
