@@ -38,9 +38,9 @@ from runtime.policy.model import PolicyDocument
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
-from runtime.queue.worker import OUTAGES, Worker, sweep_forever
+from runtime.queue.worker import Worker, sweep_forever
 from runtime.redact import shown_url
-from runtime.store.connection import REDIS_FAILURES, connect
+from runtime.store.connection import OUTAGES, REDIS_FAILURES, connect
 from runtime.store.durability import (
     DurabilityError,
     DurabilityUnknown,

@@ -142,6 +142,7 @@ class Runtime:
         self.retake = Retake(
             self.loop,
             approvals,
+            history,
             self.suspender,
             self.settlement,
             self.worker_id,

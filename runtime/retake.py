@@ -14,6 +14,7 @@ from runtime.approval.suspend import Suspender
 from runtime.channel import Notice, Reply
 from runtime.loop import EMPTY_ANSWER, AgentLoop, RunState, Suspension, answer_key
 from runtime.models import AssistantMessage, RunResult, StopReason
+from runtime.store.history import HistoryStore
 
 CONTINUING = (
     "Continuing where I stopped: the process working on this was restarted. Steps already "
@@ -26,6 +27,7 @@ class Retake:
         self,
         loop: AgentLoop,
         approvals: ApprovalStore,
+        history: HistoryStore,
         suspender: Suspender,
         settlement: Settlement,
         worker_id: str,
@@ -36,6 +38,7 @@ class Retake:
         self.loop = loop
         self.worker_id = worker_id
         self.approvals = approvals
+        self.history = history
         self.suspender = suspender
         self.settlement = settlement
         self.liveness_ttl = liveness_ttl
@@ -52,6 +55,10 @@ class Retake:
             waiting = await self._settle(state, approval_id)
             if waiting is not None:
                 return waiting, None
+            # Settling a call that was executing answered its batch in history after this run
+            # read it: go on from there, or the run would answer those calls again and key its
+            # answer by a stale index (posted twice if it is retaken once more).
+            state.history.extend(await self.history.since(state.session, state.end))
         await self.loop.append(state, self.loop.interrupted(state, start))
         if approval_id is not None:  # its batch is answered now: the session waits no more
             await self.approvals.release(state.session, approval_id)

@@ -20,6 +20,7 @@ from runtime.models import RunResult, StopReason, ToolStatus
 from runtime.policy.model import DIRECT
 from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
+from runtime.store.connection import OUTAGES
 from runtime.store.history import HistoryStore, encode_message
 from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks as tracing
@@ -106,6 +107,11 @@ class Suspender:
         try:
             timeout = ctx.policy.approval_timeout if ctx.policy else None
             record = await self.approvals.create(record, checkpoint, unsaved, timeout)
+        except OUTAGES:
+            # Redis unreachable (or restarted under a pooled connection): the job is tried
+            # again, and its retake finds the request if it was stored after all. Telling the
+            # chat "not executed" here would end the run and lose the user's message.
+            raise
         except RedisError as exc:
             log.error(
                 "session %s: could not store an approval request (Redis: %s)", state.session, exc

@@ -11,12 +11,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runtime.queue.inbox import Inbox, Job
-from runtime.store.connection import CLUSTER_OUTAGES
+from runtime.store.connection import CLUSTER_OUTAGES, OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +29,6 @@ TAKEOVER_CONFIRM = 0.6
 RENEWALS_PER_TTL = 8
 FORGET_AFTER_MS = 60_000  # a dead consumer with nothing pending leaves the group after this
 RETRY_MAX = 10.0  # seconds between tries of a job while Redis is unreachable
-# Redis unreachable (not a script or data error): the job is worth trying again, in place;
-# also a cluster whose master for the slot is down or moving.
-OUTAGES: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, *CLUSTER_OUTAGES)
 # What a loop of the worker waits out and tries again (a cluster's SlotNotCoveredError is no
 # RedisError).
 RETRIED: tuple[type[Exception], ...] = (RedisError, *CLUSTER_OUTAGES)

@@ -19,6 +19,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ CLUSTER_OUTAGES: tuple[type[Exception], ...] = (
     TryAgainError,
     RedisClusterException,
 )
+# Redis unreachable (not a script or data error): whatever met it is worth trying again, in
+# place; also a cluster whose master for the slot is down or moving.
+OUTAGES: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, *CLUSTER_OUTAGES)
 # Any failure to talk to Redis, a cluster's included: what a command reports in one line.
 REDIS_FAILURES: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
 

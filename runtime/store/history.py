@@ -53,6 +53,10 @@ class HistoryStore:
         """The whole history (the audit, tests): runs read their `Window` instead."""
         return parse_history(await self.redis.lrange(self.keys.history(session), 0, -1))
 
+    async def since(self, session: str, start: int) -> list[Message]:
+        """The history from index `start` on: what was appended after a run read its window."""
+        return parse_history(await self.redis.lrange(self.keys.history(session), start, -1))
+
     async def length(self, session: str) -> int:
         return int(await self.redis.llen(self.keys.history(session)))
 

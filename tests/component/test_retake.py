@@ -9,9 +9,11 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalStatus
@@ -369,3 +371,86 @@ async def test_a_held_message_whose_run_died_before_its_notice_posts_it_on_the_r
     assert [n.tool for n in notices] == ["bash"] and notices[0].approval_id != approval_id
     assert "other.txt" in notices[0].arguments
     assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 0  # its run waits in the checkpoint
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["not-written", "written-reply-lost"])
+async def test_redis_lost_while_a_run_suspends_retries_the_job_instead_of_dropping_it(
+    redis: aioredis.Redis, workdir: Path, stored: bool
+) -> None:
+    """Right after Redis restarts, a pooled connection fails once: the checkpoint's write is
+    lost, or written with its reply lost. The job is tried again (the worker does that on an
+    outage); the user's message is neither dropped with "not executed" nor run twice."""
+    (workdir / "victim.txt").write_text("precious")
+    model = Scripted(asks(bash("c1", "rm victim.txt")), asks(bash("c1", "rm victim.txt")))
+    runtime, channel = runtime_with(redis, workdir, model, Calls())
+    create = runtime.approvals.create
+
+    async def connection_lost(*args: Any, **kwargs: Any) -> Any:
+        if stored:
+            await create(*args, **kwargs)
+        raise RedisConnectionError("Connection closed by server.")
+
+    runtime.approvals.create = connection_lost  # type: ignore[method-assign]
+    with pytest.raises(RedisConnectionError):
+        await runtime.run("s1", "remove it", ALICE, HERE, job="j1")
+    runtime.approvals.create = create  # type: ignore[method-assign]
+
+    result = await runtime.run("s1", "remove it", ALICE, HERE, job="j1")
+
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
+    assert [e.notice.approval_id for e in channel.of(ApprovalRequested)] == [result.approval_id]
+    assert not any("not executed" in text for text in replies(channel))
+    assert await redis.get(f"{PREFIX}:{{s1}}:pending") == result.approval_id
+    assert users(await history_of(runtime, "s1")) == ["remove it"]
+    assert model.asked == (1 if stored else 2) and (workdir / "victim.txt").exists()
+
+
+async def test_a_retake_that_settled_an_executing_call_posts_its_answer_once_if_retaken(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """The decision's process died executing the call; the retake settles it (outcome
+    unknown), the model answers, and that process dies too before finishing the job. The
+    third take posts the answer under the same key (the platform posts it once), and the
+    model was sent the settled call's answer."""
+    model = Scripted(asks(bash("c1", "rm victim.txt")), says("it may have run"))
+    calls = Calls(freeze=["c1"])
+    first, approval_id = await suspended(redis, workdir, model, calls)
+    frozen = asyncio.create_task(first.decide(approval_id, True, ADMIN, HERE, job="d1"))
+    await asyncio.wait_for(calls.frozen.wait(), 5)
+
+    async def no_heartbeat(worker: str, ttl_s: float) -> None:
+        return None
+
+    first.approvals.heartbeat = no_heartbeat  # type: ignore[method-assign]
+    await redis.delete(f"{PREFIX}:worker:{first.worker_id}")  # the mark lapses: it died
+
+    seen: list[Sequence[Message]] = []
+    complete = model.complete
+
+    async def recorded(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> AssistantMessage:
+        seen.append(list(messages))
+        return await complete(messages, tools)
+
+    model.complete = recorded  # type: ignore[method-assign]
+    second, posted = runtime_with(redis, workdir, model, calls)
+
+    async def dies(session: str, job: str, held: str = "") -> None:
+        raise Crash
+
+    second.runs.finish = dies  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await second.decide(approval_id, True, ADMIN, HERE, job="d1")
+    frozen.cancel()
+    await asyncio.gather(frozen, return_exceptions=True)
+
+    third, reposted = runtime_with(redis, workdir, model, calls)
+    assert (await third.decide(approval_id, True, ADMIN, HERE, job="d1")).accepted
+
+    first_post = [e for e in posted.of(Reply) if e.text == "it may have run"]
+    again = [e for e in reposted.of(Reply) if e.text == "it may have run"]
+    assert len(first_post) == 1 and len(again) == 1 and again[0].again
+    assert again[0].key == first_post[0].key  # one message in the chat
+    assert calls.ran == [] and model.asked == 2
+    assert tool_answers(seen[-1])["c1"].startswith("outcome unknown")
+    history = await history_of(third, "s1")
+    assert [m.tool_call_id for m in history if isinstance(m, ToolMessage)] == ["c1"]
