@@ -15,7 +15,6 @@ import contextlib
 import logging
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotific
 from runtime.mcp.config import ServerConfig
 from runtime.mcp.launch import LaunchError, StderrTail, open_transport
 from runtime.mcp.listing import Unusable, listed
+from runtime.mcp.state import ServerState
 from runtime.mcp.tool import McpTool
 from runtime.metrics import MCP_CALLS, MCP_RESTARTS, MCP_UP
 from runtime.redact import one_line, redact_text
@@ -42,20 +42,6 @@ BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # restart delays, doubling in between
 STABLE_AFTER = 10.0  # seconds up after which the next failure restarts after BACKOFF_FIRST
 CALL_WAIT = 5.0  # seconds a call waits for a server that is (re)starting
 MAX_PAGES = 20  # tools/list pages read at most
-
-
-@dataclass(frozen=True, slots=True)
-class ServerState:
-    """One server as /readyz and `clawgate doctor` show it."""
-
-    name: str
-    transport: str
-    state: str  # starting | up | down | stopped
-    detail: str
-
-    @property
-    def line(self) -> str:
-        return f"mcp {self.name} ({self.transport}): {self.state}, {self.detail}"
 
 
 class Broken(Exception):

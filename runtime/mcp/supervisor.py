@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.mcp.config import ServerConfig
-from runtime.mcp.connection import Connection, ServerState
+from runtime.mcp.state import ServerState
 from runtime.mcp.tool import McpTool
 from runtime.tools.sandbox import Sandbox
 
 if TYPE_CHECKING:  # the policy reads runtime.mcp.config: no import back
+    from runtime.mcp.connection import Connection
     from runtime.policy.model import PolicyDocument
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class McpServers:
                 log.warning("mcp %s: stopped (the policy file changed)", name)
                 del self._running[name]
                 asyncio.get_running_loop().create_task(self._stop(connection, task))
+        # Imported here: the `mcp` SDK adds most of a second to every process's start (a
+        # takeover after a kill -9 waits for it), and only processes with servers need it.
+        from runtime.mcp.connection import Connection  # noqa: PLC0415
+
         for name, rules in self._wanted.items():
             if name not in self._running:
                 connection = Connection(name, rules, self.sandbox, self.workdir)

@@ -6,6 +6,7 @@ streamable HTTP (a process of the test's own). What reached the server is read f
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,9 @@ async def test_a_server_killed_mid_call_ends_the_run_clearly_and_recovers(
         await h.drained()
         assert calls_in(log) == ["hang deploy", "lookup after"]  # nothing ran twice
         _, ready = await h.get("/readyz")
-        assert "1 restarts" in ready, ready
+        # Restarted (how often depends on how fast the server came back: backoff 1 s, 2 s, ...)
+        restarts = re.search(r"mcp test \(\w+\): up, 5 tools \((\d+) restarts\)", ready)
+        assert restarts and int(restarts[1]) >= 1, ready
 
 
 async def test_a_changed_tool_list_is_read_again_and_no_call_runs_under_an_old_schema(
