@@ -38,8 +38,10 @@ def write_policy(
     if url is None:
         table = "[mcp.stdio.test]\n"
         table += f"command = {json.dumps(server_command('stdio', log))}\n"
-        # The test Python lives under /root (pyenv), which the sandbox hides.
-        table += f"expose = {json.dumps([sys.base_prefix])}\nwritable_workdir = true\n"
+        # The test Python lives under /root (pyenv), which the sandbox hides; a clone under
+        # /tmp (the sandbox has its own) needs its virtualenv and this server shown too.
+        shown = list(dict.fromkeys([sys.base_prefix, sys.prefix, str(SERVER.parent)]))
+        table += f"expose = {json.dumps(shown)}\nwritable_workdir = true\n"
     else:
         table = f'[mcp.http.test]\nurl = "{url}"\n'
     path.write_text(f"[tools]\n{tools}\n\n{table}timeout = 20\n{server}\n")

@@ -98,8 +98,8 @@ class StdioServer(ServerRules):
     env: dict[str, str] = Field(default_factory=dict)
     network: bool = False  # the network inside its sandbox (an API client needs it)
     writable_workdir: bool = False  # CLAWGATE_WORKDIR writable instead of read-only
-    # Directories the sandbox hides (/root, /home) to show it read-only: where its program
-    # is installed (~/.nvm, a pyenv Python); their credential stores stay hidden.
+    # Directories the sandbox hides (/root, /home; /tmp is its own) to show it read-only:
+    # where its program is installed (~/.nvm, a pyenv Python); credential stores stay hidden.
     expose: list[str] = Field(default_factory=list)
 
     @field_validator("command")
