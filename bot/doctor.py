@@ -12,7 +12,6 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TextIO, cast
 
-import openai
 from aiohttp import ClientSession
 from redis.asyncio.cluster import RedisCluster
 
@@ -80,6 +79,9 @@ async def _model(settings: Settings) -> Check:
     if settings.uses_demo_model:
         detail = "the offline demo model (set OPENAI_API_KEY, or OPENAI_BASE_URL, for a real one)"
         return Check("model", True, detail)
+    # Only with a real model (its provider loads the SDK anyway): most of a second at start.
+    import openai  # noqa: PLC0415
+
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
     where = settings.openai_base_url or "https://api.openai.com/v1"
     client = openai.AsyncOpenAI(api_key=key, base_url=settings.openai_base_url, max_retries=0)

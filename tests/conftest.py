@@ -42,6 +42,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     gc.freeze()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under TEST_REDIS_CLUSTER=1 only the Redis-facing tests run (those given the tests'
+    Redis, whose fixtures all start from `redis_url`): the rest has nothing a cluster changes,
+    and ran already in the same CI job."""
+    if not CLUSTER:
+        return
+    facing = [item for item in items if "redis_url" in getattr(item, "fixturenames", ())]
+    if len(facing) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in facing])
+        items[:] = facing
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
