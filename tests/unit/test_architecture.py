@@ -112,13 +112,15 @@ def test_no_file_is_too_long_to_read(path: Path) -> None:
 
 def test_platform_sdks_load_only_when_their_platform_is_enabled() -> None:
     """A Slack-only `clawgate serve` never imports lark-oapi (seconds and ~170 MB), and
-    `clawgate --help` imports neither SDK."""
+    `clawgate --help` imports neither SDK; nor the mcp SDK (no server configured) or openai
+    (the demo model): each adds most of a second to every start."""
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
     probe = (
         "import sys, bot.cli, bot.server; "
-        "print(sorted(m for m in ('lark_oapi', 'slack_bolt', 'slack_sdk') if m in sys.modules))"
+        "print(sorted(m for m in ('lark_oapi', 'slack_bolt', 'slack_sdk', 'mcp', 'openai') "
+        "if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
