@@ -296,13 +296,15 @@ async def test_a_crash_while_a_held_message_runs_keeps_it_for_the_retake(
     assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 0
 
 
-async def test_a_retaken_decision_whose_process_died_executing_ends_outcome_unknown(
-    redis: aioredis.Redis, workdir: Path
-) -> None:
-    model = Scripted(asks(bash("c1", "rm victim.txt")), says("it may have run"))
-    calls = Calls(freeze=["c1"])
+async def died_executing(
+    redis: aioredis.Redis, workdir: Path, model: Scripted, calls: Calls
+) -> tuple[str, asyncio.Task[object]]:
+    """The approved `rm victim.txt` (call c1) hangs in its process, whose liveness mark then
+    lapses: it died executing the call. The hung decision's task, to cancel at the end."""
     first, approval_id = await suspended(redis, workdir, model, calls)
-    frozen = asyncio.create_task(first.decide(approval_id, True, ADMIN, HERE, job="d1"))
+    frozen: asyncio.Task[object] = asyncio.create_task(
+        first.decide(approval_id, True, ADMIN, HERE, job="d1")
+    )
     await asyncio.wait_for(calls.frozen.wait(), 5)
 
     async def no_heartbeat(worker: str, ttl_s: float) -> None:
@@ -310,6 +312,15 @@ async def test_a_retaken_decision_whose_process_died_executing_ends_outcome_unkn
 
     first.approvals.heartbeat = no_heartbeat  # type: ignore[method-assign]
     await redis.delete(f"{PREFIX}:worker:{first.worker_id}")  # the mark lapses: it died
+    return approval_id, frozen
+
+
+async def test_a_retaken_decision_whose_process_died_executing_ends_outcome_unknown(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    model = Scripted(asks(bash("c1", "rm victim.txt")), says("it may have run"))
+    calls = Calls(freeze=["c1"])
+    approval_id, frozen = await died_executing(redis, workdir, model, calls)
 
     second, channel = runtime_with(redis, workdir, model, calls)
     decision = await second.decide(approval_id, True, ADMIN, HERE, job="d1")
@@ -414,15 +425,7 @@ async def test_a_retake_that_settled_an_executing_call_posts_its_answer_once_if_
     model was sent the settled call's answer."""
     model = Scripted(asks(bash("c1", "rm victim.txt")), says("it may have run"))
     calls = Calls(freeze=["c1"])
-    first, approval_id = await suspended(redis, workdir, model, calls)
-    frozen = asyncio.create_task(first.decide(approval_id, True, ADMIN, HERE, job="d1"))
-    await asyncio.wait_for(calls.frozen.wait(), 5)
-
-    async def no_heartbeat(worker: str, ttl_s: float) -> None:
-        return None
-
-    first.approvals.heartbeat = no_heartbeat  # type: ignore[method-assign]
-    await redis.delete(f"{PREFIX}:worker:{first.worker_id}")  # the mark lapses: it died
+    approval_id, frozen = await died_executing(redis, workdir, model, calls)
 
     seen: list[Sequence[Message]] = []
     complete = model.complete
