@@ -405,7 +405,13 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             tasks.append(asyncio.create_task(sweeper))
         port = settings.port if http else settings.metrics_port
         if port is not None:  # a worker serves only /healthz, /readyz and /metrics
-            runner = web.AppRunner(build_app(service, platforms=http), handle_signals=False)
+            # Requests in flight get the same grace as the jobs in hand (aiohttp's own default
+            # is 60 s per phase, and reads 0 as no limit).
+            runner = web.AppRunner(
+                build_app(service, platforms=http),
+                handle_signals=False,
+                shutdown_timeout=max(settings.shutdown_grace, 0.1),
+            )
             await _listen(runner, settings.host, port)
         # Only `serve` takes inputs from the platforms; workers just answer through their APIs.
         if http and service.slack is not None and settings.slack_app_token is not None:
