@@ -10,6 +10,8 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.commands.core import AsyncCoreCommands
 from redis.exceptions import (
     ClusterDownError,
@@ -177,6 +179,11 @@ def connect(url: str | None, cluster: bool = False) -> Redis:
             max_connections=CLUSTER_MAX_CONNECTIONS,
             socket_connect_timeout=CONNECT_TIMEOUT,
             socket_timeout=SOCKET_TIMEOUT,
+            # No command sent again by the client itself: a write the master made durable
+            # before its reply was lost (a master killed) would be done twice (an RPUSH to a
+            # history). The outage reaches the caller, whose job is tried again by the worker
+            # and retaken from what Redis holds.
+            retry=Retry(NoBackoff(), 0),
         )
         # Typed as Redis: the code uses the commands both clients share (RedisCluster is no
         # subclass); every multi-key script and transaction keeps to one slot (keys.py).
