@@ -7,7 +7,8 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
-from runtime.channel import Channel, Event, MessageRef
+from runtime.channel import Channel, Event, MessageRef, Notice
+from runtime.lease import guard
 from runtime.models import Actor, ConversationRef
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,11 @@ class Router:
         return channel
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        # A job taken over from this process is answered by its new owner. Notices are not
+        # held back: "I cannot reach my storage" must show while Redis is down (and a notice
+        # said twice misleads nobody).
+        if not isinstance(event, Notice):
+            await guard()
         if conversation.platform not in self.channels and self.fallback is not None:
             return await self.fallback.send(conversation, event)
         channel = self._channel(conversation)

@@ -402,7 +402,10 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
                 where = shown_url(settings.redis_url or "the embedded store")
                 raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
             sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)
-            tasks.append(asyncio.create_task(sweeper))
+            tasks += [
+                asyncio.create_task(sweeper),
+                asyncio.create_task(_stop_when_fenced(service.worker, stop)),
+            ]
         port = settings.port if http else settings.metrics_port
         if port is not None:  # a worker serves only /healthz, /readyz and /metrics
             # Requests in flight get the same grace as the jobs in hand (aiohttp's own default
@@ -448,7 +451,13 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await service.aclose()
-    return 0
+    # Its jobs were taken over after a stall: exit 1, so the supervisor starts it afresh.
+    return 1 if service.worker is not None and service.worker.lease.fenced.is_set() else 0
+
+
+async def _stop_when_fenced(worker: Worker, stop: asyncio.Event) -> None:
+    await worker.lease.fenced.wait()
+    stop.set()
 
 
 async def _listen(runner: web.AppRunner, host: str, port: int) -> None:

@@ -20,6 +20,7 @@ from runtime.canonical import (
     tool_fields,
 )
 from runtime.channel import Event, ToolFinished, ToolStarted
+from runtime.lease import LeaseLapsed, guard
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware.chain import Middleware, ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
@@ -211,6 +212,8 @@ class ToolExecutor:
         try:
             with tracing.inside(span):
                 result = self._shape(await chain(invocation))
+        except LeaseLapsed:
+            raise  # not "not executed": the job is tried again once the lease is renewed
         except Exception as exc:
             # Fail closed: a broken policy check (or Redis going away) means "do not run".
             log.exception("tool chain failed for %s", call.name)
@@ -228,6 +231,7 @@ class ToolExecutor:
         tool = self.registry.resolve(call.name)
         if tool is None:
             return _error(call, f"tool {call.name!r} is no longer enabled", ToolStatus.DENIED)
+        await guard()  # never run by a process whose job was taken over while it stalled
         try:
             output = await tool.run(invocation.args, invocation.context)
         except ToolCancelled as exc:

@@ -20,6 +20,8 @@ from redis.asyncio.client import Pipeline
 from runtime.approval import lua
 from runtime.approval.grants import GrantStore
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
+from runtime.lease import guard
+from runtime.store import liveness
 from runtime.store.history import Window, read_window
 from runtime.store.keys import Keys
 
@@ -120,6 +122,7 @@ class ApprovalStore:
         `timeout_s` is the conversation's approval timeout (default: the store's)."""
         timeout_ms = self.timeout_ms if timeout_s is None else int(timeout_s * 1000)
         ttl_ms = timeout_ms + self.grace_ms
+        await guard()
         pipe = self._pipeline()
         pipe.set(self.keys.approval_index(record.id), record.session, px=ttl_ms, nx=True)
         keys = self._session_keys(record.session, record.id)
@@ -243,7 +246,7 @@ class ApprovalStore:
         keys = self._session_keys(record.session, record.id)
         pipe = self._pipeline()
         if approve:
-            pipe.set(self.keys.worker(worker), "alive", px=int(liveness_ttl_s * 1000))
+            pipe.eval(liveness.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
             pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
         pipe.eval(
             lua.DECIDE,
@@ -415,10 +418,10 @@ class ApprovalStore:
     # --- liveness of the processes that execute approved calls -----------------------------
 
     async def heartbeat(self, worker: str, ttl_s: float) -> None:
-        await self.redis.set(self.keys.worker(worker), "alive", px=int(ttl_s * 1000))
+        await liveness.renew(self.redis, self.keys.worker(worker), int(ttl_s * 1000))
 
     async def worker_alive(self, worker: str) -> bool:
-        return await self.redis.get(self.keys.worker(worker)) == "alive"
+        return await self.redis.get(self.keys.worker(worker)) == liveness.ALIVE
 
     async def pending_id(self, session: str) -> str | None:
         value = await self.redis.get(self.keys.pending(session))

@@ -24,12 +24,12 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from runtime.store import liveness
 from runtime.store.connection import is_cluster
 from runtime.store.keys import Keys, inbox_partition
+from runtime.store.liveness import ALIVE, GONE
 
 GROUP = "workers"
-ALIVE, GONE = "alive", "gone"  # a process's liveness mark; "gone": it stopped for good
-GONE_KEPT_MS = 3_600_000
 WAITAOF_MS = 1500  # within the ingest deadline: else the platform is answered 503 and retries
 
 # KEYS: stream, lane, dedupe keys... (one partition's)   ARGV: dedupe ttl ms, lane, payload
@@ -322,14 +322,20 @@ class Inbox:
         """Say that `consumer` is polling (server time, so hosts' clocks do not matter)."""
         await self.redis.eval(BEAT, 1, self.keys.inbox_workers(), consumer)
 
-    async def live(self, consumer: str, ttl_ms: int) -> None:
+    async def live(self, consumer: str, ttl_ms: int) -> bool:
         """Say that `consumer`'s process lives for `ttl_ms` more: once this lapses, its jobs
-        are taken over at once (and approved calls it executes are settled)."""
-        await self.redis.set(self.keys.worker(consumer), ALIVE, px=ttl_ms)
+        are taken over at once (and approved calls it executes are settled). False: too late,
+        its mark was fenced (its jobs are being taken over) or it said it stopped."""
+        return await liveness.renew(self.redis, self.keys.worker(consumer), ttl_ms)
 
     async def gone(self, consumer: str) -> None:
         """`consumer` stopped for good: its jobs left may be taken over at once."""
-        await self.redis.set(self.keys.worker(consumer), GONE, px=GONE_KEPT_MS)
+        await self.redis.set(self.keys.worker(consumer), GONE, px=liveness.ENDED_KEPT_MS)
+
+    async def fence(self, consumer: str) -> bool:
+        """Before taking over the jobs of `consumer`, whose mark lapsed: make sure it can never
+        renew it. False if it renewed it meanwhile (it only stalled): leave its jobs."""
+        return await liveness.fence(self.redis, self.keys.worker(consumer))
 
     async def _consumers(self) -> list[dict[str, Any]]:
         """The group's consumers over every partition, one entry per name: jobs pending

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
+from runtime.lease import CURRENT, Lease, LeaseLost
 from runtime.queue.inbox import Inbox, Job
 from runtime.store.connection import CLUSTER_OUTAGES, OUTAGES
 
@@ -58,6 +59,7 @@ class Worker:
         self.reclaim_idle = reclaim_idle
         self.lane_poll = lane_poll
         self.liveness_ttl = liveness_ttl
+        self.lease = Lease(liveness_ttl)  # `lease.fenced`: set once its jobs were taken over
         self.dropped = dropped
         self.last_poll = 0.0  # monotonic time of the last successful read: /readyz
         self._held: dict[str, dict[str, Job]] = {}  # lane -> jobs this worker holds
@@ -92,7 +94,9 @@ class Worker:
     async def start(self) -> None:
         await self.inbox.ensure_group()
         # Marked alive before reading anything: no other worker may take what it reads.
+        sent = self.lease.clock()
         await self.inbox.live(self.consumer, int(self.liveness_ttl * 1000))
+        self.lease.renewed(sent)
         await self._beat()
         self.last_poll = time.monotonic()
         self._tasks = [
@@ -123,13 +127,35 @@ class Worker:
 
     async def _live_forever(self) -> None:
         """Renew the liveness mark while this process runs (until its work is stopped)."""
-        ttl_ms = int(self.liveness_ttl * 1000)
-        while True:
+        while not self.lease.fenced.is_set():
             await asyncio.sleep(self.liveness_ttl / RENEWALS_PER_TTL)
             try:
-                await self.inbox.live(self.consumer, ttl_ms)
+                await self._renew()
             except RETRIED as exc:
                 log.warning("liveness mark failed (%s)", exc)
+
+    async def _renew(self) -> None:
+        """Renew the mark, and with it the lease. After a stall past the mark's life (the
+        lease lapsed), renewing is not enough: its jobs may have been taken meanwhile, by a
+        worker that fenced the mark (it cannot be renewed then) or, after a long stall, by an
+        idle reclaim; either way this worker must not go on with any of them."""
+        lapsed = not self.lease.valid()
+        sent = self.lease.clock()
+        alive = await self.inbox.live(self.consumer, int(self.liveness_ttl * 1000))
+        if alive and lapsed:
+            held = [job for jobs in self._held.values() for job in jobs.values()]
+            alive = not await self.inbox.keep(self.consumer, held)
+        if alive:
+            self.lease.renewed(sent)
+            if lapsed:
+                log.warning("liveness renewed after a stall; nothing was taken over")
+            return
+        log.error(
+            "this process stalled past its liveness time (CLAWGATE_LIVENESS_TTL) and its jobs "
+            "were taken over: it stops them where they stand and exits"
+        )
+        self._stopping = True  # reads no more jobs
+        self.lease.fence()
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
@@ -146,6 +172,8 @@ class Worker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.lease.fenced.is_set():  # its jobs are someone else's already
+            return
         try:  # what is left is taken over now, not once the mark lapses
             await self.inbox.gone(self.consumer)
         except RETRIED as exc:
@@ -208,6 +236,8 @@ class Worker:
                 for name, pending, idle_ms, gone, lapsed_ms in dead:
                     if not gone and lapsed_ms < confirm_ms:
                         continue
+                    if pending and not await self.inbox.fence(name):
+                        continue  # it renewed its mark meanwhile: it only stalled
                     if pending:
                         jobs = await self.inbox.take_over(self.consumer, name)
                         if jobs:
@@ -246,6 +276,7 @@ class Worker:
         job held by another worker is waited for."""
         held = self._held[lane]
         head: str | None = None
+        CURRENT.set(self.lease)  # every effect of this lane's jobs checks it (runtime/lease.py)
         try:
             while held:
                 if head not in held:
@@ -261,9 +292,13 @@ class Worker:
                     job = held[head]
                     self._running.add(job.ref)
                     try:
+                        await self.lease.hold()
                         if await self._may_start(job):
                             await self._handle_until_done(job)
                         head = await self._ack(job)
+                    except LeaseLost:
+                        log.warning("job %s: left to the worker that took it over", job.id)
+                        return
                     finally:
                         self._running.discard(job.ref)
                         held.pop(job.id, None)
@@ -301,6 +336,7 @@ class Worker:
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
             job = dataclasses.replace(job, attempt=job.attempt + 1)
+            await self.lease.hold()  # still this worker's job once Redis is back?
 
     async def _handle(self, job: Job) -> bool:
         """False when Redis was unreachable: the job is worth another try."""
@@ -322,6 +358,8 @@ class Worker:
         returns the lane's next head."""
         delay = 0.1
         while True:
+            # A job taken over must stay pending for its new owner (XACK heeds no owner).
+            await self.lease.hold()
             try:
                 return await self.inbox.ack(job)
             except RETRIED as exc:

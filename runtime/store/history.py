@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
+from runtime.lease import guard
 from runtime.models import MESSAGE_ADAPTER, Message
 from runtime.store.keys import Keys
 from runtime.store.summary import Summary, parse_summary
@@ -46,6 +47,7 @@ class HistoryStore:
         """Append in one command (all or nothing); returns the new length."""
         if not messages:
             return await self.length(session)
+        await guard()
         payload = [encode_message(m) for m in messages]
         return int(await self.redis.rpush(self.keys.history(session), *payload))
 

@@ -433,6 +433,18 @@ class Chaos:
                 await asyncio.sleep(1.0)
                 await process.start()
 
+    async def freeze_one(self, name: str, seconds: float) -> None:
+        """A process stalled but alive (a paused VM or container, a long GC pause): SIGSTOP
+        for longer than a takeover takes, then SIGCONT. Its jobs were taken over meanwhile;
+        it must not go on with them."""
+        proc = self.processes[name].proc
+        assert proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGSTOP)
+            self.figures.kills[f"{name} frozen"] += 1
+            await asyncio.sleep(seconds)
+            proc.send_signal(signal.SIGCONT)
+
     async def kill_redis(self) -> None:
         await asyncio.to_thread(self.redis_server.kill)  # a cluster: one of its masters
         self.figures.kills["redis"] += 1
@@ -440,15 +452,17 @@ class Chaos:
         await asyncio.to_thread(self.redis_server.start)
 
     async def killer(
-        self, kills: int, redis_kills: int, interval: float, rng: random.Random
+        self, kills: int, redis_kills: int, freezes: int, interval: float, rng: random.Random
     ) -> None:
         order = ["serve", "worker"] * (kills // 2) + [rng.choice(["serve", "worker"])] * (kills % 2)
-        order += ["redis"] * redis_kills
+        order += ["redis"] * redis_kills + ["freeze"] * freezes
         rng.shuffle(order)
         for name in order:
             await asyncio.sleep(rng.uniform(0.3, 2 * interval))
             if name == "redis":
                 await self.kill_redis()
+            elif name == "freeze":
+                await self.freeze_one(rng.choice(["serve", "worker"]), rng.uniform(3.0, 6.0))
             else:
                 await self.kill_one(name)
 
@@ -492,6 +506,9 @@ class Chaos:
                 self.figures.answered_twice += [f"unfinished in {thread}"] * extra
         runs = Counter(self.tally.read_text().split())
         self.figures.run_twice = sorted(tag for tag, n in runs.items() if n > 1)
+        # A fresh client: a pooled connection may have been cut by the last Redis kill.
+        await self.redis.aclose()
+        self.redis = connect(self.redis_server.url, cluster=self.redis_server.cluster)
         for root in self.roots:
             session = f"{PREFIX}:{{slack:{TEAM_ID}:{CHANNEL}:{root}}}:history"
             users: Counter[str] = Counter()
@@ -508,6 +525,7 @@ class Chaos:
         approvals: float,
         kills: int,
         redis_kills: int,
+        freezes: int,
         seed: int,
         settle: float,
     ) -> Figures:
@@ -519,10 +537,10 @@ class Chaos:
         supervisor = asyncio.get_running_loop().create_task(self.supervise())
         try:
             await asyncio.sleep(2.0)  # both up before traffic (a kill may come at once)
-            interval = max(0.5, messages / 12 / max(1, kills + redis_kills))
+            interval = max(0.5, messages / 12 / max(1, kills + redis_kills + freezes))
             await asyncio.gather(
                 self.workload(messages, threads, approvals, rng),
-                self.killer(kills, redis_kills, interval, rng),
+                self.killer(kills, redis_kills, freezes, interval, rng),
             )
             deadline = time.monotonic() + settle
             while not self.all_answered() and time.monotonic() < deadline:
@@ -551,6 +569,7 @@ async def chaos(
     approvals: float = 0.4,
     kills: int = 32,
     redis_kills: int = 0,
+    freezes: int = 0,
     seed: int = 1,
     settle: float = 120.0,
     durability: str = "fsync",
@@ -563,7 +582,9 @@ async def chaos(
     try:
         with FakeSlack() as fake:
             run = Chaos(root, fake, redis_server, free_port(), durability)
-            return await run.run(messages, threads, approvals, kills, redis_kills, seed, settle)
+            return await run.run(
+                messages, threads, approvals, kills, redis_kills, freezes, seed, settle
+            )
     finally:
         redis_server.stop()
         if keep is None:
@@ -577,6 +598,9 @@ def main() -> int:
     parser.add_argument("--approvals", type=float, default=0.4)
     parser.add_argument("--kills", type=int, default=32, help="SIGKILLs of serve and worker")
     parser.add_argument("--redis-kills", type=int, default=0, help="SIGKILLs of redis-server")
+    parser.add_argument(
+        "--freezes", type=int, default=0, help="SIGSTOPs of serve or worker for 3-6 s"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--settle", type=float, default=120.0)
     parser.add_argument("--durability", default="fsync", choices=["fsync", "default"])

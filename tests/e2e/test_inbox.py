@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from bot.settings import Settings
 from runtime.approval.store import ApprovalStore
+from runtime.lease import guard
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import GROUP, Inbox, Job
@@ -478,6 +479,103 @@ async def test_jobs_of_a_worker_whose_liveness_lapsed_are_taken_over_at_once(
     assert time.monotonic() - killed_at < 3.0
     assert recorder.done == [("w2", "lane", "stuck"), ("w2", "lane", "after")]
     assert await inbox.depth() == (0, 0)
+
+
+def stall(worker: Worker) -> asyncio.Task[None]:
+    """A process stopped (SIGSTOP, a paused VM): it renews nothing while the test goes on.
+    Returns its liveness loop, stopped; `wake` starts it again."""
+    (live,) = [t for t in worker._tasks if t.get_name() == "inbox-liveness"]
+    live.cancel()
+    return live
+
+
+def wake(worker: Worker, live: asyncio.Task[None]) -> None:
+    worker._tasks[worker._tasks.index(live)] = asyncio.create_task(worker._live_forever())
+
+
+class Effects:
+    """A handler whose job ends with an effect (a post, a tool run) behind the lease."""
+
+    def __init__(self, blocked: str) -> None:
+        self.release = asyncio.Event()
+        self.blocked = blocked
+        self.started: list[tuple[str, str]] = []
+        self.effects: list[tuple[str, str]] = []
+
+    def handler(self, worker: str) -> Callable[[Job], Awaitable[None]]:
+        async def handle(job: Job) -> None:
+            self.started.append((worker, job.payload))
+            if worker == self.blocked:
+                await self.release.wait()
+            await guard()
+            self.effects.append((worker, job.payload))
+
+        return handle
+
+
+async def test_a_worker_that_stalled_while_its_jobs_were_taken_over_does_nothing_more(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    effects = Effects(blocked="w1")
+    first = Worker(inbox, effects.handler("w1"), "w1", liveness_ttl=1.0)
+    await first.start()
+    workers.append(first)
+    job = await put(inbox, "lane", "job")
+    await wait_until(lambda: effects.started == [("w1", "job")])
+    live = stall(first)
+    second = Worker(inbox, effects.handler("w2"), "w2", liveness_ttl=1.0)
+    await second.start()
+    workers.append(second)
+    await wait_until(lambda: effects.effects == [("w2", "job")])  # taken over, done once
+    assert await inbox.depth() == (0, 0)
+
+    effects.release.set()  # w1 wakes up in the middle of the job it no longer holds
+    await asyncio.sleep(0.3)
+    assert effects.effects == [("w2", "job")]  # it waits for its lease's verdict
+    wake(first, live)
+    await asyncio.wait_for(first.lease.fenced.wait(), 5)
+    await wait_until(lambda: not first._lanes)
+    assert effects.effects == [("w2", "job")]
+    assert await redis.get(Keys(PREFIX).worker("w1")) == "fenced"
+    assert not await inbox.live("w1", 1000)  # never alive again: the process exits
+    assert job not in await pending_ids(redis, inbox)
+
+
+async def test_a_worker_that_stalled_but_kept_its_jobs_goes_on(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    effects = Effects(blocked="w1")
+    first = Worker(inbox, effects.handler("w1"), "w1", liveness_ttl=1.0)
+    await first.start()
+    workers.append(first)
+    await put(inbox, "lane", "job")
+    await wait_until(lambda: effects.started == [("w1", "job")])
+    live = stall(first)
+    await asyncio.sleep(1.5)  # its mark lapsed, with nobody there to take over
+    assert not first.lease.valid()
+    effects.release.set()
+    await asyncio.sleep(0.3)
+    assert effects.effects == []
+    wake(first, live)
+    await wait_until(lambda: effects.effects == [("w1", "job")])
+    assert not first.lease.fenced.is_set()
+    await wait_until(lambda: not first._lanes)
+    assert await inbox.depth() == (0, 0)
+
+
+async def test_a_mark_is_fenced_only_while_lapsed_and_never_renewed_after(
+    redis: aioredis.Redis, inbox: Inbox
+) -> None:
+    assert await inbox.live("w", 300)
+    assert not await inbox.fence("w")  # alive: it only looked stalled
+    await asyncio.sleep(0.4)
+    assert await inbox.live("w", 300)  # lapsed, not fenced: renewed
+    await asyncio.sleep(0.4)
+    assert await inbox.fence("w")
+    assert not await inbox.live("w", 300)
+    await inbox.gone("g")
+    assert await inbox.fence("g")
+    assert not await inbox.live("g", 300)
 
 
 async def test_a_job_that_keeps_killing_its_workers_is_dropped_and_told(
