@@ -19,10 +19,14 @@ from tests.fake_slack import FakeSlack
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
 
-async def test_kills_of_serve_and_worker_lose_and_double_nothing() -> None:
-    figures = await chaos(messages=60, threads=6, kills=8, seed=7, settle=60)
+async def test_kills_and_stalls_of_serve_and_worker_lose_and_double_nothing() -> None:
+    """SIGKILLs, and SIGSTOPs longer than the liveness time: a stalled process's jobs are
+    taken over, and it must not go on with them when it wakes (runtime/lease.py)."""
+    figures = await chaos(messages=60, threads=6, kills=8, freezes=4, seed=7, settle=60)
     report = figures.report()
-    assert figures.messages == 60 and sum(figures.kills.values()) == 8, report
+    assert figures.messages == 60, report
+    assert figures.kills["serve"] + figures.kills["worker"] == 8, report
+    assert figures.kills["serve frozen"] + figures.kills["worker frozen"] >= 1, report
     assert not figures.lost, report
     assert not figures.answered_twice, report
     assert not figures.appended_twice, report
