@@ -211,7 +211,11 @@ class Process:
         self.cwd = cwd
         self.logs = logs
         self.proc: asyncio.subprocess.Process | None = None
+        self.started: list[asyncio.subprocess.Process] = []
         self.starts = 0
+        # Held by whoever stops and starts it (a kill, the supervisor): one at a time, or a
+        # process started twice leaves one running untracked, and it lives on after the run.
+        self.lock = asyncio.Lock()
 
     async def start(self) -> None:
         self.starts += 1
@@ -225,6 +229,7 @@ class Process:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=log,
         )
+        self.started.append(self.proc)
         log.close()
 
     @property
@@ -239,13 +244,18 @@ class Process:
         await self.proc.wait()
 
     async def stop(self) -> None:
-        if self.proc is None or self.proc.returncode is not None:
-            return
-        self.proc.terminate()
-        try:
-            await asyncio.wait_for(self.proc.wait(), 15)
-        except TimeoutError:
-            await self.kill()
+        """Stop every process it started that still runs (one alone, unless a bug here started
+        one twice: an untracked process would live on after the run, on a port reused later)."""
+        for proc in self.started:
+            if proc.returncode is not None:
+                continue
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGKILL)
+                await proc.wait()
 
 
 class Chaos:
@@ -305,7 +315,6 @@ class Chaos:
         keys, partitions = Keys(PREFIX), redis_server.partitions
         self.streams = [keys.inbox_stream(p, partitions) for p in range(partitions)]
         self.clicked: set[str] = set()
-        self.killing: set[str] = set()  # processes being killed and started again
         self.figures = Figures()
         self.sent: dict[str, str] = {}  # tag -> thread ts
         self.roots: list[str] = []
@@ -410,12 +419,11 @@ class Chaos:
         process = self.processes[name]
         consumer = await self.consumer_of(process.pid)
         jobs = (await self.held_by(consumer) or set()) if consumer else set()
-        self.killing.add(name)
-        await process.kill()
-        killed_at = time.monotonic()
-        self.figures.kills[name] += 1
-        await process.start()
-        self.killing.discard(name)
+        async with process.lock:
+            await process.kill()
+            killed_at = time.monotonic()
+            self.figures.kills[name] += 1
+            await process.start()
         if jobs and consumer:
             asyncio.get_running_loop().create_task(self.measure_takeover(consumer, jobs, killed_at))
 
@@ -426,24 +434,26 @@ class Chaos:
         while True:
             await asyncio.sleep(0.25)
             for name, process in self.processes.items():
-                proc = process.proc
-                if name in self.killing or proc is None or proc.returncode is None:
-                    continue
-                self.figures.exits[name] += 1
-                await asyncio.sleep(1.0)
-                await process.start()
+                async with process.lock:
+                    proc = process.proc
+                    if proc is None or proc.returncode is None:
+                        continue
+                    self.figures.exits[name] += 1
+                    await asyncio.sleep(1.0)
+                    await process.start()
 
     async def freeze_one(self, name: str, seconds: float) -> None:
         """A process stalled but alive (a paused VM or container, a long GC pause): SIGSTOP
         for longer than a takeover takes, then SIGCONT. Its jobs were taken over meanwhile;
         it must not go on with them."""
-        proc = self.processes[name].proc
-        assert proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGSTOP)
-            self.figures.kills[f"{name} frozen"] += 1
-            await asyncio.sleep(seconds)
-            proc.send_signal(signal.SIGCONT)
+        process = self.processes[name]
+        async with process.lock:
+            assert process.proc is not None
+            with contextlib.suppress(ProcessLookupError):
+                process.proc.send_signal(signal.SIGSTOP)
+                self.figures.kills[f"{name} frozen"] += 1
+                await asyncio.sleep(seconds)
+                process.proc.send_signal(signal.SIGCONT)
 
     async def kill_redis(self) -> None:
         await asyncio.to_thread(self.redis_server.kill)  # a cluster: one of its masters
