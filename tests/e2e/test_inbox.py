@@ -513,16 +513,23 @@ class Effects:
         return handle
 
 
-async def test_a_worker_that_stalled_while_its_jobs_were_taken_over_does_nothing_more(
-    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
-) -> None:
-    effects = Effects(blocked="w1")
+async def stalled_in_a_job(
+    inbox: Inbox, workers: list[Worker], effects: Effects
+) -> tuple[Worker, str, asyncio.Task[None]]:
+    """Worker w1 (liveness 1 s), stalled in the middle of a job: it, the job, its liveness loop."""
     first = Worker(inbox, effects.handler("w1"), "w1", liveness_ttl=1.0)
     await first.start()
     workers.append(first)
     job = await put(inbox, "lane", "job")
     await wait_until(lambda: effects.started == [("w1", "job")])
-    live = stall(first)
+    return first, job, stall(first)
+
+
+async def test_a_worker_that_stalled_while_its_jobs_were_taken_over_does_nothing_more(
+    redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
+) -> None:
+    effects = Effects(blocked="w1")
+    first, job, live = await stalled_in_a_job(inbox, workers, effects)
     second = Worker(inbox, effects.handler("w2"), "w2", liveness_ttl=1.0)
     await second.start()
     workers.append(second)
@@ -545,12 +552,7 @@ async def test_a_worker_that_stalled_but_kept_its_jobs_goes_on(
     redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
 ) -> None:
     effects = Effects(blocked="w1")
-    first = Worker(inbox, effects.handler("w1"), "w1", liveness_ttl=1.0)
-    await first.start()
-    workers.append(first)
-    await put(inbox, "lane", "job")
-    await wait_until(lambda: effects.started == [("w1", "job")])
-    live = stall(first)
+    first, _, live = await stalled_in_a_job(inbox, workers, effects)
     await asyncio.sleep(1.5)  # its mark lapsed, with nobody there to take over
     assert not first.lease.valid()
     effects.release.set()
