@@ -281,3 +281,39 @@ async def test_job_of_a_killed_worker_is_taken_over_and_answered(cluster: Cluste
     texts = [str(c.params.get("text")) for c in cluster.fake.posts(CHANNEL, thread)]
     assert sum("Continuing where I stopped" in t for t in texts) == 1, texts
     assert sum("outcome unknown" in t and "not run again" in t for t in texts) == 1, texts
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the bash in /proc")
+async def test_a_process_stopped_past_its_liveness_time_does_nothing_more_and_exits_1(
+    cluster: Cluster,
+) -> None:
+    """SIGSTOP (a paused VM) of the process running a command, until the other one took its
+    job over; then SIGCONT: it must not answer, and it exits 1 for its supervisor."""
+    slow = "sleep 2; worker-id stalled-done"
+    root, _ = await cluster.post(f"run: {slow}")
+    thread = str(root["ts"])
+    _, owner = await cluster.fake.await_for(lambda: _bash_running(slow), timeout=15, what="bash")
+    procs = {cluster.serve.pid: cluster.serve, cluster.worker.pid: cluster.worker}
+    stalled = procs.pop(owner)
+    [survivor] = procs.values()
+    stalled.proc.send_signal(signal.SIGSTOP)
+    try:
+        await survivor.wait_line(r"took over 1 jobs", timeout=15)
+        await cluster.fake.await_for(
+            lambda: any("outcome unknown" in t for t in texts(cluster, thread)),
+            timeout=15,
+            what="the survivor's answer",
+        )
+    finally:
+        stalled.proc.send_signal(signal.SIGCONT)  # its command finished meanwhile
+    assert await asyncio.wait_for(stalled.proc.wait(), 15) == 1, stalled.stderr
+    assert "stalled past its liveness time" in stalled.stderr
+    assert "Traceback" not in stalled.stderr, stalled.stderr
+    await asyncio.sleep(0.5)
+    said = texts(cluster, thread)
+    assert cluster.answers(thread) == []  # the stalled process posted nothing more
+    assert sum("outcome unknown" in t and "not run again" in t for t in said) == 1, said
+
+
+def texts(cluster: Cluster, thread: str) -> list[str]:
+    return [str(c.params.get("text")) for c in cluster.fake.posts(CHANNEL, thread)]
