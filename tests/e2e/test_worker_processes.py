@@ -1,6 +1,6 @@
 """`clawgate serve` plus `clawgate worker` as real processes sharing one Redis inbox: every
 message answered once, in order per thread, by both processes; a worker killed mid-job has
-its job taken over by the other one.
+its job taken over by the other one; one stopped past its liveness time does nothing more.
 
 Each process finds its own `worker-id` program first on its PATH, which prints the process's
 pid: that is how an answer tells who ran it. The processes run bash uncontained
