@@ -3,7 +3,7 @@ another worker has taken over.
 
 Other workers take over a worker's jobs once its liveness mark in Redis lapsed (renewed
 every eighth of `CLAWGATE_LIVENESS_TTL`) and stayed lapsed for a moment, and only after
-fencing the mark (runtime/queue/liveness.py), which it can then never renew. A process
+fencing the mark (runtime/store/liveness.py), which it can then never renew. A process
 stalled past the TTL (a paused VM or container, SIGSTOP, a stuck event loop) cannot know on
 waking whether that happened: it must not post, run a tool or write history until it has
 renewed its mark (nobody took over: it goes on) or found it fenced (its jobs are someone

@@ -330,7 +330,7 @@ class Inbox:
 
     async def gone(self, consumer: str) -> None:
         """`consumer` stopped for good: its jobs left may be taken over at once."""
-        await self.redis.set(self.keys.worker(consumer), GONE, px=liveness.ENDED_KEPT_MS)
+        await liveness.gone(self.redis, self.keys.worker(consumer))
 
     async def fence(self, consumer: str) -> bool:
         """Before taking over the jobs of `consumer`, whose mark lapsed: make sure it can never

@@ -236,9 +236,9 @@ class Worker:
                 for name, pending, idle_ms, gone, lapsed_ms in dead:
                     if not gone and lapsed_ms < confirm_ms:
                         continue
-                    if pending and not await self.inbox.fence(name):
-                        continue  # it renewed its mark meanwhile: it only stalled
                     if pending:
+                        if not await self.inbox.fence(name):
+                            continue  # it renewed its mark meanwhile: it only stalled
                         jobs = await self.inbox.take_over(self.consumer, name)
                         if jobs:
                             log.warning("took over %d jobs of stopped worker %s", len(jobs), name)

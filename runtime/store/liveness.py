@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-ALIVE, GONE, FENCED = "alive", "gone", "fenced"
+ALIVE, GONE = "alive", "gone"  # and "fenced", which only FENCE writes
 ENDED_KEPT_MS = 3_600_000  # how long "gone" and "fenced" marks are kept
 
 # KEYS: mark   ARGV: ttl ms.  1 if renewed (it was alive or had lapsed), 0 if gone or fenced.
@@ -37,3 +37,7 @@ async def renew(redis: Redis, mark: str, ttl_ms: int) -> bool:
 
 async def fence(redis: Redis, mark: str) -> bool:
     return bool(await redis.eval(FENCE, 1, mark, ENDED_KEPT_MS))
+
+
+async def gone(redis: Redis, mark: str) -> None:
+    await redis.set(mark, GONE, px=ENDED_KEPT_MS)
