@@ -40,6 +40,7 @@ from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
 from runtime.queue.worker import Worker, sweep_forever
 from runtime.redact import shown_url
+from runtime.shutdown import cancel
 from runtime.store.connection import OUTAGES, REDIS_FAILURES, connect
 from runtime.store.durability import (
     DurabilityError,
@@ -447,9 +448,7 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             await runner.cleanup()  # stop accepting; requests in flight finish
         if service.worker is not None:
             await service.worker.stop(settings.shutdown_grace)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel(tasks)
         await service.aclose()
     # Its jobs were taken over after a stall: exit 1, so the supervisor starts it afresh.
     return 1 if service.worker is not None and service.worker.lease.fenced.is_set() else 0

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 
 from runtime.lease import CURRENT, Lease, LeaseLost
 from runtime.queue.inbox import Inbox, Job
+from runtime.shutdown import cancel
 from runtime.store.connection import CLUSTER_OUTAGES, OUTAGES
 
 log = logging.getLogger(__name__)
@@ -166,12 +167,8 @@ class Worker:
         lanes = list(self._lanes.values())
         if lanes:
             _, late = await asyncio.wait(lanes, timeout=grace)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+            await cancel(late)
+        await cancel(self._tasks)
         if self.lease.fenced.is_set():  # its jobs are someone else's already
             return
         try:  # what is left is taken over now, not once the mark lapses
