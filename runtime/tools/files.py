@@ -2,37 +2,52 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from pydantic import Field
 
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from runtime.tools.safe_open import Intent, off_loop, opened, read_all, replace_all
 from runtime.tools.workdir import confine, relative
 
 MAX_READ_BYTES = 2_000_000
 
 
-def _read_text(path: Path, shown: str, *, strict: bool = False) -> str:
+def _decoded(fd: int, shown: str, *, strict: bool = False) -> str:
     """The file as text; with `strict`, refuse what is not UTF-8 (an edit must not rewrite
     bytes it never touched)."""
-    if not path.exists():
-        raise ToolError(f"{shown}: no such file")
-    if path.is_dir():
-        raise ToolError(f"{shown} is a directory")
-    try:
-        if path.stat().st_size > MAX_READ_BYTES:
-            raise ToolError(f"{shown} is larger than {MAX_READ_BYTES} bytes")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ToolError(f"cannot read {shown}: {exc.strerror}") from exc
+    data = read_all(fd, MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        raise ToolError(f"{shown} is larger than {MAX_READ_BYTES} bytes")
     if b"\x00" in data:
         raise ToolError(f"{shown} looks like a binary file")
     try:
         return data.decode("utf-8", errors="strict" if strict else "replace")
     except UnicodeDecodeError as exc:
         raise ToolError(f"{shown} is not valid UTF-8 text; it was not changed") from exc
+
+
+def _read_text(root: Path, path: Path, shown: str) -> str:
+    with opened(root, path, Intent.READ) as fd:
+        return _decoded(fd, shown)
+
+
+def _write_text(root: Path, path: Path, content: str) -> None:
+    with opened(root, path, Intent.WRITE) as fd:
+        replace_all(fd, content.encode("utf-8"))
+
+
+def _update_text(
+    root: Path, path: Path, shown: str, change: Callable[[str], tuple[str, int]]
+) -> int:
+    """Read, change and write back through one descriptor (what was read is what is
+    written); what `change` counted."""
+    with opened(root, path, Intent.UPDATE) as fd:
+        updated, count = change(_decoded(fd, shown, strict=True))
+        replace_all(fd, updated.encode("utf-8"))
+        return count
 
 
 class ReadArgs(ToolArgs):
@@ -50,7 +65,9 @@ class ReadTool(Tool[ReadArgs]):
     async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutput:
         path = confine(ctx.workdir, args.path)
         shown = relative(ctx.workdir, path)
-        text = await asyncio.to_thread(_read_text, path, shown)
+        text = await off_loop(
+            partial(_read_text, ctx.workdir.resolve(), path, shown), f"read {shown}"
+        )
         lines = text.splitlines(keepends=True)
         end = None if args.limit is None else args.offset - 1 + args.limit
         picked = lines[args.offset - 1 : end]
@@ -65,14 +82,6 @@ class WriteArgs(ToolArgs):
     content: str = Field(description="The complete new file content.")
 
 
-def _write_text(path: Path, shown: str, content: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-    except OSError as exc:
-        raise ToolError(f"cannot write {shown}: {exc.strerror}") from exc
-
-
 class WriteTool(Tool[WriteArgs]):
     name = "write"
     description = "Create or overwrite a text file in the work directory."
@@ -81,9 +90,9 @@ class WriteTool(Tool[WriteArgs]):
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutput:
         path = confine(ctx.workdir, args.path)
         shown = relative(ctx.workdir, path)
-        if path.is_dir():
-            raise ToolError(f"{shown} is a directory")
-        await asyncio.to_thread(_write_text, path, shown, args.content)
+        await off_loop(
+            partial(_write_text, ctx.workdir.resolve(), path, args.content), f"write {shown}"
+        )
         size = len(args.content.encode())
         return ToolOutput(f"wrote {size} bytes to {shown}", display=f"wrote {shown} ({size} bytes)")
 
@@ -98,6 +107,19 @@ class EditArgs(ToolArgs):
     replace_all: bool = Field(False, description="Replace every occurrence instead of one.")
 
 
+def _replaced(args: EditArgs, shown: str, text: str) -> tuple[str, int]:
+    """`text` edited as `args` say, and how many occurrences were replaced."""
+    count = text.count(args.old_text)
+    if count == 0:
+        raise ToolError(f"old_text was not found in {shown}; nothing was changed")
+    if count > 1 and not args.replace_all:
+        raise ToolError(
+            f"old_text occurs {count} times in {shown}; add surrounding context to make it "
+            "unique or set replace_all; nothing was changed"
+        )
+    return text.replace(args.old_text, args.new_text), count
+
+
 class EditTool(Tool[EditArgs]):
     name = "edit"
     description = (
@@ -108,17 +130,9 @@ class EditTool(Tool[EditArgs]):
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutput:
         path = confine(ctx.workdir, args.path)
         shown = relative(ctx.workdir, path)
-        text = await asyncio.to_thread(partial(_read_text, path, shown, strict=True))
-        count = text.count(args.old_text)
-        if count == 0:
-            raise ToolError(f"old_text was not found in {shown}; nothing was changed")
-        if count > 1 and not args.replace_all:
-            raise ToolError(
-                f"old_text occurs {count} times in {shown}; add surrounding context to make it "
-                "unique or set replace_all; nothing was changed"
-            )
-        updated = text.replace(args.old_text, args.new_text)
-        await asyncio.to_thread(_write_text, path, shown, updated)
+        root = ctx.workdir.resolve()
+        change = partial(_replaced, args, shown)
+        count = await off_loop(partial(_update_text, root, path, shown, change), f"edit {shown}")
         removed = args.old_text.count("\n") * count
         added = args.new_text.count("\n") * count
         return ToolOutput(

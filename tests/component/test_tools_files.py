@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
+import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runtime.tools.base import ToolContext, ToolError
+from runtime.tools import files, safe_open
+from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from runtime.tools.files import EditArgs, EditTool, ReadArgs, ReadTool, WriteArgs, WriteTool
 from runtime.tools.workdir import confine
 
@@ -269,3 +276,152 @@ async def test_edit_refuses_non_utf8_files_and_leaves_them_untouched(
     with pytest.raises(ToolError, match="not valid UTF-8"):
         await EditTool().run(EditArgs(path="latin1.txt", old_text="hello", new_text="bye"), ctx)
     assert (workdir / "latin1.txt").read_bytes() == raw
+
+
+# --- opening what was judged: links, hard links, fifos, devices, sockets -----------------
+
+
+def swap_after_confine(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]) -> None:
+    """The race between the judge and the open, made deterministic: `swap` runs right after
+    the tool resolved its path."""
+
+    def confine_then_swap(workdir: Path, user_path: str) -> Path:
+        resolved = confine(workdir, user_path)
+        swap()
+        return resolved
+
+    monkeypatch.setattr(files, "confine", confine_then_swap)
+
+
+@pytest.fixture
+def git_config(workdir: Path) -> Path:
+    (workdir / ".git").mkdir()
+    config = workdir / ".git" / "config"
+    config.write_text("[core]\n\tbare = false\n")
+    (workdir / "docs").mkdir()
+    (workdir / "docs" / "guide.md").write_text("# guide\n")
+    return config
+
+
+async def test_a_symlink_swapped_in_after_the_check_is_not_followed(
+    ctx: ToolContext, workdir: Path, git_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guide = workdir / "docs" / "guide.md"
+
+    def swap() -> None:
+        guide.unlink()
+        guide.symlink_to(git_config)
+
+    swap_after_confine(monkeypatch, swap)
+    calls: tuple[tuple[Tool[Any], ToolArgs], ...] = (
+        (WriteTool(), WriteArgs(path="docs/guide.md", content="[core]\n\tfsmonitor = x")),
+        (EditTool(), EditArgs(path="docs/guide.md", old_text="bare", new_text="fsmonitor")),
+        (ReadTool(), ReadArgs(path="docs/guide.md")),
+    )
+    for tool, args in calls:
+        guide.unlink()
+        guide.write_text("# guide\n")  # a plain file when the call is checked
+        with pytest.raises(
+            ToolError, match=r"docs/guide\.md is a symlink now .*refusing to follow"
+        ):
+            await tool.run(args, ctx)
+        assert git_config.read_text() == "[core]\n\tbare = false\n"
+
+
+async def test_a_directory_swapped_for_a_symlink_is_not_followed(
+    ctx: ToolContext, workdir: Path, git_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = workdir / "docs"
+
+    def swap() -> None:
+        (docs / "guide.md").unlink()
+        docs.rmdir()
+        docs.symlink_to(workdir / ".git", target_is_directory=True)
+
+    swap_after_confine(monkeypatch, swap)
+    with pytest.raises(ToolError, match=r"docs is a symlink now"):
+        await WriteTool().run(WriteArgs(path="docs/config", content="pwned"), ctx)
+    assert git_config.read_text() == "[core]\n\tbare = false\n"
+
+
+async def test_a_hard_link_is_refused_and_both_names_stay_unchanged(
+    ctx: ToolContext, workdir: Path, git_config: Path
+) -> None:
+    guide = workdir / "docs" / "guide.md"
+    guide.unlink()
+    os.link(git_config, guide)  # what an approved `tar -xf` can plant
+    refusal = (
+        r"docs/guide\.md has 2 hard links \(another name of the same file may be a protected "
+        r"one such as \.git/config\); refusing"
+    )
+    with pytest.raises(ToolError, match=refusal):
+        await WriteTool().run(
+            WriteArgs(path="docs/guide.md", content="[core]\n\tfsmonitor = x"), ctx
+        )
+    with pytest.raises(ToolError, match=refusal):
+        await EditTool().run(EditArgs(path="docs/guide.md", old_text="bare", new_text="x"), ctx)
+    with pytest.raises(ToolError, match=refusal):
+        await read(ctx, "docs/guide.md")
+    assert git_config.read_text() == guide.read_text() == "[core]\n\tbare = false\n"
+    assert os.stat(guide).st_nlink == 2
+
+
+async def test_a_fifo_is_refused_at_once_and_blocks_nobody(ctx: ToolContext, workdir: Path) -> None:
+    os.mkfifo(workdir / "pipe")
+    (workdir / "a.txt").write_text("plain\n")
+    with pytest.raises(ToolError, match="pipe is a fifo, not a regular file"):
+        await asyncio.wait_for(read(ctx, "pipe"), 2)
+    calls: tuple[tuple[Tool[Any], ToolArgs], ...] = (
+        (WriteTool(), WriteArgs(path="pipe", content="x")),
+        (EditTool(), EditArgs(path="pipe", old_text="a", new_text="b")),
+    )
+    for tool, args in calls:
+        with pytest.raises(ToolError, match="pipe is a fifo, not a regular file"):
+            await asyncio.wait_for(tool.run(args, ctx), 2)
+
+    # Ten reads of the fifo (six used to hold the default executor's threads for good), and a
+    # normal read among them, all answered within the timeout.
+    fifo_reads = [read(ctx, "pipe") for _ in range(10)]
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*fifo_reads, read(ctx, "a.txt"), return_exceptions=True), 5
+    )
+    assert all(isinstance(o, ToolError) and "fifo" in str(o) for o in outcomes[:10])
+    assert outcomes[10] == "plain\n"
+    assert await asyncio.wait_for(read(ctx, "a.txt"), 2) == "plain\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+async def test_a_device_is_refused(ctx: ToolContext, workdir: Path) -> None:
+    os.mknod(workdir / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with pytest.raises(ToolError, match="null is a character device, not a regular file"):
+        await read(ctx, "null")
+    with pytest.raises(ToolError, match="null is a character device, not a regular file"):
+        await WriteTool().run(WriteArgs(path="null", content="x"), ctx)
+
+
+async def test_a_socket_is_refused(
+    ctx: ToolContext, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(workdir)  # a short relative name: socket paths are limited to 108 bytes
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind("sock")
+        server.listen()
+        calls: tuple[tuple[Tool[Any], ToolArgs], ...] = (
+            (ReadTool(), ReadArgs(path="sock")),
+            (WriteTool(), WriteArgs(path="sock", content="SET x 1\r\n")),
+        )
+        for tool, args in calls:
+            with pytest.raises(ToolError, match="sock is a socket, not a regular file"):
+                await tool.run(args, ctx)
+
+
+async def test_file_work_that_hangs_times_out_with_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(safe_open, "FILE_TIMEOUT", 0.1)
+    release = threading.Event()
+    try:
+        with pytest.raises(ToolError, match=r"read x timed out after 0\.1 s"):
+            await safe_open.off_loop(lambda: release.wait(5), "read x")
+    finally:
+        release.set()
