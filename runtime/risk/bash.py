@@ -16,6 +16,7 @@ from typing import Protocol
 
 from runtime.risk import program_scripts
 from runtime.risk.git import GitRules
+from runtime.risk.reach import is_system, outside
 from runtime.risk.secrets import (
     HARMLESS_DEVICES,
     home_directory,
@@ -45,6 +46,8 @@ from runtime.risk.tables import (
     MAX_GLOBS,
     MAX_SHELL_DEPTH,
     MAX_WRAPPERS,
+    NAMES_FROM_DATA,
+    NO_FILE_ARGS,
     OPTION_SENSITIVE,
     OTHER_SHELLS,
     PACKAGE_MANAGERS,
@@ -66,11 +69,14 @@ from runtime.risk.words import (
     is_literal,
     is_mkfs,
     is_plain_program,
+    is_recursive,
     is_system_word,
     long_option_is,
     normalize,
+    path_candidates,
     risky_read,
     short_option_has,
+    shown_place,
 )
 from runtime.risk.wrappers import WrapperRules
 
@@ -221,8 +227,11 @@ class _BashJudge(WrapperRules, GitRules):
             if segment.argv[:1] == ("cd",):
                 self.change_directory(segment)
                 continue
-            for path in [*segment.argv[1:], *(r.target for r in redirects)]:
-                self.linked(path)
+            reads = basename(segment.argv[0]) not in NO_FILE_ARGS if segment.argv else False
+            for path in segment.argv[1:]:
+                self.linked(path, reads)
+            for redirect in redirects:
+                self.linked(redirect.target, reads=True)
             self.segment(segment)
         if self.downloader and self.shell and self.piped:
             self.ask(f"downloads piped to a shell ({self.downloader} | {self.shell})")
@@ -284,15 +293,23 @@ class _BashJudge(WrapperRules, GitRules):
             raise NotStatic(f"cd {target} leaves the work directory or is not a directory")
         self.cwd = place
 
-    def linked(self, word: str) -> None:
-        """A word naming a file (or `--opt=file`) through a symlink: judge where it leads."""
+    def linked(self, word: str, reads: bool) -> None:
+        """A word naming a file (or `--opt=file`, `-Ipath`): judge where it really leads, a
+        secret through a symlink, or (when the program opens its words: `reads`) a place
+        outside the work directory that the unapproved sandbox would not show either."""
         if self.cwd is None or self.workdir is None:
             return
-        for path in {word, word.partition("=")[2]} - {""}:
+        for path in path_candidates(word):
             target = resolved(path, self.cwd, self.workdir, existing=True)
             why = None if target is None else secret_location(target, self.home)
             if why:
                 self.ask(f"reads {path}, which leads to {target} ({why})")
+                continue
+            if not reads or risky_read(path, self.home):
+                continue  # reads nothing, or asked about as written (segment)
+            place = outside(path, self.cwd, self.workdir)
+            if place is not None and not is_system(place):
+                self.ask(f"reads {shown_place(path, place)}, outside the work directory")
 
     def segment(self, segment: Segment) -> None:
         for redirect in segment.redirects:
@@ -308,7 +325,6 @@ class _BashJudge(WrapperRules, GitRules):
             if RAW_DEVICE.match(normalize(word.partition("if=")[2] or word)):
                 self.deny(f"reads the raw disk or memory device {word}")
         self.remember(segment)
-        self.recursive_reach(segment.argv)
         expandable = segment.expandable
         self.command([Expanding(w) if i in expandable else w for i, w in enumerate(segment.argv)])
 
@@ -428,7 +444,9 @@ class _BashJudge(WrapperRules, GitRules):
             self.ask(f"runs {word}, a program given by path rather than an installed one")
             self.release_words(name, argv[1:])
             return
+        self.recursive_reach(name, argv[1:])
         self.deny_rules(name, argv[1:])
+        self.names_from_data(name, argv[1:])  # what the admin's safe programs read, too
         if name in self.safe_programs or name in READ_ONLY or is_mkfs(name):
             return  # the admin's safe programs skip the ask rules, never the deny rules
         if name in FIXED_REASONS:
@@ -487,20 +505,38 @@ class _BashJudge(WrapperRules, GitRules):
             if any(is_catastrophic(path) for path in brace_variants(start)):
                 self.deny(f"find {start} deletes a system or home directory tree")
 
-    def recursive_reach(self, argv: Sequence[str]) -> None:
-        """A recursive read from `/`, a system directory or the home directory reads every
-        secret the host has: ask, even though the program only reads."""
-        if not argv or basename(argv[0]) not in RECURSIVE_READERS:
+    def recursive_reach(self, name: str, args: Sequence[str]) -> None:
+        """A recursive read reads whatever a tree holds: from `/`, a system directory or the
+        home directory every secret the host has, and from anywhere else outside the work
+        directory (another checkout, /srv, `..`) what no mask of the work dir hides: ask,
+        even though the program only reads."""
+        if name not in RECURSIVE_READERS or not is_recursive(name, args):
             return
-        name, args = basename(argv[0]), argv[1:]
-        recursive = name in ("find", "rg", "du", "tree") or any(
-            arg in ("--recursive", "--dereference-recursive", "-d")
-            or (arg.startswith("-") and not arg.startswith("--") and set(arg) & set("rR"))
-            for arg in args
-        )
-        for arg in args if recursive else []:
-            if not arg.startswith("-") and is_catastrophic(arg.rstrip("/") or "/"):
+        for arg in args:
+            if isinstance(arg, Expanding) or arg.startswith("-"):
+                continue
+            place = None
+            if self.cwd is not None and self.workdir is not None:
+                place = outside(arg, self.cwd, self.workdir)
+            if is_catastrophic(arg.rstrip("/") or "/"):
                 self.ask(f"{name} reads all of {arg}, which holds the host's secrets")
+            elif place is not None:
+                shown = shown_place(arg, place)
+                self.ask(f"{name} reads all of {shown}, outside the work directory")
+
+    def names_from_data(self, name: str, args: Sequence[str]) -> None:
+        """`wc --files0-from=list`, `tar -T list`, `md5sum -c sums`: the files read are
+        named in data (a file, the input) that the judge never sees."""
+        option = NAMES_FROM_DATA.get(name)
+        if option is None:
+            return
+        long, short, valued = option
+        for arg in args:
+            if arg == "--":
+                return
+            if long_option_is(arg, long) or (short and short_option_has(arg, short, valued)):
+                self.ask(f"{name} {arg} takes file names from data, which the judge cannot see")
+                return
 
     def rm_catastrophe(self, args: Sequence[str]) -> None:
         recursive, options, targets = False, True, []
@@ -571,6 +607,8 @@ class _BashJudge(WrapperRules, GitRules):
                 index = end + 1  # one pass over the words, however many -exec there are
             elif arg == "-delete":
                 self.ask("find -delete deletes files")
+            elif arg == "-files0-from":
+                self.ask("find -files0-from takes file names from data, which the judge cannot see")
             elif arg in ("-fprint", "-fprint0", "-fprintf", "-fls"):
                 self.ask(f"find {arg} writes to a file")
 

@@ -44,6 +44,11 @@ class GitRules:
             return  # `git`, `git --version`: usage and version
         subcommand, rest = args[index], args[index + 1 :]
         self._git_foreign_repository(args[:index])
+        if any(long_option_is(arg, "--pathspec-from-file") for arg in rest):
+            self.ask(
+                f"git {subcommand} --pathspec-from-file takes file names from data, "
+                "which the judge cannot see"
+            )
         if subcommand in GIT_CONTENT:
             self._git_tracked_secrets(subcommand, rest)
         if subcommand in GIT_READ_ONLY:

@@ -21,8 +21,11 @@ SED_FLAGS = frozenset(
 )  # fmt: skip
 
 AWK_FLAGS = frozenset({"--posix", "--traditional", "-P", "-c", "--characters-as-bytes"})
-# Anything in an awk program that writes, runs, reads unnamed files or reads the environment.
-_AWK_DANGER = re.compile(r"system|getline|close|fflush|ENVIRON|PROCINFO|@|[|>]|printf?\s*>")
+# Anything in an awk program that writes, runs, reads unnamed files (getline, or names set in
+# ARGV / ARGC, also through SYMTAB) or reads the environment.
+_AWK_DANGER = re.compile(
+    r"system|getline|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC|SYMTAB|@|[|>]|printf?\s*>"
+)
 
 JQ_FLAGS = frozenset(
     {"-r", "--raw-output", "-j", "--join-output", "-c", "--compact-output", "-S",

@@ -12,6 +12,7 @@ import functools
 import os
 import posixpath
 import re
+import stat
 from pathlib import Path
 
 SSH = "SSH keys or configuration"
@@ -157,24 +158,47 @@ MAX_INDEX_BYTES = 64 * 1024 * 1024
 def tracked_secrets(workdir: Path) -> tuple[str, ...]:
     """Secret-looking files that the work directory's git repository tracks (its index):
     their committed contents can be printed by git commands that only read (`git log -p`),
-    which no sandbox mask hides. Cached while the index is unchanged."""
-    index = workdir / ".git" / "index"
+    which no sandbox mask hides. Cached while the index is unchanged. An index that cannot be
+    read safely counts as tracking a secret (fail closed): one that is not a regular file (a
+    fifo planted as `.git/index` would block the judge; a link leads elsewhere), or one kept
+    outside `.git` (a `.git` file pointing to another directory)."""
+    dot_git = workdir / ".git"
+    index = dot_git / "index"
     try:
-        stat = index.stat()
+        if not dot_git.is_symlink() and dot_git.is_file():
+            return ("(a repository whose index is kept elsewhere)",)
+        status = index.lstat()
     except OSError:
         return ()
-    return _tracked_secrets(str(index), stat.st_mtime_ns, stat.st_size)
+    if not stat.S_ISREG(status.st_mode):
+        return ("(an index that is not a regular file)",)
+    return _tracked_secrets(str(index), status.st_mtime_ns, status.st_size, status.st_ino)
 
 
 @functools.lru_cache(maxsize=64)
-def _tracked_secrets(index: str, _mtime: int, size: int) -> tuple[str, ...]:
+def _tracked_secrets(index: str, _mtime: int, size: int, _inode: int) -> tuple[str, ...]:
     if size > MAX_INDEX_BYTES:
         return ("(an index too large to read)",)
     try:
-        data = Path(index).read_bytes()
+        data = _read_regular(index)
     except OSError:
-        return ()
+        return ("(an index that could not be read)",)
+    if len(data) > MAX_INDEX_BYTES:
+        return ("(an index too large to read)",)
     return tuple(path for path in _index_paths(data) if secret_location(path))
+
+
+def _read_regular(path: str) -> bytes:
+    """The bytes of `path` if it is still the regular file it was (swapped for a fifo since
+    the stat, the non-blocking open returns at once and the check refuses it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_INDEX_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def _index_paths(data: bytes) -> list[str]:

@@ -38,6 +38,8 @@ FIXED_REASONS = {
     "killall": "killall signals processes",
     "curl": "curl accesses the network",
     "wget": "wget accesses the network",
+    "cpio": "cpio takes file names from its input, which the judge cannot see",
+    "parallel": "parallel takes commands and file names from its input, which the judge cannot see",
 }
 PACKAGE_MANAGERS = frozenset(
     {
@@ -86,7 +88,32 @@ RAW_DEVICE = re.compile(
 # Programs that write to the files they name: onto a device, that is a raw disk write.
 FILE_WRITERS = frozenset({"cp", "mv", "tee", "shred", "truncate", "install", "ln", "rsync"})
 # Programs that read whole directory trees: from `/` or a system directory they read it all.
-RECURSIVE_READERS = frozenset({"find", "rg", "du", "tree", "grep", "egrep", "fgrep", "ls"})
+# Some always do; the others with these short options (or --recursive and the like).
+RECURSIVE_READERS = {
+    "find": None, "rg": None, "du": None, "tree": None, "grep": "rR", "egrep": "rR",
+    "fgrep": "rR", "ls": "R", "diff": "r", "cp": "rRa",
+}  # fmt: skip
+RECURSIVE_LONG = ("--recursive", "--dereference-recursive", "--archive", "--directories")
+# Options that make a program take the names of the files it reads from data (a list file,
+# its input) the judge cannot see: program -> (long option, short option, short options whose
+# value is the rest of their cluster).
+NAMES_FROM_DATA = {
+    "wc": ("--files0-from", "", ""),
+    "du": ("--files0-from", "", ""),
+    "sort": ("--files0-from", "", ""),
+    "file": ("--files-from", "f", "eFmP"),
+    "tar": ("--files-from", "T", ""),
+    "rsync": ("--files-from", "", ""),
+    "md5sum": ("--check", "c", ""),
+    "sha1sum": ("--check", "c", ""),
+    "sha256sum": ("--check", "c", ""),
+    "sha512sum": ("--check", "c", ""),
+}
+# Programs that open none of their words (the judge does not ask where those lead).
+NO_FILE_ARGS = frozenset(
+    {"echo", "printf", "true", "false", "basename", "dirname", "seq", "expr", "sleep", "which",
+     "type", "id", "test", "[", "[["}
+)  # fmt: skip
 # Environment variables that cannot make a program run anything else; any other one can
 # (PATH, LD_PRELOAD, GIT_*, HOME for ~/.gitconfig, RIPGREP_CONFIG_PATH ...), so it asks.
 HARMLESS_ENV = frozenset(

@@ -11,6 +11,8 @@ from runtime.risk.tables import (
     CATASTROPHIC_DIRS,
     HOME_WORDS,
     NOT_LITERAL,
+    RECURSIVE_LONG,
+    RECURSIVE_READERS,
     SYSTEM_BIN_DIRS,
     XARGS_ATTACHED,
     XARGS_LONG_VALUED,
@@ -87,6 +89,21 @@ def short_option_has(arg: str, letter: str, takes_value: str) -> bool:
     return False
 
 
+def is_recursive(name: str, args: Sequence[str]) -> bool:
+    """Whether `name args` reads directory trees (`grep -rn`, `cp -a`, `ls -R`, any `find`)."""
+    letters = RECURSIVE_READERS.get(name)
+    if letters is None:
+        return name in RECURSIVE_READERS
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "-d" or any(long_option_is(arg, option) for option in RECURSIVE_LONG):
+            return True  # grep -d recurse / --directories=recurse; abbreviations too
+        if arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) & set(letters):
+            return True
+    return False
+
+
 def is_force_push(args: Sequence[str]) -> bool:
     for arg in args:
         if arg.startswith("--force") or arg == "--mirror":
@@ -134,6 +151,20 @@ def risky_read(word: str, home: str | None = None) -> str | None:
     if why is None and any(c in word for c in "*?[") and word.startswith(("/", "~", "..")):
         return "a pattern that matches files outside the work directory"
     return why
+
+
+def path_candidates(word: str) -> set[str]:
+    """The paths a word may name: itself, an option's value (`--file=x`, `if=x`) and a short
+    option's attached path (`-I../lib`, `-f/srv/list`)."""
+    candidates = {word, word.partition("=")[2]}
+    if word.startswith("-") and not word.startswith("--") and "/" in word[2:]:
+        candidates.add(word[2:])
+    return candidates - {""}
+
+
+def shown_place(word: str, place: str) -> str:
+    """`word`, and where it leads when that is not what it says."""
+    return word if place == normalize(word) else f"{word}, which leads to {place}"
 
 
 MAX_BRACE_VARIANTS = 64

@@ -155,7 +155,10 @@ class WrapperRules:
         return self._skip_options("exec", argv, EXEC_FLAGS, frozenset({"-a"}))
 
     def _xargs(self, argv: list[str]) -> list[str]:
-        """xargs appends its input to the command it runs: judge that command."""
+        """xargs appends its input to the command it runs: judge that command, and ask, for
+        the words it adds are file names (or options) the judge cannot see (`ls | xargs cat`
+        reads whatever `ls` of a link-planted directory or a list file names)."""
+        self.ask("xargs takes file names from its input, which the judge cannot see")
         index = 1
         while index < len(argv) and argv[index].startswith("-") and argv[index] != "-":
             arg = argv[index]

@@ -97,8 +97,8 @@ WRAPPERS: list[Case] = [
     ("find . | xargs rm", ASK, "rm deletes files"),
     ("find . | xargs -0 -n 1 rm -f", ASK, "rm deletes files"),
     ("ls | xargs -I {} rm {}", ASK, "rm deletes files"),
-    ("find . -name '*.py' | xargs grep foo", ALLOW, ""),
-    ("ls | xargs", ALLOW, ""),
+    ("find . -name '*.py' | xargs grep foo", ASK, "xargs takes file names from its input"),
+    ("ls | xargs", ASK, "xargs takes file names from its input"),
     ("sh -c 'rm x'", ASK, "rm deletes files"),
     ('sh -c "rm x"', ASK, "rm deletes files"),
     ("bash -c 'ls; rm x'", ASK, "rm deletes files"),
@@ -588,6 +588,136 @@ def test_cd_moves_where_later_words_are_judged(tmp_path: Path) -> None:
     expect(policy.assess("bash", {"command": "cd src && cat .e*"}, tmp_path), ASK, "reads .env")
     expect(policy.assess("bash", {"command": "cd .. && ls"}, tmp_path), ASK, "leaves the work")
     expect(policy.assess("bash", {"command": "cd /etc && ls"}, tmp_path), ASK, "leaves the work")
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A work dir with, beside it, what an unapproved read must not reach unasked: another
+    checkout, a server directory, and a link into it from inside the work dir."""
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "notes.txt").write_text("x\n")
+    (tmp_path / "srv" / "app").mkdir(parents=True)
+    (tmp_path / "srv" / "app" / "settings.py").write_text("TOKEN = 'x'\n")
+    (tmp_path / "other" / "src").mkdir(parents=True)
+    (tmp_path / "other" / "src" / "app.py").write_text("x\n")
+    (work / "docs").symlink_to(tmp_path / "srv" / "app")
+    return work
+
+
+@pytest.mark.parametrize(
+    ("command", "mention"),
+    [
+        # Recursive reads outside the work dir, wherever: another checkout, /srv, `..`.
+        ("grep -r TOKEN {srv}", "grep reads all of {srv}, outside the work directory"),
+        ("grep -R TOKEN ../srv", "outside the work directory"),
+        ("rg -uu TOKEN {srv}", "rg reads all of {srv}, outside the work directory"),
+        ("diff -rN src {other}/src", "diff reads all of {other}/src, outside"),
+        ("find .. -name '*.py'", "find reads all of .., which leads to {root}, outside"),
+        ("du -a {srv}", "du reads all of"),
+        ("tree {srv}", "tree reads all of"),
+        ("ls -R ..", "ls reads all of .."),
+        ("cp -r {srv} copy", "cp reads all of {srv}"),
+        ("grep -r x docs/", "grep reads all of docs/, which leads to {srv}, outside"),
+        ("nice grep -r TOKEN {srv}", "grep reads all of"),  # after the wrappers
+        ("grep -r x /usr/share", "grep reads all of /usr/share, outside the work directory"),
+        # Single reads outside the work dir that are not in a system directory.
+        ("cat {srv}/settings.py", "reads {srv}/settings.py, outside the work directory"),
+        ("cat ../other/src/app.py", "reads ../other/src/app.py, which leads to {other}/src/app.py"),
+        ("cat docs/settings.py", "reads docs/settings.py, which leads to {srv}/settings.py"),
+        ("ls {srv}", "reads {srv}, outside the work directory"),
+        ("wc -l < {srv}/settings.py", "reads {srv}/settings.py, outside"),
+        ("grep --file={srv}/settings.py notes.txt", "reads {srv}/settings.py, outside"),
+        ("grep -f{srv}/settings.py notes.txt", "reads {srv}/settings.py, outside"),
+        ("head /var/log/dpkg.log", "reads /var/log/dpkg.log, outside the work directory"),
+    ],
+)
+def test_reads_outside_the_work_directory_ask(outside: Path, command: str, mention: str) -> None:
+    places = {"srv": outside.parent / "srv" / "app", "other": outside.parent / "other"}
+    command = command.format(**places, root=outside.parent)
+    mention = mention.format(**places, root=outside.parent)
+    if "/var/log/dpkg.log" in command and not Path("/var/log/dpkg.log").exists():
+        pytest.skip("no /var/log/dpkg.log on this host")
+    decision = RiskPolicy().assess("bash", {"command": command}, outside)
+    expect(decision, ASK, mention)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat /etc/hostname",  # a single read in a system directory
+        "ls /",
+        "ls /usr/bin",
+        "head -1 /usr/lib/os-release",
+        "grep -rn x src",
+        "grep -r x .",
+        "ls -R src",
+        "ls -lr src",  # -r is --reverse for ls
+        "du -sh src",
+        "echo {srv}",  # echo opens nothing
+        "test -d {srv} && echo yes",
+        "grep -n /api/v1 notes.txt",  # a pattern, not a place that exists
+    ],
+)
+def test_reads_inside_the_work_directory_or_of_system_files_run(
+    outside: Path, command: str
+) -> None:
+    command = command.format(srv=outside.parent / "srv" / "app")
+    decision = RiskPolicy().assess("bash", {"command": command}, outside)
+    assert decision.verdict is ALLOW, decision
+
+
+@pytest.mark.parametrize(
+    ("command", "mention"),
+    [
+        ("ls | xargs cat", "xargs takes file names from its input, which the judge cannot see"),
+        ("xargs -a notes.txt cat", "xargs takes file names from its input"),
+        ("xargs --arg-file=notes.txt cat", "xargs takes file names from its input"),
+        ("xargs -0 -I{} head {} < notes.txt", "xargs takes file names from its input"),
+        ("sort --files0-from=notes.txt", "sort --files0-from=notes.txt takes file names from data"),
+        ("sort --files0=notes.txt", "takes file names from data"),  # an abbreviation
+        ("wc --files0-from notes.txt", "wc --files0-from takes file names from data"),
+        ("du --files0-from=- < notes.txt", "takes file names from data"),
+        ("find -files0-from notes.txt -name x", "find -files0-from takes file names from data"),
+        ("file -f notes.txt", "file -f takes file names from data"),
+        ("file --files-from notes.txt", "takes file names from data"),
+        ("md5sum -c notes.txt", "md5sum -c takes file names from data"),
+        ("sha256sum --check notes.txt", "takes file names from data"),
+        ("tar -cT notes.txt -f out.tar", "tar -cT takes file names from data"),
+        ("rsync --files-from=notes.txt . x", "rsync --files-from=notes.txt takes file names"),
+        ("cpio -o < notes.txt", "cpio takes file names from its input"),
+        ("parallel cat ::: notes.txt", "parallel takes commands and file names from its input"),
+        ("git add --pathspec-from-file=notes.txt", "git add --pathspec-from-file takes file"),
+        ("git diff --pathspec-from=notes.txt", "--pathspec-from-file takes file names"),
+        ("awk 'BEGIN { ARGV[1] = \"x\"; ARGC = 2 } { print }'", "awk program may"),
+        ("awk 'BEGIN { ARGV[ARGC++] = \"x\" } 1'", "awk program may"),
+        ("awk '{ print }' ARGC=1", ""),
+        ("awk 'BEGIN { while ((getline l < \"x\") > 0) print l }'", "awk program may"),
+        ("awk 'BEGIN { SYMTAB[\"x\"] = 1 } 1' notes.txt", "awk program may"),
+    ],
+)
+def test_programs_that_take_file_names_from_data_ask(
+    outside: Path, command: str, mention: str
+) -> None:
+    decision = RiskPolicy().assess("bash", {"command": command}, outside)
+    if mention:
+        expect(decision, ASK, mention)
+    else:
+        assert decision.verdict is ALLOW, decision  # awk operand assignments name no files
+
+
+def test_grep_patterns_from_a_file_are_patterns(outside: Path) -> None:
+    """`grep -f` reads patterns, not names: it runs when the pattern file is in the work dir,
+    and asks like any read when it is not."""
+    policy = RiskPolicy()
+    for command in ("grep -f notes.txt src/x.py", "grep --file=notes.txt -r src"):
+        assert policy.assess("bash", {"command": command}, outside).verdict is ALLOW, command
+
+
+def test_the_safe_read_list_never_lets_names_from_data_through(outside: Path) -> None:
+    policy = RiskPolicy(RiskConfig(safe_programs=["wc"]))
+    decision = policy.assess("bash", {"command": "wc --files0-from=notes.txt"}, outside)
+    expect(decision, ASK, "takes file names from data")
 
 
 def test_denials_come_first_and_reasons_are_deduplicated() -> None:
