@@ -1,6 +1,8 @@
-"""Running an approved call exactly once: its integrity re-checked, `executing` kept alive by
-a heartbeat while it runs, `consumed` with its result in one script; a call interrupted
-mid-way ends `outcome_unknown` and is never run again."""
+"""Running an approved call exactly once: its integrity re-checked, judged again on its way
+through the chain (runtime/approval/rejudge.py: a call that changed since it was approved is
+not run, and the chat is told), `executing` kept alive by a heartbeat while it runs,
+`consumed` with its result in one script; a call interrupted mid-way ends `outcome_unknown`
+and is never run again."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from runtime.approval.notices import is_last, not_executed
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
-from runtime.models import ToolResult
+from runtime.channel import Reply
+from runtime.models import ToolResult, ToolStatus
 from runtime.store.history import encode_message
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,13 @@ class ApprovedCalls:
             session=record.session,
             conversation=record.conversation.id,
         )
+        if result.status is ToolStatus.DENIED:
+            # Refused at run time (judged again, or its tool denied meanwhile): the approver
+            # and the requester are told in the chat, not only the model.
+            await self.settlement.send(
+                record.conversation,
+                Reply(f"Approval {record.id} ({record.tool}): {result.model_text}"),
+            )
         return result, consumed.held
 
     async def _interrupted(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
