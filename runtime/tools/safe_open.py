@@ -54,7 +54,8 @@ async def off_loop(work: Callable[[], T], what: str) -> T:
         return await asyncio.wait_for(future, FILE_TIMEOUT)
     except TimeoutError as exc:
         raise ToolError(
-            f"{what} timed out after {FILE_TIMEOUT:g} s; nothing more was done"
+            f"{what} timed out after {FILE_TIMEOUT:g} s (it may still complete: check before "
+            "trying again)"
         ) from exc
 
 

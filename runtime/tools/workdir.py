@@ -11,7 +11,9 @@ def confine(workdir: Path, user_path: str) -> Path:
     """Resolve `user_path` inside `workdir` or raise `ToolError`.
 
     Rejects `..` components outright (even when they would land inside), absolute paths
-    outside the workdir, and symlinks whose target leaves it.
+    outside the workdir, and symlinks whose target leaves it. The file tools open the result
+    with `runtime.tools.safe_open`, which follows no symlink: one that appears after this
+    resolution (swapped in meanwhile) makes the call fail.
     """
     if not user_path.strip():
         raise ToolError("path must not be empty")
