@@ -4,6 +4,7 @@ path (`standing_rule`)."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import PurePath
 from typing import Any
 
@@ -25,9 +26,11 @@ from runtime.risk.words import basename, is_literal, is_system_word
 
 def command_signature(command: str) -> str | None:
     """The key for an "approve always" rule: the program, its subcommand for programs that
-    have them, and its sorted flags (`rm -rf`, `git push --force`). None when no standing
-    rule may cover the command: anything but one plain command, or one whose meaning the
-    flags do not capture (wrappers, shells, variables, programs run by path)."""
+    have them, and its sorted flags (`rm -rf`); for a network client the whole command as
+    written, its destination, refspecs, paths and options in their order (`git push origin
+    HEAD:refs/heads/feature`, `scp f host:dir`). None when no standing rule may cover the
+    command: anything but one plain command, or one whose meaning the flags do not capture
+    (wrappers, shells, variables, programs run by path)."""
     try:
         script = parse_static(command)
     except NotStatic:
@@ -50,6 +53,10 @@ def command_signature(command: str) -> str | None:
         return None  # options before the subcommand (git -c ...) change what it means
     if name == "git" and rest[:1] == ["push"] and any(arg.startswith("+") for arg in rest):
         return None  # +refspec forces a push without any flag
+    if name in NETWORK_CLIENTS or (name == "git" and rest[:1] and rest[0] in GIT_NETWORK):
+        # Where it connects and what it sends or fetches: an option's value stays beside
+        # the option (`ssh -p 22 host`), so only this exact call is covered.
+        return shlex.join([name, *rest])
     positional = [arg for arg in rest if not arg.startswith("-")]
     kept = _signature_words(name, positional)
     flags = sorted({arg for arg in rest if arg.startswith("-")})
@@ -59,7 +66,7 @@ def command_signature(command: str) -> str | None:
 def _signature_words(name: str, positional: list[str]) -> list[str]:
     """The positional words that change what a command does, so a rule approved for
     `npm run test` or `make build` never covers `npm run deploy` or `make deploy`."""
-    if name in TASK_RUNNERS or name in WHOLE_SIGNATURE:
+    if name in TASK_RUNNERS:
         return positional
     kept = positional[:1] if name in MULTI_COMMAND else []
     if kept and kept[0] in SCRIPT_RUNNERS:
@@ -82,11 +89,18 @@ NO_SIGNATURE = (
     | SHELLS
     | OTHER_SHELLS
 )  # fmt: skip
-# Programs whose every positional word decides what they do: the script or code an
-# interpreter runs, the address a network client reaches. A rule for them is that exact call.
-WHOLE_SIGNATURE = frozenset(
-    {"curl", "wget", "ssh", "scp", "rsync", "nc", "ncat", "socat", "ftp", "sftp", "telnet"}
-)
+# Programs whose every word decides where they connect and what they send or fetch: a rule
+# for them is that exact call (the docs promise a network rule covers its exact address).
+NETWORK_CLIENTS = frozenset(
+    {"curl", "wget", "ssh", "scp", "rsync", "nc", "ncat", "socat", "ftp", "sftp", "telnet",
+     "sshpass", "mosh", "lftp", "http", "https", "xh", "aria2c", "redis-cli", "psql", "mysql",
+     "mongosh"}
+)  # fmt: skip
+# git subcommands that reach a remote (or change which one later calls reach).
+GIT_NETWORK = frozenset(
+    {"push", "fetch", "pull", "clone", "ls-remote", "remote", "submodule", "archive",
+     "request-pull", "send-email"}
+)  # fmt: skip
 
 
 RULE_SEPARATOR = "\x1f"

