@@ -83,6 +83,26 @@ async def test_an_unchanged_approved_write_runs_once(redis: aioredis.Redis, work
     assert not again.accepted and guide.read_text() == "[core] fsmonitor = evil\n"
 
 
+async def test_a_command_whose_file_became_a_secret_is_not_run(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    (workdir / "notes.txt").write_text("notes\n")
+    (workdir / ".env").write_text("API_TOKEN=canary-4f1c\n")
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    asked = await runtime.run("s1", "run: cp notes.txt shared.txt", ALICE, HERE)
+    assert asked.approval_id is not None  # cp asks: it copies over files
+    (workdir / "notes.txt").unlink()
+    (workdir / "notes.txt").symlink_to(".env")
+
+    decision = await runtime.decide(asked.approval_id, True, ADMIN, HERE)
+
+    assert decision.accepted and not (workdir / "shared.txt").exists()
+    (said,) = [r.text for r in channel.of(Reply) if r.text.startswith("Approval ")]
+    assert said.startswith(f"Approval {asked.approval_id} (bash): not run: it changed since")
+    assert "reads notes.txt, which leads to .env" in said
+    assert "canary-4f1c" not in str(channel.events)
+
+
 def test_a_deny_now_is_never_run_even_with_the_reasons_approved() -> None:
     approved = ["matches the ask pattern 'deploy'"]
     assert changed_since_approval(approved, RiskDecision(Verdict.ASK, tuple(approved))) is None
