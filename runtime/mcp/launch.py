@@ -1,6 +1,7 @@
-"""How a server is reached: a stdio server is started in the bash sandbox (bubblewrap: the
-system read-only, a private /tmp and HOME, the host's credentials hidden, its own PID
-namespace, no network unless its `network` says so, dying with clawgate) with only the
+"""How a server is reached: a stdio server is started in the bash sandbox (bubblewrap: read-only,
+only the system directories, the work directory and `expose` unless `writable_workdir`, a
+private /tmp and HOME, the host's credentials hidden, its own PID namespace, no network and
+no unix sockets unless its `network` says so, dying with clawgate) with only the
 environment the policy file gives it; an HTTP server is reached at its URL with its headers.
 Its stderr is kept (the last lines) to say why it stopped."""
 
@@ -22,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runtime.mcp.config import HttpServer, ServerConfig, StdioServer, resolve_value
 from runtime.tools.bash import scrubbed_env
+from runtime.tools.masks import ScanTooLarge
 from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,10 @@ def stdio_parameters(config: StdioServer, sandbox: Sandbox, workdir: Path) -> St
     missing = [path for path in config.expose if not Path(path).is_dir()]
     if missing:
         raise LaunchError(f"expose: no such directories {missing}")
-    wrapped = sandbox.wrap(argv, workdir, access, network=config.network, expose=config.expose)
+    try:
+        wrapped = sandbox.wrap(argv, workdir, access, network=config.network, expose=config.expose)
+    except ScanTooLarge as exc:
+        raise LaunchError(f"cannot start it read-only: {exc}") from None
     return StdioServerParameters(command=wrapped[0], args=wrapped[1:], env=env, cwd=workdir)
 
 

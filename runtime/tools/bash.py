@@ -9,11 +9,14 @@ import asyncio
 import contextlib
 import os
 import signal
+from dataclasses import dataclass
 
 from pydantic import Field
 
 from runtime.redact import one_line
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from runtime.tools.git_view import READ_ONLY_CONFIG, READ_ONLY_ENV
+from runtime.tools.masks import ScanTooLarge
 from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode, probe
 
 # Only these variables reach the command: the bot's own environment holds tokens and keys.
@@ -24,14 +27,19 @@ MAX_COMMAND_CHARS = 2_000
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME")
 
 
-def scrubbed_env(home: str) -> dict[str, str]:
+def scrubbed_env(home: str, access: Access = Access.APPROVED) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(HOME=home, TERM="dumb", PAGER="cat", GIT_TERMINAL_PROMPT="0")
     # git obeys the config of any bare repository it finds in the directory it runs in
     # (core.fsmonitor runs a program): only one named explicitly (--git-dir, which asks).
-    env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.bareRepository")
-    env.update(GIT_CONFIG_VALUE_0="explicit")
+    # Without approval, no program a repository could configure runs either (git_view).
+    config = READ_ONLY_CONFIG if access is Access.READ_ONLY else READ_ONLY_CONFIG[:1]
+    env["GIT_CONFIG_COUNT"] = str(len(config))
+    for index, (key, value) in enumerate(config):
+        env.update({f"GIT_CONFIG_KEY_{index}": key, f"GIT_CONFIG_VALUE_{index}": value})
+    if access is Access.READ_ONLY:
+        env.update(READ_ONLY_ENV)
     return env
 
 
@@ -76,6 +84,18 @@ def sandbox_note(text: str, access: Access, sandbox: Sandbox) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    output: bytes  # the first `output_limit` bytes of stdout and stderr
+    total: int  # bytes it printed
+    escaped: bool  # a background child still held the pipe
+    returncode: int | None  # None: timed out
+
+    @property
+    def text(self) -> str:
+        return self.output.decode("utf-8", errors="replace")
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -109,16 +129,46 @@ class BashTool(Tool[BashArgs]):
 
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout or self.timeout, self.timeout)
+        done = await self._once(args.command, timeout, ctx)
+        if done.returncode == 1 and self.sandbox.vanished(done.text):
+            done = await self._once(args.command, timeout, ctx)  # scanned afresh
+        notes = []
+        if done.total > len(done.output):
+            notes.append(f"[output cut at {len(done.output)} of {done.total} bytes]")
+        if done.escaped:
+            notes.append("[a background process still held the output; stopped reading]")
+        status, end_notes = self._ending(done.text, done.returncode, timeout, ctx)
+        text = done.text
+        body = text if text.endswith("\n") or not text else text + "\n"
+        return ToolOutput(
+            body + "\n".join([*notes, *end_notes]),
+            display=f"$ {one_line(args.command, 80)} ({status})",
+        )
+
+    async def _argv(self, command: str, ctx: ToolContext) -> list[str]:
+        """The sandboxed argv; the scan of the work directory runs in a thread."""
+        try:
+            return await asyncio.to_thread(
+                self.sandbox.wrap, ["bash", "-c", command], ctx.workdir, ctx.access
+            )
+        except ScanTooLarge as exc:
+            raise ToolError(
+                f"not run: {exc}, so it cannot run without approval; call bash again with "
+                "request_approval=true to ask a human"
+            ) from None
+
+    async def _once(self, command: str, seconds: float, ctx: ToolContext) -> _Run:
+        argv = await self._argv(command, ctx)
         # Our own pipe rather than PIPE: asyncio's Process.wait() would also wait for the pipe
         # to close, i.e. for any background child still holding it.
         read_fd, write_fd = os.pipe()
         try:
-            argv = self.sandbox.wrap(["bash", "-c", args.command], ctx.workdir, ctx.access)
             home = SANDBOX_HOME if self.sandbox.contained else str(ctx.workdir)
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=ctx.workdir,
-                env=scrubbed_env(home),  # bwrap's own environment is visible inside: scrubbed
+                # bwrap's own environment is visible inside: scrubbed
+                env=scrubbed_env(home, ctx.access),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
@@ -136,7 +186,7 @@ class BashTool(Tool[BashArgs]):
         reader = asyncio.create_task(_read_capped(stream, self.output_limit))
         timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            await asyncio.wait_for(proc.wait(), seconds)
         except TimeoutError:
             timed_out = True
         except asyncio.CancelledError:
@@ -156,19 +206,8 @@ class BashTool(Tool[BashArgs]):
             escaped = True
             pipe.close()  # feeds EOF to the reader
         output, total = await reader
-        text = output.decode("utf-8", errors="replace")
-        notes = []
-        if total > len(output):
-            notes.append(f"[output cut at {len(output)} of {total} bytes]")
-        if escaped:
-            notes.append("[a background process still held the output; stopped reading]")
         returncode = None if timed_out else proc.returncode
-        status, end_notes = self._ending(text, returncode, timeout, ctx)
-        body = text if text.endswith("\n") or not text else text + "\n"
-        return ToolOutput(
-            body + "\n".join([*notes, *end_notes]),
-            display=f"$ {one_line(args.command, 80)} ({status})",
-        )
+        return _Run(output, total, escaped, returncode)
 
     def _ending(
         self, text: str, returncode: int | None, timeout: float, ctx: ToolContext

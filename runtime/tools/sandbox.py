@@ -1,26 +1,32 @@
 """The OS boundary of the bash tool: a bubblewrap (`bwrap`) sandbox per command.
 
 The risk judge only decides when to ask a human; what a command can reach is decided here.
-A command that runs without approval gets a read-only view of the system with no network,
-its own PID namespace and /proc (clawgate's process and environment invisible), a minimal
-/dev, an empty private HOME and /tmp, and the host's credential stores hidden. An approved
-command gets exactly one more thing: the work directory writable (and the network when the
-settings say so); it still never sees clawgate's process or credentials.
+A command that runs without approval sees an allow-list of the host: the system directories
+(/usr, /bin, /lib*, /etc with its secrets masked) and the work directory, read-only, with
+every secret in it masked at any depth and its git config files sanitized (git_view); an
+empty private HOME and /tmp, a minimal /dev, its own PID namespace and /proc (clawgate's
+process and environment invisible), no network and no unix sockets (seccomp). An approved
+command gets the view a human agreed to: the host read-only with its credential stores
+hidden, the work directory writable, the network when the settings say so (unix sockets
+too only when CLAWGATE_SANDBOX_UNIX_SOCKETS=approved); it still never sees clawgate's
+process or credentials.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
-import time
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from runtime.risk.secrets import secret_location
+from runtime.tools import masks
+from runtime.tools.seccomp import SeccompUnsupported, no_unix_sockets
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,11 @@ class NetworkAccess(StrEnum):
     APPROVED = "approved"  # approved commands only
     NEVER = "never"
     ALWAYS = "always"  # auto-allowed commands too (a weaker setting)
+
+
+class UnixSockets(StrEnum):
+    NEVER = "never"
+    APPROVED = "approved"  # approved commands (and MCP servers) that have the network
 
 
 class Access(StrEnum):
@@ -80,48 +91,10 @@ CREDENTIAL_FILES = (
     ".vault-token",
     ".docker/config.json",
 )
-# Secrets of the work directory, masked for commands that run without approval: whatever the
-# judge counts as a secret (runtime.risk.secrets), so that what it would ask about by name
-# cannot be read by a command that never names it (`diff -r . /tmp`, `xargs cat < list`).
-MASK_DEPTH = 8  # directory levels of the work directory searched
-MASK_SCAN_LIMIT = 20_000  # entries looked at, at most
-MASK_CACHE_SECONDS = 5.0  # a scan serves the calls of a few seconds (secrets pre-exist)
-SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox"})
-_scans: dict[Path, tuple[float, tuple[list[Path], list[Path]]]] = {}
-
-
-def secret_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
-    """(secret files, secret directories) in the work directory (bounded scan, cached)."""
-    now = time.monotonic()
-    cached = _scans.get(workdir)
-    if cached is not None and now - cached[0] < MASK_CACHE_SECONDS:
-        return cached[1]
-    files: list[Path] = []
-    dirs: list[Path] = []
-    pending = [(workdir, 0)]
-    seen = 0
-    while pending and seen < MASK_SCAN_LIMIT:
-        directory, depth = pending.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            relative = os.path.relpath(entry.path, workdir)
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                if is_dir and secret_location(relative + "/x"):
-                    dirs.append(Path(entry.path))  # .ssh, .aws, .config/gh ...: all of it
-                elif is_dir and depth + 1 < MASK_DEPTH and entry.name not in SKIPPED_DIRS:
-                    pending.append((Path(entry.path), depth + 1))
-                elif entry.is_file(follow_symlinks=False) and secret_location(relative):
-                    files.append(Path(entry.path))
-            except OSError:
-                continue
-    result = (files, dirs)
-    _scans[workdir] = (now, result)
-    return result
+# The host a command that runs without approval sees: the system, nothing of anyone's data.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# bwrap's words when a path to mask vanished between the scan and the mount.
+_VANISHED = re.compile(r"bwrap: Can't (?:create file at|mkdir) /.*: Read-only file system\n?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +105,7 @@ class Sandbox:
     bwrap: str | None = None  # a bwrap that works, or None: commands run uncontained
     problem: str | None = None  # why `auto` found no working bwrap
     network: NetworkAccess = NetworkAccess.APPROVED
+    unix_sockets: UnixSockets = UnixSockets.NEVER
 
     @property
     def contained(self) -> bool:
@@ -147,7 +121,10 @@ class Sandbox:
 
     def describe(self) -> str:
         if self.bwrap is not None:
-            return f"bwrap ({self.bwrap}), network for {self.network.value} commands"
+            return (
+                f"bwrap ({self.bwrap}), network for {self.network.value} commands, "
+                f"unix sockets for {self.unix_sockets.value} ones with the network"
+            )
         if self.mode is SandboxMode.OFF:
             return "off (CLAWGATE_SANDBOX=off): commands run with clawgate's own rights"
         return f"unavailable ({self.problem}): every bash call asks"
@@ -156,6 +133,32 @@ class Sandbox:
         if self.network is NetworkAccess.ALWAYS:
             return True
         return self.network is NetworkAccess.APPROVED and access is Access.APPROVED
+
+    def view(self, access: Access) -> str:
+        """What a command with `access` runs with, in a line for the approval notice."""
+        if self.bwrap is None:
+            return "runs uncontained, with clawgate's own rights"
+        network = "network on" if self.allows_network(access) else "no network"
+        if self.allows_network(access) and self._unix_sockets(access, True):
+            network += ", unix sockets on"
+        if access is Access.APPROVED:
+            host = "the host read-only (credential stores hidden)"
+            return f"runs with {host}, work dir writable, {network}"
+        return (
+            "runs with only the system directories and the work dir read-only (its secrets "
+            f"masked), a private empty HOME and /tmp, {network}"
+        )
+
+    def _unix_sockets(self, access: Access, network: bool, explicit: bool = False) -> bool:
+        """Unix sockets only with the network, when the admin allows them, for a command a
+        human approved (or an MCP server given the network by its own setting)."""
+        granted = access is Access.APPROVED or explicit
+        return network and granted and self.unix_sockets is UnixSockets.APPROVED
+
+    def vanished(self, output: str) -> bool:
+        """Whether bwrap failed (before running anything) because a path it was to mask
+        was deleted after the scan: the call may simply be made again."""
+        return self.bwrap is not None and _VANISHED.fullmatch(output) is not None
 
     def wrap(
         self,
@@ -167,55 +170,91 @@ class Sandbox:
     ) -> list[str]:
         """`argv` as run in the sandbox for a call with `access` (unchanged when off).
         `network`: whether it gets the network, when not as `access` says (an MCP server's
-        own setting; CLAWGATE_SANDBOX_NETWORK=never still wins); `expose`: directories under
-        the hidden ones to show read-only (an MCP server installed in a home directory)."""
+        own setting; CLAWGATE_SANDBOX_NETWORK=never still wins); `expose`: directories to
+        show read-only (an MCP server installed in a home directory). Raises ScanTooLarge
+        when a read-only view cannot mask every secret of the work directory."""
         if self.bwrap is None:
             return argv
-        return [self.bwrap, *self.arguments(workdir, access, network, expose), "--", *argv]
-
-    def arguments(
-        self,
-        workdir: Path,
-        access: Access,
-        network: bool | None = None,
-        expose: Sequence[str] = (),
-    ) -> list[str]:
-        args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        # A private, empty /tmp with the home in it, made before the work directory is bound
-        # (which may be /tmp itself, read-only).
-        args += ["--tmpfs", "/tmp", "--dir", SANDBOX_HOME]  # noqa: S108
-        # No capabilities (run as root, bwrap would keep them all in its user namespace, and
-        # `mount -o remount,rw` would undo every read-only bind) and no nested namespaces.
-        args += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
-        args += ["--die-with-parent", "--new-session"]
+        explicit = network is not None
         if network is None:
             network = self.allows_network(access)
-        if network and self.network is not NetworkAccess.NEVER:
-            args.append("--share-net")
-        home = Path.home()
-        for directory in (*HIDDEN_DIRS, str(home)):
-            if os.path.isdir(directory) and directory != "/":
-                args += ["--tmpfs", directory]
-        args += _hide_files(HIDDEN_FILES)
-        for path in expose:  # read-only, their credential stores hidden again
-            args += ["--ro-bind", path, path, *_hide_credentials(Path(path))]
-        args += ["--bind" if access is Access.APPROVED else "--ro-bind", str(workdir), str(workdir)]
-        # The work directory may itself be a home (or hold one's credential stores).
-        args += _hide_credentials(workdir)
-        if access is Access.READ_ONLY:
-            files, dirs = secret_paths(workdir)
-            args += _hide_files(str(path) for path in files)
-            for secret_dir in dirs:
-                args += ["--tmpfs", str(secret_dir)]
+        network = network and self.network is not NetworkAccess.NEVER
+        args = [self.bwrap, *_namespaces(network)]
+        if access is Access.APPROVED:
+            args += _host_view(workdir, expose)
+        else:
+            args += _allow_list_view(workdir, expose)
         args += ["--chdir", str(workdir)]
-        return args
+        if self._unix_sockets(access, network, explicit):
+            return [*args, "--", *argv]
+        # bwrap reads the filter from a file descriptor: a shell opens it as fd 3, for any
+        # spawner (the MCP SDK takes an argv only); bwrap closes it before the command runs.
+        opener = ["/bin/sh", "-c", 'exec 3<"$0" && exec "$@"', str(masks.sources.seccomp)]
+        return [*opener, *args, "--seccomp", "3", "--", *argv]
+
+
+def _namespaces(network: bool) -> list[str]:
+    # No capabilities (run as root, bwrap would keep them all in its user namespace, and
+    # `mount -o remount,rw` would undo every read-only bind) and no nested namespaces.
+    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    args += ["--die-with-parent", "--new-session"]
+    return [*args, "--share-net"] if network else args
+
+
+def _private_tmp() -> list[str]:
+    # A private, empty /tmp with the home in it, made before the work directory is bound
+    # (which may be /tmp itself).
+    return ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]  # noqa: S108
+
+
+def _host_view(workdir: Path, expose: Sequence[str]) -> list[str]:
+    """What a human agreed to: the host read-only with its credential stores hidden, the
+    work directory writable."""
+    args = ["--ro-bind", "/", "/", *_private_tmp()]
+    for directory in (*HIDDEN_DIRS, str(Path.home())):
+        if os.path.isdir(directory) and directory != "/":
+            args += ["--tmpfs", directory]
+    args += _hide_files(HIDDEN_FILES)
+    for path in expose:  # read-only, their credential stores hidden again
+        args += ["--ro-bind", path, path, *_hide_credentials(Path(path))]
+    args += ["--bind", str(workdir), str(workdir)]
+    # The work directory may itself be a home (or hold one's credential stores).
+    return args + _hide_credentials(workdir)
+
+
+def _allow_list_view(workdir: Path, expose: Sequence[str]) -> list[str]:
+    """Only what a read-only developer command needs: the system directories, /etc with its
+    secrets masked, the work directory with its secrets masked, `expose`, all read-only."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):  # a merged /usr: /bin -> usr/bin
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--ro-bind", "/etc", "/etc", *_masked(masks.etc_masks()), *_private_tmp()]
+    for path in expose:
+        args += ["--ro-bind", path, path, *_hide_credentials(Path(path))]
+    args += ["--ro-bind", str(workdir), str(workdir)]
+    return args + _masked(masks.work_dir_masks(workdir, masks.sources))
+
+
+def _masked(found: masks.Masks) -> list[str]:
+    empty = str(masks.sources.empty)
+    args: list[str] = []
+    for path in found.files:
+        args += ["--ro-bind", empty, path]
+    for path in found.dirs:
+        args += ["--tmpfs", path]
+    for path, copy in found.git_configs:
+        args += ["--ro-bind", copy, path]
+    return args
 
 
 def _hide_files(paths: Iterable[str]) -> list[str]:
     args: list[str] = []
     for path in paths:
         if os.path.isfile(path):
-            args += ["--ro-bind", "/dev/null", path]
+            args += ["--ro-bind", str(masks.sources.empty), path]
     return args
 
 
@@ -228,19 +267,23 @@ def _hide_credentials(root: Path) -> list[str]:
     return args
 
 
-def probe(mode: SandboxMode, network: NetworkAccess = NetworkAccess.APPROVED) -> Sandbox:
+def probe(
+    mode: SandboxMode,
+    network: NetworkAccess = NetworkAccess.APPROVED,
+    unix_sockets: UnixSockets = UnixSockets.NEVER,
+) -> Sandbox:
     """Find out once, at start, whether bwrap works here. `bwrap` mode raises when it does
     not (the operator asked for it); `auto` falls back to asking for every call."""
     if mode is SandboxMode.OFF:
-        return Sandbox(mode, network=network)
+        return Sandbox(mode, network=network, unix_sockets=unix_sockets)
     binary = shutil.which("bwrap")
     problem = "bwrap is not installed" if binary is None else _try(binary)
     if problem is None:
-        return Sandbox(mode, bwrap=binary, network=network)
+        return Sandbox(mode, bwrap=binary, network=network, unix_sockets=unix_sockets)
     if mode is SandboxMode.BWRAP:
         raise SandboxUnavailable(f"CLAWGATE_SANDBOX=bwrap, but {problem}")
     log.warning("no OS sandbox for bash (%s): every bash call will ask for approval", problem)
-    return Sandbox(mode, problem=problem, network=network)
+    return Sandbox(mode, problem=problem, network=network, unix_sockets=unix_sockets)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -248,17 +291,20 @@ class SandboxUnavailable(RuntimeError):
 
 
 def _try(binary: str) -> str | None:
-    """None if a read-only sandbox starts here, else why not (bwrap's own words)."""
+    """None if a read-only sandbox (with its seccomp filter) starts here, else why not."""
     sandbox = Sandbox(SandboxMode.BWRAP, bwrap=binary)
-    workdir = Path.cwd()
     try:
-        done = subprocess.run(
-            sandbox.wrap(["/bin/sh", "-c", "exit 0"], workdir, Access.READ_ONLY),
-            capture_output=True,
-            timeout=10,
-            env={"PATH": "/usr/bin:/bin"},
-            check=False,
-        )
+        no_unix_sockets()
+        with tempfile.TemporaryDirectory(prefix="clawgate-probe-") as workdir:
+            done = subprocess.run(
+                sandbox.wrap(["/bin/sh", "-c", "exit 0"], Path(workdir), Access.READ_ONLY),
+                capture_output=True,
+                timeout=10,
+                env={"PATH": "/usr/bin:/bin"},
+                check=False,
+            )
+    except SeccompUnsupported as exc:
+        return str(exc)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap did not run ({type(exc).__name__}: {exc})"
     if done.returncode != 0:
