@@ -5,6 +5,7 @@ leads (symlinks) and refuse to plant git metadata without a human."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,12 @@ import redis.asyncio as aioredis
 from adapters.console.channel import render, render_pending
 from runtime.approval.grants import GrantTerms
 from runtime.channel import ApprovalRequested, ToolFinished, ToolStarted
-from runtime.models import StopReason
+from runtime.models import AssistantMessage, Message, StopReason, ToolCall, ToolSpec
 from runtime.providers.demo import DemoProvider
 from runtime.risk.policy import RiskPolicy, Verdict
 from runtime.tools.base import ToolContext
 from runtime.tools.bash import BashArgs, BashTool
-from tests.support import ADMIN, ALICE, HERE, make_runtime
+from tests.support import ADMIN, ALICE, HERE, RecordingChannel, make_runtime, working_sandbox
 
 SECRETS = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY", "s3cr3t-client-val",
            "tok-bearer-0123456789")  # fmt: skip
@@ -230,3 +231,77 @@ def test_always_rules_never_cover_more_code_or_addresses(
     from runtime.risk.signature import command_signature  # noqa: PLC0415
 
     assert command_signature(command) == signature
+
+
+class Batch:
+    """A model that returns one batch of tool calls, then answers."""
+
+    name = "batch"
+    offline_demo = False
+
+    def __init__(self, *calls: tuple[str, dict[str, object]]) -> None:
+        self.calls = [
+            ToolCall(id=f"c{i}", name=name, arguments=json.dumps(arguments))
+            for i, (name, arguments) in enumerate(calls, start=1)
+        ]
+        self.answered = False
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantMessage:
+        if self.answered:
+            return AssistantMessage(content="done")
+        self.answered = True
+        return AssistantMessage(tool_calls=self.calls)
+
+
+def shown(channel: RecordingChannel) -> list[str]:
+    return [*(text for _, event in channel.events if (text := render(event))), repr(channel.events)]
+
+
+async def test_each_call_of_a_batch_is_judged_after_the_calls_before_it_ran(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """The model's batch `ln -s <outside file> notes.md; cat notes.md`: the judge of the
+    second call runs only once the first (approved) has run, so it sees the link and asks,
+    though `notes.md` did not exist when the batch arrived. Real bash, real sandbox."""
+    outside = workdir.parent / "srv" / "app"
+    outside.mkdir(parents=True)
+    (outside / "settings.py").write_text("TOKEN = 'CANARY-SRV-1234'\n")
+    model = Batch(
+        ("bash", {"command": f"ln -s {outside}/settings.py notes.md"}),
+        ("bash", {"command": "cat notes.md"}),
+    )
+    runtime, channel = make_runtime(redis, workdir, model, sandbox=working_sandbox())
+    first = await runtime.run("batch", "link it and show it", ALICE, HERE)
+    assert first.stop_reason is StopReason.APPROVAL_REQUIRED and first.approval_id is not None
+    assert not (workdir / "notes.md").is_symlink()
+    decision = await runtime.decide(first.approval_id, True, ADMIN, HERE)
+    assert (workdir / "notes.md").is_symlink()  # the first call ran, approved
+    assert decision.run is not None
+    assert decision.run.stop_reason is StopReason.APPROVAL_REQUIRED  # the second asks
+    reasons = channel.of(ApprovalRequested)[-1].notice.reasons
+    assert any(
+        f"reads notes.md, which leads to {outside}/settings.py, outside the work directory" in r
+        for r in reasons
+    ), reasons
+    assert not any("CANARY-SRV-1234" in text for text in shown(channel))
+
+
+async def test_a_list_written_earlier_in_the_batch_is_never_read_unasked(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    outside = workdir.parent / "srv"
+    outside.mkdir()
+    (outside / "settings.py").write_text("CANARY-LIST-5678\n")
+    model = Batch(
+        ("write", {"path": "list.txt", "content": f"{outside}/settings.py\n"}),
+        ("bash", {"command": "xargs -a list.txt cat"}),
+    )
+    runtime, channel = make_runtime(redis, workdir, model, sandbox=working_sandbox())
+    result = await runtime.run("list", "list and read", ALICE, HERE)
+    assert (workdir / "list.txt").exists()  # the write ran unasked
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED
+    reasons = channel.of(ApprovalRequested)[-1].notice.reasons
+    assert any("xargs takes file names from its input" in r for r in reasons), reasons
+    assert not any("CANARY-LIST-5678" in text for text in shown(channel))
