@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(
         3600, alias="CLAWGATE_APPROVAL_TIMEOUT", gt=0, le=30 * 86_400, allow_inf_nan=False
     )
+    # Approvals one person may have pending at once; a request beyond it is refused, not run.
+    max_pending_per_user: int = Field(20, alias="CLAWGATE_MAX_PENDING_PER_USER", ge=1, le=10_000)
     liveness_ttl: float = Field(2.5, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)

@@ -133,7 +133,12 @@ def build_policies(
 
 
 def approval_store(settings: Settings, redis: Redis) -> ApprovalStore:
-    return ApprovalStore(redis, Keys(settings.redis_prefix), timeout_s=settings.approval_timeout)
+    return ApprovalStore(
+        redis,
+        Keys(settings.redis_prefix),
+        timeout_s=settings.approval_timeout,
+        max_pending=settings.max_pending_per_user,
+    )
 
 
 def build_runtime(

@@ -1,4 +1,5 @@
-"""How runtime events look in a terminal: replies verbatim, tool progress as indented lines."""
+"""How runtime events look in a terminal: replies as written (but control characters, which
+would rewrite the screen), tool progress as indented lines."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from runtime.channel import (
     ToolStarted,
 )
 from runtime.models import ConversationRef, StopReason, ToolStatus
+from runtime.redact import controls_escaped
 
 # The approval notice already says why the run stopped.
 QUIET_STOPS = (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
@@ -38,7 +40,9 @@ def render_request(notice: ApprovalNotice) -> str:
             f"  why: {'; '.join(notice.reasons)}",
             f"  requested by {notice.requester}, expires {_expiry(notice)}",
             *([f"  approvals: {quorum}"] if quorum else []),
-            f"  id {i}: /approve {i} [once|always|edit <json>]  or  /reject {i} [reason]",
+            *(f"  note: {note}" for note in notice.notes),
+            f"  id {i}: /approve {i} [once|{'always|' if notice.always else ''}edit <json>]  or  "
+            f"/reject {i} [reason]",
         ]
     )
 
@@ -68,7 +72,7 @@ def render(event: Event) -> str | None:
     if isinstance(event, ApprovalUpdated):
         return render_update(event.notice)
     if isinstance(event, Reply):
-        return event.text
+        return controls_escaped(event.text)
     if isinstance(event, Notice):
         return f"[notice] {event.text}"
     if isinstance(event, ToolStarted):

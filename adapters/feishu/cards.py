@@ -73,16 +73,18 @@ def approval_card(notice: ApprovalNotice, copy: bool = False) -> Card:
     quorum = quorum_line(notice, person)
     if quorum:
         elements.append({"tag": "div", "text": _md(f"**Approvals:** {quorum}")})
+    elements += [{"tag": "div", "text": _plain(f"Note: {note}")} for note in notice.notes]
     if copy:
         asked = f"**Asked in:** {notice.conversation} (the run continues there)"
         elements.append({"tag": "div", "text": _md(asked)})
     if pending:
+        always = [_button(notice.always, APPROVE_ALWAYS, i, "default")] if notice.always else []
         elements.append(
             {
                 "tag": "action",
                 "actions": [
                     _button("Approve once", APPROVE_ONCE, i, "primary"),
-                    _button("Approve always", APPROVE_ALWAYS, i, "default"),
+                    *always,
                     _button("Reject", REJECT, i, "danger"),
                 ],
             }

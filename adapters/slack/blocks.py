@@ -60,6 +60,7 @@ def _details(notice: ApprovalNotice, copy: bool = False) -> str:
     quorum = quorum_line(notice, person)
     if quorum:
         text += f"\n*Approvals:* {quorum}"
+    text += "".join(f"\n*Note:* {escape(note)}" for note in notice.notes)
     if copy:
         text += f"\n*Asked in:* {_origin(notice.conversation)} (the run continues there)"
     return text[:SECTION_LIMIT]
@@ -107,11 +108,11 @@ def approval_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:
         return blocks
     buttons = [
         _button("Approve once", APPROVE_ONCE, i, "primary"),
-        _button("Approve always", APPROVE_ALWAYS, i, None),
+        *([_button(notice.always, APPROVE_ALWAYS, i, None)] if notice.always else []),
         _button("Reject", REJECT, i, "danger"),
     ]
     if notice.editable:
-        buttons.insert(2, _button("Edit and approve…", EDIT, f"{i}\n{notice.editable}", None))
+        buttons.insert(-1, _button("Edit and approve…", EDIT, f"{i}\n{notice.editable}", None))
     typed = f"or type `/approve {i}`, `/approve {i} edit <json>` or `/reject {i} <reason>`"
     blocks.append({"type": "actions", "block_id": "clawgate_approval", "elements": buttons})
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": typed}]})

@@ -5,12 +5,22 @@ accepted decision (resuming the run) is the runtime's (runtime.agent)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
+from runtime.approval.always import rule_for_record
 from runtime.approval.edit import CallEditor, Edited
 from runtime.approval.grants import Grant, GrantTerms, describe_grant, scope_of
-from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint, checkpoint_call_hash
+from runtime.approval.models import (
+    AlwaysCover,
+    ApprovalRecord,
+    ApprovalStatus,
+    Checkpoint,
+    checkpoint_call_hash,
+)
 from runtime.approval.notices import (
     REFUSAL_KINDS,
     TRANSITION_MESSAGES,
@@ -28,9 +38,9 @@ from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.redact import redact_text
-from runtime.risk.signature import standing_rule
 from runtime.store.history import Window, encode_message
 
+log = logging.getLogger(__name__)
 REDIS_DOWN = "cannot reach Redis, so nothing was decided and nothing was executed; try again"
 
 
@@ -180,6 +190,7 @@ class Decisions:
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)
             )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+        await self.approvals.changes.reset(record.session)  # the approver saw that list
         APPROVALS.labels(status.value).inc()
         DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
         decided = record.model_copy(
@@ -220,7 +231,15 @@ class Decisions:
         """The call edited as `actor` asks (recorded and audited), or the refusal."""
         if self.editor is None:
             return refused("approving with edits is not possible here")
-        edited = await self.editor.edit(record, checkpoint, arguments, actor, policy)
+        try:
+            edited = await self.editor.edit(record, checkpoint, arguments, actor, policy)
+        except RedisError:
+            raise  # the job is tried again
+        except Exception as exc:
+            # Whatever the edit was, the approver hears that it failed and the call stays
+            # pending as it was (never a decision job that dies without a word).
+            log.exception("approval %s: the edit failed", record.id)
+            edited = f"it could not be applied ({type(exc).__name__}); nothing was changed"
         if isinstance(edited, str):
             message = f"Approval {record.id} not edited: {edited}."
             await self.audit_refusal(
@@ -429,7 +448,9 @@ class Decisions:
     ) -> str:
         """The grant of an "approve always" (`policy`: the conversation's, as read for the
         decision); returns what to tell the decider."""
-        rule = standing_rule(record.tool, json.loads(record.arguments))
+        if record.always is AlwaysCover.NEVER:
+            return f" No grant was added ({record.no_always}): it was approved once only."
+        rule = rule_for_record(record, json.loads(record.arguments))
         if rule is None:
             return (
                 " No grant was added: chains, redirections and substitutions are approved once "

@@ -1,6 +1,7 @@
 """Approve with edit: an approver changes the arguments of a pending call, then approves it.
 The edited call is validated by its tool and judged again (the tool policy and the risk
-policy: a deny still wins; the N-person rule is counted anew), bound to its new hash in the
+policy: a deny still wins; the N-person rule is counted anew, and never needs fewer
+approvers than the original call did), bound to its new hash in the
 same script that records the edit (so an edit of an approval decided meanwhile is refused),
 audited with the diff, and the model is told the call ran with the approver's edits."""
 
@@ -12,10 +13,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from runtime.approval.always import cover_of
 from runtime.approval.models import ApprovalRecord, Checkpoint, checkpoint_call_hash
 from runtime.approval.notices import transition_message
 from runtime.approval.store import ApprovalStore
 from runtime.canonical import canonical_arguments, strip_markers
+from runtime.json_bounded import TooDeep, loads_bounded
 from runtime.models import Actor, ToolCall
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
@@ -24,6 +27,7 @@ from runtime.risk.policy import Verdict
 from runtime.tools.registry import ToolRegistry
 
 DIFF_CHARS = 300  # of each value shown in a diff
+MAX_EDIT_DEPTH = 32  # nesting of edited arguments: deeper is refused before parsing
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,9 @@ class CallEditor:
         if tool is None or policy.verdict(record.tool).state in ("deny", "off"):
             return f"the {record.tool} tool is not allowed here any more"
         try:
-            raw = json.loads(arguments)
+            raw = loads_bounded(arguments, MAX_EDIT_DEPTH)
+        except TooDeep as exc:
+            return f"the edited arguments are {exc}"
         except json.JSONDecodeError as exc:
             return f"the edited arguments are not valid JSON: {exc.msg}"
         if not isinstance(raw, dict):
@@ -103,15 +109,19 @@ class CallEditor:
         edited_checkpoint = checkpoint.model_copy(update={"calls": calls, "edit": change})
         canonical = canonical_arguments(call)
         reasons = list(judged.reasons) or ["edited by an approver"]
-        if tool.signature is not None and not any(tool.signature in r for r in reasons):
-            reasons.append(f"edited for tool signature {tool.signature}")  # what it runs with
+        always, no_always = cover_of(record.tool, tool, policy)
         edited = record.model_copy(
             update={
                 "arguments": canonical,
                 "call_hash": checkpoint_call_hash(edited_checkpoint, canonical),
                 "reasons": reasons,
-                "quorum": policy.quorum(record.tool, reasons),
+                # Never fewer approvers than the original needed (an edit into a call of a
+                # lower quorum would let one approver pass a two-person rule), counted afresh.
+                "quorum": max(record.quorum, policy.quorum(record.tool, reasons)),
                 "approved_by": [],
+                "signature": tool.signature,  # what it runs with
+                "always": always,
+                "no_always": no_always,
             }
         )
         written = await self.approvals.edit(record, edited, edited_checkpoint, actor.key, change)

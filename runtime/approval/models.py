@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from enum import StrEnum
 from typing import Any
@@ -22,9 +23,22 @@ def new_approval_id() -> str:
 
 
 # The shape of stored checkpoints and records. 1: wave 1 (no version field). 2: the version
-# field itself. A reader upgrades older versions and refuses newer ones (a rolling deploy
-# must not let an old process misread what a new one wrote).
-SCHEMA_VERSION = 2
+# field itself. 3: a record's tool signature and what its "approve always" covers. A reader
+# upgrades older versions and refuses newer ones (a rolling deploy must not let an old
+# process misread what a new one wrote).
+SCHEMA_VERSION = 3
+# How a version-2 record of an MCP tool named its signature: in its risk reasons.
+_OLD_SIGNATURE = re.compile(r"tool signature ([0-9a-f]{10})\b")
+LEGACY_NO_ALWAYS = "requested before this clawgate version named what an always would cover"
+
+
+class AlwaysCover(StrEnum):
+    """What an "approve always" of the call would let run later without asking."""
+
+    RULE = "rule"  # calls with the same standing rule (runtime/risk/signature.py)
+    EXACT = "exact"  # this tool with these exact arguments (an MCP tool)
+    ANY = "any"  # this tool with any arguments (an MCP tool an admin said may be generalized)
+    NEVER = "never"  # nothing: approved once only (`no_always` says why)
 
 
 class Versioned(BaseModel):
@@ -41,7 +55,15 @@ class Versioned(BaseModel):
                 f"schema_version {version!r} was written by a newer clawgate "
                 f"(this one reads up to {SCHEMA_VERSION}); upgrade this process"
             )
-        # 1 -> 2 added only the version field: nothing else to convert.
+        # 1 -> 2 added only the version field. 2 -> 3: an MCP tool's signature moves out of
+        # the reasons into its own field; what an "always" would have covered was never
+        # shown, so such a record is approved once only.
+        # (A record made in code names its `always`: only stored ones lack it.)
+        if version < 3 and "always" not in data and "." in str(data.get("tool", "")):
+            found = (_OLD_SIGNATURE.search(r) for r in map(str, data.get("reasons", ())))
+            signature = next((m[1] for m in found if m), None)
+            data = {**data, "signature": signature, "always": AlwaysCover.NEVER}
+            data.setdefault("no_always", LEGACY_NO_ALWAYS)
         return {**data, "schema_version": SCHEMA_VERSION}
 
 
@@ -85,6 +107,15 @@ class ApprovalRecord(Versioned):
     call_hash: str
     reasons: list[str]
     quorum: int = 1  # distinct approvers the call needs (the N-person rule)
+    # The tool's own version the call was judged with (an MCP tool's listing signature): an
+    # approved call runs, and a grant covers, only that version.
+    signature: str | None = None
+    always: AlwaysCover = AlwaysCover.RULE
+    no_always: str | None = None  # why "approve always" is not offered (always = never)
+    # Files the agent changed without approval since the session's last decided approval
+    # (runtime/approval/changes.py), shown in the notice; `unapproved_more`: and older ones.
+    unapproved_changes: list[str] = Field(default_factory=list)
+    unapproved_more: bool = False
     routes: list[str] = Field(default_factory=list)  # where the request is posted too
     remind_after_ms: int | None = None  # bring it up again when still pending this long
     escalate_after_ms: int | None = None  # then `escalate_to` may decide it too

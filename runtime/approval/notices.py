@@ -7,9 +7,11 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
+from runtime.approval.always import LABELS
+from runtime.approval.changes import Changed
+from runtime.approval.models import AlwaysCover, ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.store import ApprovalStore, Transition
-from runtime.channel import ApprovalNotice
+from runtime.channel import ApprovalNotice, shown_notice
 from runtime.models import (
     Actor,
     ConversationRef,
@@ -49,8 +51,24 @@ def editable(arguments: object) -> str:
     return text if len(text) <= EDITABLE_CHARS else ""
 
 
+def notes_of(record: ApprovalRecord) -> tuple[str, ...]:
+    """What the approver should know besides the call: why no "approve always" is offered,
+    and the files the agent changed unasked since the session's last approval."""
+    notes = []
+    if record.always is AlwaysCover.NEVER:
+        notes.append(f'no "approve always": {record.no_always or "approve it once"}')
+    changed = Changed(tuple(record.unapproved_changes), record.unapproved_more).line()
+    if changed:
+        notes.append(changed)
+    return tuple(notes)  # redacted and escaped with the rest (shown_notice)
+
+
 def notice_of(record: ApprovalRecord) -> ApprovalNotice:
-    """The record as a chat shows it: arguments redacted and cut."""
+    """The record as a chat shows it: arguments redacted and cut, hidden characters escaped."""
+    return shown_notice(_notice(record))
+
+
+def _notice(record: ApprovalRecord) -> ApprovalNotice:
     try:
         arguments = json.loads(record.arguments)
         form = editable(arguments)
@@ -74,6 +92,8 @@ def notice_of(record: ApprovalRecord) -> ApprovalNotice:
         quorum=record.quorum,
         approved_by=tuple(record.approved_by),
         editable=form,
+        always=LABELS[record.always],
+        notes=notes_of(record),
     )
 
 

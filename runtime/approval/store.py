@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from runtime.approval import lua
+from runtime.approval.changes import UnapprovedChanges
 from runtime.approval.grants import GrantStore
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.lease import guard
@@ -38,12 +39,18 @@ IMMUTABLE_FIELDS = {
     "call_hash",
     "reasons",
     "quorum",
+    "signature",
+    "always",
+    "no_always",
+    "unapproved_changes",
+    "unapproved_more",
     "routes",
     "remind_after_ms",
     "escalate_after_ms",
     "escalate_to",
 }
 SESSION_CACHE_SIZE = 4096
+MAX_PENDING_PER_USER = 20  # default of CLAWGATE_MAX_PENDING_PER_USER
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +85,17 @@ def _transition(reply: list[Any]) -> Transition:
 
 class ApprovalStore:
     def __init__(
-        self, redis: Redis, keys: Keys, timeout_s: float = 3600, grace_s: float = 7 * 86400
+        self,
+        redis: Redis,
+        keys: Keys,
+        timeout_s: float = 3600,
+        grace_s: float = 7 * 86400,
+        max_pending: int = MAX_PENDING_PER_USER,
     ) -> None:
+        """`max_pending`: approvals one person may have waiting at once (see `pending_of`)."""
         self.redis = redis
         self.keys = keys
+        self.max_pending = max_pending
         self.timeout_ms = int(timeout_s * 1000)
         # Records outlive their expiry so a late `/approve` hears "expired", not "unknown id".
         self.grace_ms = int(grace_s * 1000)
@@ -90,6 +104,7 @@ class ApprovalStore:
         self._close = redis.register_script(lua.CLOSE)
         self._flag = redis.register_script(lua.FLAG)
         self.grants = GrantStore(redis, keys)  # what "approve always" leaves behind
+        self.changes = UnapprovedChanges(redis, keys)  # written unasked since the last decision
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
 
@@ -148,12 +163,38 @@ class ApprovalStore:
         if delays:  # when the sweeper brings it up again (see Settlement.sweep)
             pipe.zadd(self.keys.reminders(), {record.id: time.time() * 1000 + min(delays)})
         pipe.zadd(self.keys.audit_sessions(), {record.session: time.time() * 1000})
+        by_user = self._by_user(record.requester.key)
+        pipe.zadd(by_user, {record.id: time.time() * 1000 + timeout_ms})
+        pipe.pexpire(by_user, ttl_ms)
         indexed, reply, *_ = await pipe.execute()
         if not indexed or reply[0] != "ok":  # 64 random bits: practically never
             raise RuntimeError(f"approval id collision: {record.id}")
         self._remember(record.id, record.session)
         created, expires = int(reply[1]), int(reply[2])
         return record.model_copy(update={"created_at": created, "expires_at": expires})
+
+    def _by_user(self, user: str) -> str:
+        """The approvals a person asked for, scored by when they expire (a hint)."""
+        return f"{self.keys.prefix}:approvals:by-requester:{user}"
+
+    async def pending_of(self, user: str) -> int:
+        """How many approvals `user` asked for are still pending, counted exactly (each
+        record's status is read) once the hint reaches `max_pending`: the settled ones
+        leave the hint then, so no path that settles an approval has to remember it."""
+        key = self._by_user(user)
+        now = time.time() * 1000
+        await self.redis.zremrangebyscore(key, "-inf", now)
+        ids = [str(i) for i in await self.redis.zrange(key, 0, -1)]
+        if len(ids) < self.max_pending:
+            return len(ids)
+        settled = []
+        for approval_id in ids:
+            loaded = await self.load(approval_id)
+            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
+                settled.append(approval_id)
+        if settled:
+            await self.redis.zrem(key, *settled)
+        return len(ids) - len(settled)
 
     def _remember(self, approval_id: str, session: str) -> None:
         self._sessions[approval_id] = session

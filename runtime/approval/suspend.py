@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
+from runtime.approval.always import cover_of
 from runtime.approval.models import ApprovalRecord, Checkpoint, call_hash, new_approval_id
 from runtime.approval.notices import notice_of, routed, unanswered
 from runtime.approval.store import ApprovalStore
@@ -22,6 +23,7 @@ from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
 from runtime.store.connection import OUTAGES
 from runtime.store.history import HistoryStore, encode_message
+from runtime.tools.registry import ToolRegistry
 from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks as tracing
 
@@ -58,15 +60,29 @@ def _reminders(policy: EffectivePolicy | None) -> dict[str, Any]:
     }
 
 
+def too_many(pending: int) -> str:
+    return (
+        f"You have {pending} approvals pending; answer or cancel some first (/pending lists "
+        "them). This call was not executed."
+    )
+
+
 class Suspender:
     def __init__(
-        self, approvals: ApprovalStore, history: HistoryStore, audit: AuditLog, send: Send
+        self,
+        approvals: ApprovalStore,
+        history: HistoryStore,
+        audit: AuditLog,
+        send: Send,
+        registry: ToolRegistry | None = None,
     ) -> None:
-        """`send`: the channel's, whose answer is the platform's reference to the notice."""
+        """`send`: the channel's, whose answer is the platform's reference to the notice;
+        `registry`: the tools, to tell what an "approve always" of a call would cover."""
         self.approvals = approvals
         self.history = history
         self.audit = audit
         self.send = send
+        self.registry = registry
 
     async def suspend(
         self, state: RunState, suspension: Suspension, result: RunResult
@@ -88,6 +104,24 @@ class Suspender:
             history_len=state.end + len(suspension.unsaved),  # the session's, not the window's
             trace_id=current_trace_id(),
         )
+        pending = await self.approvals.pending_of(ctx.actor.key)
+        if pending >= self.approvals.max_pending:
+            # Fail closed: a request nobody can see among the others is not asked, nor run.
+            text = too_many(pending)
+            await self.abandon(state, suspension, f"not executed: {text}")
+            await state.emit(Reply(text))
+            await self.audit.record(
+                "approval_refused_too_many",
+                ctx.actor.key,
+                tool=call.name,
+                pending=pending,
+                session=state.session,
+                conversation=ctx.conversation.id,
+            )
+            return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
+        tool = self.registry.resolve(call.name) if self.registry else None
+        always, no_always = cover_of(call.name, tool, ctx.policy)
+        changed = await self.approvals.changes.read(state.session)
         arguments = canonical_arguments(call)
         record = ApprovalRecord(
             id=new_approval_id(),
@@ -100,6 +134,11 @@ class Suspender:
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
             reasons=suspension.result.reasons,
             quorum=ctx.policy.quorum(call.name, suspension.result.reasons) if ctx.policy else 1,
+            signature=None if tool is None else tool.signature,
+            always=always,
+            no_always=no_always,
+            unapproved_changes=list(changed.paths),
+            unapproved_more=changed.more,
             routes=_routes(ctx.policy, ctx.actor.key),
             **_reminders(ctx.policy),
         )

@@ -3,8 +3,11 @@ tool does. The policy lowers that for tools (or whole servers) it names: the ser
 `no_approval` list, or the conversation's `[risk] safe_tools`. The server's own annotations
 count only for a server an admin trusts (`trust_annotations`): readOnlyHint lowers the
 default, destructiveHint raises it again over a server-wide allow, never over a tool an admin
-named. Every reason names the server, the tool and its signature, so that an approval or an
-"approve always" grant is bound to that version of the tool."""
+named. Every reason names the server, the tool and its signature for people; what an approval
+or an "approve always" grant is bound to is the signature itself (the approval record's field).
+
+"Approve always" is never offered for a tool the server marks destructive or leaves
+unannotated (`no_always`): what such a tool does with other arguments is anyone's guess."""
 
 from __future__ import annotations
 
@@ -27,3 +30,13 @@ def judge(
     if rules.trust_annotations and listing.read_only is True:
         return RiskDecision(Verdict.ALLOW, ())
     return RiskDecision(Verdict.ASK, (f"{which}: an MCP tool asks for approval by default",))
+
+
+def no_always(listing: Listed) -> str | None:
+    """Why no "approve always" may cover calls of this tool, or None when one may (the server
+    marks it read-only or not destructive)."""
+    if listing.destructive is True:
+        return "the MCP server marks this tool destructive"
+    if listing.read_only is True or listing.destructive is False:
+        return None
+    return "the MCP server does not say whether this tool is destructive"

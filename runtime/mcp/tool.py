@@ -84,6 +84,10 @@ class McpTool(Tool[McpArguments]):
     def spec(self) -> ToolSpec:
         return self._spec
 
+    def no_always(self) -> str | None:
+        """Why no "approve always" may cover calls of this tool (None: one may)."""
+        return risk.no_always(self.listing)
+
     def judge(self, arguments: Mapping[str, Any], safe_tools: frozenset[str]) -> RiskDecision:
         return risk.judge(self.name, self.server.name, self.listing, self.server.rules, safe_tools)
 

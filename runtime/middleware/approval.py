@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable
 
+from runtime.approval.always import rule_for_call
+from runtime.approval.changes import WRITING_TOOLS
+from runtime.approval.rejudge import rejudged
 from runtime.approval.store import ApprovalStore
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.middleware.tool_policy import current_policy, denied
 from runtime.models import ToolResult, ToolStatus
 from runtime.policy.service import PolicyService
 from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict
-from runtime.risk.signature import standing_rule
 from runtime.tools.sandbox import Access
 
 
@@ -48,43 +51,53 @@ class HumanApprovalMiddleware:
             verdict = effective.verdict(name)
             if verdict.state == "ask":
                 always_ask = f"{name} always asks for approval here ({verdict.source})"
-                if invocation.tool.signature is not None:  # what the approval is bound to
-                    always_ask += f" (tool signature {invocation.tool.signature})"
         decision = await assess(risk, invocation)
+        if invocation.grant is not None:  # judged again: it runs only as it was approved
+            changed = await self._changed_since_approval(invocation, invocation.grant)
+            changed = changed or await rejudged(self.store, invocation.grant, decision)
+            if changed is not None:  # a deny too: even an approval cannot let it through
+                return denied(invocation, changed, decision.reasons)
+            return await call_next(approved(invocation))
         if decision.verdict is Verdict.DENY:
-            # Even an approval cannot let a catastrophic call through.
             why = "refused by the risk policy: " + "; ".join(decision.reasons)
             return denied(invocation, why, decision.reasons)
-        if invocation.grant is not None:
-            changed = await self._changed_since_approval(invocation, invocation.grant)
-            if changed is not None:
-                return denied(invocation, changed)
-            return await call_next(approved(invocation))
         if always_ask is not None:
             # "Always" means always: standing rules do not cover these tools.
             return suspended(invocation, (always_ask, *decision.reasons))
         uncontained = invocation.tool.uncontained()
         if decision.verdict is Verdict.ALLOW and uncontained is None:
-            return await call_next(invocation)  # read-only (the context's default access)
+            # read-only (the context's default access)
+            return await self._unasked(invocation, call_next(invocation))
         reasons = decision.reasons if uncontained is None else (*decision.reasons, uncontained)
         ctx = invocation.context
-        rule = standing_rule(name, arguments)
+        rule = rule_for_call(name, invocation.tool, arguments, effective)
         if ctx.conversation and rule:
             grants = self.store.grants
             if await grants.covering(rule, set(reasons), ctx.conversation.id, ctx.session):
-                return await call_next(approved(invocation))
+                return await self._unasked(invocation, call_next(approved(invocation)))
         return suspended(invocation, reasons)
+
+    async def _unasked(
+        self, invocation: ToolInvocation, running: Awaitable[ToolResult]
+    ) -> ToolResult:
+        """A call that runs without a human's approval of it: a file it wrote is recorded,
+        for the notice of the session's next approval (runtime/approval/changes.py)."""
+        result = await running
+        path = invocation.args.model_dump(mode="json").get("path")
+        writes = invocation.tool.name in WRITING_TOOLS and isinstance(path, str)
+        if writes and result.status is ToolStatus.COMPLETED:
+            await self.store.changes.add(invocation.context.session, str(path))
+        return result
 
     async def _changed_since_approval(self, invocation: ToolInvocation, grant: str) -> str | None:
         """Why an approved call may not run because its tool changed since a human approved
-        it (an MCP tool re-listed with another schema): its approval's reasons name the
+        it (an MCP tool re-listed with another schema): its approval record holds the
         signature it was approved for. None when it may run."""
         signature = invocation.tool.signature
         if signature is None:
             return None
         loaded = await self.store.load(grant)
-        reasons = loaded[0].reasons if loaded is not None else []
-        if any(f"signature {signature}" in reason for reason in reasons):
+        if loaded is not None and loaded[0].signature == signature:
             return None
         return (
             f"{invocation.tool.name} changed on its server since this call was approved (it "

@@ -74,9 +74,23 @@ class ToolRules(_Strict):
     # deny and ask add up from global to the conversation: a deny anywhere wins over any allow.
     deny: list[str] = Field(default_factory=list)
     ask: list[str] = Field(default_factory=list)  # always ask a human, whatever the risk rules
+    # MCP tools (`<server>.<tool>`, `<server>.*`) whose "approve always" covers any arguments;
+    # any other MCP tool's covers only the exact arguments approved. Add up like `ask`.
+    generalize_arguments: list[str] = Field(default_factory=list)
+
+    @field_validator("generalize_arguments")
+    @classmethod
+    def _mcp_tools(cls, tools: list[str]) -> list[str]:
+        bad = [t for t in tools if not is_mcp_name(t) or not split_name(t)[1]]
+        if bad:
+            raise ValueError(
+                f"expected MCP tool names like github.search_issues or github.*, got {bad} (a "
+                'built-in tool\'s "approve always" follows its own rule)'
+            )
+        return tools
 
     def named(self) -> set[str]:
-        return {*(self.allow or ()), *self.deny, *self.ask}
+        return {*(self.allow or ()), *self.deny, *self.ask, *self.generalize_arguments}
 
 
 class RiskRules(_Strict):

@@ -84,6 +84,8 @@ class EffectivePolicy:
     quorum_tools: dict[str, int] = field(default_factory=dict)
     quorum_reasons: dict[str, int] = field(default_factory=dict)
     users: frozenset[str] | None = None  # who may talk to the bot here; None: everyone
+    # MCP tools (or `<server>.*`) whose "approve always" covers any arguments, from every scope.
+    generalize_arguments: frozenset[str] = frozenset()
     direct_messages: bool = True
     sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
 
@@ -106,6 +108,11 @@ class EffectivePolicy:
             if any(re.search(pattern, reason) for reason in reasons)
         ]
         return max(needed)
+
+    def generalizes(self, tool: str) -> bool:
+        """Whether an "approve always" of this MCP tool covers any arguments (an admin said
+        they are safe to generalize), not only the exact ones approved."""
+        return names(tool, self.generalize_arguments)
 
     def access_refusal(self, actor: Actor, direct: bool) -> str | None:
         """Why `actor` may not talk to the bot here (None if they may); admins always may."""
@@ -180,6 +187,7 @@ def resolve(
         quorum_reasons=_quorum(layers, "quorum_reasons", sources),
         users=_users(_most_specific(layers, "users", None, "default: everyone", sources)),
         direct_messages=_most_specific(layers, "direct_messages", True, "default: open", sources),
+        generalize_arguments=_generalized(layers, sources),
         sources=sources,
     )
 
@@ -320,6 +328,18 @@ def _quorum(
             where.append(file_label(layer.scope))
     sources[name] = " + ".join(where) or "default: none"
     return found
+
+
+def _generalized(layers: Sequence[_Layer], sources: dict[str, str]) -> frozenset[str]:
+    found = [
+        (layer.scope, tool)
+        for layer in layers
+        if layer.rules
+        for tool in layer.rules.tools.generalize_arguments
+    ]
+    where = dict.fromkeys(file_label(scope) for scope, _ in found)
+    sources["generalize_arguments"] = " + ".join(where) or "default: exact arguments only"
+    return frozenset(tool for _, tool in found)
 
 
 def _users(people: list[str] | None) -> frozenset[str] | None:

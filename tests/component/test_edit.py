@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from adapters.dispatch import dispatch
@@ -102,3 +103,48 @@ def test_edit_forms_are_prefilled_only_with_arguments_safe_to_show_whole() -> No
     assert editable({"password": "hunter2"}) == ""
     assert editable({"content": "x" * EDITABLE_CHARS}) == ""  # typed instead
     assert editable(["not", "an", "object"]) == ""
+
+
+async def test_an_edit_that_fails_tells_the_approver_and_the_call_stays_pending(
+    redis: aioredis.Redis, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deep `/approve <id> edit [[[[…` once killed the decision job without a word."""
+    (workdir / "keep.txt").write_text("keep")
+    runtime, _ = make_runtime(redis, workdir, DemoProvider(), approvers=[CAROL.key])
+    asked = await runtime.run("s1", "run: rm keep.txt", ALICE, HERE)
+    approval = asked.approval_id
+    assert approval is not None
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for edit in (deep, '{"command": ' + deep + "}", '{"command": "rm', "[1, 2]"):
+        await dispatch(runtime, "s1", f"/approve {approval} edit {edit}", CAROL, HERE, say)
+    assert said == [
+        f"Approval {approval} not edited: the edited arguments are nested 100000 levels deep "
+        "(at most 32).",
+        f"Approval {approval} not edited: the edited arguments are nested 100001 levels deep "
+        "(at most 32).",
+        f"Approval {approval} not edited: the edited arguments are not valid JSON: "
+        "Unterminated string starting at.",
+        f"Approval {approval} not edited: the edited arguments must be a JSON object.",
+    ]
+
+    def broken(name: str) -> None:
+        raise RuntimeError("boom")
+
+    editor = runtime.decisions.editor
+    assert editor is not None
+    monkeypatch.setattr(editor.registry, "resolve", broken)  # any exception in the edit
+    edit = json.dumps({"command": "rm other.txt"})
+    await dispatch(runtime, "s1", f"/approve {approval} edit {edit}", CAROL, HERE, say)
+    assert said[-1] == (
+        f"Approval {approval} not edited: it could not be applied (RuntimeError); nothing was "
+        "changed."
+    )
+    loaded = await runtime.approvals.load(approval)
+    assert loaded is not None and loaded[0].status is ApprovalStatus.PENDING
+    assert json.loads(loaded[0].arguments) == {"command": "rm keep.txt"}
+    assert (workdir / "keep.txt").exists()

@@ -5,12 +5,15 @@ processes run the call exactly once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import tomllib
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
+from adapters.dispatch import dispatch
+from adapters.slack.blocks import approval_blocks
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalStatus
 from runtime.channel import ApprovalUpdated
@@ -116,3 +119,38 @@ async def test_two_approvals_at_once_from_two_processes_run_the_call_exactly_onc
         if e["event"] == "consumed"
     ]
     assert len(consumed) == 200  # exactly one execution per approval
+
+
+async def test_an_edit_never_lowers_the_approvers_a_call_needs(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """One approver alone once passed a two-person rule by editing `rm -f x` into a call the
+    rule does not name: the edited call needs the larger quorum, counted afresh."""
+    (workdir / "x").write_text("x")
+    document = PolicyDocument.model_validate(
+        tomllib.loads('[approvals]\nquorum_reasons = { "^rm " = 2 }\n')
+    )
+    runtime, channel = make_runtime(
+        redis, workdir, DemoProvider(), document=document, approvers=[CAROL.key, DAVE.key]
+    )
+    approval = await ask(runtime, "s1", "rm -f x")
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    await dispatch(runtime, "s1", f"/approve {approval}", CAROL, HERE, say)
+    edit = json.dumps({"command": "find . -name x -delete"})  # alone it needs one approver
+    await dispatch(runtime, "s1", f"/approve {approval} edit {edit}", CAROL, HERE, say)
+    assert said[-1] == f"Approval {approval}: 1 of 2 approvals; 1 more approver needed."
+    assert (workdir / "x").exists()  # Carol's approval of the original does not count
+    loaded = await runtime.approvals.load(approval)
+    assert loaded is not None
+    assert loaded[0].quorum == 2 and loaded[0].approved_by == [CAROL.key]
+    assert loaded[0].status is ApprovalStatus.PENDING
+    shown = json.dumps(approval_blocks(channel.of(ApprovalUpdated)[-1].notice))
+    assert "1 of 2 approvals" in shown
+
+    ran = await dispatch(runtime, "s1", f"/approve {approval}", DAVE, HERE, say)
+    assert ran is not None and ran.stop_reason is StopReason.FINAL
+    assert not (workdir / "x").exists()  # the second approver ran the edited call

@@ -14,17 +14,18 @@ from pydantic import ValidationError
 
 from bot.policy_file import PolicyFileError, load_policy_file
 from bot.wiring import TOOL_NAMES
-from runtime.mcp.config import HttpServer, StdioServer
+from runtime.approval.always import cover_of, rule_for_call, rule_for_record
+from runtime.approval.models import SCHEMA_VERSION, AlwaysCover, ApprovalRecord
+from runtime.mcp.config import HttpServer, ServerRules, StdioServer
 from runtime.mcp.launch import LaunchError, environment, stdio_parameters
 from runtime.mcp.listing import Unusable, listed
 from runtime.mcp.results import MAX_OUTPUT_CHARS, result_text
 from runtime.mcp.risk import judge
-from runtime.mcp.tool import arguments_model
+from runtime.mcp.tool import McpTool, arguments_model
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import MCP_OFF, Defaults, resolve
 from runtime.providers.names import name_map, wire_name
 from runtime.risk.policy import Verdict
-from runtime.risk.signature import standing_rule
 from runtime.tools.sandbox import NetworkAccess, Sandbox, SandboxMode
 
 SCHEMA: dict[str, Any] = {
@@ -149,11 +150,76 @@ def test_the_policy_and_trusted_annotations_lower_or_raise_the_default(
     assert decision.verdict == verdict
 
 
-def test_approve_always_is_per_tool_and_its_signature_is_in_the_reasons() -> None:
-    assert standing_rule("gh.create", {"path": "x"}) == "gh.create"
+def test_a_signature_changes_with_the_schema() -> None:
     one = listed(tool()).signature
     other = listed(tool(schema={**SCHEMA, "required": ["title", "n"]})).signature
     assert one != other and len(one) == 10
+
+
+class _Server:
+    name = "gh"
+    rules = ServerRules()
+
+    async def call(self, tool: McpTool, arguments: dict[str, Any]) -> Any:
+        raise AssertionError("not called")
+
+
+@pytest.mark.parametrize(
+    ("hints", "generalized", "cover"),
+    [
+        ({"destructive": False}, False, AlwaysCover.EXACT),
+        ({"read_only": True}, True, AlwaysCover.ANY),
+        ({"destructive": True}, True, AlwaysCover.NEVER),  # never, whatever the policy says
+        ({}, True, AlwaysCover.NEVER),  # unannotated
+    ],
+)
+def test_an_always_of_an_mcp_tool_covers_its_version_and_exact_arguments_unless_generalized(
+    hints: dict[str, bool], generalized: bool, cover: AlwaysCover
+) -> None:
+    raw = tool(read_only=hints.get("read_only"), destructive=hints.get("destructive"))
+    mcp = McpTool(_Server(), listed(raw))
+    policy = resolve(
+        document(SERVERS + ('[tools]\ngeneralize_arguments = ["gh.*"]\n' if generalized else "")),
+        {},
+        "slack:T1:C1",
+        Defaults(enabled=()),
+        ["gh.create"],
+    )
+    assert cover_of("gh.create", mcp, policy)[0] is cover
+    one = rule_for_call("gh.create", mcp, {"title": "a"}, policy)
+    other = rule_for_call("gh.create", mcp, {"title": "b"}, policy)
+    if cover is AlwaysCover.NEVER:
+        assert one is None and other is None
+        return
+    assert one is not None and f"signature:{mcp.signature}" in one
+    assert (one == other) is (cover is AlwaysCover.ANY)
+    record = ApprovalRecord.model_validate(
+        {**V2_RECORD, "signature": mcp.signature, "always": cover.value}
+    )
+    assert rule_for_record(record, {"title": "a"}) == one  # what the grant adds is looked up
+
+
+V2_RECORD: dict[str, Any] = {
+    "schema_version": 2,
+    "id": "k3x9q2m7vd4pw",
+    "session": "s1",
+    "conversation": {"platform": "slack", "id": "slack:T1:C1"},
+    "requester": {"platform": "slack", "user_id": "U1"},
+    "tool": "gh.create",
+    "arguments": '{"title":"a"}',
+    "call_id": "call_1",
+    "call_hash": "0" * 64,
+    "reasons": ["gh.create (MCP server gh, tool signature 0123456789): an MCP tool asks"],
+}
+
+
+def test_an_older_record_of_an_mcp_tool_keeps_its_signature_and_is_approved_once_only() -> None:
+    record = ApprovalRecord.model_validate(V2_RECORD)
+    assert record.schema_version == SCHEMA_VERSION and record.signature == "0123456789"
+    assert record.always is AlwaysCover.NEVER and record.no_always
+    assert rule_for_record(record, {"title": "a"}) is None
+    bash = ApprovalRecord.model_validate({**V2_RECORD, "tool": "bash", "reasons": ["rm"]})
+    assert bash.always is AlwaysCover.RULE and bash.signature is None
 
 
 # -- listed tools and their arguments -----------------------------------------------------------
