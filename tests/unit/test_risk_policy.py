@@ -5,7 +5,9 @@ Every case asserts the verdict and, for ASK and DENY, that a reason names what w
 
 from __future__ import annotations
 
+import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -1118,3 +1120,36 @@ def test_review_findings_ask(command: str, needle: str) -> None:
 )
 def test_key_in_a_path_means_a_key_not_any_word_containing_it(path: str, verdict: Verdict) -> None:
     assert RiskPolicy().assess("write", {"path": path, "content": ""}).verdict is verdict
+
+
+def test_a_git_index_that_is_not_a_regular_file_never_blocks_and_asks(tmp_path: Path) -> None:
+    """A fifo planted as `.git/index` would block the judge in `open()` for good: it is never
+    opened, and git commands that may print contents ask (fail closed); so with a link."""
+    (tmp_path / ".git").mkdir()
+    fifo = tmp_path / ".git" / "index"
+    os.mkfifo(fifo)
+    judged: list[RiskDecision] = []
+    thread = threading.Thread(
+        target=lambda: judged.append(bash_in("git log -p", tmp_path)), daemon=True
+    )
+    thread.start()
+    thread.join(5)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # let the stuck reader go
+        pytest.fail("judging git log -p blocked on a fifo .git/index")
+    expect(judged[0], ASK, "an index that is not a regular file")
+    fifo.unlink()
+    fifo.symlink_to(tmp_path / "elsewhere")
+    expect(bash_in("git show HEAD", tmp_path), ASK, "an index that is not a regular file")
+    assert bash_in("git log --oneline", tmp_path).verdict is ALLOW  # metadata only
+
+
+def test_a_repository_whose_index_is_elsewhere_counts_as_tracking_a_secret(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".git").write_text("gitdir: /elsewhere/.git/worktrees/x\n")
+    expect(bash_in("git log -p", tmp_path), ASK, "a repository whose index is kept elsewhere")
+
+
+def bash_in(command: str, workdir: Path) -> RiskDecision:
+    return RiskPolicy().assess("bash", {"command": command}, workdir)
