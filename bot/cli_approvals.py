@@ -15,13 +15,16 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from bot.tables import print_table
 from runtime.agent import Runtime
 from runtime.approval.grants import GrantTerms
+from runtime.approval.models import ApprovalRecord
+from runtime.canonical import canonical_json
 from runtime.channel import ApprovalNotice
 from runtime.models import Actor
+from runtime.redact import redact, redact_text, shown, visible
 
 COLUMNS = ("ID", "STATUS", "TOOL", "CONVERSATION", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
 
@@ -56,6 +59,21 @@ def _copies(copies: list[dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
     return [(copy.get("conversation", "?"), copy) for copy in copies]
 
 
+def _redacted(record: ApprovalRecord) -> dict[str, Any]:
+    """What of a record may quote the call, redacted as a notice shows it (secrets in the
+    arguments masked as data: under a secret-sounding key, or in the text of a value)."""
+    try:
+        arguments = canonical_json(redact(json.loads(record.arguments)))
+    except json.JSONDecodeError:
+        arguments = redact_text(record.arguments)
+    return {
+        "arguments": arguments,
+        "reasons": [redact_text(reason) for reason in record.reasons],
+        "reason": record.reason and redact_text(record.reason),
+        "outcome": record.outcome and redact_text(record.outcome),
+    }
+
+
 async def _show(
     runtime: Runtime, approval_id: str, as_json: bool, say: Callable[[str], None]
 ) -> int:
@@ -70,9 +88,11 @@ async def _show(
         for entry in await runtime.approvals.audit_entries(record.session)
         if entry.get("approval") == record.id
     ]
+    trail = [{k: redact_text(v) if isinstance(v, str) else v for k, v in e.items()} for e in trail]
     if as_json:
-        shown = record.model_dump(mode="json")
-        say(json.dumps({**shown, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
+        dumped = record.model_dump(mode="json")
+        dumped |= _redacted(record)
+        say(json.dumps({**dumped, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
         return 0
     hidden = {"arguments", "notice", "copies", "schema_version"}
     fields = record.model_dump(mode="json", exclude=hidden)
@@ -81,20 +101,20 @@ async def _show(
             fields[name] = _when(fields[name]) + " UTC"
     fields["conversation"] = record.conversation.id
     fields["requester"] = record.requester.key
-    fields["arguments"] = record.arguments
+    fields |= _redacted(record)
     if checkpoint.trace_id:
         fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
     width = max(map(len, fields)) + 1
     for name, value in fields.items():
-        say(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}")
+        say(shown(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}"))
     for where, message in [(record.conversation.id, record.notice), *_copies(record.copies)]:
         ref = " ".join(f"{k}={v}" for k, v in message.items() if k != "conversation")
         if ref:  # a terminal's notice has no message to point at
-            say(f"notice {where}  {ref}")
+            say(visible(f"notice {where}  {ref}"))
     for entry in trail:
         at = _when(int(entry.get("at", "0") or 0))
         rest = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("at", "approval"))
-        say(f"audit  {at}  {rest}")
+        say(visible(f"audit  {at}  {rest}"))
     return 0
 
 

@@ -28,7 +28,14 @@ from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
 from runtime.audit import AuditLog
-from runtime.channel import ApprovalNotice, Channel, Event, Notice, RunFinished
+from runtime.channel import (
+    ApprovalNotice,
+    Channel,
+    Event,
+    Notice,
+    RedactingChannel,
+    RunFinished,
+)
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
@@ -105,7 +112,8 @@ class Runtime:
         self.provider = provider
         self.registry = registry
         self.history = history
-        self.channel = channel
+        # Every event goes out redacted (replies and previews included), for every platform.
+        self.channel = channel = RedactingChannel(channel)
         self.approvals = approvals
         self.audit = audit or AuditLog(approvals.redis, approvals.keys)
         self.policies = policies

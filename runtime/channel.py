@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from runtime.models import ConversationRef, StopReason, ToolStatus
+from runtime.redact import redact_text, shown, visible
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,9 @@ class ApprovalNotice:
     quorum: int = 1  # approvers needed (the N-person rule)
     approved_by: tuple[str, ...] = ()  # so far, while more are needed
     editable: str = ""  # the arguments whole, to prefill an edit form; "" when not offered
+    # The "approve always" button's label, saying what it covers; "" when not offered.
+    always: str = "Approve always"
+    notes: tuple[str, ...] = ()  # more lines for the approver (what changed unasked, …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +122,60 @@ class Channel(Protocol):
     reference to the message it posted (used to update approval notices in place)."""
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None: ...
+
+
+def shown_notice(notice: ApprovalNotice) -> ApprovalNotice:
+    """The notice as people see it, in a chat, `/pending` or `clawgate approvals`: what may
+    quote the call (reasons, a rejecter's reason, the outcome) redacted, and every text shown
+    with hidden characters escaped. `arguments` comes redacted and escaped already
+    (`argument_summary`); `editable` only when nothing in it is masked, and escaped it is
+    still the same JSON."""
+    return replace(
+        notice,
+        tool=visible(notice.tool),
+        reasons=tuple(map(shown, notice.reasons)),
+        requester=visible(notice.requester),
+        decided_by=notice.decided_by and visible(notice.decided_by),
+        reason=notice.reason and shown(notice.reason),
+        outcome=notice.outcome and shown(notice.outcome),
+        approved_by=tuple(map(visible, notice.approved_by)),
+        editable=visible(notice.editable),
+        always=visible(notice.always),
+        notes=tuple(map(shown, notice.notes)),
+    )
+
+
+def settled(text: str) -> str:
+    """An answer still being written up to its last whitespace: the word being written may
+    be the first part of a secret that only a later piece makes recognizable."""
+    return text[: max(map(text.rfind, " \t\n\r")) + 1]
+
+
+def redacted(event: Event) -> Event:
+    """`event` with its text as people may see it. The model's answer (and its preview) is
+    redacted but not escaped: it is the model's prose, which may need joiners and bidi marks
+    (emoji, Arabic, Hebrew); approval notices are made shown by `notice_of`."""
+    if isinstance(event, Reply):
+        return replace(event, text=redact_text(event.text))
+    if isinstance(event, Writing):
+        return Writing(redact_text(settled(event.text)))
+    if isinstance(event, Notice):
+        return Notice(shown(event.text))
+    if isinstance(event, ToolStarted):
+        return replace(event, tool=visible(event.tool), summary=shown(event.summary))
+    if isinstance(event, ToolFinished):
+        return replace(event, tool=visible(event.tool), display=shown(event.display))
+    if isinstance(event, RunFinished) and event.error:
+        return replace(event, error=shown(event.error))
+    return event
+
+
+class RedactingChannel:
+    """Every event the runtime sends, redacted on its way to the adapter: one place that the
+    chats and the terminal all go through, whatever the model or a tool put in the text."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        return await self.channel.send(conversation, redacted(event))

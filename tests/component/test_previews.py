@@ -1,19 +1,26 @@
 """Previews of an answer being written, as the chat adapters send them: the real slack_sdk and
-lark-oapi against the fake platforms, the throttle interval set to 0 so every piece counts."""
+lark-oapi against the fake platforms, the throttle interval set to 0 so every piece counts.
+A streamed answer with a secret in it is redacted in every preview and in the answer, through
+the runtime, on each platform and in the terminal."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from adapters.console.channel import ConsoleChannel
 from adapters.feishu.channel import MAX_EDITS, PREVIEW_EDITS, FeishuChannel, feishu_client
 from adapters.slack.channel import SlackChannel, web_client
-from runtime.channel import RunFinished, ToolStarted, Writing
+from runtime.channel import Channel, RunFinished, ToolStarted, Writing
 from runtime.models import ConversationRef, StopReason
+from runtime.providers.openai_provider import OpenAIProvider
+from tests import support
 from tests.fake_feishu import FakeFeishu
+from tests.fake_openai import FakeOpenAI, reply
 from tests.fake_slack import FakeSlack
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -88,3 +95,70 @@ async def test_the_terminal_chat_shows_no_preview() -> None:
     out = io.StringIO()
     await ConsoleChannel(out).send(FEISHU_HERE, Writing("Once upon a time"))
     assert out.getvalue() == ""
+
+
+# --- a secret in a streamed answer -------------------------------------------------------------
+
+SECRET = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+LEAKY = (
+    "Your remote is set: origin https://" + SECRET + "@github.com/org/repo.git (fetch), "
+    "and the push URL is the same one, so pushing should work as it is."
+)
+# Every 6 characters of the secret's random part: none may show, in any piece of any text.
+PARTS = [SECRET[i : i + 6] for i in range(len("github_pat_"), len(SECRET) - 5)]
+
+
+async def streamed_run(
+    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, channel: Channel, where: ConversationRef
+) -> None:
+    """LEAKY answered through the runtime in 40 pieces (the secret across a dozen of them),
+    delivered by `channel`."""
+    step = reply(LEAKY)
+    step.chunks = 40
+    fake.script = [step]
+    provider = OpenAIProvider("fake-model", api_key="sk-test", base_url=fake.base_url, stream=True)
+    runtime, _ = support.make_runtime(redis, workdir, provider)
+    runtime.channel.channel = channel  # the runtime's redacting channel, onto this adapter
+    result = await runtime.run("leak", "what is my remote?", support.ALICE, where)
+    assert result.final_text == LEAKY  # the model's own answer, kept as it was
+
+
+def assert_redacted(texts: list[str]) -> None:
+    """No part of the secret in any text; the answer (the last text) with the mask."""
+    leaked = [(part, text) for text in texts for part in PARTS if part in text]
+    assert not leaked, leaked[:3]
+    assert "origin https://[redacted]@github.com/org/repo.git" in texts[-1]
+
+
+async def test_a_secret_in_a_streamed_answer_is_redacted_on_slack(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
+) -> None:
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    channel._progress.interval = 0.0
+    await streamed_run(redis, workdir, fake_openai, channel, SLACK_HERE)
+    working, answer = slack.posts("C111", THREAD)
+    previews = [str(c.params["text"]) for c in [working, *slack.updates("C111")]]
+    assert sum("https://[redacted]@" in text for text in previews) >= 3, previews
+    assert_redacted([*previews, str(answer.params["text"])])
+
+
+async def test_a_secret_in_a_streamed_answer_is_redacted_on_feishu(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, feishu: FakeFeishu
+) -> None:
+    app_id, secret = feishu.new_app()
+    channel = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id)
+    channel._progress.interval = 0.0
+    await streamed_run(redis, workdir, fake_openai, channel, FEISHU_HERE)
+    working, answer = feishu.sends("oc_chat1")
+    assert working.message_id is not None
+    previews = [str(c.text) for c in [working, *feishu.updates(working.message_id)]]
+    assert any("https://[redacted]@" in text for text in previews), previews
+    assert_redacted([*previews, str(answer.text)])
+
+
+async def test_a_secret_in_a_streamed_answer_is_redacted_in_the_terminal(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    out = io.StringIO()
+    await streamed_run(redis, workdir, fake_openai, ConsoleChannel(out), support.HERE)
+    assert_redacted([out.getvalue()])
