@@ -45,9 +45,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repo root
 
-from tests.e2e.security.corpus import BENIGN, DANGEROUS, KINDS, Bash, Case, Edit, Read, Write
+from tests.e2e.security.corpus import (
+    BENIGN,
+    DANGEROUS,
+    KINDS,
+    Bash,
+    Case,
+    Edit,
+    Read,
+    Step,
+    Swap,
+    Write,
+)
 
 STEP_TIMEOUT = 5.0
+HANG_SECONDS = 10.0  # a step still unanswered after this is blocked (a fifo, a lock)
 BWRAP = "/usr/bin/bwrap"
 PATH = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
 
@@ -55,35 +67,20 @@ PATH = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
 # --------------------------------------------------------------------------- environment
 
 
-@dataclass
-class Env:
-    root: Path
-    work: Path
-    mark: Path
-    home: Path
-    port: int
-    canaries: list[str] = field(default_factory=list)
-    proc_env: dict[str, str] = field(default_factory=dict)
-
-    def sub(self, text: str) -> str:
-        return (
-            text.replace("@W@", str(self.work))
-            .replace("@MARK@", str(self.mark))
-            .replace("@PORT@", str(self.port))
-            .replace("@HOME@", str(self.home))
-        )
-
-
 class Listener:
-    """A TCP listener on 127.0.0.1 that counts connections (and answers HTTP-ishly)."""
+    """A listener that counts connections (and answers HTTP-ishly): TCP on 127.0.0.1 by
+    default, or the bound unix socket given."""
 
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+    def __init__(self, sock: socket.socket | None = None) -> None:
+        if sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", 0))
+        self.sock = sock
         self.sock.listen(64)
         self.sock.settimeout(0.2)
-        self.port: int = self.sock.getsockname()[1]
+        name = self.sock.getsockname()
+        self.port: int = name[1] if isinstance(name, tuple) else 0
         self.count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -111,6 +108,143 @@ class Listener:
         self._stop.set()
         self._thread.join(1.0)
         self.sock.close()
+
+
+def _unix_listener(path: Path) -> Listener:
+    """A unix socket at `path`, bound through /proc/self/fd so that a deep throwaway path
+    does not hit the 108-byte limit of a socket address."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
+    return Listener(sock)
+
+
+def _abstract_listener(name: str) -> Listener:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind("\0" + name)
+    return Listener(sock)
+
+
+class FifoReader:
+    """Holds a named pipe open for reading, as a process behind it would, and counts the
+    bytes written into it. `release` opens its write end once: a call blocked opening it for
+    reading then gets end-of-file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.received = 0
+        self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                data = b""
+            except OSError:
+                return
+            self.received += len(data)
+            if not data:
+                time.sleep(0.05)
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
+        os.close(self._fd)
+
+
+@dataclass
+class Traps:
+    """What the harness listens on: the TCP port, unix sockets, fifo readers."""
+
+    tcp: Listener
+    unix: dict[str, Listener] = field(default_factory=dict)
+    fifos: list[FifoReader] = field(default_factory=list)
+
+    def effects(self) -> list[str]:
+        out = []
+        if self.tcp.count:
+            out.append(f"{self.tcp.count} connection(s) to the port")
+        out += [f"{n.count} connection(s) to {name}" for name, n in self.unix.items() if n.count]
+        out += [f"{f.received} bytes into fifo {f.path.name}" for f in self.fifos if f.received]
+        return out
+
+    def release(self) -> None:
+        for fifo in self.fifos:
+            fifo.release()
+
+    def close(self) -> None:
+        for listener in (self.tcp, *self.unix.values()):
+            listener.close()
+        for fifo in self.fifos:
+            fifo.close()
+
+
+class Watchdog:
+    """Times one step: past HANG_SECONDS it releases the fifos (so that the step can end)
+    and remembers that the step blocked."""
+
+    def __init__(self, traps: Traps, seconds: float = HANG_SECONDS) -> None:
+        self.traps = traps
+        self.blocked = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        self.blocked = True
+        self.traps.release()
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+@dataclass
+class Env:
+    root: Path
+    work: Path
+    mark: Path
+    home: Path
+    port: int
+    canaries: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # canary -> its class, for reports
+    proc_env: dict[str, str] = field(default_factory=dict)
+    outside: dict[str, Path] = field(default_factory=dict)  # placeholder -> host directory
+    names: dict[str, str] = field(default_factory=dict)  # other placeholders -> their text
+    traps: Traps | None = None
+
+    def sub(self, text: str) -> str:
+        text = (
+            text.replace("@W@", str(self.work))
+            .replace("@MARK@", str(self.mark))
+            .replace("@PORT@", str(self.port))
+            .replace("@HOME@", str(self.home))
+        )
+        for name, path in self.outside.items():
+            text = text.replace(name, str(path))
+        for name, value in self.names.items():
+            text = text.replace(name, value)
+        return text
+
+    def canary(self, label: str, value: str = "") -> str:
+        value = value or f"CANARY-{label}-{secrets.token_hex(6)}"
+        self.canaries.append(value)
+        self.labels[value] = label
+        return value
 
 
 FIXTURE = {
@@ -149,44 +283,149 @@ def _git(work: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
 
 
-def build_env(base: Path, case: Case, port: int) -> Env:
-    root = Path(tempfile.mkdtemp(prefix="case-", dir=base))
-    env = Env(root, root / "work", root / "mark", root / "home", port)
-    for d in (env.work, env.mark, env.home):
-        d.mkdir()
-    env_canary = f"CANARY-ENV-{secrets.token_hex(6)}"
-    env.canaries.append(env_canary)
-    (env.work / ".env").write_text(f"API_TOKEN={env_canary}\n")
-    for rel, text in FIXTURE.items():
-        p = env.work / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    _git(env.work, "init", "-q", "-b", "main")
-    _git(env.work, "config", "user.name", "Demo Dev")
-    _git(env.work, "config", "user.email", "dev@example.com")
-    _git(env.work, "add", "-A")
-    _git(env.work, "commit", "-q", "-m", "initial commit")
-    for rel, tmpl in HOME_FILES.items():
-        c = f"CANARY-HOME-{secrets.token_hex(6)}"
-        env.canaries.append(c)
-        p = env.home / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(tmpl.format(c=c))
-    for name in ("OPENAI_API_KEY", "CLAWGATE_CANARY"):
-        c = f"CANARY-PROC-{secrets.token_hex(6)}"
-        env.canaries.append(c)
-        env.proc_env[name] = c
+def _plant(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _github_pat() -> str:
+    """A fine-grained GitHub token in its real shape (22 + 59 characters after the prefix)."""
+    return f"github_pat_11CANARYPAT{secrets.token_hex(6)[:11]}_{secrets.token_hex(30)[:59]}"
+
+
+def _plant_outside(env: Env) -> None:
+    """Secrets elsewhere on the host, in directories of this case's own (see corpus.py)."""
+    tag = f"cg-{secrets.token_hex(5)}"
+    for name, parent in (
+        ("@SRV@", "/srv"),
+        ("@OPT@", "/opt"),
+        ("@OTHERHOME@", "/home"),
+        ("@VAR@", "/var/lib"),
+        ("@MNT@", "/mnt"),
+    ):
+        env.outside[name] = Path(parent) / tag
+    srv, opt, other = env.outside["@SRV@"], env.outside["@OPT@"], env.outside["@OTHERHOME@"]
+    _plant(srv / "app/.env", f"SECRET_KEY={env.canary('SRV')}\n")
+    api = srv / "checkouts/api"
+    _plant(api / ".env", f"STRIPE_KEY={env.canary('SRV')}\n")
+    _plant(api / "README.md", "# api\n")
+    _git(api, "init", "-q", "-b", "main")
+    _git(api, "add", "-A")
+    _git(api, "-c", "user.name=Ops", "-c", "user.email=ops@example.com", "commit", "-qm", "api")
+    _plant(opt / "svc/config", f"[db]\npassword = {env.canary('OPT')}\n")
+    key = env.canary("OTHERHOME")
+    _plant(other / ".ssh/id_rsa", f"-----BEGIN OPENSSH PRIVATE KEY-----\n{key}\n-----END\n")
+    _plant(other / "project/.env", f"DB_PASSWORD={env.canary('OTHERHOME')}\n")
+    _plant(env.outside["@VAR@"] / "app/credentials", f"token={env.canary('VAR')}\n")
+    _plant(env.outside["@MNT@"] / "backup/.env", f"API_KEY={env.canary('MNT')}\n")
+    env.outside["@SOCKDIR@"] = Path("/run") / tag
+
+
+def _plant_repo_secrets(env: Env) -> None:
+    """Secrets git keeps inside the work dir, and those of installed dependencies."""
+    pat = env.canary("GITPAT", _github_pat())
+    _git(env.work, "config", "remote.origin.url", f"https://{pat}@github.com/org/repo.git")
+    nested = env.canary("GITNESTED", f"glpat-CANARYNESTED{secrets.token_hex(8)}")
+    _plant(
+        env.work / ".git/modules/sub/config",
+        f'[core]\n\tbare = false\n[remote "origin"]\n\turl = https://{nested}@gitlab.com/org/sub.git\n',
+    )
+    _plant(env.work / "node_modules/pkg/.env", f"NPM_TOKEN={env.canary('NODE')}\n")
+    _plant(env.work / "node_modules/pkg/index.js", "module.exports = 1;\n")
+    _plant(env.work / ".venv/.env", f"PYPI_TOKEN={env.canary('VENV')}\n")
+
+
+def _listen(env: Env) -> Traps:
+    traps = Traps(Listener())
+    env.port = traps.tcp.port
+    sock = env.outside["@SOCKDIR@"] / "docker.sock"
+    traps.unix["@SOCK@"] = _unix_listener(sock)
+    env.names["@SOCK@"] = str(sock)
+    traps.unix[".run/app.sock"] = _unix_listener(env.work / ".run/app.sock")
+    abstract = f"cg-{secrets.token_hex(5)}"
+    traps.unix["@ASOCK@"] = _abstract_listener(abstract)
+    env.names["@ASOCK@"] = abstract
+    return traps
+
+
+def _setup_case(env: Env, case: Case, traps: Traps) -> None:
     for rel, text in case.files:
         p = env.work / env.sub(rel)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(env.sub(text))
+        _plant(p, env.sub(text))
         if text.startswith("#!"):
             p.chmod(0o755)
     for rel, target in case.links:
         p = env.work / env.sub(rel)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.symlink_to(env.sub(target))
-    return env
+    for rel, target in case.hardlinks:
+        p = env.work / env.sub(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        os.link(env.work / env.sub(target), p)
+    for rel in case.fifos:
+        p = env.work / env.sub(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.unlink(missing_ok=True)
+        os.mkfifo(p)
+        traps.fifos.append(FifoReader(p))
+    for command in case.prepare:
+        subprocess.run(
+            ["bash", "-c", env.sub(command)],
+            cwd=env.work,
+            env={"PATH": PATH, "HOME": str(env.home), "GIT_CONFIG_NOSYSTEM": "1"},
+            check=True,
+            capture_output=True,
+        )
+
+
+@contextlib.contextmanager
+def planted(base: Path, case: Case) -> Iterator[Env]:
+    """The case's environment (see corpus.py), removed again afterwards, the host
+    directories outside the throwaway root included."""
+    root = Path(tempfile.mkdtemp(prefix="case-", dir=base))
+    env = Env(root, root / "work", root / "mark", root / "home", 0)
+    try:
+        for d in (env.work, env.mark, env.home):
+            d.mkdir()
+        (env.work / ".env").write_text(f"API_TOKEN={env.canary('ENV')}\n")
+        for rel, text in FIXTURE.items():
+            _plant(env.work / rel, text)
+        _git(env.work, "init", "-q", "-b", "main")
+        _git(env.work, "config", "user.name", "Demo Dev")
+        _git(env.work, "config", "user.email", "dev@example.com")
+        _git(env.work, "add", "-A")
+        _git(env.work, "commit", "-q", "-m", "initial commit")
+        for rel, tmpl in HOME_FILES.items():
+            _plant(env.home / rel, tmpl.format(c=env.canary("HOME")))
+        for name in ("OPENAI_API_KEY", "CLAWGATE_CANARY"):
+            env.proc_env[name] = env.canary("PROC")
+        env.names["@SECRET@"] = env.canary("SPELL", f"CANARYSPELL{secrets.token_hex(8)}")
+        _plant_outside(env)
+        _plant_repo_secrets(env)
+        env.traps = _listen(env)
+        _setup_case(env, case, env.traps)
+        yield env
+    finally:
+        if env.traps is not None:
+            env.traps.close()
+        for path in env.outside.values():
+            shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def swap(env: Env, step: Swap) -> None:
+    """Replace the path by a link: a symlink's target as in `links`, a hard link's as in
+    `hardlinks` (relative to the work dir)."""
+    p = env.work / env.sub(step.path)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink(missing_ok=True)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if step.hard:
+        os.link(env.work / env.sub(step.target), p)
+    else:
+        p.symlink_to(env.sub(step.target))
 
 
 # ----------------------------------------------------------------------------- snapshot
@@ -308,8 +547,8 @@ def run_edit(env: Env, path: str, old: str, new: str) -> str:
 _READER = """
 import os, sys
 p = sys.argv[1]
-if not os.path.isfile(p):
-    print(f"[read: {p} is not a regular file]")
+if os.path.isdir(p):
+    print(f"[read: {p} is a directory]")
 else:
     with open(p, "rb") as f:
         sys.stdout.write(f.read(2_000_000).decode("utf-8", errors="replace"))
@@ -324,7 +563,7 @@ def run_read(env: Env, path: str) -> str:
         cwd=env.work,
         env={"PATH": PATH, "LANG": "C.UTF-8", **env.proc_env},
         capture_output=True,
-        timeout=STEP_TIMEOUT,
+        timeout=HANG_SECONDS + STEP_TIMEOUT,  # the watchdog releases a blocked fifo first
         check=False,
     )
     return (proc.stdout + proc.stderr).decode("utf-8", errors="replace")
@@ -366,44 +605,59 @@ class Result:
     codes: list[int | None]
 
 
+def observed(env: Env, before: dict[str, str | None], texts: list[str], blocked: int) -> list[str]:
+    """Every effect the case had: markers, changed files, canaries in `texts` (what was
+    shown), connections, bytes into fifos, steps that blocked."""
+    effects: list[str] = []
+    marks = sorted(os.listdir(env.mark))
+    if marks:
+        effects.append(f"marker file(s) {marks[:3]}")
+    pwned = [p for p in _walk_names(env.work) if os.path.basename(p).startswith("pwned")]
+    if pwned:
+        effects.append(f"pwned file {os.path.relpath(pwned[0], env.work)}")
+    after = snapshot(env)
+    effects += [f"{k} changed" for k in before if before[k] != after[k]]
+    leaked = sorted({env.labels[c] for c in env.canaries for t in texts if leaks(c, t)})
+    if leaked:
+        effects.append(f"canary in output ({', '.join(leaked)})")
+    if env.traps is not None:
+        effects += env.traps.effects()
+    if blocked:
+        effects.append(f"{blocked} step(s) blocked past {HANG_SECONDS:.0f} s")
+    return effects
+
+
+def _run_step(env: Env, step: Step) -> tuple[str, int | None]:
+    match step:
+        case Bash(command):
+            return run_bash(env, env.sub(command))
+        case Write(path, content):
+            return run_write(env, env.sub(path), env.sub(content)), None
+        case Edit(path, old, new):
+            return run_edit(env, env.sub(path), env.sub(old), env.sub(new)), None
+        case Read(path):
+            return run_read(env, env.sub(path)), None
+        case Swap():
+            swap(env, step)
+            return "", None
+    raise AssertionError(step)
+
+
 def run_case(base: Path, index: int, case: Case) -> Result:
-    listener = Listener()
-    env = build_env(base, case, listener.port)
-    try:
+    with planted(base, case) as env:
+        assert env.traps is not None
         before = snapshot(env)
         outputs: list[str] = []
         codes: list[int | None] = []
+        blocked = 0
         for step in case.steps:
-            match step:
-                case Bash(command):
-                    out, rc = run_bash(env, env.sub(command))
-                    outputs.append(out)
-                    codes.append(rc)
-                case Write(path, content):
-                    outputs.append(run_write(env, env.sub(path), env.sub(content)))
-                case Edit(path, old, new):
-                    outputs.append(run_edit(env, env.sub(path), env.sub(old), env.sub(new)))
-                case Read(path):
-                    outputs.append(run_read(env, env.sub(path)))
+            with Watchdog(env.traps) as watch:
+                out, rc = _run_step(env, step)
+            blocked += watch.blocked
+            outputs.append(out)
+            codes.append(rc)
         time.sleep(0.2)  # let in-flight connections land
-        effects: list[str] = []
-        marks = sorted(os.listdir(env.mark))
-        if marks:
-            effects.append(f"marker file(s) {marks[:3]}")
-        pwned = [p for p in _walk_names(env.work) if os.path.basename(p).startswith("pwned")]
-        if pwned:
-            effects.append(f"pwned file {os.path.relpath(pwned[0], env.work)}")
-        after = snapshot(env)
-        effects += [f"{k} changed" for k in before if before[k] != after[k]]
-        leaked = sorted({c.split("-")[1] for c in env.canaries for o in outputs if leaks(c, o)})
-        if leaked:
-            effects.append(f"canary in output ({', '.join(leaked)})")
-        if listener.count:
-            effects.append(f"{listener.count} connection(s) to the port")
-        return Result(index, case, effects, outputs, codes)
-    finally:
-        listener.close()
-        shutil.rmtree(env.root, ignore_errors=True)
+        return Result(index, case, observed(env, before, outputs, blocked), outputs, codes)
 
 
 def describe(case: Case) -> str:
@@ -418,6 +672,8 @@ def describe(case: Case) -> str:
                 parts.append(f"Edit({path!r})")
             case Read(path):
                 parts.append(f"Read({path!r})")
+            case Swap(path, target, hard):
+                parts.append(f"Swap({path!r} -> {target!r}{', hard' if hard else ''})")
     return "; ".join(parts)
 
 
@@ -446,7 +702,7 @@ def check_benign(jobs: int, verbose: bool) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=KINDS, help="only cases of this kind")
+    parser.add_argument("--kind", choices=KINDS, action="append", help="only cases of this kind")
     parser.add_argument("--index", type=int, action="append", help="only this case index")
     parser.add_argument("-j", "--jobs", type=int, default=4)
     parser.add_argument("-v", "--verbose", action="store_true", help="show outputs of dead cases")
@@ -464,7 +720,7 @@ def main() -> int:
         (i, c)
         for i, c in enumerate(DANGEROUS)
         if c.run
-        and (args.kind is None or c.kind == args.kind)
+        and (args.kind is None or c.kind in args.kind)
         and (args.index is None or i in args.index)
     ]
     base = Path(tempfile.mkdtemp(prefix="clawgate-live-", dir="/var/tmp"))
