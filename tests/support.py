@@ -26,7 +26,14 @@ from runtime.store.keys import Keys
 from runtime.tools.bash import BashTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
-from runtime.tools.sandbox import NetworkAccess, Sandbox, SandboxMode, SandboxUnavailable, probe
+from runtime.tools.sandbox import (
+    NetworkAccess,
+    Sandbox,
+    SandboxMode,
+    SandboxUnavailable,
+    UnixSockets,
+    probe,
+)
 from runtime.tracing.recorder import Tracer
 
 E = TypeVar("E", bound=Event)
@@ -137,10 +144,12 @@ def make_runtime(
     return runtime, channel
 
 
-def working_sandbox(network: NetworkAccess = NetworkAccess.APPROVED) -> Sandbox:
+def working_sandbox(
+    network: NetworkAccess = NetworkAccess.APPROVED, unix_sockets: UnixSockets = UnixSockets.NEVER
+) -> Sandbox:
     """bwrap as production probes it; a machine without it fails the test under CI."""
     try:
-        return probe(SandboxMode.BWRAP, network)
+        return probe(SandboxMode.BWRAP, network, unix_sockets)
     except SandboxUnavailable as exc:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{exc} (under CI a missing sandbox is a failure, not a skip)")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,8 @@ from bot.wiring import build_sandbox
 from runtime.channel import ApprovalRequested
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
-from runtime.tools.base import ToolContext
+from runtime.tools import masks
+from runtime.tools.base import ToolContext, ToolError
 from runtime.tools.bash import BashArgs, BashTool
 from runtime.tools.sandbox import (
     Access,
@@ -26,6 +29,7 @@ from runtime.tools.sandbox import (
     Sandbox,
     SandboxMode,
     SandboxUnavailable,
+    UnixSockets,
     probe,
 )
 from tests.support import ADMIN, ALICE, HERE, make_runtime, working_sandbox
@@ -296,3 +300,274 @@ async def test_through_the_runtime_only_an_approved_call_may_write(
     assert not (workdir / "made").exists()
     await runtime.decide(asked.approval_id, True, ADMIN, HERE)
     assert (workdir / "made").exists()
+
+
+@pytest.fixture
+def outside() -> Iterator[list[Path]]:
+    """Canary trees outside the work dir, where hosts keep data: /srv, /opt, another home,
+    /var, /mnt (made for the test, removed after)."""
+    made = []
+    for parent in ("/srv", "/opt", "/home", "/var/tmp", "/mnt"):
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            continue
+        root = Path(tempfile.mkdtemp(prefix="cg-canary-", dir=parent))
+        (root / "app").mkdir()
+        (root / ".env").write_text(f"TOKEN={CANARY}\n")
+        (root / "app" / "notes.txt").write_text(f"{CANARY}\n")
+        made.append(root)
+    assert made, "no writable host directory to plant canaries in"
+    yield made
+    for root in made:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_unapproved_commands_see_only_the_system_and_the_work_dir(
+    sandbox: Sandbox, workdir: Path, outside: list[Path]
+) -> None:
+    """A recursive read of the host printed other checkouts' `.env` files (issue 27)."""
+    (workdir / "notes.txt").write_text("mine\n")
+    reads = " ".join(f"cat {root}/.env {root}/app/notes.txt;" for root in outside)
+    text, _ = await bash(
+        sandbox,
+        workdir,
+        f"{reads} grep -rs {CANARY} /srv /opt /home /var /mnt /media /root /run /tmp; "
+        "ls -A /srv /opt /home /var /run /mnt; cat notes.txt; git --version; "
+        "python3 -c 'print(6 * 7)'; ls /bin/sh /usr/bin/env /etc/passwd; echo $HOME",
+    )
+    assert CANARY not in text
+    assert "mine" in text and "git version" in text and "42" in text
+    assert "/etc/passwd" in text and "/tmp/home" in text
+    listed, _ = await bash(sandbox, workdir, "ls -A /srv /opt /home /var /run /mnt /media")
+    assert "cg-canary" not in listed
+    # An approved command still sees the host read-only, as the human agreed to.
+    approved, _ = await bash(sandbox, workdir, f"cat {outside[0]}/app/notes.txt", Access.APPROVED)
+    assert CANARY in approved
+
+
+async def test_etc_secrets_are_masked_and_the_rest_of_etc_stays(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    text, _ = await bash(
+        sandbox, workdir, "wc -c < /etc/shadow; ls -A /etc/ssh | wc -l; id -un; head -1 /etc/passwd"
+    )
+    lines = text.splitlines()
+    assert lines[0] == "0" and lines[1] == "0"  # an empty file and an empty directory
+    assert lines[3].startswith("root:")
+
+
+async def test_secrets_are_masked_in_every_directory_at_any_depth(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    """node_modules, .venv and .git were skipped, and depth was bounded at eight (issue 27)."""
+    deep = "/".join("d" * 12)
+    secrets = ("node_modules/pkg/.env", ".venv/.env", f"{deep}/key.pem", ".git-credentials")
+    for name in secrets:
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(f"{CANARY}\n")
+    text, _ = await bash(
+        sandbox,
+        workdir,
+        f"cat {' '.join(secrets)}; grep -rs {CANARY} .; stat -c %F {' '.join(secrets)}",
+    )
+    assert CANARY not in text
+    # Masked by an empty regular file, not a device (which breaks `git diff --stat`).
+    assert text.count("regular empty file") == len(secrets), text
+
+
+async def test_git_config_urls_lose_their_credentials_and_git_still_works(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    """`git remote -v` put a github_pat_ token into the thread (issue 27)."""
+    token = f"github_pat_{CANARY}"
+    _git(workdir, "init", "-q")
+    _git(workdir, "remote", "add", "origin", f"https://{token}@github.com/a/b.git")
+    _git(workdir, "remote", "add", "mirror", f"https://bot:{token}@example.com/b.git")
+    _git(workdir, "remote", "add", "box", f"ssh://git:{token}@example.com/b.git")
+    _git(workdir, "config", "user.name", "Dev")
+    (workdir / "app.py").write_text("print(1)\n")
+    (workdir / ".env").write_text(f"TOKEN={CANARY}\n")  # tracked, as some projects do
+    _git(workdir, "add", ".")
+    _git(workdir, "commit", "-qm", "init")
+    (workdir / "app.py").write_text("print(2)\n")
+    text, _ = await bash(
+        sandbox,
+        workdir,
+        "git remote -v; cat .git/config; git config user.name; git status --short; "
+        "git diff --stat -- app.py; git log --oneline | wc -l",
+    )
+    assert CANARY not in text and "github_pat_" not in text
+    assert "https://github.com/a/b.git (fetch)" in text
+    assert "https://example.com/b.git" in text and "ssh://git@example.com/b.git" in text
+    assert "Dev" in text and "M app.py" in text and "app.py | 2 +-" in text
+    assert "unsupported file type" not in text and "[exit code 0]" in text
+    approved, _ = await bash(sandbox, workdir, "git remote -v", Access.APPROVED)
+    assert token in approved  # the file itself is untouched
+
+
+def _git(workdir: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.email=t@t", *args], cwd=workdir, check=True)
+
+
+PROGRAMS = {
+    # key: a program that says it ran (on stderr, or in the diff git prints)
+    "core.fsmonitor": "sh -c 'echo RAN-fsmonitor >&2'",
+    "diff.external": "sh -c 'echo RAN-external'",
+    "diff.x.textconv": "sh -c 'echo RAN-textconv'",
+    "filter.f.clean": "sh -c 'echo RAN-clean >&2; cat'",
+    "filter.f.smudge": "sh -c 'echo RAN-smudge >&2; cat'",
+    "core.pager": "sh -c 'echo RAN-pager'",
+    "gpg.program": "sh -c 'echo RAN-gpg >&2'",
+    "log.showSignature": "true",
+    "alias.st": "!echo RAN-alias",
+}
+
+
+async def test_git_runs_no_program_the_repository_configures_without_approval(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    _git(workdir, "init", "-q")
+    (workdir / ".gitattributes").write_text("*.txt diff=x filter=f\n")
+    (workdir / "a.txt").write_text("one\n")
+    _git(workdir, "add", ".")
+    _git(workdir, "-c", "user.name=t", "commit", "-qm", "init")
+    (workdir / "a.txt").write_text("two\n")
+    # Also through a file the config includes, and a hook where hooksPath points.
+    (workdir / "extra.cfg").write_text("[core]\n\tfsmonitor = sh -c 'echo RAN-include >&2'\n")
+    for key, value in PROGRAMS.items():
+        _git(workdir, "config", key, value)
+    _git(workdir, "config", "include.path", str(workdir / "extra.cfg"))
+    hook = workdir / ".git" / "hooks" / "post-index-change"
+    hook.write_text("#!/bin/sh\necho RAN-hook >&2\n")
+    hook.chmod(0o755)
+    command = "git status; git diff; git log -p; git show; git st; ls -A .git/hooks"
+    text, _ = await bash(sandbox, workdir, command)
+    assert "RAN-" not in text, text
+    assert "-one" in text and "+two" in text  # the plain diff still shows
+    # The same commands approved run them: the test would see it if they ran.
+    approved, _ = await bash(sandbox, workdir, command, Access.APPROVED)
+    assert "RAN-textconv" in approved and "RAN-alias" in approved
+
+
+class UnixListener:
+    """A unix socket server (a path, or an abstract name) that counts its connections."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> UnixListener:
+        def accept(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            writer.close()
+
+        self.server = await asyncio.start_unix_server(accept, self.path)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    def client(self) -> str:
+        """A command that connects to it (python: present wherever the tests run)."""
+        code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({self.path!r})"
+        code += "; print('UP')"
+        return f'python3 -c "{code}"'
+
+
+async def test_unapproved_commands_cannot_connect_to_a_unix_socket(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    """`redis-cli -s` wrote to a host Redis through a socket file (issue 27)."""
+    async with UnixListener(str(workdir / "redis.sock")) as server:
+        text, _ = await bash(sandbox, workdir, server.client())
+        await asyncio.sleep(0.1)
+        assert server.connections == 0
+        assert "Address family not supported" in text
+        approved, _ = await bash(sandbox, workdir, server.client(), Access.APPROVED)
+        await asyncio.sleep(0.1)
+        assert server.connections == 0  # CLAWGATE_SANDBOX_UNIX_SOCKETS=never (the default)
+        allowed = working_sandbox(unix_sockets=UnixSockets.APPROVED)
+        approved, _ = await bash(allowed, workdir, server.client(), Access.APPROVED)
+        await asyncio.sleep(0.1)
+        assert "UP" in approved and server.connections == 1
+        # Still never for a command without the network, approved or not.
+        await bash(allowed, workdir, server.client())
+        closed = working_sandbox(NetworkAccess.NEVER, UnixSockets.APPROVED)
+        await bash(closed, workdir, server.client(), Access.APPROVED)
+        await asyncio.sleep(0.1)
+        assert server.connections == 1
+
+
+async def test_host_sockets_and_abstract_ones_stay_out_of_reach_of_approved_commands(
+    workdir: Path,
+) -> None:
+    """Sockets outside the work dir (where docker.sock lives) and abstract ones, which the
+    host's network namespace shares with an approved command that has the network."""
+    run = Path(
+        tempfile.mkdtemp(prefix="cg-sock-", dir="/run" if os.access("/run", os.W_OK) else None)
+    )
+    try:
+        async with (
+            UnixListener(str(run / "docker.sock")) as host,
+            UnixListener(f"\0cg-abstract-{os.getpid()}") as abstract,
+        ):
+            for sandbox, expected in (
+                (working_sandbox(), 0),
+                (working_sandbox(unix_sockets=UnixSockets.APPROVED), 1),
+            ):
+                for server in (host, abstract):
+                    await bash(sandbox, workdir, server.client(), Access.APPROVED)
+                    await asyncio.sleep(0.1)
+                    assert server.connections == expected, (sandbox.unix_sockets, server.path)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+
+
+async def test_a_secret_deleted_between_calls_or_during_one_breaks_nothing(
+    sandbox: Sandbox, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting `.aws` made the next unapproved call fail "blocked by the sandbox": the scan
+    was cached for 5 s (issue 27). Each call scans afresh; a path gone between the scan and
+    bwrap's mount is scanned again."""
+    (workdir / ".aws").mkdir()
+    (workdir / ".aws" / "credentials").write_text(CANARY)
+    first, _ = await bash(sandbox, workdir, "ls -A")
+    shutil.rmtree(workdir / ".aws")
+    (workdir / ".env").write_text(CANARY)  # and a new one appears
+    second, display = await bash(sandbox, workdir, "ls -A; cat .env")
+    assert ".aws" in first and ".aws" not in second and CANARY not in second
+    assert "[exit code 0]" in second and "blocked" not in display
+    real = masks.work_dir_masks
+    stale = iter([masks.Masks(files=(str(workdir / "gone.env"),), dirs=(str(workdir / "gone"),))])
+
+    def once_stale(root: Path, sources: masks.MaskSources) -> masks.Masks:
+        return next(stale, None) or real(root, sources)
+
+    monkeypatch.setattr(masks, "work_dir_masks", once_stale)
+    text, _ = await bash(sandbox, workdir, "echo ran")
+    assert text.startswith("ran\n") and "[exit code 0]" in text
+
+
+async def test_a_work_dir_too_large_to_scan_fails_closed_and_says_why(
+    sandbox: Sandbox, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(masks, "MAX_ENTRIES", 20)
+    for index in range(30):
+        (workdir / f"f{index}").write_text("x")
+    with pytest.raises(ToolError, match=r"too many to mask every secret.*request_approval=true"):
+        await bash(sandbox, workdir, "cat f1")
+    approved, _ = await bash(sandbox, workdir, "cat f1", Access.APPROVED)
+    assert approved.startswith("x")  # a human may still run it
+
+
+def test_the_view_of_each_access_in_a_line(sandbox: Sandbox) -> None:
+    assert sandbox.view(Access.APPROVED) == (
+        "runs with the host read-only (credential stores hidden), work dir writable, network on"
+    )
+    assert "no network" in sandbox.view(Access.READ_ONLY)
+    assert "secrets masked" in sandbox.view(Access.READ_ONLY)
+    never = working_sandbox(NetworkAccess.NEVER)
+    assert never.view(Access.APPROVED).endswith("work dir writable, no network")
+    sockets = working_sandbox(unix_sockets=UnixSockets.APPROVED)
+    assert sockets.view(Access.APPROVED).endswith("network on, unix sockets on")
