@@ -12,7 +12,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
-from runtime.tools.sandbox import NetworkAccess, SandboxMode
+from runtime.tools.sandbox import NetworkAccess, SandboxMode, UnixSockets
 
 CommaList = Annotated[list[str], NoDecode]
 # A cluster's default: several partitions per master of a 3-6 master cluster, so ingest
@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     # The OS boundary of bash commands: bwrap when it works (auto), required, or off.
     sandbox: SandboxMode = Field(SandboxMode.AUTO, alias="CLAWGATE_SANDBOX")
     sandbox_network: NetworkAccess = Field(NetworkAccess.APPROVED, alias="CLAWGATE_SANDBOX_NETWORK")
+    sandbox_unix_sockets: UnixSockets = Field(
+        UnixSockets.NEVER, alias="CLAWGATE_SANDBOX_UNIX_SOCKETS"
+    )
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
     log_format: Literal["text", "json"] = Field("text", alias="CLAWGATE_LOG_FORMAT")
     # Serving: the inbox and its workers.

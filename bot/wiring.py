@@ -55,7 +55,7 @@ def build_sandbox(settings: Settings) -> Sandbox:
     """Probe the OS sandbox once; CLAWGATE_SANDBOX=bwrap without a working bwrap is a
     settings error (the operator asked for containment), `auto` falls back to asking."""
     try:
-        return probe(settings.sandbox, settings.sandbox_network)
+        return probe(settings.sandbox, settings.sandbox_network, settings.sandbox_unix_sockets)
     except SandboxUnavailable as exc:
         raise SettingsError(str(exc)) from exc
 
