@@ -16,7 +16,7 @@ from typing import Protocol
 
 from runtime.risk import program_scripts
 from runtime.risk.git import GitRules
-from runtime.risk.reach import is_system, outside
+from runtime.risk.reach import is_system, link_out, outside
 from runtime.risk.secrets import (
     HARMLESS_DEVICES,
     home_directory,
@@ -64,6 +64,7 @@ from runtime.risk.words import (
     Expanding,
     basename,
     brace_variants,
+    follows_links,
     is_catastrophic,
     is_fd,
     is_literal,
@@ -508,21 +509,32 @@ class _BashJudge(WrapperRules, GitRules):
     def recursive_reach(self, name: str, args: Sequence[str]) -> None:
         """A recursive read reads whatever a tree holds: from `/`, a system directory or the
         home directory every secret the host has, and from anywhere else outside the work
-        directory (another checkout, /srv, `..`) what no mask of the work dir hides: ask,
-        even though the program only reads."""
+        directory (another checkout, /srv, `..`, a link that leads there when the program
+        follows links) what no mask of the work dir hides: ask, even though it only reads."""
         if name not in RECURSIVE_READERS or not is_recursive(name, args):
             return
-        for arg in args:
-            if isinstance(arg, Expanding) or arg.startswith("-"):
-                continue
-            place = None
+        words = [a for a in args if not isinstance(a, Expanding) and not a.startswith("-")]
+        places: dict[str, str | None] = {}
+        for arg in words:
             if self.cwd is not None and self.workdir is not None:
-                place = outside(arg, self.cwd, self.workdir)
+                places[arg] = outside(arg, self.cwd, self.workdir)
             if is_catastrophic(arg.rstrip("/") or "/"):
                 self.ask(f"{name} reads all of {arg}, which holds the host's secrets")
-            elif place is not None:
-                shown = shown_place(arg, place)
+            elif places.get(arg) is not None:
+                shown = shown_place(arg, places[arg] or arg)
                 self.ask(f"{name} reads all of {shown}, outside the work directory")
+        if self.cwd is None or self.workdir is None or not follows_links(name, args):
+            return
+        cwd = self.cwd
+        existing = [
+            arg
+            for arg, place in places.items()
+            if place is None and os.path.lexists(posixpath.join(cwd, arg))
+        ]
+        for start in existing or ["."]:  # no place named: the program reads `.`
+            why = link_out(start, cwd, self.workdir)
+            if why is not None:
+                self.ask(f"{name} {why}")
 
     def names_from_data(self, name: str, args: Sequence[str]) -> None:
         """`wc --files0-from=list`, `tar -T list`, `md5sum -c sums`: the files read are

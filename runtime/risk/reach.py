@@ -16,6 +16,7 @@ from pathlib import Path
 # libraries and /etc (whose secret files the judge and the sandbox know: runtime.risk.secrets).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 MAX_PATH = 4096
+MAX_WALK = 5_000  # entries of a tree searched for links out before the judge gives up and asks
 
 
 def outside(path: str, cwd: str, workdir: Path) -> str | None:
@@ -37,6 +38,40 @@ def outside(path: str, cwd: str, workdir: Path) -> str | None:
     if real == root or real.startswith(root + "/"):
         return None
     return real
+
+
+def link_out(start: str, cwd: str, workdir: Path) -> str | None:
+    """For a read that follows symlinks through the directory `start` (in the work dir): why
+    it reaches outside the work dir (the first link there that leads out, `src/lib` to
+    /srv/app, or a tree with more entries than are checked); None when it does not.
+    Links to directories inside the work dir are walked too, each real directory once."""
+    root = os.path.realpath(workdir)
+    pending = [os.path.realpath(posixpath.join(cwd, start))]
+    seen: set[str] = set()
+    entries = 0
+    while pending:
+        folder = pending.pop()
+        if folder in seen or not os.path.isdir(folder):
+            continue
+        seen.add(folder)
+        try:
+            with os.scandir(folder) as listing:
+                found = list(listing)
+        except OSError:
+            continue  # unreadable here: unreadable to the command too
+        for entry in found:
+            entries += 1
+            if entries > MAX_WALK:
+                return f"follows links in a tree of more than {MAX_WALK} entries, not all checked"
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                if real != root and not real.startswith(root + "/"):
+                    link = posixpath.relpath(entry.path, root)
+                    return f"follows the link {link} to {real}, outside the work directory"
+                pending.append(real)
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return None
 
 
 def is_system(place: str) -> bool:

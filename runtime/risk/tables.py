@@ -94,6 +94,12 @@ RECURSIVE_READERS = {
     "fgrep": "rR", "ls": "R", "diff": "r", "cp": "rRa",
 }  # fmt: skip
 RECURSIVE_LONG = ("--recursive", "--dereference-recursive", "--archive", "--directories")
+# Recursive readers that follow the links they find with these short options (or --follow,
+# --dereference...); "": always (GNU diff reads what a link leads to).
+FOLLOWING_LINKS = {
+    "grep": "R", "egrep": "R", "fgrep": "R", "rg": "L", "tree": "l", "du": "L", "ls": "L",
+    "cp": "L", "find": "L", "diff": "",
+}  # fmt: skip
 # Options that make a program take the names of the files it reads from data (a list file,
 # its input) the judge cannot see: program -> (long option, short option, short options whose
 # value is the rest of their cluster).

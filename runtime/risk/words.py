@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from runtime.risk.secrets import secret_location
 from runtime.risk.tables import (
     CATASTROPHIC_DIRS,
+    FOLLOWING_LINKS,
     HOME_WORDS,
     NOT_LITERAL,
     RECURSIVE_LONG,
@@ -99,6 +100,28 @@ def is_recursive(name: str, args: Sequence[str]) -> bool:
             return False
         if arg == "-d" or any(long_option_is(arg, option) for option in RECURSIVE_LONG):
             return True  # grep -d recurse / --directories=recurse; abbreviations too
+        if arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) & set(letters):
+            return True
+    return False
+
+
+def follows_links(name: str, args: Sequence[str]) -> bool:
+    """Whether a recursive read follows the symlinks it finds (`grep -R`, `rg -L`, `find -L`,
+    `diff -r` always), and so reads what they lead to."""
+    letters = FOLLOWING_LINKS.get(name)
+    if letters is None:
+        return False
+    if not letters:
+        return True
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "-follow" or arg.partition("=")[0] in (
+            "--dereference-recursive",
+            "--follow",
+            "--dereference",
+        ):
+            return True
         if arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) & set(letters):
             return True
     return False

@@ -1153,3 +1153,35 @@ def test_a_repository_whose_index_is_elsewhere_counts_as_tracking_a_secret(
 
 def bash_in(command: str, workdir: Path) -> RiskDecision:
     return RiskPolicy().assess("bash", {"command": command}, workdir)
+
+
+@pytest.mark.parametrize(
+    ("command", "verdict"),
+    [
+        ("grep -R TOKEN .", ASK),
+        ("grep --dereference-recursive TOKEN site", ASK),
+        ("rg -L TOKEN", ASK),  # no place named: rg searches ., where docs leads out
+        ("rg -L TOKEN site", ASK),
+        ("find -L site -name '*.py'", ASK),
+        ("diff -r site src", ASK),  # GNU diff follows links
+        ("grep -r TOKEN site", ALLOW),  # -r does not follow the links it finds
+        ("rg TOKEN site", ALLOW),
+        ("grep -R TOKEN src", ALLOW),  # no link out in this tree
+    ],
+)
+def test_recursive_reads_that_follow_links_out_of_the_work_directory_ask(
+    outside: Path, command: str, verdict: Verdict
+) -> None:
+    (outside / "site" / "inner").mkdir(parents=True)
+    (outside / "site" / "inner" / "lib").symlink_to(outside / "docs")  # -> docs -> srv/app
+    decision = RiskPolicy().assess("bash", {"command": command}, outside)
+    link = "site/inner/lib" if "site" in command else "docs"
+    expect(decision, verdict, f"follows the link {link} to {outside.parent}/srv/app, outside")
+
+
+def test_a_tree_too_large_to_check_for_links_asks(outside: Path) -> None:
+    for index in range(5_001):
+        (outside / "src" / f"f{index}").touch()
+    decision = RiskPolicy().assess("bash", {"command": "grep -R x src"}, outside)
+    expect(decision, ASK, "follows links in a tree of more than 5000 entries")
+    assert RiskPolicy().assess("bash", {"command": "grep -r x src"}, outside).verdict is ALLOW
