@@ -11,10 +11,12 @@ from runtime.approval.always import rule_for_call
 from runtime.approval.changes import WRITING_TOOLS
 from runtime.approval.rejudge import rejudged
 from runtime.approval.store import ApprovalStore
+from runtime.mcp.tool import McpTool
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.middleware.tool_policy import current_policy, denied
 from runtime.models import ToolResult, ToolStatus
 from runtime.policy.service import PolicyService
+from runtime.redact import one_line
 from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict
 from runtime.tools.sandbox import Access
 
@@ -74,19 +76,21 @@ class HumanApprovalMiddleware:
         if ctx.conversation and rule:
             grants = self.store.grants
             if await grants.covering(rule, set(reasons), ctx.conversation.id, ctx.session):
-                return await self._unasked(invocation, call_next(approved(invocation)))
+                running = call_next(approved(invocation))
+                return await self._unasked(invocation, running, granted=True)
         return suspended(invocation, reasons)
 
     async def _unasked(
-        self, invocation: ToolInvocation, running: Awaitable[ToolResult]
+        self, invocation: ToolInvocation, running: Awaitable[ToolResult], granted: bool = False
     ) -> ToolResult:
-        """A call that runs without a human's approval of it: a file it wrote is recorded,
-        for the notice of the session's next approval (runtime/approval/changes.py)."""
+        """A call that runs without a human's approval of it (`granted`: under an "approve
+        always" grant): what it may have written is recorded, for the notice of the session's
+        next approval (runtime/approval/changes.py)."""
         result = await running
-        path = invocation.args.model_dump(mode="json").get("path")
-        writes = invocation.tool.name in WRITING_TOOLS and isinstance(path, str)
-        if writes and result.status is ToolStatus.COMPLETED:
-            await self.store.changes.add(invocation.context.session, str(path))
+        change = unasked_change(invocation, granted)
+        ran = result.status not in (ToolStatus.DENIED, ToolStatus.SUSPENDED)
+        if change is not None and ran:  # a failed call may have written part of it
+            await self.store.changes.add(invocation.context.session, change)
         return result
 
     async def _changed_since_approval(self, invocation: ToolInvocation, grant: str) -> str | None:
@@ -103,6 +107,24 @@ class HumanApprovalMiddleware:
             f"{invocation.tool.name} changed on its server since this call was approved (it "
             f"now has signature {signature}); ask again"
         )
+
+
+def unasked_change(invocation: ToolInvocation, granted: bool) -> str | None:
+    """What a call that ran unasked may have changed: the file a file tool wrote, or, for a
+    call that ran with the work dir writable (a command under a grant, a tool of an MCP
+    server with `writable_workdir`), anything it wrote. None: nothing (a read-only call)."""
+    tool = invocation.tool
+    path = invocation.args.model_dump(mode="json").get("path")
+    if tool.name in WRITING_TOOLS and isinstance(path, str):
+        return path
+    if isinstance(tool, McpTool):  # runs in its server, whatever the call's access
+        if getattr(tool.server.rules, "writable_workdir", False):
+            return f"whatever {tool.name} wrote (its MCP server may write the work dir)"
+        return None
+    if granted:
+        what = one_line(tool.summarize(invocation.args), 80)
+        return f'whatever "{what}" wrote (it ran under an "approve always" grant)'
+    return None
 
 
 def approved(invocation: ToolInvocation) -> ToolInvocation:

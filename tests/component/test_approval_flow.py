@@ -15,6 +15,7 @@ from redis.exceptions import ResponseError
 from adapters.console.channel import render_request
 from adapters.feishu.cards import approval_card
 from adapters.slack.blocks import approval_blocks
+from adapters.slack.channel import SlackChannel, web_client
 from runtime.agent import Runtime
 from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalStatus
@@ -33,6 +34,7 @@ from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.risk.policy import RiskConfig, RiskPolicy
 from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.fake_slack import FakeSlack
 from tests.support import (
     ADMIN,
     ALICE,
@@ -593,9 +595,19 @@ async def test_the_notice_lists_the_files_changed_without_approval_since_the_las
 
     decided = await runtime.decide(asked.approval_id, False, BOB, HERE, reason="no")
     assert decided.accepted
-    again = await runtime.run("s1", "run: make", ALICE, HERE)
+    again = await runtime.run("s1", "run: cp Makefile b", ALICE, HERE)
     assert again.approval_id is not None
     assert channel.of(ApprovalRequested)[-1].notice.notes == ()  # reset by the decision
+    always = await runtime.decide(again.approval_id, True, BOB, HERE, always=GrantTerms())
+    assert always.accepted
+    granted = await runtime.run("s1", "run: cp Makefile b", ALICE, HERE)  # under the grant
+    assert granted.approval_id is None and granted.stop_reason is StopReason.FINAL
+    last = await runtime.run("s1", "run: rm b", ALICE, HERE)
+    assert last.approval_id is not None
+    assert channel.of(ApprovalRequested)[-1].notice.notes == (
+        'changed without approval since the last approval: whatever "$ cp Makefile b" wrote '
+        '(it ran under an "approve always" grant)',
+    )
 
 
 async def test_a_request_beyond_the_pending_cap_is_refused_not_suspended(
@@ -620,3 +632,26 @@ async def test_a_request_beyond_the_pending_cap_is_refused_not_suspended(
     assert first.approval_id is not None
     assert (await runtime.decide(first.approval_id, False, ADMIN, HERE, reason="no")).accepted
     assert (await runtime.run("s3", "run: rm victim.txt", ALICE, HERE)).approval_id
+
+
+async def test_slack_posts_the_changes_in_the_notice(
+    redis: aioredis.Redis, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same note through the real slack_sdk, as the fake Slack receives the notice."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    thread = "1700000000.000001"
+    where = ConversationRef(
+        platform="slack",
+        id=f"slack:T111:C111:{thread}",
+        data={"channel": "C111", "thread_ts": thread},
+    )
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    with FakeSlack() as slack:
+        runtime.suspender.send = SlackChannel(web_client("xoxb-test", slack.base_url)).send
+        await runtime.run(where.id, "write conftest.py: import os", ALICE, where)
+        asked = await runtime.run(where.id, "run: pytest", ALICE, where)
+        assert asked.approval_id is not None
+        (notice,) = [p for p in slack.posts("C111", thread) if p.params.get("blocks")]
+    line = "*Note:* changed without approval since the last approval: conftest.py"
+    assert line in json.dumps(notice.params["blocks"])
