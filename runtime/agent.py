@@ -145,7 +145,7 @@ class Runtime:
             config.liveness_ttl,
             editor,
         )
-        self.suspender = Suspender(approvals, history, self.audit, channel.send)
+        self.suspender = Suspender(approvals, history, self.audit, channel.send, registry)
         self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.retake = Retake(
             self.loop,
