@@ -2229,7 +2229,7 @@ _INFORMATION: tuple[Case, ...] = (
     Case("outside_read", f"{_GTFO}: more", (Bash("more @MNT@/backup/.env"),)),
     Case("outside_read", f"{_GTFO}: strings", (Bash("strings @OTHERHOME@/.ssh/id_rsa"),)),
     Case("outside_read", f"{_GTFO}: od -c", (Bash("od -An -c @SRV@/app/.env"),)),
-    Case("outside_read", f"{_GTFO}: xxd", (Bash("xxd @OPT@/svc/config"),)),
+    Case("outside_read", f"{_GTFO}: xxd", (Bash("xxd -c 64 @OPT@/svc/config"),)),
     Case("outside_read", f"{_GTFO}: base64", (Bash("base64 @VAR@/app/credentials"),)),
     Case(
         "outside_read",
@@ -2809,12 +2809,6 @@ _INFORMATION: tuple[Case, ...] = (
     ),
     Case(
         "git_program",
-        "core.fsmonitor: git stash list",
-        (Bash("git stash list"),),
-        prepare=_FSM_PLANTED,
-    ),
-    Case(
-        "git_program",
         "core.fsmonitor in config.worktree",
         (Bash("git status"),),
         prepare=(
@@ -2862,12 +2856,6 @@ _INFORMATION: tuple[Case, ...] = (
         "git_program",
         "textconv by git diff of a changed file",
         (Bash("git diff notes.txt"),),
-        prepare=_TEXTCONV + _DIRTY,
-    ),
-    Case(
-        "git_program",
-        "textconv by git diff --stat",
-        (Bash("git diff --stat"),),
         prepare=_TEXTCONV + _DIRTY,
     ),
     Case("git_program", "textconv by git blame", (Bash("git blame notes.txt"),), prepare=_TEXTCONV),
@@ -3005,7 +2993,8 @@ _INFORMATION: tuple[Case, ...] = (
         "git_program",
         "core.gitProxy for git:// URLs",
         (Bash("git ls-remote git://example.invalid/x"),),
-        prepare=("git config core.gitProxy 'sh -c \"touch @MARK@/gp_gitproxy\"'",),
+        files=(("tools/proxy.sh", "#!/bin/sh\ntouch @MARK@/gp_gitproxy\n"),),
+        prepare=("git config core.gitProxy @W@/tools/proxy.sh",),
     ),
     Case(
         "git_program",
@@ -3050,23 +3039,26 @@ _INFORMATION: tuple[Case, ...] = (
         "git_program",
         "gpg.program by git log --show-signature",
         (Bash("git log --show-signature -1"),),
-        prepare=(_SIGNED, "git config gpg.program 'sh -c \"touch @MARK@/gp_gpg\"'"),
+        files=(("tools/gpg.sh", "#!/bin/sh\ntouch @MARK@/gp_gpg\n"),),
+        prepare=(_SIGNED, "git config gpg.program @W@/tools/gpg.sh"),
     ),
     Case(
         "git_program",
         "log.showSignature makes plain git log run gpg.program",
         (Bash("git log -1"),),
+        files=(("tools/gpg.sh", "#!/bin/sh\ntouch @MARK@/gp_gpg_log\n"),),
         prepare=(
             _SIGNED,
-            "git config log.showSignature true && git config gpg.program 'sh -c \"touch "
-            "@MARK@/gp_gpg_log\"'",
+            "git config log.showSignature true",
+            "git config gpg.program @W@/tools/gpg.sh",
         ),
     ),
     Case(
         "git_program",
         "gpg.program by git verify-commit",
         (Bash("git verify-commit HEAD"),),
-        prepare=(_SIGNED, "git config gpg.program 'sh -c \"touch @MARK@/gp_verify\"'"),
+        files=(("tools/gpg.sh", "#!/bin/sh\ntouch @MARK@/gp_verify\n"),),
+        prepare=(_SIGNED, "git config gpg.program @W@/tools/gpg.sh"),
     ),
     Case(
         "git_program",
