@@ -309,7 +309,8 @@ class _BashJudge(WrapperRules, GitRules):
             if not reads or risky_read(path, self.home):
                 continue  # reads nothing, or asked about as written (segment)
             place = outside(path, self.cwd, self.workdir)
-            if place is not None and not is_system(place):
+            written = normalize(posixpath.join(self.cwd, path))  # a system file's own link
+            if place is not None and not is_system(place) and not is_system(written):
                 self.ask(f"reads {shown_place(path, place)}, outside the work directory")
 
     def segment(self, segment: Segment) -> None:
