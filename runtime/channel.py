@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -170,12 +172,34 @@ def redacted(event: Event) -> Event:
     return event
 
 
+# How often a conversation's preview is redacted and passed on, at most: the whole answer so
+# far is redacted each time (a secret may span pieces), so at every piece (a few characters)
+# a long answer would cost seconds of the event loop; a chat shows a preview once a second.
+WRITING_INTERVAL = 0.25
+
+
 class RedactingChannel:
     """Every event the runtime sends, redacted on its way to the adapter: one place that the
-    chats and the terminal all go through, whatever the model or a tool put in the text."""
+    chats and the terminal all go through, whatever the model or a tool put in the text.
+    `Writing` goes on at most once per `interval` for a conversation (the answer follows)."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        interval: float = WRITING_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.channel = channel
+        self.interval = interval
+        self.clock = clock
+        self._written: dict[str, float] = {}  # conversation id -> when its last preview went
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
+        if isinstance(event, Writing):
+            now = self.clock()
+            if now - self._written.get(conversation.id, -math.inf) < self.interval:
+                return None
+            self._written[conversation.id] = now
+        elif isinstance(event, Reply | RunFinished):
+            self._written.pop(conversation.id, None)
         return await self.channel.send(conversation, redacted(event))

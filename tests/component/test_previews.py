@@ -119,6 +119,7 @@ async def streamed_run(
     provider = OpenAIProvider("fake-model", api_key="sk-test", base_url=fake.base_url, stream=True)
     runtime, _ = support.make_runtime(redis, workdir, provider)
     runtime.channel.channel = channel  # the runtime's redacting channel, onto this adapter
+    runtime.channel.interval = 0.0  # every piece passed on: the fake writes them at once
     result = await runtime.run("leak", "what is my remote?", support.ALICE, where)
     assert result.final_text == LEAKY  # the model's own answer, kept as it was
 

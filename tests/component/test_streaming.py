@@ -188,6 +188,7 @@ async def test_the_runtime_tells_what_is_written_and_answers_once(
     answer.chunks = 6
     fake_openai.script = [first, answer]
     runtime, channel = support.make_runtime(redis, workdir, provider(fake_openai))
+    runtime.channel.interval = 0.0  # every piece passed on (the fake writes them at once)
     result = await runtime.run("st1", "read it", ACTOR, CONVERSATION)
     assert result.stop_reason is StopReason.FINAL and result.final_text == ANSWER
     seen = events(channel)

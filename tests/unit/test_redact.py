@@ -20,7 +20,7 @@ from bot.tables import print_table
 from runtime import redact as redaction
 from runtime.approval.models import ApprovalRecord
 from runtime.approval.notices import notice_of
-from runtime.channel import Reply, ToolStarted, Writing, redacted
+from runtime.channel import Event, RedactingChannel, Reply, ToolStarted, Writing, redacted
 from runtime.models import Actor, ConversationRef
 from runtime.redact import MASK, one_line, redact_text, visible
 
@@ -285,3 +285,32 @@ def test_events_go_out_redacted_and_previews_hold_back_the_word_being_written() 
     started = redacted(ToolStarted("c1", "bash", "$ redis-cli -a hunter2 \u202eping"))
     assert started == ToolStarted("c1", "bash", "$ redis-cli -a [redacted] \\u202eping")
     assert render(redacted(Reply("done\x1b[2J"))) == "done\\u001b[2J"  # the terminal's screen
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def send(self, conversation: ConversationRef, event: Event) -> None:
+        self.events.append(event)
+
+
+async def test_previews_go_on_at_most_once_per_interval_each_redacted_whole() -> None:
+    now = [0.0]
+    seen = Seen()
+    channel = RedactingChannel(seen, interval=0.25, clock=lambda: now[0])
+    where = ConversationRef(platform="console", id="console:test")
+    text = ""
+    for piece in ("origin ", "https://", PAT[:20], PAT[20:], "@github.com ", "ok "):
+        text += piece
+        await channel.send(where, Writing(text))
+        now[0] += 0.15
+    await channel.send(where, Reply(text))
+    await channel.send(where, Writing("next "))  # a new answer: its first piece goes on
+    assert seen.events == [
+        Writing("origin "),  # at 0 s
+        Writing("origin "),  # at 0.3 s: the token is not whole yet, and none of it shows
+        Writing("origin https://[redacted]@github.com "),  # at 0.6 s
+        Reply("origin https://[redacted]@github.com ok "),
+        Writing("next "),
+    ]
