@@ -75,20 +75,21 @@ class Masks:
 
 
 class _Listing(NamedTuple):
-    """What the scan found in one directory (names)."""
+    """What the scan found in one directory (paths), and the inode numbers of its other
+    files (a hard link to a secret shows the secret under a harmless name)."""
 
     subdirs: tuple[str, ...]
     files: tuple[str, ...]
     dirs: tuple[str, ...]
     git_configs: tuple[str, ...]
     entries: int
+    secret_inodes: frozenset[int]
+    inodes: dict[int, tuple[str, ...]]  # of the files not masked
 
 
 @dataclass
 class _Scanner:
-    listings: dict[tuple[str, bool], tuple[tuple[int, int, int], _Listing]] = field(
-        default_factory=dict
-    )
+    listings: dict[str, tuple[tuple[int, int, int], _Listing]] = field(default_factory=dict)
 
     def work_dir(self, root: Path, sources: MaskSources) -> Masks:
         started = time.time_ns()
@@ -96,10 +97,11 @@ class _Scanner:
         dirs: list[str] = []
         configs: list[tuple[str, str]] = []
         entries = 0
-        pending = [(str(root), False)]
+        listed: list[_Listing] = []
+        pending = [str(root)]
         while pending:
-            directory, in_git = pending.pop()
-            listing = self._listing(directory, in_git, started)
+            directory = pending.pop()
+            listing = self._listing(directory, started)
             if listing is None:
                 continue  # gone, or not a directory any more: nothing to mask
             entries += listing.entries
@@ -108,19 +110,21 @@ class _Scanner:
                     f"the work directory holds more than {MAX_ENTRIES} files, too many to "
                     "mask every secret in it"
                 )
-            files += (os.path.join(directory, name) for name in listing.files)
-            dirs += (os.path.join(directory, name) for name in listing.dirs)
-            for name in listing.git_configs:
-                path = os.path.join(directory, name)
-                configs.append((path, str(sources.sanitized(Path(path)))))
-            pending += ((os.path.join(directory, name), in_git or name == ".git")
-                        for name in listing.subdirs)  # fmt: skip
+            listed.append(listing)
+            files += listing.files
+            dirs += listing.dirs
+            configs += ((path, str(sources.sanitized(Path(path)))) for path in listing.git_configs)
+            pending += listing.subdirs
+        secret = frozenset().union(*(listing.secret_inodes for listing in listed))
+        for listing in listed:
+            for inode in secret & listing.inodes.keys():
+                files += listing.inodes[inode]
         masks = Masks(tuple(files), tuple(dirs), tuple(configs))
         if len(masks) > MAX_MASKS:
             raise ScanTooLarge(f"the work directory holds more than {MAX_MASKS} secret files")
         return masks
 
-    def _listing(self, directory: str, in_git: bool, started: int) -> _Listing | None:
+    def _listing(self, directory: str, started: int) -> _Listing | None:
         try:
             info = os.stat(directory, follow_symlinks=False)
         except OSError:
@@ -128,57 +132,66 @@ class _Scanner:
         if not stat.S_ISDIR(info.st_mode):
             return None
         version = (info.st_dev, info.st_ino, info.st_ctime_ns)
-        key = (directory, in_git)
-        known = self.listings.get(key)
+        known = self.listings.get(directory)
         if known is not None and known[0] == version:
             return known[1]
-        listing = _read(directory, in_git)
+        listing = _read(directory)
         if listing is not None and info.st_ctime_ns < started - SETTLED_NS:
             if len(self.listings) >= MAX_LISTINGS:
                 self.listings.clear()
-            self.listings[key] = (version, listing)
+            self.listings[directory] = (version, listing)
         return listing
 
 
-def _read(directory: str, in_git: bool) -> _Listing | None:
+def _read(directory: str) -> _Listing | None:
+    try:
+        with os.scandir(directory) as found:
+            entries = list(found)
+    except OSError:
+        return None
+    names = {entry.name for entry in entries}
+    # A repository's own directory (.git, a submodule's or a worktree's, a bare one, or one
+    # a symlink named otherwise), told by what it holds; not its refs/heads/config branch.
+    git_dir = "HEAD" in names and bool(names & {"objects", "commondir"})
+    parent = os.path.basename(directory)
     subdirs: list[str] = []
     files: list[str] = []
     dirs: list[str] = []
     configs: list[str] = []
-    count = 0
-    try:
-        with os.scandir(directory) as found:
-            for entry in found:
-                count += 1
-                name = entry.name
-                try:
-                    if entry.is_symlink():
-                        continue  # its target is masked where it is, or not in the view
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    continue
-                # Ancestors are not secret (a secret directory is masked whole), so the name
-                # decides, or a tool's directory under .config.
-                parent = os.path.basename(directory)
-                secret = secret_location(name) or (
-                    parent == ".config" and secret_location(f".config/{name}/x")
-                )
-                if is_dir and (secret or (name == "hooks" and _git_dir(directory, in_git))):
-                    dirs.append(name)
-                elif is_dir:
-                    subdirs.append(name)
-                elif secret:
-                    files.append(name)
-                elif name in GIT_CONFIG_NAMES and _git_dir(directory, in_git):
-                    configs.append(name)
-    except OSError:
-        return None
-    return _Listing(tuple(subdirs), tuple(files), tuple(dirs), tuple(configs), count)
-
-
-def _git_dir(directory: str, in_git: bool) -> bool:
-    """A repository's own directory (.git, .git/modules/x, .git/worktrees/y): not its refs."""
-    return in_git and os.path.isfile(os.path.join(directory, "HEAD"))
+    secret_inodes: set[int] = set()
+    inodes: dict[int, list[str]] = {}
+    for entry in entries:
+        name, path = entry.name, entry.path
+        try:
+            if entry.is_symlink():
+                continue  # its target is masked where it is, or not in the view
+            is_dir = entry.is_dir(follow_symlinks=False)
+            inode = entry.inode()  # from the listing itself: no system call
+        except OSError:
+            continue
+        # Ancestors are not secret (a secret directory is masked whole), so the name
+        # decides, or a tool's directory under .config.
+        secret = secret_location(name) or (
+            parent == ".config" and secret_location(f".config/{name}/x")
+        )
+        if is_dir and (secret or (git_dir and name == "hooks")):
+            dirs.append(path)
+        elif is_dir:
+            subdirs.append(path)
+        elif secret or (git_dir and name in GIT_CONFIG_NAMES):
+            (files if secret else configs).append(path)
+            secret_inodes.add(inode)
+        else:
+            inodes.setdefault(inode, []).append(path)
+    return _Listing(
+        tuple(subdirs),
+        tuple(files),
+        tuple(dirs),
+        tuple(configs),
+        len(entries),
+        frozenset(secret_inodes),
+        {inode: tuple(names) for inode, names in inodes.items()},
+    )
 
 
 _scanner = _Scanner()

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from mcp.client.stdio import StdioServerParameters
 
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_sandbox
 from runtime.channel import ApprovalRequested
+from runtime.mcp.config import StdioServer
+from runtime.mcp.launch import stdio_parameters
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
 from runtime.tools import masks
@@ -571,3 +574,59 @@ def test_the_view_of_each_access_in_a_line(sandbox: Sandbox) -> None:
     assert never.view(Access.APPROVED).endswith("work dir writable, no network")
     sockets = working_sandbox(unix_sockets=UnixSockets.APPROVED)
     assert sockets.view(Access.APPROVED).endswith("network on, unix sockets on")
+
+
+async def test_hard_links_and_a_git_dir_under_another_name_show_no_secret(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    """An approved `tar -xf` planted `docs/guide.md` as a hard link to `.git/config`
+    (issue 27); a symlink `.git -> realgit` hides a repository's directory by its name."""
+    _git(workdir, "init", "-q")
+    _git(workdir, "remote", "add", "origin", f"https://{CANARY}@example.com/x.git")
+    (workdir / ".env").write_text(f"{CANARY}\n")
+    (workdir / "docs").mkdir()
+    os.link(workdir / ".git" / "config", workdir / "docs" / "guide.md")
+    os.link(workdir / ".env", workdir / "docs" / "notes.txt")
+    sub = workdir / "sub"
+    sub.mkdir()
+    _git(sub, "init", "-q")
+    _git(sub, "config", "core.fsmonitor", "sh -c 'echo RAN-fsmonitor >&2'")
+    (sub / ".git").rename(sub / "realgit")
+    (sub / ".git").symlink_to("realgit")
+    text, _ = await bash(
+        sandbox, workdir, "cat docs/guide.md docs/notes.txt; cd sub && git status --short"
+    )
+    assert CANARY not in text and "RAN-" not in text, text
+    approved, _ = await bash(sandbox, workdir, "cd sub && git status --short", Access.APPROVED)
+    assert "RAN-fsmonitor" in approved  # the hook is real
+
+
+async def test_an_mcp_stdio_server_without_network_cannot_reach_a_unix_socket(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    """The MCP SDK spawns a server from its argv alone: the filter reaches it too."""
+    async with UnixListener(str(workdir / "app.sock")) as server:
+        for network in (False, True):  # with the network too, unless the admin allows them
+            config = StdioServer(command=["sh", "-c", server.client()], network=network)
+            said = await _start(stdio_parameters(config, sandbox, workdir))
+            assert server.connections == 0, said
+            assert "Address family not supported" in said
+        allowed = working_sandbox(unix_sockets=UnixSockets.APPROVED)
+        config = StdioServer(command=["sh", "-c", server.client()], network=True)
+        said = await _start(stdio_parameters(config, allowed, workdir))
+        assert server.connections == 1, said
+
+
+async def _start(params: StdioServerParameters) -> str:
+    """Run a stdio server's argv as the SDK would, to its end; what it printed."""
+    proc = await asyncio.create_subprocess_exec(
+        params.command,
+        *params.args,
+        env=params.env,
+        cwd=params.cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    said, _ = await asyncio.wait_for(proc.communicate(), 30)
+    await asyncio.sleep(0.1)  # a connection in flight lands
+    return said.decode(errors="replace")
