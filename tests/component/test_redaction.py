@@ -1,0 +1,63 @@
+"""What an operator and a chat see of a call that waits for approval, through the real runtime
+and Redis: a secret in the command masked and a bidi character escaped in the notice, in the
+edit form (none offered with a secret), `/pending`, and `clawgate approvals list|show`."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from adapters.console.channel import render_pending, render_request
+from bot.cli_approvals import run_approvals_command
+from runtime.agent import Runtime
+from runtime.channel import ApprovalRequested
+from runtime.models import StopReason
+from runtime.providers.demo import DemoProvider
+from tests.support import ALICE, HERE, RecordingChannel, make_runtime
+
+COMMAND = "rm -f build.log; sshpass -p hunter2 ssh deploy@host 'rm -rf ./\u202egol.txt'"
+
+
+async def asked(redis: aioredis.Redis, workdir: Path) -> tuple[Runtime, RecordingChannel, str]:
+    runtime, channel = make_runtime(redis, workdir, DemoProvider())
+    result = await runtime.run("s1", f"run: {COMMAND}", ALICE, HERE)
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
+    return runtime, channel, result.approval_id
+
+
+async def cli(runtime: Runtime, **args: object) -> str:
+    out = io.StringIO()
+    namespace = argparse.Namespace(**({"status": None, "conversation": None, "json": False} | args))
+    assert await run_approvals_command(runtime, namespace, out) == 0
+    return out.getvalue()
+
+
+def assert_shown(text: str) -> None:
+    assert "hunter2" not in text and "[redacted]" in text, text
+    assert "\u202e" not in text and "\\u202e" in text, text
+
+
+async def test_an_asked_call_shows_masked_and_escaped_to_the_chat_and_the_operator(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel, approval_id = await asked(redis, workdir)
+    (requested,) = channel.of(ApprovalRequested)
+    assert requested.notice.editable == ""  # no edit form carries the secret
+    assert_shown(render_request(requested.notice))
+    (pending,) = await runtime.pending(HERE)
+    assert_shown(render_pending(pending))  # `/pending`
+    assert_shown(await cli(runtime, verb="list"))
+    shown = await cli(runtime, verb="show", id=approval_id)
+    assert_shown(shown)
+    assert "sshpass -p [redacted] ssh" in shown
+    dumped = json.loads(await cli(runtime, verb="show", id=approval_id, json=True))
+    assert "hunter2" not in json.dumps(dumped) and "[redacted]" in dumped["arguments"]
+    listed = json.loads(await cli(runtime, verb="list", json=True))
+    assert "hunter2" not in json.dumps(listed)
+    # The call itself is kept whole: it runs as asked once approved.
+    record, _ = await runtime.approvals.load(approval_id) or (None, None)
+    assert record is not None and json.loads(record.arguments)["command"] == COMMAND
