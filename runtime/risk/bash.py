@@ -75,6 +75,7 @@ from runtime.risk.words import (
     long_option_is,
     normalize,
     path_candidates,
+    pattern_word,
     risky_read,
     short_option_has,
     shown_place,
@@ -228,9 +229,10 @@ class _BashJudge(WrapperRules, GitRules):
             if segment.argv[:1] == ("cd",):
                 self.change_directory(segment)
                 continue
-            reads = basename(segment.argv[0]) not in NO_FILE_ARGS if segment.argv else False
-            for path in segment.argv[1:]:
-                self.linked(path, reads)
+            name = basename(segment.argv[0]) if segment.argv else ""
+            pattern = pattern_word(name, segment.argv[1:])
+            for index, path in enumerate(segment.argv[1:]):
+                self.linked(path, reads=name not in NO_FILE_ARGS and index != pattern)
             for redirect in redirects:
                 self.linked(redirect.target, reads=True)
             self.segment(segment)
@@ -514,7 +516,12 @@ class _BashJudge(WrapperRules, GitRules):
         follows links) what no mask of the work dir hides: ask, even though it only reads."""
         if name not in RECURSIVE_READERS or not is_recursive(name, args):
             return
-        words = [a for a in args if not isinstance(a, Expanding) and not a.startswith("-")]
+        pattern = pattern_word(name, args)  # `grep -r /tmp src`: /tmp is what it looks for
+        words = [
+            arg
+            for index, arg in enumerate(args)
+            if not isinstance(arg, Expanding) and not arg.startswith("-") and index != pattern
+        ]
         places: dict[str, str | None] = {}
         for arg in words:
             if self.cwd is not None and self.workdir is not None:

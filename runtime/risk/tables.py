@@ -115,6 +115,12 @@ NAMES_FROM_DATA = {
     "sha256sum": ("--check", "c", ""),
     "sha512sum": ("--check", "c", ""),
 }
+# Searchers whose first operand is a pattern (unless -e or -f gives it), and their short
+# options that take a value: the pattern (`grep -rn /tmp src`) names no file to read.
+PATTERN_FIRST = {
+    "grep": "efmABCdD", "egrep": "efmABCdD", "fgrep": "efmABCdD", "rg": "efgtTmABCjMrE",
+}  # fmt: skip
+PATTERN_LONG = frozenset({"--regexp", "--file"})
 # Programs that open none of their words (the judge does not ask where those lead).
 NO_FILE_ARGS = frozenset(
     {"echo", "printf", "true", "false", "basename", "dirname", "seq", "expr", "sleep", "which",

@@ -12,6 +12,8 @@ from runtime.risk.tables import (
     FOLLOWING_LINKS,
     HOME_WORDS,
     NOT_LITERAL,
+    PATTERN_FIRST,
+    PATTERN_LONG,
     RECURSIVE_LONG,
     RECURSIVE_READERS,
     SYSTEM_BIN_DIRS,
@@ -103,6 +105,33 @@ def is_recursive(name: str, args: Sequence[str]) -> bool:
         if arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) & set(letters):
             return True
     return False
+
+
+def pattern_word(name: str, args: Sequence[str]) -> int | None:
+    """The index in `args` of a searcher's pattern operand (`grep -rn PATTERN dir`), or None
+    (not a searcher, or -e / -f give the patterns). Only options known to take a value skip
+    a word, so a mistake here judges one word more, never one fewer."""
+    valued = PATTERN_FIRST.get(name)
+    if valued is None:
+        return None
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            return index + 1 if index + 1 < len(args) else None
+        if not arg.startswith("-") or arg == "-":
+            return index
+        if arg.partition("=")[0] in PATTERN_LONG:
+            return None
+        if not arg.startswith("--"):
+            letters = arg[1:]
+            first = next((i for i, ch in enumerate(letters) if ch in valued), None)
+            if first is not None and letters[first] in "ef":
+                return None  # -e PATTERN, -nfpatterns: every operand is a file
+            if first is not None and first == len(letters) - 1:
+                index += 1  # `-A 3`, `-nA 3`: the next word is the value
+        index += 1
+    return None
 
 
 def follows_links(name: str, args: Sequence[str]) -> bool:

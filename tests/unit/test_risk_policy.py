@@ -632,6 +632,11 @@ def outside(tmp_path: Path) -> Path:
         ("grep --file={srv}/settings.py notes.txt", "reads {srv}/settings.py, outside"),
         ("grep -f{srv}/settings.py notes.txt", "reads {srv}/settings.py, outside"),
         ("head /var/log/dpkg.log", "reads /var/log/dpkg.log, outside the work directory"),
+        ("grep -ne x {srv}/settings.py", "reads {srv}/settings.py, outside"),  # -e: all files
+        ("grep -A 2 x {srv}/settings.py", "reads {srv}/settings.py, outside"),
+        ("grep --regexp=x {srv}/settings.py", "reads {srv}/settings.py, outside"),
+        ("grep -- {srv} {srv}/settings.py", "reads {srv}/settings.py, outside"),
+        ("rg -tpy x {srv}/settings.py", "reads {srv}/settings.py, outside"),
     ],
 )
 def test_reads_outside_the_work_directory_ask(outside: Path, command: str, mention: str) -> None:
@@ -660,6 +665,9 @@ def test_reads_outside_the_work_directory_ask(outside: Path, command: str, menti
         "echo {srv}",  # echo opens nothing
         "test -d {srv} && echo yes",
         "grep -n /api/v1 notes.txt",  # a pattern, not a place that exists
+        "grep -rn /tmp src",  # the pattern names no file to read
+        "grep -rnA 2 /tmp src",
+        "rg -g '*.py' /var src",
     ],
 )
 def test_reads_inside_the_work_directory_or_of_system_files_run(
