@@ -182,9 +182,10 @@ class ApprovalStore:
         record's status is read) once the hint reaches `max_pending`: the settled ones
         leave the hint then, so no path that settles an approval has to remember it."""
         key = self._by_user(user)
-        now = time.time() * 1000
-        await self.redis.zremrangebyscore(key, "-inf", now)
-        ids = [str(i) for i in await self.redis.zrange(key, 0, -1)]
+        pipe = self._pipeline()
+        pipe.zremrangebyscore(key, "-inf", time.time() * 1000)  # expired by now
+        pipe.zrange(key, 0, -1)
+        ids = [str(i) for i in (await pipe.execute())[-1]]
         if len(ids) < self.max_pending:
             return len(ids)
         settled = []
