@@ -29,6 +29,7 @@ MAX_ENTRIES = 200_000  # entries of a work directory scanned for one call, at mo
 MAX_MASKS = 4_000  # binds over secrets (each a mount in bwrap)
 SETTLED_NS = 2_000_000_000  # a directory changed this recently is read again
 MAX_LISTINGS = 100_000  # directories remembered, at most
+EMPTY, FILTER = "empty", "no-unix-sockets.bpf"  # in clawgate's private directory
 GIT_CONFIG_NAMES = frozenset({"config", "config.worktree"})
 # In /etc besides what is not world-readable and what secret_location names: where
 # services keep passwords and keys in world-readable files.
@@ -244,21 +245,23 @@ class MaskSources:
 
     @property
     def root(self) -> Path:
-        if self._root is None or not (self._root / "empty").is_file():
-            self._root = Path(tempfile.mkdtemp(prefix="clawgate-sandbox-"))
+        root = self._root
+        if root is None or not all((root / name).is_file() for name in (EMPTY, FILTER)):
+            root = Path(tempfile.mkdtemp(prefix="clawgate-sandbox-"))
+            atexit.register(shutil.rmtree, root, True)
+            _write(root / EMPTY, b"")
+            _write(root / FILTER, no_unix_sockets())
+            self._root = root
             self._sanitized.clear()
-            atexit.register(shutil.rmtree, self._root, True)
-            self._write("empty", b"")
-            self._write("no-unix-sockets.bpf", no_unix_sockets())
-        return self._root
+        return root
 
     @property
     def empty(self) -> Path:
-        return self.root / "empty"
+        return self.root / EMPTY
 
     @property
     def seccomp(self) -> Path:
-        return self.root / "no-unix-sockets.bpf"
+        return self.root / FILTER
 
     def sanitized(self, config: Path) -> Path:
         """A sanitized copy of the git config file `config` (empty if it vanished)."""
@@ -274,18 +277,19 @@ class MaskSources:
         content = git_view.sanitized(config)
         name = "git-" + hashlib.sha256(content).hexdigest()[:32]
         if not (root / name).is_file():
-            self._write(name, content)
+            _write(root / name, content)
         if info.st_ctime_ns < time.time_ns() - SETTLED_NS:
             self._sanitized[version] = root / name
         return root / name
 
-    def _write(self, name: str, content: bytes) -> None:
-        assert self._root is not None
-        fd, temporary = tempfile.mkstemp(dir=self._root)
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-        os.chmod(temporary, 0o444)
-        os.replace(temporary, self._root / name)
+
+def _write(path: Path, content: bytes) -> None:
+    """Atomically, read-only: a concurrent call sees the whole file or none."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent)
+    with os.fdopen(fd, "wb") as out:
+        out.write(content)
+    os.chmod(temporary, 0o444)
+    os.replace(temporary, path)
 
 
 sources = MaskSources()

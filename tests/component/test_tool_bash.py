@@ -16,7 +16,7 @@ import pytest
 
 from runtime.tools.base import ToolContext, ToolOutput
 from runtime.tools.bash import BashArgs, BashTool
-from runtime.tools.sandbox import Sandbox, SandboxMode
+from runtime.tools.sandbox import Access, Sandbox, SandboxMode
 
 GUARD = 15.0  # seconds: a broken kill makes the test fail instead of hanging
 UNCONTAINED = Sandbox(SandboxMode.OFF)
@@ -235,3 +235,28 @@ def test_summarize_is_one_short_line() -> None:
     summary = tool.summarize(BashArgs(command="x" * 200))
     assert len(summary) <= 2 + 80
     assert summary.endswith("…")
+
+
+async def test_unapproved_git_runs_no_program_its_config_names(workdir: Path) -> None:
+    """Defense in depth behind the sandbox's sanitized git config (test_sandbox.py): the
+    environment of an unapproved command overrides git's program settings, whichever config
+    file sets them. Uncontained here, so that a program that runs leaves its marker."""
+    marks = workdir.parent / "marks"
+    marks.mkdir()
+    hooks = workdir.parent / "hooks"
+    hooks.mkdir()
+    (hooks / "post-index-change").write_text(f"#!/bin/sh\ntouch {marks}/hook\n")
+    (hooks / "post-index-change").chmod(0o755)
+    setup = (
+        "git init -q && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x && "
+        f"git config core.fsmonitor 'touch {marks}/fsmonitor; false' && "
+        f"git config core.hooksPath {hooks} && touch new"
+    )
+    approved = ToolContext(session="t", workdir=workdir, access=Access.APPROVED)
+    assert "[exit code 0]" in (await bash(approved, setup)).text
+    unapproved = ToolContext(session="t", workdir=workdir, access=Access.READ_ONLY)
+    out = await bash(unapproved, "git status --short; git add new")
+    assert "?? new" in out.text
+    assert sorted(os.listdir(marks)) == []
+    await bash(approved, "git rm -q --cached new; git status; git add new")
+    assert sorted(os.listdir(marks)) == ["fsmonitor", "hook"]  # they are real
