@@ -22,7 +22,7 @@ from runtime.json_bounded import TooDeep, loads_bounded
 from runtime.models import Actor, ToolCall
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
-from runtime.redact import one_line, redact_text
+from runtime.redact import MASK, one_line, redact_text
 from runtime.risk.policy import Verdict
 from runtime.tools.registry import ToolRegistry
 
@@ -87,6 +87,9 @@ class CallEditor:
             return f"the edited arguments are not valid JSON: {exc.msg}"
         if not isinstance(raw, dict):
             return "the edited arguments must be a JSON object"
+        if json.dumps(raw).count(MASK) > record.arguments.count(MASK):
+            # Copied from a notice, where secrets are masked: it would run with the mask.
+            return f"the edited arguments hold {MASK} where the call had a secret: type it whole"
         try:
             args = tool.args_model.model_validate(strip_markers(raw))
         except ValidationError as exc:

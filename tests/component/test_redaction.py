@@ -17,7 +17,7 @@ from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested
 from runtime.models import StopReason
 from runtime.providers.demo import DemoProvider
-from tests.support import ALICE, HERE, RecordingChannel, make_runtime
+from tests.support import ADMIN, ALICE, HERE, RecordingChannel, make_runtime
 
 COMMAND = "rm -f build.log; sshpass -p hunter2 ssh deploy@host 'rm -rf ./\u202egol.txt'"
 
@@ -59,5 +59,18 @@ async def test_an_asked_call_shows_masked_and_escaped_to_the_chat_and_the_operat
     listed = json.loads(await cli(runtime, verb="list", json=True))
     assert "hunter2" not in json.dumps(listed)
     # The call itself is kept whole: it runs as asked once approved.
+    record, _ = await runtime.approvals.load(approval_id) or (None, None)
+    assert record is not None and json.loads(record.arguments)["command"] == COMMAND
+
+
+async def test_an_edit_copied_from_the_notice_with_a_mask_in_it_is_refused(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, channel, approval_id = await asked(redis, workdir)
+    (requested,) = channel.of(ApprovalRequested)
+    copied = json.dumps({"command": requested.notice.arguments.replace("gol", "log")})
+    decision = await runtime.decide(approval_id, True, ADMIN, HERE, edit=copied)
+    assert not decision.accepted
+    assert "hold [redacted] where the call had a secret" in decision.message
     record, _ = await runtime.approvals.load(approval_id) or (None, None)
     assert record is not None and json.loads(record.arguments)["command"] == COMMAND
