@@ -114,7 +114,10 @@ class GitRules:
         if subcommand == "cat-file" and {"-t", "-s", "-e"} & set(rest) and not batch:
             return  # an object's type or size
         secret = tracked_secrets(self.workdir)[0]
-        self.ask(f"git {subcommand} may print {secret}, a secret the repository tracks")
+        if secret.startswith("("):  # the index could not be read: fail closed
+            self.ask(f"git {subcommand} may print a secret the repository tracks {secret}")
+        else:
+            self.ask(f"git {subcommand} may print {secret}, a secret the repository tracks")
 
     def _git_listing(self, subcommand: str, rest: Sequence[str]) -> None:
         if not all(arg in GIT_LISTINGS[subcommand] for arg in rest):

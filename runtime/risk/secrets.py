@@ -159,32 +159,32 @@ def tracked_secrets(workdir: Path) -> tuple[str, ...]:
     """Secret-looking files that the work directory's git repository tracks (its index):
     their committed contents can be printed by git commands that only read (`git log -p`),
     which no sandbox mask hides. Cached while the index is unchanged. An index that cannot be
-    read safely counts as tracking a secret (fail closed): one that is not a regular file (a
-    fifo planted as `.git/index` would block the judge; a link leads elsewhere), or one kept
-    outside `.git` (a `.git` file pointing to another directory)."""
+    read safely counts as tracking a secret (fail closed), named by one "(why)" text: one
+    that is not a regular file (a fifo planted as `.git/index` would block the judge; a link
+    leads elsewhere), or one kept outside `.git` (a `.git` file pointing elsewhere)."""
     dot_git = workdir / ".git"
     index = dot_git / "index"
     try:
         if not dot_git.is_symlink() and dot_git.is_file():
-            return ("(a repository whose index is kept elsewhere)",)
+            return ("(its index is kept elsewhere, where the judge does not read it)",)
         status = index.lstat()
     except OSError:
         return ()
     if not stat.S_ISREG(status.st_mode):
-        return ("(an index that is not a regular file)",)
+        return ("(its index is not a regular file, which the judge does not read)",)
     return _tracked_secrets(str(index), status.st_mtime_ns, status.st_size, status.st_ino)
 
 
 @functools.lru_cache(maxsize=64)
 def _tracked_secrets(index: str, _mtime: int, size: int, _inode: int) -> tuple[str, ...]:
     if size > MAX_INDEX_BYTES:
-        return ("(an index too large to read)",)
+        return ("(its index is too large to read)",)
     try:
         data = _read_regular(index)
     except OSError:
-        return ("(an index that could not be read)",)
+        return ("(its index could not be read)",)
     if len(data) > MAX_INDEX_BYTES:
-        return ("(an index too large to read)",)
+        return ("(its index is too large to read)",)
     return tuple(path for path in _index_paths(data) if secret_location(path))
 
 

@@ -1146,10 +1146,10 @@ def test_a_git_index_that_is_not_a_regular_file_never_blocks_and_asks(tmp_path: 
     if thread.is_alive():
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # let the stuck reader go
         pytest.fail("judging git log -p blocked on a fifo .git/index")
-    expect(judged[0], ASK, "an index that is not a regular file")
+    expect(judged[0], ASK, "tracks (its index is not a regular file")
     fifo.unlink()
     fifo.symlink_to(tmp_path / "elsewhere")
-    expect(bash_in("git show HEAD", tmp_path), ASK, "an index that is not a regular file")
+    expect(bash_in("git show HEAD", tmp_path), ASK, "its index is not a regular file")
     assert bash_in("git log --oneline", tmp_path).verdict is ALLOW  # metadata only
 
 
@@ -1157,7 +1157,8 @@ def test_a_repository_whose_index_is_elsewhere_counts_as_tracking_a_secret(
     tmp_path: Path,
 ) -> None:
     (tmp_path / ".git").write_text("gitdir: /elsewhere/.git/worktrees/x\n")
-    expect(bash_in("git log -p", tmp_path), ASK, "a repository whose index is kept elsewhere")
+    decision = bash_in("git log -p", tmp_path)
+    expect(decision, ASK, "may print a secret the repository tracks (its index is kept elsewhere")
 
 
 def bash_in(command: str, workdir: Path) -> RiskDecision:
