@@ -71,6 +71,7 @@ NETWORK_SIGNS = (
     "Name or service not known",
     "Connection refused",
 )
+UNIX_SOCKET_SIGNS = ("Address family not supported",)  # socket(AF_UNIX) under the filter
 
 
 def sandbox_note(text: str, access: Access, sandbox: Sandbox) -> str | None:
@@ -81,6 +82,8 @@ def sandbox_note(text: str, access: Access, sandbox: Sandbox) -> str | None:
         return "blocked by the sandbox: read-only"
     if not sandbox.allows_network(access) and any(sign in text for sign in NETWORK_SIGNS):
         return "blocked by the sandbox: no network"
+    if not sandbox.allows_unix_sockets(access) and any(s in text for s in UNIX_SOCKET_SIGNS):
+        return "blocked by the sandbox: no unix sockets"
     return None
 
 
@@ -218,8 +221,18 @@ class BashTool(Tool[BashArgs]):
             return "timed out", [f"[timed out after {timeout:g}s; the process group was killed]"]
         status, notes = f"exit {returncode}", [f"[exit code {returncode}]"]
         blocked = None if returncode == 0 else sandbox_note(text, ctx.access, self.sandbox)
-        if blocked is not None:
-            status += f"; {blocked}"
+        if blocked is None:
+            return status, notes
+        status += f"; {blocked}"
+        if blocked.endswith("unix sockets") and not self.sandbox.allows_unix_sockets(
+            Access.APPROVED
+        ):
+            notes.append(
+                f"[{blocked}: sandboxed commands cannot connect to unix sockets here (docker, "
+                "a local database), approved or not; the admin's CLAWGATE_SANDBOX_UNIX_SOCKETS "
+                "setting decides]"
+            )
+        else:
             notes.append(
                 f"[{blocked}: commands that run without approval cannot change files or reach "
                 "the network; call bash again with request_approval=true to ask a human]"

@@ -134,12 +134,15 @@ class Sandbox:
             return True
         return self.network is NetworkAccess.APPROVED and access is Access.APPROVED
 
+    def allows_unix_sockets(self, access: Access) -> bool:
+        return self._unix_sockets(access, self.allows_network(access))
+
     def view(self, access: Access) -> str:
         """What a command with `access` runs with, in a line for the approval notice."""
         if self.bwrap is None:
             return "runs uncontained, with clawgate's own rights"
         network = "network on" if self.allows_network(access) else "no network"
-        if self.allows_network(access) and self._unix_sockets(access, True):
+        if self.allows_unix_sockets(access):
             network += ", unix sockets on"
         if access is Access.APPROVED:
             host = "the host read-only (credential stores hidden)"

@@ -483,10 +483,12 @@ async def test_unapproved_commands_cannot_connect_to_a_unix_socket(
 ) -> None:
     """`redis-cli -s` wrote to a host Redis through a socket file (issue 27)."""
     async with UnixListener(str(workdir / "redis.sock")) as server:
-        text, _ = await bash(sandbox, workdir, server.client())
+        text, display = await bash(sandbox, workdir, server.client())
         await asyncio.sleep(0.1)
         assert server.connections == 0
         assert "Address family not supported" in text
+        assert "blocked by the sandbox: no unix sockets" in display
+        assert "approved or not" in text  # asking would not help: the admin's setting
         approved, _ = await bash(sandbox, workdir, server.client(), Access.APPROVED)
         await asyncio.sleep(0.1)
         assert server.connections == 0  # CLAWGATE_SANDBOX_UNIX_SOCKETS=never (the default)
