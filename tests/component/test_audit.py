@@ -300,7 +300,7 @@ async def test_risk_reasons_and_standing_rules_are_stored_with_secrets_masked(
 
     entries = await trail(redis)
     (rule,) = of(entries, "grant_added")
-    assert rule.fields["rule"] == "bash mysql --password=[redacted] -e"
+    assert rule.fields["rule"] == "bash mysql --password=[redacted] -e 'select 1'"  # a client
     first, second = of(entries, "approval_requested")
     assert "mysql" in first.fields["reasons"]
     # The reason quotes the command, the secret masked.
