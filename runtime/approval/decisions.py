@@ -196,13 +196,14 @@ class Decisions:
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason}
         )
+        granting = always is not None and record.always is not AlwaysCover.NEVER
         await self.audit.record(
             "approval_decided",
             actor.key,
             approval=record.id,
             decision=status.value,
-            scope=("always" if always else "once") if approve else None,
-            grant=always.scope if approve and always else None,
+            scope=("always" if granting else "once") if approve else None,
+            grant=always.scope if approve and granting and always else None,
             reason=reason,
             tool=record.tool,
             session=record.session,

@@ -199,6 +199,14 @@ async def test_an_mcp_always_covers_the_exact_arguments_unless_generalized_and_n
         )
         assert await call(tool, "a") is not None  # the same call asks again
         await runtime.cancel("s1", ALICE, HERE)
+    decided = [e for e in await runtime.audit.newest(100) if e.event == "approval_decided"]
+    scopes = {e.fields["tool"]: e.fields["scope"] for e in decided}
+    assert scopes == {
+        "gh.create": "always",
+        "gh.search": "always",
+        "gh.delete": "once",
+        "gh.plain": "once",
+    }
     ran_calls = [(name, args["title"]) for name, args in server.calls]
     assert ran_calls == [
         ("gh.create", "a"),
