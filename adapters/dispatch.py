@@ -16,6 +16,7 @@ from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
 from runtime.queue.inbound import Inbound
+from runtime.redact import shown
 
 Say = Callable[[str], Awaitable[None]]
 ASK_AN_ADMIN = "An admin can change who may (the policy file's [access] table)."
@@ -37,6 +38,16 @@ HELP = """Commands:
 Anything else is a message to the assistant."""
 
 
+def shown_say(say: Say) -> Say:
+    """`say` with its text as people may see it: a grant's rule or an edit's diff may quote a
+    call (the runtime's events are redacted on their way, these answers go to the sender)."""
+
+    async def told(text: str) -> None:
+        await say(shown(text))
+
+    return told
+
+
 async def dispatch(
     runtime: Runtime,
     session: str,
@@ -49,6 +60,7 @@ async def dispatch(
 ) -> RunResult | None:
     """Handle one input; returns the run's result when the agent ran (or resumed). `job`: the
     inbox entry it came in (delivered again, its run continues where it stopped)."""
+    say = shown_say(say)
     try:
         command = parse_command(text)
     except CommandError as exc:

@@ -150,7 +150,7 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
         always=GrantTerms() if approve and args.always else None,
     )
     if not decision.accepted:
-        print(f"clawgate: {decision.message}", file=sys.stderr)
+        print(f"clawgate: {shown(decision.message)}", file=sys.stderr)
         return 1
-    say(decision.message)
+    say(shown(decision.message))  # a grant's rule may quote the call
     return 0

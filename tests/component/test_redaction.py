@@ -1,6 +1,7 @@
 """What an operator and a chat see of a call that waits for approval, through the real runtime
 and Redis: a secret in the command masked and a bidi character escaped in the notice, in the
-edit form (none offered with a secret), `/pending`, and `clawgate approvals list|show`."""
+edit form (none offered with a secret), `/pending`, `clawgate approvals list|show`, and the
+answers to commands (a grant's rule)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from adapters.console.channel import render_pending, render_request
+from adapters.dispatch import dispatch
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested
@@ -74,3 +76,21 @@ async def test_an_edit_copied_from_the_notice_with_a_mask_in_it_is_refused(
     assert "hold [redacted] where the call had a secret" in decision.message
     record, _ = await runtime.approvals.load(approval_id) or (None, None)
     assert record is not None and json.loads(record.arguments)["command"] == COMMAND
+
+
+async def test_a_grant_for_a_call_with_a_token_is_told_and_listed_masked(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    push = "git push https://hunter2TOKEN@github.com/org/repo HEAD:main"
+    result = await runtime.run("s1", f"run: {push}", ALICE, HERE)
+    assert result.approval_id is not None
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    await dispatch(runtime, "s1", f"/approve {result.approval_id} always", ADMIN, HERE, say)
+    await dispatch(runtime, "s1", "/policy grants", ADMIN, HERE, say)
+    assert len(said) == 2 and all("https://[redacted]@github.com/org/repo" in t for t in said)
+    assert not any("hunter2" in text for text in said), said
