@@ -75,6 +75,7 @@ READ_ONLY_CONFIG = (
     ("gpg.program", "false"),
     ("gpg.ssh.program", "false"),
     ("gpg.x509.program", "false"),
+    ("protocol.ext.allow", "never"),  # ext:: URLs run a command, no network needed
 )
 READ_ONLY_ENV = {
     "GIT_PAGER": "cat",
@@ -122,14 +123,16 @@ def sanitized(path: Path) -> bytes:
         return b""
     sections: dict[tuple[str, str | None], list[str]] = {}
     for entry in done.stdout.decode("utf-8", errors="replace").split("\0"):
-        key, _, value = entry.partition("\n")
+        key, valued, value = entry.partition("\n")
         section, _, rest = key.partition(".")
         subsection, _, name = rest.rpartition(".")
         if not name or not {(section, name), (section, "*")} & SAFE_KEYS:
             continue
         if name in URL_KEYS:
             value = without_credentials(value)
-        sections.setdefault((section, subsection or None), []).append(f"\t{name} = {_quote(value)}")
+        # A key without a value (`[core] bare`) is a true boolean; "" would be false.
+        line = f"\t{name} = {_quote(value)}" if valued else f"\t{name}"
+        sections.setdefault((section, subsection or None), []).append(line)
     lines: list[str] = []
     for (section, sub), entries in sections.items():
         header = section if sub is None else f"{section} {_quote(sub)}"

@@ -57,7 +57,8 @@ class Access(StrEnum):
 
 
 SANDBOX_HOME = "/tmp/home"  # noqa: S108 - on the sandbox's own private /tmp
-# Hidden whatever the call: where hosts and containers keep credentials.
+# Hidden from the host view of an approved command: where hosts and containers keep
+# credentials (a command without approval sees none of these directories at all).
 HIDDEN_DIRS = (
     "/root",
     "/home",
