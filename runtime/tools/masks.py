@@ -102,7 +102,9 @@ class _Scanner:
         pending = [str(root)]
         while pending:
             directory = pending.pop()
-            listing = self._listing(directory, started)
+            # The work directory itself may be a symlink (bwrap binds what it leads to);
+            # below it, a symlink is never followed.
+            listing = self._listing(directory, started, follow=directory == str(root))
             if listing is None:
                 continue  # gone, or not a directory any more: nothing to mask
             entries += listing.entries
@@ -125,9 +127,9 @@ class _Scanner:
             raise ScanTooLarge(f"the work directory holds more than {MAX_MASKS} secret files")
         return masks
 
-    def _listing(self, directory: str, started: int) -> _Listing | None:
+    def _listing(self, directory: str, started: int, follow: bool) -> _Listing | None:
         try:
-            info = os.stat(directory, follow_symlinks=False)
+            info = os.stat(directory, follow_symlinks=follow)
         except OSError:
             return None
         if not stat.S_ISDIR(info.st_mode):

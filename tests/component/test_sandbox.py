@@ -632,3 +632,13 @@ async def _start(params: StdioServerParameters) -> str:
     said, _ = await asyncio.wait_for(proc.communicate(), 30)
     await asyncio.sleep(0.1)  # a connection in flight lands
     return said.decode(errors="replace")
+
+
+async def test_a_work_dir_reached_through_a_symlink_is_masked_too(
+    sandbox: Sandbox, workdir: Path
+) -> None:
+    (workdir / ".env").write_text(f"{CANARY}\n")
+    link = workdir.parent / "link"
+    link.symlink_to(workdir)
+    text, _ = await bash(sandbox, link, "cat .env; pwd")
+    assert CANARY not in text and str(link) in text
