@@ -1,4 +1,5 @@
-"""Operator tables: plain columns for pipes, fitted to the terminal's width in one."""
+"""Operator tables: plain columns for pipes, fitted to the terminal's width in one; every
+cell as text, hidden characters escaped."""
 
 from __future__ import annotations
 
@@ -40,3 +41,12 @@ def test_audit_details_wrap_under_their_column() -> None:
     assert all(line.startswith(" " * (len(head) + 2)) for line in lines[1:])
     narrow = hanging(head, rest, 50).splitlines()  # too little room beside: below, indented
     assert narrow[0] == head and all(line.startswith("    ") for line in narrow[1:])
+
+
+def test_cells_are_text_with_hidden_characters_escaped() -> None:
+    row = ["mysql -p[redacted] [bold]x[/bold] \u202eevil\u200b"]
+    for width in (None, 80):  # piped, and rich in a terminal (no markup read from cells)
+        out = io.StringIO()
+        print_table(["ARGUMENTS"], [row], out, width)
+        assert "mysql -p[redacted] [bold]x[/bold] \\u202eevil\\u200b" in out.getvalue()
+    assert hanging("at", "x\u2066y", None) == "at  x\\u2066y"
