@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -147,10 +148,17 @@ def shown_notice(notice: ApprovalNotice) -> ApprovalNotice:
     )
 
 
+# The word being written: the run of printable ASCII at the end (a token's characters; it
+# starts where no such character precedes it, so the search is linear).
+_LAST_WORD = re.compile(r"(?<![!-~])[!-~]*\Z")
+
+
 def settled(text: str) -> str:
-    """An answer still being written up to its last whitespace: the word being written may
-    be the first part of a secret that only a later piece makes recognizable."""
-    return text[: max(map(text.rfind, " \t\n\r")) + 1]
+    """An answer still being written without its last word (a space, a newline or a CJK
+    character ends a word): that may be the first part of a secret which only a later piece
+    makes recognizable."""
+    match = _LAST_WORD.search(text)
+    return text[: match.start()] if match else text
 
 
 def redacted(event: Event) -> Event:

@@ -283,6 +283,8 @@ def test_events_go_out_redacted_and_previews_hold_back_the_word_being_written() 
     )
     # The preview shows the text up to its last space: never the first part of a token.
     assert redacted(Writing("origin https://github_pat_11AB")) == Writing("origin ")
+    assert redacted(Writing("远程是https://github_pat_11AB")) == Writing("远程是")
+    assert redacted(Writing("你好世界。然后")) == Writing("你好世界。然后")  # no spaces in CJK
     assert redacted(Writing(f"origin https://{PAT}@github.com ")) == Writing(
         "origin https://[redacted]@github.com "
     )
