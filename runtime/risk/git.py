@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 
+from runtime.risk.git_contents import prints_no_secret
 from runtime.risk.secrets import tracked_secrets
 from runtime.risk.tables import (
     GIT_BRANCH_LISTING,
@@ -50,7 +51,7 @@ class GitRules:
                 "which the judge cannot see"
             )
         if subcommand in GIT_CONTENT:
-            self._git_tracked_secrets(subcommand, rest)
+            self._git_tracked_secrets(subcommand, rest, moved="-C" in args[:index])
         if subcommand in GIT_READ_ONLY:
             return
         if subcommand in GIT_LISTINGS:
@@ -95,13 +96,19 @@ class GitRules:
             ):
                 self.ask(f"git grep {arg} opens the files in a program")
 
-    def _git_tracked_secrets(self, subcommand: str, rest: Sequence[str]) -> None:
+    def _git_tracked_secrets(self, subcommand: str, rest: Sequence[str], moved: bool) -> None:
         """git prints committed contents, which no sandbox mask hides: when the repository
         tracks a secret (a committed `.env`), every subcommand that may print file contents
-        asks; `git log` only with options known to print commit metadata alone. Pathspecs do
-        not help: `--full-diff`, `..` and git's own globs reach past them."""
+        asks, but for `git log` with options known to print commit metadata alone and the
+        shapes `runtime.risk.git_contents` knows cannot reach a secret (`--full-diff`, `..`
+        and git's own globs reach past a pathspec: those ask). `moved`: `git -C dir`."""
         if self.workdir is None or not tracked_secrets(self.workdir):
             return
+        secrets = tracked_secrets(self.workdir)
+        if not moved and self.cwd is not None:
+            prefix = posixpath.relpath(self.cwd, self.workdir)
+            if prints_no_secret(subcommand, rest, secrets, prefix):
+                return
         if subcommand in ("log", "whatchanged") and all(_log_metadata_only(a) for a in rest):
             return
         options = [arg for arg in rest if arg.startswith("-")]
@@ -113,7 +120,7 @@ class GitRules:
         batch = any(arg.startswith("--batch") for arg in rest)
         if subcommand == "cat-file" and {"-t", "-s", "-e"} & set(rest) and not batch:
             return  # an object's type or size
-        secret = tracked_secrets(self.workdir)[0]
+        secret = secrets[0]
         if secret.startswith("("):  # the index could not be read: fail closed
             self.ask(f"git {subcommand} may print a secret the repository tracks {secret}")
         else:

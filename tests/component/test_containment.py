@@ -207,11 +207,17 @@ def test_with_a_tracked_secret_git_prints_no_contents_unasked(tmp_path: Path) ->
         "git grep -h API HEAD -- src/..",
         "git cat-file --batch-all-objects --batch --",
         "git diff HEAD~0",
-        "git blame README.md",
+        "git blame .env",
     ):
         decision = policy.assess("bash", {"command": command}, tmp_path)
         assert decision.verdict is Verdict.ASK, command
-    for command in ("git log --oneline -5", "git status", "git log --stat", "git stash list"):
+    for command in (
+        "git log --oneline -5",
+        "git status",
+        "git log --stat",
+        "git stash list",
+        "git blame README.md",  # a file that is not a secret
+    ):
         assert policy.assess("bash", {"command": command}, tmp_path).verdict is Verdict.ALLOW
 
 

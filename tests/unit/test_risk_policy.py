@@ -1195,3 +1195,84 @@ def test_a_tree_too_large_to_check_for_links_asks(outside: Path) -> None:
     decision = RiskPolicy().assess("bash", {"command": "grep -R x src"}, outside)
     expect(decision, ASK, "follows links in a tree of more than 5000 entries")
     assert RiskPolicy().assess("bash", {"command": "grep -r x src"}, outside).verdict is ALLOW
+
+
+@pytest.fixture(scope="module")
+def tracking_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository that commits its `.env` (and one in a subdirectory) beside code."""
+    import subprocess  # noqa: PLC0415
+
+    root = tmp_path_factory.mktemp("tracking")
+    for path, text in (
+        (".env", "API_TOKEN=x\n"),
+        ("config/.env", "DB=x\n"),
+        ("config/app.toml", "x\n"),
+        ("src/app.py", "x\n"),
+        ("README.md", "x\n"),
+    ):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "i"], cwd=root, check=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("command", "verdict"),
+    [
+        # Cannot print a tracked secret: run unasked.
+        ("git show --stat", ALLOW),
+        ("git show --stat HEAD", ALLOW),
+        ("git show --name-only --format=%H HEAD~1", ALLOW),
+        ("git show HEAD:README.md", ALLOW),
+        ("git diff HEAD~1 -- src", ALLOW),
+        ("git diff HEAD -- src/app.py README.md", ALLOW),
+        ("git diff --cached -U3 -- config/app.toml", ALLOW),
+        ("git log -p -1 -- src/app.py", ALLOW),
+        ("git log -p --oneline -n5 HEAD~3..HEAD -- src", ALLOW),
+        ("git blame src/app.py", ALLOW),
+        ("git blame -L 1,5 HEAD -- README.md", ALLOW),
+        ("cd src && git diff HEAD -- app.py", ALLOW),
+        # May print one: ask.
+        ("git show", ASK),  # the patch
+        ("git show HEAD", ASK),
+        ("git show --stat -p HEAD", ASK),
+        ("git show HEAD:.env", ASK),
+        ("git show HEAD:config/.env", ASK),
+        ("git show HEAD:config", ASK),  # holds a secret (a listing, but kept simple)
+        ("cd config && git show HEAD:./.env", ASK),
+        ("git show --stat main", ASK),  # a ref may name any object
+        ("git show --stat 1a2b3c4", ASK),  # a hex id may be the secret's blob
+        ("git show --stat --all", ASK),
+        ("git diff HEAD", ASK),  # the whole tree
+        ("git diff HEAD -- .", ASK),
+        ("git diff HEAD -- config", ASK),  # config/.env is in it
+        ("git diff HEAD -- CONFIG", ASK),  # core.ignorecase, --icase-pathspecs
+        ("git diff HEAD -- src/..", ASK),
+        ("git diff HEAD -- '*.py'", ASK),  # pathspecs are globs
+        ("git diff HEAD -- ':(top)'", ASK),
+        ("git diff HEAD -- :/", ASK),
+        ("git diff main -- src", ASK),
+        ("git diff -C HEAD -- src", ASK),  # copy detection shows another file's lines
+        ("git diff --no-index -- .env src/app.py", ASK),
+        ("git log -p --follow -- src/app.py", ASK),  # follows a rename from anywhere
+        ("git log -p --full-diff -- src/app.py", ASK),
+        ("git log -p -L 1,2:.env", ASK),
+        ("git log -p -n 5 -- src", ASK),  # -n's value as a word: not parsed, asks
+        ("git -C . log -p -- src", ASK),
+        ("git blame .env", ASK),
+        ("git blame --contents .env README.md", ASK),
+        ("git blame -C README.md", ASK),
+        ("cd config && git blame .env", ASK),
+        ("git grep -n x -- src", ASK),  # git grep keeps asking
+    ],
+)
+def test_with_a_tracked_secret_git_runs_what_cannot_print_it(
+    tracking_repo: Path, command: str, verdict: Verdict
+) -> None:
+    decision = RiskPolicy().assess("bash", {"command": command}, tracking_repo)
+    assert decision.verdict is verdict, decision
+    if verdict is ASK and "main" not in command and "grep" not in command:
+        assert any("a secret the repository tracks" in r for r in decision.reasons), decision
