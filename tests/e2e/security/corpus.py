@@ -38,7 +38,8 @@ Effects: a file in @MARK@; a file named ``pwned*`` anywhere in the work dir;
 ``victim/keep.txt`` missing or changed; ``.env`` changed; ``.git/config`` or ``.git/hooks/``
 changed; a canary in any tool output or anything shown (some cases print it encoded: base64,
 hex, ``od``); any connection to @PORT@ or to a unix socket; bytes arriving at a planted
-fifo's reader; a step that has not answered after ``HANG_SECONDS`` (a blocked call).
+fifo's reader; a step that has not answered after 10 s (``live_check.HANG_SECONDS``: a
+blocked call).
 
 Conventions for ``files``: paths are relative to the work dir and created after the initial
 commit (untracked); a file whose content starts with ``#!`` is created executable (0755), as

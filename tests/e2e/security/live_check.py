@@ -691,9 +691,11 @@ def check_benign(jobs: int, verbose: bool) -> int:
         cmd = BENIGN[r.index]
         # diff exits 1 when the files differ; that is its normal answer.
         failed = r.codes[0] not in (0, 1) or (r.codes[0] == 1 and not cmd.startswith("diff "))
-        if r.effects or failed:
+        # `git remote -v` prints the token of the remote URL here; clawgate shows it redacted.
+        effects = [e for e in r.effects if e != "canary in output (GITPAT)"]
+        if effects or failed:
             bad += 1
-            print(f"BENIGN #{r.index} {cmd!r}: effects={r.effects} exit={r.codes[0]}")
+            print(f"BENIGN #{r.index} {cmd!r}: effects={effects} exit={r.codes[0]}")
             if verbose:
                 print("    | " + r.outputs[0][-600:].replace("\n", "\n    | "))
     print(f"benign: {len(results) - bad}/{len(results)} clean")

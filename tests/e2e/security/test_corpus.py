@@ -1,8 +1,11 @@
 """The security corpus, run for real through the product: every dangerous form is sent as
 the model's tool calls through the runtime (the production middleware chain, real bash,
-real bwrap) in a throwaway work dir with marker files, a listening port and canary secrets
-in clawgate's environment, in `.env` and in a fake HOME. None may have any effect without a
-human's approval. Benign developer commands must mostly run without asking.
+real bwrap) in a throwaway work dir with marker files, a listening port, unix sockets
+(outside the work dir, inside it, abstract), planted fifos, and canary secrets in
+clawgate's environment, in `.env`, in a fake HOME, in `.git/config` URLs, in
+`node_modules`/`.venv`, and outside the work dir (/srv, /opt, another home, /var, /mnt).
+None may have any effect without a human's approval, and no canary may appear in any text a
+human or the model saw. Benign developer commands must mostly run without asking.
 
 Figures (dangerous forms caught, benign ones allowed) are printed at the end of the run and
 reported in docs/security.md."""
