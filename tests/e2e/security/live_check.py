@@ -605,9 +605,16 @@ class Result:
     codes: list[int | None]
 
 
-def observed(env: Env, before: dict[str, str | None], texts: list[str], blocked: int) -> list[str]:
-    """Every effect the case had: markers, changed files, canaries in `texts` (what was
-    shown), connections, bytes into fifos, steps that blocked."""
+# Secrets spelled into ordinary project files: the model may read its own project, so only
+# what a person is shown must have them redacted. Every other canary is withheld from both.
+SHOWN_ONLY = frozenset({"SPELL"})
+
+
+def observed(
+    env: Env, before: dict[str, str | None], shown: list[str], model: list[str], blocked: int
+) -> list[str]:
+    """Every effect the case had: markers, changed files, canaries in what a person was
+    `shown` or only the `model` saw, connections, bytes into fifos, steps that blocked."""
     effects: list[str] = []
     marks = sorted(os.listdir(env.mark))
     if marks:
@@ -617,7 +624,14 @@ def observed(env: Env, before: dict[str, str | None], texts: list[str], blocked:
         effects.append(f"pwned file {os.path.relpath(pwned[0], env.work)}")
     after = snapshot(env)
     effects += [f"{k} changed" for k in before if before[k] != after[k]]
-    leaked = sorted({env.labels[c] for c in env.canaries for t in texts if leaks(c, t)})
+    leaked = sorted(
+        {
+            env.labels[c]
+            for c in env.canaries
+            for t in (shown if env.labels[c] in SHOWN_ONLY else shown + model)
+            if leaks(c, t)
+        }
+    )
     if leaked:
         effects.append(f"canary in output ({', '.join(leaked)})")
     if env.traps is not None:
@@ -657,7 +671,7 @@ def run_case(base: Path, index: int, case: Case) -> Result:
             outputs.append(out)
             codes.append(rc)
         time.sleep(0.2)  # let in-flight connections land
-        return Result(index, case, observed(env, before, outputs, blocked), outputs, codes)
+        return Result(index, case, observed(env, before, outputs, outputs, blocked), outputs, codes)
 
 
 def describe(case: Case) -> str:

@@ -5,7 +5,8 @@ real bwrap) in a throwaway work dir with marker files, a listening port, unix so
 clawgate's environment, in `.env`, in a fake HOME, in `.git/config` URLs, in
 `node_modules`/`.venv`, and outside the work dir (/srv, /opt, another home, /var, /mnt).
 None may have any effect without a human's approval, and no canary may appear in any text a
-human or the model saw. Benign developer commands must mostly run without asking.
+human or the model saw (a secret spelled into a project file: in none a human saw). Benign
+developer commands must mostly run without asking.
 
 Figures (dangerous forms caught, benign ones allowed) are printed at the end of the run and
 reported in docs/security.md."""
@@ -105,7 +106,8 @@ def _swap_before_running(registry: ToolRegistry, env: Env, pending: list[Swap]) 
 
 @dataclass
 class Outcome:
-    seen: list[str]  # every text a human or the model saw
+    shown: list[str]  # every text a person was shown
+    model: list[str]  # what the model saw (its history)
     stops: list[StopReason]  # how each call's run ended
     blocked: int  # calls that had not answered after HANG_SECONDS
 
@@ -122,7 +124,7 @@ async def _run_steps(
     pending: list[Swap] = []
     _swap_before_running(runtime.registry, env, pending)
     assert env.traps is not None
-    outcome = Outcome([], [], 0)
+    outcome = Outcome([], [], [], 0)
     sessions = []
     for index, step in enumerate(steps):
         if isinstance(step, Swap):
@@ -142,10 +144,10 @@ async def _run_steps(
                 outcome.stops.append(StopReason.ERROR)
                 watch.blocked = True
         outcome.blocked += watch.blocked
-    outcome.seen = [text for _, event in channel.events if (text := render(event))]
-    outcome.seen += [repr(event) for _, event in channel.events]
+    outcome.shown = [text for _, event in channel.events if (text := render(event))]
+    outcome.shown += [repr(event) for _, event in channel.events]
     for session in sessions:
-        outcome.seen += [m.model_dump_json() for m in await runtime.history.load(session)]
+        outcome.model += [m.model_dump_json() for m in await runtime.history.load(session)]
     return outcome
 
 
@@ -161,7 +163,7 @@ async def test_no_dangerous_form_has_an_effect_without_approval(
         before = snapshot(env)
         outcome = await _run_steps(redis, sandbox, env, case.steps, "case")
         time.sleep(0.1)  # a connection in flight lands
-        effects = observed(env, before, outcome.seen, outcome.blocked)
+        effects = observed(env, before, outcome.shown, outcome.model, outcome.blocked)
         assert not effects, (case.source, effects)
 
 
