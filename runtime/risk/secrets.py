@@ -20,6 +20,8 @@ CLOUD = "cloud credentials"
 STORED = "stored credentials"
 KEY = "key material"
 ENVIRONMENT = "an environment file that may hold secrets"
+GIT_CONFIG = "git configuration, whose remote URLs may hold credentials"
+GIT_CONFIG_NAMES = frozenset({"config", "config.worktree"})
 # Directories any of whose contents count as secret.
 SECRET_DIRS = {
     ".ssh": SSH,
@@ -110,7 +112,12 @@ def secret_location(path: str, home: str | None = None) -> str | None:
             return "clawgate's home directory"
     if any(f"{name}/" in lowered + "/" for name in SECRET_CONFIG_DIRS):
         return STORED
-    for part in lowered.split("/"):
+    parts = lowered.split("/")
+    for index, part in enumerate(parts):
+        if part in GIT_CONFIG_NAMES and any(
+            p == ".git" or p.endswith(".git") for p in parts[:index]
+        ):
+            return GIT_CONFIG  # .git/config, .git/modules/<sub>/config
         if part in SECRET_DIRS:
             return SECRET_DIRS[part]
         if part in EXAMPLES or not _ANY_FILE.match(part):

@@ -1276,3 +1276,25 @@ def test_with_a_tracked_secret_git_runs_what_cannot_print_it(
     assert decision.verdict is verdict, decision
     if verdict is ASK and "main" not in command and "grep" not in command:
         assert any("a secret the repository tracks" in r for r in decision.reasons), decision
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("read", {"path": ".git/config"}),
+        ("read", {"path": ".git/modules/sub/config"}),
+        ("bash", {"command": "cat .git/config"}),
+        ("bash", {"command": "head .git/modules/sub/config"}),
+        ("bash", {"command": "cat vendor/lib.git/config"}),
+    ],
+)
+def test_git_config_files_whose_urls_hold_credentials_ask(
+    tool: str, arguments: dict[str, str]
+) -> None:
+    decision = RiskPolicy().assess(tool, arguments, EMPTY_WORKDIR)
+    expect(decision, ASK, "git configuration, whose remote URLs may hold credentials")
+
+
+@pytest.mark.parametrize("path", ["config/app.toml", "src/config", "docs/git/config"])
+def test_other_config_files_are_plain_reads(path: str) -> None:
+    assert RiskPolicy().assess("read", {"path": path}, EMPTY_WORKDIR).verdict is ALLOW
