@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import threading
 import time
@@ -36,7 +35,8 @@ from adapters.feishu.inbound import (
     card_click,
     message_inbound,
 )
-from adapters.http import read_body
+from adapters.feishu.payloads import CardEnvelope, MessageEnvelope
+from adapters.http import NotJson, json_object, read_body
 from runtime.metrics import INBOUND
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
@@ -50,6 +50,7 @@ LARK_HEADERS = ("X-Lark-Request-Timestamp", "X-Lark-Request-Nonce", "X-Lark-Sign
 MESSAGE_EVENT = "im.message.receive_v1"
 CARD_EVENT = "card.action.trigger"
 T = TypeVar("T")
+_SHAPES: dict[str, type[BaseModel]] = {MESSAGE_EVENT: MessageEnvelope, CARD_EVENT: CardEnvelope}
 
 Ingest = Callable[[Inbound], Coroutine[Any, Any, bool]]
 Precheck = Callable[
@@ -201,27 +202,27 @@ class FeishuAdapter:
             return _text(400, "malformed request: no schema 2.0 event header"), "unknown"
         if not _same(header.token, self.verification_token):
             return _text(401, "invalid verification token"), header.event_type
-        if header.event_type not in (MESSAGE_EVENT, CARD_EVENT):
+        if header.event_type not in _SHAPES:
             return web.json_response({"msg": "ignored"}), header.event_type
+        try:
+            _SHAPES[header.event_type].model_validate(plain)
+        except ValidationError as exc:
+            first = str(exc).splitlines()[:2]
+            return _text(400, f"malformed request: {' '.join(first)}"), header.event_type
         return await self._dispatch(request, raw), header.event_type
 
     def _plaintext(self, raw: bytes) -> dict[str, Any] | web.Response:
         """The decrypted JSON object, or the answer to a body that is none: 400 for what is
         not JSON, 401 for what our key does not decrypt (or is not encrypted with one set)."""
         try:
-            body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("not a JSON object")
+            body = json_object(raw)
             if "encrypt" not in body:
                 return _text(401, "expected an encrypted request") if self.encrypt_key else body
-            plain = json.loads(decrypt(self.encrypt_key, str(body["encrypt"])))
+            return json_object(decrypt(self.encrypt_key, str(body["encrypt"])))
         except DecryptError:
             return _text(401, "cannot decrypt the request")
-        except ValueError:
-            return _text(400, "malformed request: not a JSON object")
-        if not isinstance(plain, dict):
-            return _text(400, "malformed request: not a JSON object")
-        return plain
+        except NotJson as exc:
+            return _text(400, f"malformed request: {exc}")
 
     def _challenge(self, plain: dict[str, Any]) -> web.Response:
         """Sent unsigned (but encrypted when a key is set): authenticated by its token."""

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from adapters.commands import decision_target
+from adapters.http import NotJson, json_object
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
 
@@ -49,10 +49,8 @@ def session_of(tenant: str, chat_id: str, root_id: str | None) -> str:
 def message_text(message_type: str, content: str) -> str | None:
     """The words of a text or rich-text (post) message; None for anything else."""
     try:
-        parsed = json.loads(content)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict):
+        parsed = json_object(content)
+    except NotJson:
         return None
     if message_type == "text":
         text = parsed.get("text")

@@ -7,7 +7,6 @@ The same app serves Socket Mode (`socket_mode_handler`), so both feed one pipeli
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -26,7 +25,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.http import read_body
+from adapters.http import NotJson, json_object, read_body
 from adapters.slack.blocks import edit_modal, reject_modal
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
@@ -58,6 +57,13 @@ from runtime.queue.ingest import IngestUnavailable
 log = logging.getLogger(__name__)
 
 MESSAGE_EVENTS = ("app_mention", "message")  # the events `on_message` takes
+# The payloads checked before bolt routes them (by the top-level or interactive `type`).
+_SHAPES: dict[str, type[Any]] = {
+    "event_callback": EventCallback,
+    "command": SlashCommand,
+    "block_actions": BlockActions,
+    "view_submission": ViewSubmission,
+}
 
 
 def _bolt_logger() -> logging.Logger:
@@ -84,26 +90,30 @@ def _validate(model: type[Any], data: Any) -> Any:
 
 
 def _kind(body: str, content_type: str) -> tuple[str, dict[str, Any]]:
-    """What kind of request this is, and its parsed body; raises `Malformed`."""
+    """What kind of request this is, and its parsed body, of a shape bolt can route (its
+    matchers index into `actions`, `event` and `type` unchecked); raises `Malformed`."""
     try:
         if content_type.startswith("application/json"):
-            parsed = json.loads(body)
-            if not isinstance(parsed, dict):
-                raise Malformed("expected a JSON object")
-            return str(parsed.get("type") or "unknown"), parsed
-        form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
-        if "payload" in form:
-            payload = json.loads(form["payload"])
-            if not isinstance(payload, dict):
-                raise Malformed("expected a JSON object in payload")
-            return "interactive", payload
-        if "command" in form:
-            return "command", form
-        if form.get("ssl_check") == "1":  # Slack checking the certificate; bolt answers it
-            return "ssl_check", form
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise Malformed("body is neither JSON nor a form") from exc
-    raise Malformed("unrecognized request")
+            parsed = json_object(body)
+            kind = parsed.get("type") or "unknown"
+        else:
+            form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+            if "payload" in form:
+                parsed, kind = json_object(form["payload"]), "interactive"
+            elif "command" in form:
+                parsed, kind = form, "command"
+            elif form.get("ssl_check") == "1":  # Slack checking the certificate; bolt answers
+                return "ssl_check", form
+            else:
+                raise Malformed("unrecognized request")
+    except NotJson as exc:
+        raise Malformed(f"body is not a JSON object of Slack's ({exc})") from exc
+    shape = parsed.get("type") if kind == "interactive" else kind
+    if not isinstance(shape, str):
+        raise Malformed("expected a string type")
+    if shape in _SHAPES:
+        _validate(_SHAPES[shape], parsed)
+    return shape if kind != "interactive" else kind, parsed
 
 
 class SlackAdapter:
@@ -302,10 +312,17 @@ class SlackAdapter:
             return web.Response(status=400, text=f"malformed request: {exc}"), "unknown"
         if kind == "event_callback" and self._someone_spoke(parsed):
             return _to_aiohttp(await self._message_directly(parsed)), kind
-        bolt = await self.app.async_dispatch(
-            AsyncBoltRequest(body=body, headers={k: [v] for k, v in request.headers.items()})
-        )
-        return _to_aiohttp(bolt), kind
+        try:
+            # Bolt reads who and where from the body as it builds the request, trusting the
+            # types of fields clawgate itself never reads (`enterprise`, `authorizations`…).
+            bolt_request = AsyncBoltRequest(
+                body=body, headers={k: [v] for k, v in request.headers.items()}
+            )
+        except (TypeError, AttributeError, KeyError, IndexError):
+            return web.Response(
+                status=400, text="malformed request: a field of the wrong type"
+            ), kind
+        return _to_aiohttp(await self.app.async_dispatch(bolt_request)), kind
 
     def _someone_spoke(self, body: dict[str, Any]) -> bool:
         """A plain `app_mention` or `message` event (no subtype) from a person other than this

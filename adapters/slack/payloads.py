@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Payload(BaseModel):
@@ -31,6 +31,13 @@ class EventCallback(_Payload):
     event_id: str = Field(min_length=1)
     team_id: str = Field(min_length=1)
     event: dict[str, Any]
+
+    @field_validator("event")
+    @classmethod
+    def _typed(cls, event: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(event.get("type"), str):
+            raise ValueError("event.type: expected a string")
+        return event
 
 
 class SlashCommand(_Payload):
