@@ -120,7 +120,9 @@ NAMES_FROM_DATA = {
 PATTERN_FIRST = {
     "grep": "efmABCdD", "egrep": "efmABCdD", "fgrep": "efmABCdD", "rg": "efgtTmABCjMrE",
 }  # fmt: skip
-PATTERN_LONG = frozenset({"--regexp", "--file"})
+# Long options (or any abbreviation of one) after which every operand is a file: the
+# patterns come from -e / -f, or there are none (`rg --files`).
+PATTERN_LONG = ("--regexp", "--file", "--files", "--type-list")
 # Programs that open none of their words (the judge does not ask where those lead).
 NO_FILE_ARGS = frozenset(
     {"echo", "printf", "true", "false", "basename", "dirname", "seq", "expr", "sleep", "which",

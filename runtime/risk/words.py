@@ -121,8 +121,8 @@ def pattern_word(name: str, args: Sequence[str]) -> int | None:
             return index + 1 if index + 1 < len(args) else None
         if not arg.startswith("-") or arg == "-":
             return index
-        if arg.partition("=")[0] in PATTERN_LONG:
-            return None
+        if any(long_option_is(arg, option) for option in PATTERN_LONG):
+            return None  # `--reg=x`, `--files`: every operand is a file
         if not arg.startswith("--"):
             letters = arg[1:]
             first = next((i for i, ch in enumerate(letters) if ch in valued), None)

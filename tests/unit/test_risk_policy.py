@@ -635,6 +635,8 @@ def outside(tmp_path: Path) -> Path:
         ("grep -ne x {srv}/settings.py", "reads {srv}/settings.py, outside"),  # -e: all files
         ("grep -A 2 x {srv}/settings.py", "reads {srv}/settings.py, outside"),
         ("grep --regexp=x {srv}/settings.py", "reads {srv}/settings.py, outside"),
+        ("grep --reg=x {srv}/settings.py", "reads {srv}/settings.py, outside"),  # abbreviated
+        ("rg --files {srv}", "rg reads all of {srv}, outside"),  # no pattern: all are places
         ("grep -- {srv} {srv}/settings.py", "reads {srv}/settings.py, outside"),
         ("rg -tpy x {srv}/settings.py", "reads {srv}/settings.py, outside"),
     ],
