@@ -67,9 +67,7 @@ async def dispatch(
         await say(str(exc))
         return None
     if command is None:
-        refusal = await runtime.policies.admit(actor, conversation)
-        if refusal is not None:  # said to them alone; nothing runs
-            await say(f"Sorry, you cannot use clawgate here: {refusal}. {ASK_AN_ADMIN}")
+        if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
         return await runtime.run(session, text, actor, conversation, job)
     async with runtime.audit.unit():  # the command's record goes with what it caused
@@ -117,6 +115,9 @@ async def _command(
             await say(decision.message)  # a refusal, a grant, an edit, a count toward a quorum
         return decision.run
     elif command.name == "pending":
+        # What waits here names commands and files: only for those who may use clawgate here.
+        if await _refused(runtime, actor, conversation, say):
+            return None
         try:
             notices = await runtime.pending(conversation)
         except RedisError:
@@ -133,6 +134,14 @@ async def _command(
     else:
         await say(await _policy(runtime, command, actor, conversation))
     return None
+
+
+async def _refused(runtime: Runtime, actor: Actor, conversation: ConversationRef, say: Say) -> bool:
+    """Whether the policy's `[access]` leaves `actor` out here (and tells them so)."""
+    refusal = await runtime.policies.admit(actor, conversation)
+    if refusal is not None:
+        await say(f"Sorry, you cannot use clawgate here: {refusal}. {ASK_AN_ADMIN}")
+    return refusal is not None
 
 
 async def _policy(

@@ -42,14 +42,23 @@ class SlackIdentity:
     bot_id: str
 
 
-def conversation(team: str, channel: str, thread_ts: str | None) -> ConversationRef:
+def conversation(
+    team: str, channel: str, thread_ts: str | None, private: bool = False
+) -> ConversationRef:
+    """`private`: the payload says it is a direct message or a group DM (mpim), which the
+    policy's `direct_messages` opens or closes like a DM."""
     data = {"channel": channel}
     if thread_ts:
         data["thread_ts"] = thread_ts
-    direct = channel.startswith("D")  # Slack's direct-message channels
+    direct = private or channel.startswith("D")  # D…: Slack's direct-message channels
     return ConversationRef(
         platform=PLATFORM, id=f"slack:{team}:{channel}", data=data, direct=direct
     )
+
+
+def _private_name(name: str | None) -> bool:
+    """A channel name as slash commands and clicks carry it: a DM's or a group DM's."""
+    return name == "directmessage" or (name or "").startswith("mpdm-")
 
 
 def session_of(team: str, channel: str, thread_ts: str | None) -> str:
@@ -92,7 +101,9 @@ def message_inbound(
         # The same message arrives as `app_mention` and as `message` (different event ids).
         dedupe_keys=(f"slack:event:{event_id}", f"slack:message:{event.channel}:{event.ts}"),
         session=session_of(team, event.channel, thread),
-        conversation=conversation(team, event.channel, thread),
+        conversation=conversation(
+            team, event.channel, thread, event.channel_type in ("im", "mpim")
+        ),
         actor=_actor(event.user),
         text=text,
         needs_session=needs_session,
@@ -109,7 +120,9 @@ def command_inbound(command: SlashCommand) -> Inbound:
         event_id=command.trigger_id,
         dedupe_keys=(f"slack:trigger:{command.trigger_id}",),
         session=session_of(command.team_id, command.channel_id, None),
-        conversation=conversation(command.team_id, command.channel_id, None),
+        conversation=conversation(
+            command.team_id, command.channel_id, None, _private_name(command.channel_name)
+        ),
         actor=_actor(command.user_id),
         text=text,
         reply={"response_url": command.response_url or ""},
@@ -138,7 +151,7 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
         event_id=payload.trigger_id,
         dedupe_keys=(f"slack:trigger:{payload.trigger_id}",),
         session=session_of(team, channel, thread),
-        conversation=conversation(team, channel, thread),
+        conversation=conversation(team, channel, thread, _private_name(payload.channel.name)),
         actor=_actor(payload.user.id),
         text=f"/approve {action.value}{scope}",
         approval_id=action.value,

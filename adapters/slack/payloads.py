@@ -46,12 +46,17 @@ class SlashCommand(_Payload):
     user_id: str = Field(min_length=1)
     channel_id: str = Field(min_length=1)
     team_id: str = Field(min_length=1)
+    channel_name: str = ""  # "directmessage" in a DM, "mpdm-…" in a group DM
     trigger_id: str = Field(min_length=1)
     response_url: str | None = None
 
 
 class _Id(_Payload):
     id: str = Field(min_length=1)
+
+
+class _Channel(_Id):
+    name: str | None = None
 
 
 class _Container(_Payload):
@@ -73,7 +78,7 @@ class BlockActions(_Payload):
     type: str
     user: _Id
     team: _Id
-    channel: _Id
+    channel: _Channel
     container: _Container = Field(default_factory=_Container)
     message: _Message | None = None
     actions: list[Action] = Field(min_length=1)

@@ -1082,6 +1082,60 @@ async def test_someone_the_access_policy_leaves_out_is_refused_privately(
         await h.await_post(lambda c: "precious" in str(c.params.get("text")), "Alice's answer")
 
 
+async def test_a_group_dm_is_closed_with_direct_messages_and_pending_follows_access(
+    fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    policy = workdir.parent / "closed.toml"
+    policy.write_text(f'[access]\nusers = ["slack:{ALICE}"]\ndirect_messages = false\n')
+    async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
+        # A group DM (mpim) mention is a direct message: closed, said to Alice alone.
+        mpim = message_event(f"<@{BOT_USER_ID}> read notes.txt", channel="G0MPIM")
+        mpim["channel_type"] = "mpim"
+        assert (await h.post(event_body(mpim)))[0] == 200
+        (refusal,) = await h.fake.await_for(
+            lambda: h.fake.ephemerals("G0MPIM", ALICE), 15, what="the group DM refusal"
+        )
+        assert "direct messages with clawgate are closed here" in refusal.params["text"]
+        await h.drained()
+        assert h.fake.posts("G0MPIM") == []
+
+        pending = await request_risky(h, "run: rm -f victim.txt")
+        # Bob is outside [access]: `/clawgate pending` tells him so, not what waits; and so
+        # does `/pending` typed in the thread.
+        url = h.fake.new_response_url()
+        body = command_body("/clawgate", "pending", user_id=BOB, response_url=url)
+        assert (await h.post(body))[0] == 200
+        (answer,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="/pending")
+        assert "is not among the people who may use clawgate here" in answer.body["text"]
+        assert pending.approval_id not in answer.body["text"]
+        typed = message_event("/pending", user=BOB, thread_ts=pending.thread_ts)
+        assert (await h.post(event_body(typed)))[0] == 200
+        (told,) = await h.fake.await_for(
+            lambda: h.fake.ephemerals(CHANNEL, BOB), 15, what="the typed /pending"
+        )
+        assert "is not among the people who may use clawgate here" in told.params["text"]
+        assert pending.approval_id not in told.params["text"]
+        # Nor from the group DM, where even Alice is refused; in the channel she is answered.
+        url = h.fake.new_response_url()
+        body = command_body(
+            "/clawgate",
+            "pending",
+            user_id=ALICE,
+            channel_id="G0MPIM",
+            channel_name="mpdm-alice--bob-1",
+            response_url=url,
+        )
+        assert (await h.post(body))[0] == 200
+        (answer,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="mpim")
+        assert "direct messages with clawgate are closed here" in answer.body["text"]
+        url = h.fake.new_response_url()
+        assert (
+            await h.post(command_body("/clawgate", "pending", user_id=ALICE, response_url=url))
+        )[0] == 200
+        (listed,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="Alice's list")
+        assert pending.approval_id in listed.body["text"]
+
+
 async def approve_from_a_copy(h: Harness, pending: Pending, copy: Call, channel: str) -> None:
     """The approver clicks Approve on the copy of the notice in `channel`: the run answers in
     the thread that asked, and both notices lose their buttons."""
