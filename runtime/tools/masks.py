@@ -11,12 +11,14 @@ checks every directory. A tree too large to scan fails closed (`ScanTooLarge`)."
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -29,6 +31,8 @@ MAX_ENTRIES = 200_000  # entries of a work directory scanned for one call, at mo
 MAX_MASKS = 4_000  # binds over secrets (each a mount in bwrap)
 SETTLED_NS = 2_000_000_000  # a directory changed this recently is read again
 MAX_LISTINGS = 100_000  # directories remembered, at most
+MAX_HOME_ENTRIES = 10_000  # files of the homes' credential stores looked at for hard links
+CONFIG_STORES = ("gh", "hub", "gcloud", "op")  # tools' credentials under ~/.config
 EMPTY, FILTER = "empty", "no-unix-sockets.bpf"  # in clawgate's private directory
 GIT_CONFIG_NAMES = frozenset({"config", "config.worktree"})
 # In /etc besides what is not world-readable and what secret_location names: where
@@ -76,23 +80,25 @@ class Masks:
 
 
 class _Listing(NamedTuple):
-    """What the scan found in one directory (paths), and the inode numbers of its other
-    files (a hard link to a secret shows the secret under a harmless name)."""
+    """What the scan found in one directory (paths); and, for hard links (a hard link to a
+    secret shows it under a harmless name), the inode numbers of its secrets and its other
+    files that have more than one name (all on the directory's filesystem, `dev`)."""
 
     subdirs: tuple[str, ...]
     files: tuple[str, ...]
     dirs: tuple[str, ...]
     git_configs: tuple[str, ...]
     entries: int
+    dev: int
     secret_inodes: frozenset[int]
-    inodes: dict[int, tuple[str, ...]]  # of the files not masked
+    linked: dict[int, tuple[str, ...]]  # of the files not masked
 
 
 @dataclass
 class _Scanner:
     listings: dict[str, tuple[tuple[int, int, int], _Listing]] = field(default_factory=dict)
 
-    def work_dir(self, root: Path, sources: MaskSources) -> Masks:
+    def work_dir(self, root: Path, sources: MaskSources, outside: Iterable[str]) -> Masks:
         started = time.time_ns()
         files: list[str] = []
         dirs: list[str] = []
@@ -118,10 +124,12 @@ class _Scanner:
             dirs += listing.dirs
             configs += ((path, str(sources.sanitized(Path(path)))) for path in listing.git_configs)
             pending += listing.subdirs
-        secret = frozenset().union(*(listing.secret_inodes for listing in listed))
+        secret = _linked_secrets(outside)
         for listing in listed:
-            for inode in secret & listing.inodes.keys():
-                files += listing.inodes[inode]
+            secret.setdefault(listing.dev, set()).update(listing.secret_inodes)
+        for listing in listed:
+            for inode in secret[listing.dev] & listing.linked.keys():
+                files += listing.linked[inode]
         masks = Masks(tuple(files), tuple(dirs), tuple(configs))
         if len(masks) > MAX_MASKS:
             raise ScanTooLarge(f"the work directory holds more than {MAX_MASKS} secret files")
@@ -138,7 +146,7 @@ class _Scanner:
         known = self.listings.get(directory)
         if known is not None and known[0] == version:
             return known[1]
-        listing = _read(directory)
+        listing = _read(directory, info.st_dev)
         if listing is not None and info.st_ctime_ns < started - SETTLED_NS:
             if len(self.listings) >= MAX_LISTINGS:
                 self.listings.clear()
@@ -146,7 +154,7 @@ class _Scanner:
         return listing
 
 
-def _read(directory: str) -> _Listing | None:
+def _read(directory: str, dev: int) -> _Listing | None:
     try:
         with os.scandir(directory) as found:
             entries = list(found)
@@ -162,14 +170,14 @@ def _read(directory: str) -> _Listing | None:
     dirs: list[str] = []
     configs: list[str] = []
     secret_inodes: set[int] = set()
-    inodes: dict[int, list[str]] = {}
+    linked: dict[int, list[str]] = {}
     for entry in entries:
         name, path = entry.name, entry.path
         try:
             if entry.is_symlink():
                 continue  # its target is masked where it is, or not in the view
             is_dir = entry.is_dir(follow_symlinks=False)
-            inode = entry.inode()  # from the listing itself: no system call
+            info = None if is_dir else entry.stat(follow_symlinks=False)
         except OSError:
             continue
         # Ancestors are not secret (a secret directory is masked whole), so the name
@@ -181,28 +189,76 @@ def _read(directory: str) -> _Listing | None:
             dirs.append(path)
         elif is_dir:
             subdirs.append(path)
+        elif info is None:
+            continue
         elif secret or (git_dir and name in GIT_CONFIG_NAMES):
             (files if secret else configs).append(path)
-            secret_inodes.add(inode)
-        else:
-            inodes.setdefault(inode, []).append(path)
+            if info.st_nlink > 1:
+                secret_inodes.add(info.st_ino)
+        elif info.st_nlink > 1:
+            linked.setdefault(info.st_ino, []).append(path)
     return _Listing(
         tuple(subdirs),
         tuple(files),
         tuple(dirs),
         tuple(configs),
         len(entries),
+        dev,
         frozenset(secret_inodes),
-        {inode: tuple(names) for inode, names in inodes.items()},
+        {inode: tuple(paths) for inode, paths in linked.items()},
     )
+
+
+def _linked_secrets(paths: Iterable[str]) -> dict[int, set[int]]:
+    """Inode numbers, by filesystem, of the secret files at `paths` and in the host's homes
+    that have other names (a work directory's file may be one)."""
+    found: dict[int, set[int]] = {}
+    for path in (*paths, *_home_secrets()):
+        try:
+            info = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            found.setdefault(info.st_dev, set()).add(info.st_ino)
+    return found
+
+
+def _home_secrets() -> list[str]:
+    """The files of credential stores in clawgate's home, /root and /home/* (.ssh, .aws,
+    .netrc, .config/gh ...), at most MAX_HOME_ENTRIES of them."""
+    homes = {str(Path.home()), "/root"}
+    with contextlib.suppress(OSError), os.scandir("/home") as found:
+        homes.update(entry.path for entry in found if entry.is_dir(follow_symlinks=False))
+    stores: list[str] = []
+    for home in homes:
+        with contextlib.suppress(OSError), os.scandir(home) as found:
+            for entry in found:
+                if entry.name == ".config":
+                    stores += (f"{entry.path}/{name}" for name in CONFIG_STORES)
+                elif secret_location(entry.name):
+                    stores.append(entry.path)
+    files: list[str] = []
+    for _ in range(MAX_HOME_ENTRIES):
+        if not stores:
+            break
+        path = stores.pop()
+        try:
+            with os.scandir(path) as found:
+                stores += (entry.path for entry in found if not entry.is_symlink())
+        except NotADirectoryError:
+            files.append(path)
+        except OSError:
+            continue
+    return files
 
 
 _scanner = _Scanner()
 
 
-def work_dir_masks(root: Path, sources: MaskSources) -> Masks:
-    """What to mask in the work directory `root` for a command that runs without approval."""
-    return _scanner.work_dir(root, sources)
+def work_dir_masks(root: Path, sources: MaskSources, outside: Iterable[str] = ()) -> Masks:
+    """What to mask in the work directory `root` for a command that runs without approval;
+    `outside`: secret files elsewhere (/etc's), whose hard links in it are masked too."""
+    return _scanner.work_dir(root, sources, outside)
 
 
 def etc_masks(root: str = "/etc") -> Masks:

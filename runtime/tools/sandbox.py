@@ -235,11 +235,12 @@ def _allow_list_view(workdir: Path, expose: Sequence[str]) -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    args += ["--ro-bind", "/etc", "/etc", *_masked(masks.etc_masks()), *_private_tmp()]
+    etc = masks.etc_masks()
+    args += ["--ro-bind", "/etc", "/etc", *_masked(etc), *_private_tmp()]
     for path in expose:
         args += ["--ro-bind", path, path, *_hide_credentials(Path(path))]
     args += ["--ro-bind", str(workdir), str(workdir)]
-    return args + _masked(masks.work_dir_masks(workdir, masks.sources))
+    return args + _masked(masks.work_dir_masks(workdir, masks.sources, etc.files))
 
 
 def _masked(found: masks.Masks) -> list[str]:

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -546,8 +546,8 @@ async def test_a_secret_deleted_between_calls_or_during_one_breaks_nothing(
     real = masks.work_dir_masks
     stale = iter([masks.Masks(files=(str(workdir / "gone.env"),), dirs=(str(workdir / "gone"),))])
 
-    def once_stale(root: Path, sources: masks.MaskSources) -> masks.Masks:
-        return next(stale, None) or real(root, sources)
+    def once_stale(root: Path, sources: masks.MaskSources, etc: Iterable[str]) -> masks.Masks:
+        return next(stale, None) or real(root, sources, etc)
 
     monkeypatch.setattr(masks, "work_dir_masks", once_stale)
     text, _ = await bash(sandbox, workdir, "echo ran")
@@ -579,10 +579,16 @@ def test_the_view_of_each_access_in_a_line(sandbox: Sandbox) -> None:
 
 
 async def test_hard_links_and_a_git_dir_under_another_name_show_no_secret(
-    sandbox: Sandbox, workdir: Path
+    sandbox: Sandbox, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An approved `tar -xf` planted `docs/guide.md` as a hard link to `.git/config`
-    (issue 27); a symlink `.git -> realgit` hides a repository's directory by its name."""
+    (issue 27); a hard link to clawgate's own AWS credentials; a symlink `.git -> realgit`
+    hides a repository's directory by its name."""
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text(f"{CANARY}\n")
+    monkeypatch.setenv("HOME", str(home))
+    os.link(home / ".aws" / "credentials", workdir / "keys.txt")
     _git(workdir, "init", "-q")
     _git(workdir, "remote", "add", "origin", f"https://{CANARY}@example.com/x.git")
     (workdir / ".env").write_text(f"{CANARY}\n")
@@ -596,11 +602,13 @@ async def test_hard_links_and_a_git_dir_under_another_name_show_no_secret(
     (sub / ".git").rename(sub / "realgit")
     (sub / ".git").symlink_to("realgit")
     text, _ = await bash(
-        sandbox, workdir, "cat docs/guide.md docs/notes.txt; cd sub && git status --short"
+        sandbox, workdir, "cat keys.txt docs/guide.md docs/notes.txt; cd sub && git status -s"
     )
     assert CANARY not in text and "RAN-" not in text, text
-    approved, _ = await bash(sandbox, workdir, "cd sub && git status --short", Access.APPROVED)
-    assert "RAN-fsmonitor" in approved  # the hook is real
+    approved, _ = await bash(
+        sandbox, workdir, "cat keys.txt; cd sub && git status -s", Access.APPROVED
+    )
+    assert CANARY in approved and "RAN-fsmonitor" in approved  # they are real
 
 
 async def test_an_mcp_stdio_server_without_network_cannot_reach_a_unix_socket(
