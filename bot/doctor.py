@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import io
 import re
 import socket
 from collections.abc import Awaitable
@@ -17,6 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from bot.policy_file import PolicyFileError
 from bot.settings import Settings, SettingsError, load_settings
+from bot.settings_file import FIX
 from bot.wiring import load_policy
 from runtime.mcp.supervisor import McpServers
 from runtime.policy.model import PolicyDocument
@@ -235,6 +237,49 @@ def _people(settings: Settings, document: PolicyDocument | None) -> list[Check]:
     return checks
 
 
+# The settings that decide what may run unasked and who may decide: said with their source,
+# so a value from a file nobody meant is seen.
+SECURITY_SETTINGS = (
+    "CLAWGATE_SANDBOX",
+    "CLAWGATE_SANDBOX_NETWORK",
+    "CLAWGATE_ADMINS",
+    "CLAWGATE_APPROVERS",
+    "CLAWGATE_WORKDIR",
+    "CLAWGATE_POLICY_FILE",
+    "CLAWGATE_ENABLED_TOOLS",
+)
+
+
+def _settings(settings: Settings, serving: bool) -> list[Check]:
+    """Where every setting came from: the environment, the settings file, or its default."""
+    by_source: dict[str, list[str]] = {}
+    for name in Settings.variables():
+        if name not in SECURITY_SETTINGS:
+            by_source.setdefault(settings.source(name), []).append(name)
+    parts = [
+        f"from {'the ' if where == 'environment' else ''}{where}: {', '.join(names)}"
+        for where, names in sorted(by_source.items())
+        if where != "default"
+    ]
+    rest = "the others their defaults" if parts else "all their defaults"
+    found = [Check("settings", True, "; ".join([*parts, rest]))]
+    shown = {
+        "CLAWGATE_SANDBOX": settings.sandbox.value,
+        "CLAWGATE_SANDBOX_NETWORK": settings.sandbox_network.value,
+        "CLAWGATE_ADMINS": ",".join(settings.admins) or "none",
+        "CLAWGATE_APPROVERS": ",".join(settings.approvers) or "none",
+        "CLAWGATE_WORKDIR": str(settings.workdir),
+        "CLAWGATE_POLICY_FILE": str(settings.policy_file or "none"),
+        "CLAWGATE_ENABLED_TOOLS": ",".join(settings.enabled_tools),
+    }
+    security = ", ".join(f"{name}={shown[name]} ({settings.source(name)})" for name in shown)
+    found.append(Check("security settings", True, security))
+    ignored = settings.settings_file.ignored
+    if ignored and not serving:  # `serve` said so as it read its settings
+        found.append(Check("settings file", False, ignored, FIX))
+    return found
+
+
 async def print_serving_checks(settings: Settings, out: TextIO) -> None:
     """What `clawgate doctor` would say, as `serve` and `worker` start."""
     for check in await checks(settings, serving=True):
@@ -246,7 +291,7 @@ async def print_serving_checks(settings: Settings, out: TextIO) -> None:
 async def checks(settings: Settings, serving: bool = False) -> list[Check]:
     """Every check; `serving`: only those `serve` does not do itself as it starts."""
     policy, document = _policy(settings)
-    found = [Check("settings", True, "parsed"), policy, _sandbox(settings)]
+    found = [*_settings(settings, serving), policy, _sandbox(settings)]
     found += _people(settings, document)
     services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings), _model(settings)]
     if not serving:
@@ -268,7 +313,7 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
 
 def run_doctor(out: TextIO) -> int:
     try:
-        settings = load_settings()
+        settings = load_settings(io.StringIO())  # an ignored file is one of the checks
     except SettingsError as exc:
         for problem in str(exc).splitlines():
             out.write(Check("settings", False, problem, "docs/configuration.md").line() + "\n")

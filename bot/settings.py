@@ -1,16 +1,28 @@
-"""Settings from the environment (pydantic-settings), and from a `.env` file in the current
-directory for what the environment does not set. Bad values fail at start, one line each."""
+"""Settings from the environment (pydantic-settings), and from a settings file for what the
+environment does not set: `CLAWGATE_ENV_FILE`, else `.env` in the current directory, read only
+when it lies outside the work dir (bot/settings_file.py). Bad values fail at start, one line
+each."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TextIO
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
 from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
 from runtime.tools.sandbox import NetworkAccess, SandboxMode, UnixSockets
 
@@ -20,7 +32,6 @@ CommaList = Annotated[list[str], NoDecode]
 CLUSTER_INBOX_PARTITIONS = 16
 MAX_INBOX_PARTITIONS = 256  # each costs every worker a connection and a read loop
 DEFAULT_POLICY_FILE = Path("clawgate.toml")
-ENV_FILE = ".env"
 
 
 class SettingsError(Exception):
@@ -28,10 +39,14 @@ class SettingsError(Exception):
 
 
 class Settings(BaseSettings):
-    # The environment wins over `.env` (pydantic-settings' order).
+    # The environment wins over the settings file (pydantic-settings' order), which
+    # `load_settings` names only once it is known to lie outside the work dir.
     model_config = SettingsConfigDict(
-        extra="ignore", populate_by_name=True, env_file=ENV_FILE, env_file_encoding="utf-8"
+        extra="ignore", populate_by_name=True, env_file=None, env_file_encoding="utf-8"
     )
+    # Where each setting came from, for `clawgate doctor` (set by `load_settings`).
+    _file: SettingsFile = PrivateAttr(default_factory=SettingsFile)
+    _environment: frozenset[str] = PrivateAttr(default=frozenset())
 
     redis_url: str | None = Field(None, alias="REDIS_URL")
     redis_prefix: str = Field("clawgate", alias="CLAWGATE_REDIS_PREFIX", pattern=r"^[\w.:-]+$")
@@ -273,6 +288,23 @@ class Settings(BaseSettings):
     def uses_demo_model(self) -> bool:
         return self.openai_api_key is None and not self.openai_base_url
 
+    @property
+    def settings_file(self) -> SettingsFile:
+        return self._file
+
+    @classmethod
+    def variables(cls) -> list[str]:
+        """Every setting's variable name, in the order of the fields."""
+        return [info.alias or name.upper() for name, info in cls.model_fields.items()]
+
+    def source(self, name: str) -> str:
+        """Where the setting `name` (its variable, e.g. CLAWGATE_SANDBOX) came from."""
+        if name.upper() in self._environment:
+            return "environment"
+        if self._file.path is not None and name.upper() in self._file.values:
+            return str(self._file.path)
+        return "default"
+
 
 def _port(url: str) -> None:
     try:
@@ -281,9 +313,16 @@ def _port(url: str) -> None:
         raise ValueError(f"bad port in {url!r} ({exc})") from None
 
 
-def load_settings() -> Settings:
+def load_settings(warnings: TextIO = sys.stderr) -> Settings:
+    """The settings of this process; why a settings file was ignored goes to `warnings`."""
+    found = find_settings_file(os.environ, Path.cwd())
+    if found.missing:
+        raise SettingsError(f"{ENV_FILE_VARIABLE}: {found.missing} does not exist")
+    if found.ignored:
+        warnings.write(f"clawgate: {found.ignored}; {FIX}\n")
+        warnings.flush()
     try:
-        return Settings()
+        settings = Settings(_env_file=found.path)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
@@ -293,3 +332,6 @@ def load_settings() -> Settings:
             name = ".".join(str(p) for p in err["loc"])
             lines.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
         raise SettingsError("\n".join(lines)) from exc
+    settings._file = found
+    settings._environment = frozenset(name.upper() for name in os.environ)
+    return settings

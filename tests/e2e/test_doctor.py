@@ -124,6 +124,7 @@ async def test_everything_in_order_passes(
     found = marks(lines)
     assert set(found) == {
         "settings",
+        "security settings",
         "policy",
         "sandbox",
         "people",
@@ -191,3 +192,41 @@ async def test_bad_settings_are_crosses_too(tmp_path: Path) -> None:
     assert code == 1
     assert lines[0].startswith("✗ settings: REDIS_URL: expected redis://")
     assert any(line.startswith("✗ settings: CLAWGATE_PORT:") for line in lines)
+
+
+async def test_a_settings_file_in_the_work_dir_is_ignored_and_the_sources_are_shown(
+    tmp_path: Path,
+) -> None:
+    """The default layout: the work dir is the current directory, whose `.env` an approved
+    command may have written to turn the sandbox off and add an admin."""
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    planted = "CLAWGATE_SANDBOX=off\nCLAWGATE_ADMINS=slack:UEVIL\nCLAWGATE_MODEL=evil\n"
+    (workdir / ".env").write_text(planted)
+    code, lines = await doctor(base_env(), workdir)
+    text = "\n".join(lines)
+    assert code == 1
+    assert f"✗ settings file: ignoring the settings file {workdir / '.env'}: it is inside" in text
+    assert "CLAWGATE_ENV_FILE=/etc/clawgate/env" in text  # the fix
+    assert "CLAWGATE_SANDBOX=auto (default)" in text
+    assert "CLAWGATE_ADMINS=none (default)" in text
+    assert "✗ people: no admins" in text
+
+    # A link in the work dir to a file outside: the agent may repoint it, so ignored too.
+    outside = tmp_path / "clawgate.env"
+    outside.write_text("CLAWGATE_SANDBOX=bwrap\nCLAWGATE_MODEL=gpt-4o\n")
+    (workdir / ".env").unlink()
+    (workdir / ".env").symlink_to(outside)
+    code, lines = await doctor(base_env(), workdir)
+    assert any(line.startswith("✗ settings file: ignoring") for line in lines), lines
+
+    # Named from outside the work dir, it is read; the doctor says which setting came whence.
+    (workdir / ".env").unlink()
+    env = base_env(CLAWGATE_ENV_FILE=str(outside), CLAWGATE_APPROVERS="slack:UCAROL")
+    code, lines = await doctor(env, workdir)
+    text = "\n".join(lines)
+    assert "settings file" not in text
+    assert f"from {outside}: CLAWGATE_MODEL" in text
+    assert f"CLAWGATE_SANDBOX=bwrap ({outside})" in text
+    assert "CLAWGATE_APPROVERS=slack:UCAROL (environment)" in text
+    assert f"CLAWGATE_WORKDIR={workdir} (default)" in text
