@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.feishu.app import FeishuAdapter
 from adapters.feishu.channel import FeishuChannel, feishu_client
+from adapters.feishu.crypto import encrypt
 from adapters.feishu.inbound import APPROVE_ONCE as FEISHU_APPROVE
 from adapters.feishu.inbound import FeishuIdentity
 from adapters.slack.app import SlackAdapter
@@ -159,7 +160,7 @@ async def test_feishu_answers_400_to_deep_json_signed_or_not(
     plain = {"Content-Type": "application/json"}
     assert (await post(feishu_url, b"[" * DEEP, plain))[0] == 400  # unauthenticated
     assert (await post(feishu_url, b'{"a":' * DEEP, plain))[0] == 400
-    deep = json.dumps({"encrypt": fake_feishu.encrypt(KEY, "[" * DEEP)}).encode()
+    deep = json.dumps({"encrypt": encrypt(KEY, "[" * DEEP)}).encode()
     status, text = await post(feishu_url, deep, fake_feishu.signed_headers(KEY, deep))
     assert status == 400 and "nested deeper than" in text
     assert queued == []
