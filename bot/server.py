@@ -22,10 +22,11 @@ from redis.asyncio import Redis
 
 from adapters.console.relay import ConsoleRelay
 from adapters.dispatch import handle_inbound
-from adapters.http import MAX_BODY
+from adapters.http import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, MAX_BODY
 from adapters.router import Router
 from bot.doctor import print_serving_checks
 from bot.errors import Unavailable
+from bot.http_limits import ConnectionLimits, GuardedSite
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
@@ -340,9 +341,12 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
     return adapter
 
 
-def build_app(service: Service, platforms: bool = True) -> web.Application:
+def build_app(
+    service: Service, platforms: bool = True, body_timeout: float = DEFAULT_BODY_TIMEOUT
+) -> web.Application:
     """The endpoints; `platforms=False` leaves out the platforms' (a worker's metrics port)."""
     app = web.Application(client_max_size=MAX_BODY)
+    app[BODY_TIMEOUT] = body_timeout
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -412,11 +416,18 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             # Requests in flight get the same grace as the jobs in hand (aiohttp's own default
             # is 60 s per phase, and reads 0 as no limit).
             runner = web.AppRunner(
-                build_app(service, platforms=http),
+                build_app(service, platforms=http, body_timeout=settings.http_body_timeout),
                 handle_signals=False,
                 shutdown_timeout=max(settings.shutdown_grace, 0.1),
+                # Between requests too, a connection waits no longer than for its first.
+                keepalive_timeout=settings.http_header_timeout,
             )
-            await _listen(runner, settings.host, port)
+            limits = ConnectionLimits(
+                per_client=settings.http_client_connections,
+                total=settings.http_max_connections,
+                header_timeout=settings.http_header_timeout,
+            )
+            await _listen(runner, settings.host, port, limits)
         # Only `serve` takes inputs from the platforms; workers just answer through their APIs.
         if http and service.slack is not None and settings.slack_app_token is not None:
             socket_mode = service.slack.socket_mode_handler(
@@ -459,10 +470,10 @@ async def _stop_when_fenced(worker: Worker, stop: asyncio.Event) -> None:
     stop.set()
 
 
-async def _listen(runner: web.AppRunner, host: str, port: int) -> None:
+async def _listen(runner: web.AppRunner, host: str, port: int, limits: ConnectionLimits) -> None:
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await GuardedSite(runner, host, port, limits).start()
     except OSError as exc:  # taken, or a host that is not this machine's
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         raise Unavailable(f"cannot listen on {host}:{port} ({why})") from exc

@@ -104,6 +104,16 @@ class Settings(BaseSettings):
         "default", alias="CLAWGATE_INGEST_DURABILITY"
     )
     shutdown_grace: float = Field(20.0, alias="CLAWGATE_SHUTDOWN_GRACE", ge=0)
+    # What one client can hold of the HTTP server (bot/http_limits.py): seconds for request
+    # headers (also the idle keep-alive), for a body, and connections open at once.
+    http_header_timeout: float = Field(10.0, alias="CLAWGATE_HTTP_HEADER_TIMEOUT", gt=0, le=600)
+    http_body_timeout: float = Field(10.0, alias="CLAWGATE_HTTP_BODY_TIMEOUT", gt=0, le=600)
+    http_client_connections: int = Field(
+        64, alias="CLAWGATE_HTTP_CLIENT_CONNECTIONS", ge=1, le=100_000
+    )
+    http_max_connections: int = Field(
+        512, alias="CLAWGATE_HTTP_MAX_CONNECTIONS", ge=1, le=1_000_000
+    )
     metrics_port: int | None = Field(None, alias="CLAWGATE_METRICS_PORT", ge=1, le=65535)
     # Tracing: off, metadata (no prompt/argument/output text) or replay (redacted, truncated).
     trace_mode: Literal["off", "metadata", "replay"] = Field(

@@ -1,0 +1,131 @@
+"""What a client can hold of `clawgate serve`: each connection goes through `Guarded`, in front
+of aiohttp's own protocol, which refuses connections past a cap per client address and in
+total, and closes one whose request headers are not in within the header timeout. Without it,
+~20,000 connections that sent half a request line and stalled used up the process's file
+descriptors (aiohttp before 3.10 waits for headers forever; later ones for keepalive_timeout,
+which AppRunner leaves at an hour)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import cast
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+HEADERS_END = (b"\r\n\r\n", b"\n\n")
+
+
+@dataclass
+class ConnectionLimits:
+    """`per_client` connections at once from one address, `total` from all; `header_timeout`
+    seconds for a connection's first request headers (between requests, aiohttp's
+    keepalive_timeout, which `serve` sets to the same)."""
+
+    per_client: int
+    total: int
+    header_timeout: float
+    open: Counter[str] = field(default_factory=Counter)
+    refusing: set[str] = field(default_factory=set)  # said once until they are under again
+
+    def admit(self, client: str) -> bool:
+        full = self.open.total() >= self.total
+        if full or self.open[client] >= self.per_client:
+            if client not in self.refusing:
+                self.refusing.add(client)
+                cap = f"{self.total} in all" if full else f"{self.per_client} from {client}"
+                log.warning("http: refusing connections: %s open already", cap)
+            return False
+        self.open[client] += 1
+        return True
+
+    def release(self, client: str) -> None:
+        self.refusing.clear()  # the next refusal is said again
+        self.open[client] -= 1
+        if self.open[client] <= 0:
+            del self.open[client]
+
+
+class Guarded(asyncio.Protocol):
+    """One connection: `inner` (aiohttp's request handler) sees it only once admitted."""
+
+    def __init__(self, inner: asyncio.Protocol, limits: ConnectionLimits) -> None:
+        self.inner = inner
+        self.limits = limits
+        self.client: str | None = None  # set once admitted
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.tail = b""  # the last bytes seen, to find the end of headers across reads
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        client = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        self.transport = cast(asyncio.Transport, transport)
+        if not self.limits.admit(client):
+            self.transport.abort()
+            return
+        self.client = client
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(self.limits.header_timeout, self._too_slow)
+        self.inner.connection_made(transport)
+
+    def _too_slow(self) -> None:
+        self.timer = None
+        log.info("http: closing a connection from %s: no request headers in time", self.client)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if self.client is None:
+            return
+        if self.timer is not None:
+            seen = self.tail + data
+            if any(end in seen for end in HEADERS_END):
+                self.timer.cancel()
+                self.timer = None
+            self.tail = seen[-3:]
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.client is not None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.client is None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.limits.release(self.client)
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.client is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.client is not None:
+            self.inner.resume_writing()
+
+
+class GuardedSite(web.TCPSite):
+    """aiohttp's TCP site with every connection behind `Guarded`."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, limits: ConnectionLimits):
+        super().__init__(runner, host, port)
+        self.limits = limits
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with the runner
+        server = self._runner.server
+        assert server is not None
+
+        def connection() -> Guarded:
+            return Guarded(server(), self.limits)
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            connection, self._host, self._port, backlog=self._backlog
+        )
