@@ -3,7 +3,9 @@ work directory at any depth, and of /etc), and the files bwrap binds over them.
 
 Secret files are covered by one empty read-only regular file (a device there breaks
 `git diff --stat`: "unsupported file type"), secret directories by an empty tmpfs, git config
-files by a sanitized copy (runtime.tools.git_view). Nothing is cached that could be stale:
+files by a sanitized copy (runtime.tools.git_view), and any other name (hard link) of a
+secret of the work directory, /etc or a home's credential store likewise.
+Nothing is cached that could be stale:
 a directory's listing is reused only while its change time (ctime, which no one can set back)
 is what it was when read, and only once it is older than the clock's grain; every call
 checks every directory. A tree too large to scan fails closed (`ScanTooLarge`)."""
