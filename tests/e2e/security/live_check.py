@@ -406,11 +406,13 @@ def planted(base: Path, case: Case) -> Iterator[Env]:
         _setup_case(env, case, env.traps)
         yield env
     finally:
-        if env.traps is not None:
-            env.traps.close()
-        for path in env.outside.values():
-            shutil.rmtree(path, ignore_errors=True)
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            if env.traps is not None:
+                env.traps.close()
+        finally:
+            for path in env.outside.values():
+                shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def swap(env: Env, step: Swap) -> None:
