@@ -108,6 +108,7 @@ class Service:
     # and in /readyz, which stays ready.
     warnings: list[str] = field(default_factory=list)
     long_connection: LongConnection | None = None  # Feishu's, once started
+    socket_mode: AsyncSocketModeHandler | None = None  # Slack's, once started
     mcp: McpServers | None = None  # the policy file's MCP servers, supervised here
 
     async def aclose(self) -> None:
@@ -139,6 +140,8 @@ class Service:
         problems = []
         if self.long_connection is not None and not self.long_connection.alive:
             problems.append("the feishu long connection stopped")
+        if self.socket_mode is not None and not await self.socket_mode.client.is_connected():
+            problems.append("the slack socket mode connection is down")
         if self.worker is not None:
             return problems if self.worker.alive() else [*problems, "worker not polling"]
         try:
@@ -162,6 +165,41 @@ async def _slack_identity(client: AsyncWebClient, settings: Settings) -> SlackId
     except OSError as exc:
         raise Unavailable(f"cannot reach Slack at {settings.slack_api_url} ({exc})") from exc
     return SlackIdentity(str(auth["team_id"]), str(auth["user_id"]), str(auth.get("bot_id", "")))
+
+
+# What apps.connections.open answers for an app token that will never work: slack_sdk would
+# retry it forever (a traceback a second), so `serve` stops at start instead.
+REFUSED_APP_TOKEN = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_allowed_token_type",
+        "missing_scope",
+    }
+)
+
+
+async def _check_app_token(client: AsyncWebClient, app_token: str) -> None:
+    """Whether Slack takes the app-level token (an unused websocket URL is its answer);
+    other failures are left to Socket Mode's retries (and /readyz says not ready)."""
+    from slack_sdk.errors import SlackApiError  # noqa: PLC0415 - only with Slack enabled
+
+    try:
+        await client.apps_connections_open(app_token=app_token)
+    except SlackApiError as exc:
+        error = str(exc.response.get("error", "unknown"))
+        if error in REFUSED_APP_TOKEN:
+            raise SettingsError(
+                f"SLACK_APP_TOKEN: Slack refused it ({error}); create an app-level token with "
+                "the connections:write scope (the app's Basic Information page, App-Level "
+                "Tokens), turn Socket Mode on, and set it as SLACK_APP_TOKEN=xapp-…"
+            ) from exc
+        log.warning("slack: apps.connections.open failed (%s); Socket Mode will retry", error)
+    except OSError as exc:
+        log.warning("slack: cannot reach apps.connections.open (%s); Socket Mode will retry", exc)
 
 
 async def build_service(settings: Settings, policy: PolicyDocument, worker: bool = True) -> Service:
@@ -233,6 +271,8 @@ async def _build(
         token = settings.slack_bot_token.get_secret_value()
         client = web_client(token, settings.slack_api_url, http)
         identity = await _slack_identity(client, settings)
+        if settings.slack_app_token is not None:
+            await _check_app_token(client, settings.slack_app_token.get_secret_value())
         secret = settings.slack_signing_secret
         slack = SlackAdapter(
             client, identity, ingest, secret.get_secret_value() if secret else None
@@ -413,27 +453,16 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             ]
         port = settings.port if http else settings.metrics_port
         if port is not None:  # a worker serves only /healthz, /readyz and /metrics
-            # Requests in flight get the same grace as the jobs in hand (aiohttp's own default
-            # is 60 s per phase, and reads 0 as no limit).
-            runner = web.AppRunner(
-                build_app(service, platforms=http, body_timeout=settings.http_body_timeout),
-                handle_signals=False,
-                shutdown_timeout=max(settings.shutdown_grace, 0.1),
-                # Between requests too, a connection waits no longer than for its first.
-                keepalive_timeout=settings.http_header_timeout,
+            runner = await _listen(
+                settings, build_app(service, http, settings.http_body_timeout), port
             )
-            limits = ConnectionLimits(
-                per_client=settings.http_client_connections,
-                total=settings.http_max_connections,
-                header_timeout=settings.http_header_timeout,
-            )
-            await _listen(runner, settings.host, port, limits)
         # Only `serve` takes inputs from the platforms; workers just answer through their APIs.
         if http and service.slack is not None and settings.slack_app_token is not None:
-            socket_mode = service.slack.socket_mode_handler(
+            socket_mode = service.socket_mode = service.slack.socket_mode_handler(
                 settings.slack_app_token.get_secret_value()
             )
-            await socket_mode.connect_async()  # type: ignore[no-untyped-call]
+            if not await _connect(socket_mode, stop):
+                return 0  # stopped while connecting
         if http and service.feishu is not None and settings.feishu_mode == "websocket":
             from adapters.feishu.app import LongConnection  # noqa: PLC0415 - Feishu only
 
@@ -452,7 +481,10 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
         print("clawgate: stopping", file=sys.stderr, flush=True)
     finally:
         if socket_mode is not None:
-            await socket_mode.close_async()  # type: ignore[no-untyped-call]
+            # Its close waits on a websocket that may never answer: at most the grace.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(settings.shutdown_grace, 0.1)):
+                    await socket_mode.close_async()  # type: ignore[no-untyped-call]
         if long_connection is not None:
             await long_connection.stop()
         if runner is not None:
@@ -465,18 +497,48 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
     return 1 if service.worker is not None and service.worker.lease.fenced.is_set() else 0
 
 
+async def _connect(socket_mode: AsyncSocketModeHandler, stop: asyncio.Event) -> bool:
+    """Connect Socket Mode (True), unless `stop` is set first (False): slack_sdk retries a
+    failing connect for ever, and SIGTERM must still stop the process."""
+    task = asyncio.ensure_future(socket_mode.connect_async())  # type: ignore[no-untyped-call]
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+    await cancel([stopping] if task.done() else [task, stopping])
+    if task.done() and not task.cancelled():
+        task.result()  # its failure, if it failed
+        return True
+    return False
+
+
 async def _stop_when_fenced(worker: Worker, stop: asyncio.Event) -> None:
     await worker.lease.fenced.wait()
     stop.set()
 
 
-async def _listen(runner: web.AppRunner, host: str, port: int, limits: ConnectionLimits) -> None:
+async def _listen(settings: Settings, app: web.Application, port: int) -> web.AppRunner:
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        # Requests in flight get the same grace as the jobs in hand (aiohttp's own default
+        # is 60 s per phase, and reads 0 as no limit).
+        shutdown_timeout=max(settings.shutdown_grace, 0.1),
+        # Between requests too, a connection waits no longer than for its first.
+        keepalive_timeout=settings.http_header_timeout,
+    )
+    limits = ConnectionLimits(
+        per_client=settings.http_client_connections,
+        total=settings.http_max_connections,
+        header_timeout=settings.http_header_timeout,
+    )
     await runner.setup()
+    host = settings.host
     try:
         await GuardedSite(runner, host, port, limits).start()
     except OSError as exc:  # taken, or a host that is not this machine's
+        await runner.cleanup()
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         raise Unavailable(f"cannot listen on {host}:{port} ({why})") from exc
+    return runner
 
 
 def _announce(settings: Settings, service: Service, http: bool) -> None:

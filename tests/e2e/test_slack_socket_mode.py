@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from tests.conftest import free_port
@@ -194,3 +195,47 @@ async def test_nothing_is_acked_while_redis_is_down_and_the_retry_runs(
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nclawgate serve stderr:\n{serve.stderr}") from None
         assert len(answers(fake, thread, "after-outage")) == 1
+
+
+async def test_a_refused_app_token_stops_serve_with_one_line_and_the_fix(
+    fake: FakeSlack, redis_url: str, workdir: Path
+) -> None:
+    fake.respond_with("apps.connections.open", {"ok": False, "error": "invalid_auth"})
+    serve = await Clawgate.start("serve", socket_env(fake, redis_url, workdir), workdir)
+    try:
+        code = await asyncio.wait_for(serve.proc.wait(), timeout=30)
+    finally:
+        await serve.stop()
+    assert code == 2, serve.stderr  # a bad setting, as a refused SLACK_BOT_TOKEN
+    refusals = [line for line in serve.lines if "SLACK_APP_TOKEN" in line]
+    assert len(refusals) == 1, serve.stderr
+    assert "Slack refused it (invalid_auth)" in refusals[0]
+    assert "connections:write" in refusals[0]  # the fix
+    assert "Traceback" not in serve.stderr
+    assert len(fake.attempts("apps.connections.open")) == 1  # asked once, not in a loop
+
+
+async def test_while_socket_mode_cannot_connect_serve_is_not_ready_and_sigterm_stops_it(
+    fake: FakeSlack, redis_url: str, workdir: Path
+) -> None:
+    """Slack failing on its side: Socket Mode retries, /readyz says why it is not ready, and
+    SIGTERM ends the process within the shutdown grace (it took SIGKILL before)."""
+    fake.respond_with("apps.connections.open", {"ok": False, "error": "internal_error"})
+    env = socket_env(fake, redis_url, workdir)
+    serve = await Clawgate.start("serve", env, workdir)
+    url = f"http://127.0.0.1:{env['CLAWGATE_PORT']}/readyz"
+    try:
+        await fake.await_for(
+            lambda: len(fake.attempts("apps.connections.open")) >= 2, 20, what="a retry"
+        )
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 503
+            assert "the slack socket mode connection is down" in await response.text()
+        started = time.monotonic()
+        serve.proc.terminate()
+        code = await asyncio.wait_for(serve.proc.wait(), timeout=15)
+        grace = float(env["CLAWGATE_SHUTDOWN_GRACE"])
+        assert time.monotonic() - started < grace + 3, serve.stderr
+        assert code == 0, serve.stderr
+    finally:
+        await serve.stop()
