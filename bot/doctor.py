@@ -247,6 +247,7 @@ SECURITY_SETTINGS = (
     "CLAWGATE_WORKDIR",
     "CLAWGATE_POLICY_FILE",
     "CLAWGATE_ENABLED_TOOLS",
+    "CLAWGATE_ENV_FILE",
 )
 
 
@@ -271,6 +272,7 @@ def _settings(settings: Settings, serving: bool) -> list[Check]:
         "CLAWGATE_WORKDIR": str(settings.workdir),
         "CLAWGATE_POLICY_FILE": str(settings.policy_file or "none"),
         "CLAWGATE_ENABLED_TOOLS": ",".join(settings.enabled_tools),
+        "CLAWGATE_ENV_FILE": str(settings.settings_file.path or "none read"),
     }
     security = ", ".join(f"{name}={shown[name]} ({settings.source(name)})" for name in shown)
     found.append(Check("security settings", True, security))

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", alias="CLAWGATE_HOST")
     port: int = Field(8080, alias="CLAWGATE_PORT", ge=1, le=65535)
     workdir: Path = Field(default_factory=Path.cwd, alias="CLAWGATE_WORKDIR")
+    # The settings file to read, named in the environment (bot/settings_file.py decides
+    # whether it is read; `settings_file` is the outcome).
+    env_file: Path | None = Field(None, alias="CLAWGATE_ENV_FILE")
     policy_file: Path | None = Field(None, alias="CLAWGATE_POLICY_FILE")
     enabled_tools: CommaList = Field(
         default_factory=lambda: ["read", "write", "edit", "bash"], alias="CLAWGATE_ENABLED_TOOLS"
