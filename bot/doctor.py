@@ -18,7 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from bot.policy_file import PolicyFileError
 from bot.settings import Settings, SettingsError, load_settings
-from bot.settings_file import FIX
+from bot.settings_file import FIX, agent_may_write
 from bot.wiring import load_policy
 from runtime.mcp.supervisor import McpServers
 from runtime.policy.model import PolicyDocument
@@ -165,6 +165,21 @@ def _port(settings: Settings) -> Check:
     return Check("port", True, f"{where} is free for `clawgate serve`")
 
 
+def policy_file_problem(settings: Settings) -> str | None:
+    """Why the policy file cannot be trusted to serve a channel (None: it can): in the work
+    dir an approved command may rewrite it (add an admin, a safe program, an `expose`)."""
+    if settings.policy_file is None:
+        return None
+    why = agent_may_write(settings.policy_file, settings.workdir)
+    if why is None:
+        return None
+    return (
+        f"CLAWGATE_POLICY_FILE: {settings.policy_file}: {why}; `serve` and `worker` take the "
+        "policy file only from outside the work dir: move it (e.g. to "
+        "/etc/clawgate/clawgate.toml) and set CLAWGATE_POLICY_FILE to it"
+    )
+
+
 def _policy(settings: Settings) -> tuple[Check, PolicyDocument | None]:
     try:
         document = load_policy(settings)
@@ -173,6 +188,10 @@ def _policy(settings: Settings) -> tuple[Check, PolicyDocument | None]:
         return Check("policy", False, first, "correct the file (docs/policy.md)"), None
     if settings.policy_file is None:
         return Check("policy", True, "no policy file: the built-in defaults"), document
+    problem = policy_file_problem(settings)
+    if problem:
+        detail, _, fix = problem.removeprefix("CLAWGATE_POLICY_FILE: ").partition("; ")
+        return Check("policy", False, detail, fix), document
     scopes = len(document.conversations)
     return Check("policy", True, f"{settings.policy_file} ({scopes} conversation scopes)"), document
 

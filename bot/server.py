@@ -24,7 +24,7 @@ from adapters.console.relay import ConsoleRelay
 from adapters.dispatch import handle_inbound
 from adapters.http import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, MAX_BODY
 from adapters.router import Router
-from bot.doctor import print_serving_checks
+from bot.doctor import policy_file_problem, print_serving_checks
 from bot.errors import Unavailable
 from bot.http_limits import ConnectionLimits, GuardedSite
 from bot.policy_reload import keep_policy_fresh
@@ -426,6 +426,8 @@ def _stop_signal() -> asyncio.Event:
 
 async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
     """Serve until SIGTERM/SIGINT. `http=False` is `clawgate worker`: no endpoints."""
+    if problem := policy_file_problem(settings):
+        raise SettingsError(problem)
     service = await build_service(settings, policy, worker=settings.inprocess_worker or not http)
     # Everything loaded so far (the platform SDKs define thousands of classes) lives as long
     # as the process: keep it out of the garbage collector's full passes, which otherwise
@@ -441,16 +443,7 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
         policies = service.runtime.policies
         tasks.append(asyncio.create_task(keep_policy_fresh(policies, settings.policy_file)))
         if service.worker is not None:
-            try:
-                await service.worker.start()
-            except REDIS_DOWN as exc:
-                where = shown_url(settings.redis_url or "the embedded store")
-                raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
-            sweeper = sweep_forever(service.runtime.sweep, SWEEP_INTERVAL)
-            tasks += [
-                asyncio.create_task(sweeper),
-                asyncio.create_task(_stop_when_fenced(service.worker, stop)),
-            ]
+            tasks += await _start_worker(service.worker, service.runtime, settings, stop)
         port = settings.port if http else settings.metrics_port
         if port is not None:  # a worker serves only /healthz, /readyz and /metrics
             runner = await _listen(
@@ -495,6 +488,21 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
         await service.aclose()
     # Its jobs were taken over after a stall: exit 1, so the supervisor starts it afresh.
     return 1 if service.worker is not None and service.worker.lease.fenced.is_set() else 0
+
+
+async def _start_worker(
+    worker: Worker, runtime: Runtime, settings: Settings, stop: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """The worker polling, and the tasks beside it: the sweeper, the stop once fenced."""
+    try:
+        await worker.start()
+    except REDIS_DOWN as exc:
+        where = shown_url(settings.redis_url or "the embedded store")
+        raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
+    return [
+        asyncio.create_task(sweep_forever(runtime.sweep, SWEEP_INTERVAL)),
+        asyncio.create_task(_stop_when_fenced(worker, stop)),
+    ]
 
 
 async def _connect(socket_mode: AsyncSocketModeHandler, stop: asyncio.Event) -> bool:

@@ -53,14 +53,16 @@ def find_settings_file(environ: Mapping[str, str], cwd: Path) -> SettingsFile:
     if WORKDIR_VARIABLE not in upper and values.get(WORKDIR_VARIABLE):
         workdirs.add(cwd / str(values[WORKDIR_VARIABLE]))
     for workdir in workdirs:
-        why = _unsafe(location, workdir)
+        why = agent_may_write(location, workdir)
         if why:
             return SettingsFile(ignored=f"ignoring the settings file {location}: {why}")
     return SettingsFile(location, frozenset(values))
 
 
-def _unsafe(location: Path, workdir: Path) -> str | None:
-    """Why the agent could write the file at `location` (None: it cannot)."""
+def agent_may_write(location: Path, workdir: Path) -> str | None:
+    """Why the agent could change the file at `location` (None: it cannot): approved commands
+    write anywhere in the work dir. Also for the policy file (bot/server.py)."""
+    location = Path(os.path.abspath(location))
     lexical, resolved = Path(os.path.abspath(workdir)), workdir.resolve()
     target = location.resolve()
     if any(p.is_relative_to(w) for p in (location, target) for w in (lexical, resolved)):

@@ -23,6 +23,8 @@ PLACEHOLDER_HOST = "https://YOUR-HOST"
 # the methods in the code: a call this table does not know fails it.
 METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "auth.test": (),  # who the bot is, at start
+    # Socket Mode's token checked at start: the app-level token's connections:write, no bot scope.
+    "apps.connections.open": (),
     "chat.postMessage": ("chat:write",),  # answers, the working message, approval notices
     "chat.update": ("chat:write",),  # the working message and notices updated in place
     "chat.postEphemeral": ("chat:write",),  # answers only the asker sees
