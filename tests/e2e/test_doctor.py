@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.e2e.test_worker_processes import Clawgate
 from tests.fake_feishu import FakeFeishu
 from tests.fake_openai import FakeOpenAI
 from tests.fake_slack import FakeSlack
@@ -230,3 +231,34 @@ async def test_a_settings_file_in_the_work_dir_is_ignored_and_the_sources_are_sh
     assert f"CLAWGATE_SANDBOX=bwrap ({outside})" in text
     assert "CLAWGATE_APPROVERS=slack:UCAROL (environment)" in text
     assert f"CLAWGATE_WORKDIR={workdir} (default)" in text
+
+
+async def test_serve_ignores_a_planted_settings_file_and_refuses_a_policy_file_in_the_work_dir(
+    tmp_path: Path, forgetful_redis: str
+) -> None:
+    """`clawgate serve` in the default layout (the work dir is the current directory): an
+    approved command wrote `.env` and `clawgate.toml` there before this start."""
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    (workdir / ".env").write_text("CLAWGATE_SANDBOX=off\nCLAWGATE_ADMINS=slack:UEVIL\n")
+    env = base_env(
+        REDIS_URL=forgetful_redis,
+        CLAWGATE_PORT=str(free_port()),
+        CLAWGATE_SHUTDOWN_GRACE="1",
+        CLAWGATE_LOG_LEVEL="WARNING",
+    )
+    serve = await Clawgate.start("serve", env, workdir)
+    try:
+        await serve.wait_line("listening on")
+    finally:
+        assert await serve.stop() == 0, serve.stderr
+    assert "ignoring the settings file" in serve.stderr
+    assert "CLAWGATE_SANDBOX=off" not in serve.stderr
+    assert "off (CLAWGATE_SANDBOX=off)" not in serve.stderr  # the sandbox it announced
+    assert "slack:UEVIL" not in serve.stderr and "✗ people: no admins" in serve.stderr
+
+    (workdir / "clawgate.toml").write_text('[approvals]\nadmins = ["slack:UEVIL"]\n')
+    code, _, err = await chat("", workdir, env, "serve")
+    assert code == 2, err
+    assert f"CLAWGATE_POLICY_FILE: {workdir / 'clawgate.toml'}: it is inside the work dir" in err
+    assert "Traceback" not in err and "listening on" not in err
