@@ -328,7 +328,7 @@ def _port(url: str) -> None:
 
 def load_settings(warnings: TextIO = sys.stderr) -> Settings:
     """The settings of this process; why a settings file was ignored goes to `warnings`."""
-    found = find_settings_file(os.environ, Path.cwd())
+    found = find_settings_file(os.environ, Path.cwd(), Settings.variables())
     if found.missing:
         raise SettingsError(f"{ENV_FILE_VARIABLE}: {found.missing} does not exist")
     if found.ignored:

@@ -12,7 +12,7 @@ must not contain it either."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,10 +39,14 @@ class SettingsFile:
     missing: str | None = None
 
 
-def find_settings_file(environ: Mapping[str, str], cwd: Path) -> SettingsFile:
+def find_settings_file(
+    environ: Mapping[str, str], cwd: Path, settings: Collection[str]
+) -> SettingsFile:
+    """`settings`: the variables clawgate reads. A project's own `.env` in the work dir that
+    sets none of them is not clawgate's: ignored without a word."""
     upper = {name.upper(): value for name, value in environ.items()}
     named = upper.get(ENV_FILE_VARIABLE)
-    path = Path(named) if named else Path(ENV_FILE)
+    path = Path(named).expanduser() if named else Path(ENV_FILE)
     location = Path(os.path.abspath(cwd / path))  # the name as given: its links unresolved
     if not location.is_file():
         return SettingsFile(missing=str(location) if named else None)
@@ -54,8 +58,10 @@ def find_settings_file(environ: Mapping[str, str], cwd: Path) -> SettingsFile:
         workdirs.add(cwd / str(values[WORKDIR_VARIABLE]))
     for workdir in workdirs:
         why = agent_may_write(location, workdir)
-        if why:
+        if why and values.keys() & set(settings):
             return SettingsFile(ignored=f"ignoring the settings file {location}: {why}")
+        if why:
+            return SettingsFile()
     return SettingsFile(location, frozenset(values))
 
 

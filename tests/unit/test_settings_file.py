@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import SettingsError, load_settings
+from bot.settings import Settings, SettingsError, load_settings
 from bot.settings_file import find_settings_file
 from runtime.tools.sandbox import SandboxMode
 
 PLANTED = "CLAWGATE_SANDBOX=off\nCLAWGATE_ADMINS=slack:UEVIL\n"
+NAMES = Settings.variables()
 
 
 @pytest.fixture
@@ -66,21 +67,21 @@ def test_no_name_of_the_work_dir_reaches_the_file(project: Path) -> None:
     # A symlink in the work dir (the agent may repoint it), a file linked from outside into
     # the work dir, a hard link (another name of it may be inside), a work dir given as a link.
     (project / ".env").symlink_to(outside)
-    assert "inside the work dir" in str(find_settings_file({}, project).ignored)
+    assert "inside the work dir" in str(find_settings_file({}, project, NAMES).ignored)
     (project / ".env").unlink()
     (project / "real.env").write_text(PLANTED)
     outside.unlink()
     outside.symlink_to(project / "real.env")
-    found = find_settings_file({"CLAWGATE_ENV_FILE": str(outside)}, project)
+    found = find_settings_file({"CLAWGATE_ENV_FILE": str(outside)}, project, NAMES)
     assert "inside the work dir" in str(found.ignored)
     outside.unlink()
     os.link(project / "real.env", outside)
-    found = find_settings_file({"CLAWGATE_ENV_FILE": str(outside)}, project.parent / "other")
+    found = find_settings_file({"CLAWGATE_ENV_FILE": str(outside)}, project.parent / "other", NAMES)
     assert "hard link" in str(found.ignored)
     alias = project.parent / "alias"
     alias.symlink_to(project)
     (project / ".env").write_text(PLANTED)
-    found = find_settings_file({"CLAWGATE_WORKDIR": str(alias)}, project)
+    found = find_settings_file({"CLAWGATE_WORKDIR": str(alias)}, project, NAMES)
     assert "inside the work dir" in str(found.ignored)
 
 
@@ -91,9 +92,17 @@ def test_a_file_that_names_another_work_dir_is_not_read_from_the_one_it_leaves(
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()
     (project / ".env").write_text(f"CLAWGATE_WORKDIR={elsewhere}\n{PLANTED}")
-    assert "inside the work dir" in str(find_settings_file({}, project).ignored)
+    assert "inside the work dir" in str(find_settings_file({}, project, NAMES).ignored)
     # From outside, naming a work dir that does not contain it: read.
     outside = project.parent / "clawgate.env"
     outside.write_text(f"CLAWGATE_WORKDIR={elsewhere}\n")
-    found = find_settings_file({"CLAWGATE_ENV_FILE": str(outside)}, project.parent / "x")
+    found = find_settings_file({"CLAWGATE_ENV_FILE": str(outside)}, project.parent / "x", NAMES)
     assert found.path == outside and found.ignored is None
+
+
+def test_a_project_s_own_dot_env_is_left_alone_without_a_word(project: Path) -> None:
+    """Not clawgate's file (none of its settings): nothing read, nothing said."""
+    (project / ".env").write_text("DATABASE_URL=postgres://app@db/app\nDEBUG=1\n")
+    warnings = io.StringIO()
+    settings = load_settings(warnings)
+    assert warnings.getvalue() == "" and settings.settings_file.path is None
