@@ -82,6 +82,10 @@ def message_inbound(
         return None
     if event.user == me.bot_user_id:
         return None
+    if event.type == "app_mention" and event.channel_type is None and event.channel[:1] == "G":
+        # A group DM or a legacy private channel: the `message` event of the same message
+        # (the same dedupe key) says which, and a group DM counts as a direct message.
+        return None
     mentioned = event.type == "app_mention" or mentions(event.text, me.bot_user_id)
     needs_session = False
     if _is_dm(event):

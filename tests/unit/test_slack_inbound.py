@@ -88,6 +88,32 @@ def test_dm_is_one_session_unless_threaded() -> None:
     assert threaded.session == "slack:T1:D1:5.0"
 
 
+def test_a_group_dm_is_a_direct_message_whatever_the_payload() -> None:
+    mpim = message_inbound(
+        event(channel="G1", channel_type="mpim", text="<@UBOT> hi"), "Ev1", "T1", ME
+    )
+    private = message_inbound(
+        event(channel="G2", channel_type="group", text="<@UBOT> hi"), "Ev2", "T1", ME
+    )
+    assert mpim is not None and mpim.conversation.direct
+    assert private is not None and not private.conversation.direct
+    # An app_mention there does not say which it is: its `message` event is taken instead.
+    unsure = event(type="app_mention", channel="G1", text="<@UBOT> hi")
+    assert message_inbound(unsure, "Ev3", "T1", ME) is None
+    command = SlashCommand.model_validate(
+        {
+            "command": "/clawgate",
+            "text": "pending",
+            "user_id": "U1",
+            "channel_id": "G1",
+            "channel_name": "mpdm-alice--bob-1",
+            "team_id": "T1",
+            "trigger_id": "tr1",
+        }
+    )
+    assert command_inbound(command).conversation.direct
+
+
 @pytest.mark.parametrize(
     "fields",
     [
