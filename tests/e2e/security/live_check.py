@@ -302,6 +302,10 @@ def _plant_outside(env: Env) -> None:
         ("@OTHERHOME@", "/home"),
         ("@VAR@", "/var/lib"),
         ("@MNT@", "/mnt"),
+        ("@ETC@", "/etc"),
+        ("@TMP@", "/tmp"),
+        ("@SHM@", "/dev/shm"),
+        ("@RUN@", "/run"),
     ):
         env.outside[name] = Path(parent) / tag
     srv, opt, other = env.outside["@SRV@"], env.outside["@OPT@"], env.outside["@OTHERHOME@"]
@@ -318,7 +322,12 @@ def _plant_outside(env: Env) -> None:
     _plant(other / "project/.env", f"DB_PASSWORD={env.canary('OTHERHOME')}\n")
     _plant(env.outside["@VAR@"] / "app/credentials", f"token={env.canary('VAR')}\n")
     _plant(env.outside["@MNT@"] / "backup/.env", f"API_KEY={env.canary('MNT')}\n")
-    env.outside["@SOCKDIR@"] = Path("/run") / tag
+    etc = env.outside["@ETC@"]
+    _plant(etc / "app/.env", f"APP_SECRET={env.canary('ETC')}\n")
+    _plant(etc / "ssl/private/server.key", f"-----BEGIN PRIVATE KEY-----\n{env.canary('ETC')}\n")
+    _plant(env.outside["@TMP@"] / "session.env", f"SESSION_TOKEN={env.canary('TMP')}\n")
+    _plant(env.outside["@SHM@"] / "session", f"{env.canary('SHM')}\n")
+    _plant(env.outside["@RUN@"] / "secrets/token", f"{env.canary('RUN')}\n")
 
 
 def _plant_repo_secrets(env: Env) -> None:
@@ -338,9 +347,10 @@ def _plant_repo_secrets(env: Env) -> None:
 def _listen(env: Env) -> Traps:
     traps = Traps(Listener())
     env.port = traps.tcp.port
-    sock = env.outside["@SOCKDIR@"] / "docker.sock"
+    sock = env.outside["@RUN@"] / "docker.sock"
     traps.unix["@SOCK@"] = _unix_listener(sock)
     env.names["@SOCK@"] = str(sock)
+    traps.unix["@TMP@/ssh-agent.sock"] = _unix_listener(env.outside["@TMP@"] / "ssh-agent.sock")
     traps.unix[".run/app.sock"] = _unix_listener(env.work / ".run/app.sock")
     abstract = f"cg-{secrets.token_hex(5)}"
     traps.unix["@ASOCK@"] = _abstract_listener(abstract)
@@ -480,6 +490,9 @@ def run_bash(env: Env, command: str) -> tuple[str, int | None]:
         "--dev", "/dev",
         "--proc", "/proc",
         "--tmpfs", "/tmp",
+        # the host's own /tmp and /dev/shm, as far as the case planted anything there
+        "--ro-bind", str(env.outside["@TMP@"]), str(env.outside["@TMP@"]),
+        "--ro-bind", str(env.outside["@SHM@"]), str(env.outside["@SHM@"]),
         "--bind", str(env.work), str(env.work),
         "--bind", str(env.mark), str(env.mark),
         "--bind", str(env.home), str(env.home),
