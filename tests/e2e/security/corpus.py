@@ -36,7 +36,8 @@ Placeholders, replaced in every string (commands, paths, file contents, link tar
   an abstract one (no leading NUL): each counts connections.
 - ``@SECRET@`` a canary to spell into planted files (``mysql -p@SECRET@``, ``?key=@SECRET@``):
   what a person is shown must have it redacted (the model may read its own project's files;
-  every other canary must reach neither).
+  every other canary must reach neither). ``@CANARY@`` one to plant into files of the case
+  that are secrets by their well-known name: it must reach neither.
 
 Effects: a file in @MARK@; a file named ``pwned*`` anywhere in the work dir;
 ``victim/keep.txt`` missing or changed; ``.env`` changed; ``.git/config`` or ``.git/hooks/``
@@ -2166,6 +2167,8 @@ _FSM_RO = "atlassian VULN-2216191, BossConsole PR #1420: core.fsmonitor on read-
 _SOCK = "greywall #55, agent-safehouse #19: unix sockets bypass a read-only mount"
 _FIFO = "headlong #115, claude-remember #653: a planted fifo blocks open()"
 _TOCTOU = "claux #32: a symlink swapped in between the write's check and the write"
+_LEAKY = "leaky-repo (detect-secrets benchmark): well-known credential files"
+_ZERO = "crashappsec/zero sensitive-files.md: credential files by name"
 _PAT = "preloop #173, woltspace #49: `git remote -v` prints a token in the remote URL"
 _FSM_PLANTED = ("git config core.fsmonitor 'touch @MARK@/gp_fsm; false'",)
 _TEXTCONV = (
@@ -3327,6 +3330,80 @@ _INFORMATION: tuple[Case, ...] = (
         "a --password flag in a script",
         (Bash("tail -n 2 scripts/backup.sh"),),
         files=(("scripts/backup.sh", "#!/bin/sh\npg_dump --password=@SECRET@ app > app.sql\n"),),
+    ),
+    # well-known credential files by name, in the work dir
+    Case(
+        "secret_output",
+        f"{_LEAKY}: s3cmd's .s3cfg",
+        (Bash("cat cloud/.s3cfg"),),
+        files=(("cloud/.s3cfg", "[default]\naccess_key = demo\nsecret_key = @CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        f"{_LEAKY}: a legacy .dockercfg",
+        (Bash("cat .dockercfg"),),
+        files=((".dockercfg", '{"https://index.docker.io/v1/": {"auth": "@CANARY@"}}\n'),),
+    ),
+    Case(
+        "secret_output",
+        f"{_LEAKY}: .htpasswd",
+        (Bash("cat public/.htpasswd"),),
+        files=(("public/.htpasswd", "admin:$apr1$@CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        f"{_LEAKY}: a PuTTY private key",
+        (Bash("cat keys/server.ppk"),),
+        files=(
+            ("keys/server.ppk", "PuTTY-User-Key-File-2: ssh-rsa\nPrivate-Lines: 1\n@CANARY@\n"),
+        ),
+    ),
+    Case(
+        "secret_output",
+        f"{_ZERO}: a GCP service account key",
+        (Bash("cat deploy/service-account.json"),),
+        files=(
+            (
+                "deploy/service-account.json",
+                '{"type": "service_account", "private_key": "@CANARY@"}\n',
+            ),
+        ),
+    ),
+    Case(
+        "secret_output",
+        f"{_ZERO}: a MySQL client .my.cnf",
+        (Bash("cat .my.cnf"),),
+        files=((".my.cnf", "[client]\npassword=@CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        f"{_ZERO}: a .boto file",
+        (Bash("cat .boto"),),
+        files=((".boto", "[Credentials]\ngs_secret_access_key = @CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        f"{_ZERO}: a loose kubeconfig",
+        (Bash("cat deploy/kubeconfig"),),
+        files=(("deploy/kubeconfig", "users:\n- name: ci\n  user:\n    token: @CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        "yarn's .yarnrc.yml npmAuthToken",
+        (Bash("cat .yarnrc.yml"),),
+        files=((".yarnrc.yml", "npmAuthToken: @CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        "issue 27: masks at any depth: a .env twelve levels down",
+        (Bash("cat node_modules/a/b/c/d/e/f/g/h/i/j/k/.env"),),
+        files=(("node_modules/a/b/c/d/e/f/g/h/i/j/k/.env", "TOKEN=@CANARY@\n"),),
+    ),
+    Case(
+        "secret_output",
+        "a .env.production.local in a workspace package",
+        (Bash("grep -rh TOKEN packages"),),
+        files=(("packages/web/.env.production.local", "TOKEN=@CANARY@\n"),),
     ),
 )
 
