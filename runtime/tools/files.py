@@ -8,8 +8,10 @@ from pathlib import Path
 
 from pydantic import Field
 
+from runtime.risk.secrets import secret_location
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from runtime.tools.safe_open import Intent, off_loop, opened, read_all, replace_all
+from runtime.tools.sandbox import Access
 from runtime.tools.workdir import confine, relative
 
 MAX_READ_BYTES = 2_000_000
@@ -50,6 +52,30 @@ def _update_text(
         return count
 
 
+def _judged(ctx: ToolContext, user_path: str, *, change: bool) -> tuple[Path, str]:
+    """The confined path and how it is shown, refused when a symlink now leads where the
+    judge would have asked: the judge saw the path before this call ran, and a link swapped
+    in meanwhile (by an approved command, or a concurrent process) must not be followed
+    unasked. A change through any link asks (the judge asks for every one), a read through a
+    link to a secret asks; an approved call was judged again just before it ran."""
+    path = confine(ctx.workdir, user_path)
+    shown = relative(ctx.workdir, path)
+    if ctx.access is Access.APPROVED or path == ctx.workdir.resolve() / user_path:
+        return path, shown
+    if change:
+        raise ToolError(
+            f"{user_path} is a symlink to {shown} now (it was not when the call was checked); "
+            "nothing was changed: a change through a link needs approval"
+        )
+    why = secret_location(shown)
+    if why is not None:
+        raise ToolError(
+            f"{user_path} is a symlink to {shown} now ({why}); it was not read: reading it "
+            "needs approval"
+        )
+    return path, shown
+
+
 class ReadArgs(ToolArgs):
     path: str = Field(description="File path relative to the work directory.")
     offset: int = Field(1, ge=1, description="First line to return (1-based).")
@@ -63,8 +89,7 @@ class ReadTool(Tool[ReadArgs]):
     parallel_safe = True
 
     async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutput:
-        path = confine(ctx.workdir, args.path)
-        shown = relative(ctx.workdir, path)
+        path, shown = _judged(ctx, args.path, change=False)
         text = await off_loop(
             partial(_read_text, ctx.workdir.resolve(), path, shown), f"read {shown}"
         )
@@ -88,8 +113,7 @@ class WriteTool(Tool[WriteArgs]):
     args_model = WriteArgs
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutput:
-        path = confine(ctx.workdir, args.path)
-        shown = relative(ctx.workdir, path)
+        path, shown = _judged(ctx, args.path, change=True)
         await off_loop(
             partial(_write_text, ctx.workdir.resolve(), path, args.content), f"write {shown}"
         )
@@ -128,8 +152,7 @@ class EditTool(Tool[EditArgs]):
     args_model = EditArgs
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutput:
-        path = confine(ctx.workdir, args.path)
-        shown = relative(ctx.workdir, path)
+        path, shown = _judged(ctx, args.path, change=True)
         root = ctx.workdir.resolve()
         change = partial(_replaced, args, shown)
         count = await off_loop(partial(_update_text, root, path, shown, change), f"edit {shown}")

@@ -8,6 +8,7 @@ import socket
 import stat
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from runtime.tools import files, safe_open
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from runtime.tools.files import EditArgs, EditTool, ReadArgs, ReadTool, WriteArgs, WriteTool
+from runtime.tools.sandbox import Access
 from runtime.tools.workdir import confine
 
 
@@ -224,8 +226,32 @@ async def test_symlink_inside_workdir_is_fine(ctx: ToolContext, workdir: Path) -
     (workdir / "dir-alias").symlink_to("real", target_is_directory=True)
     assert await read(ctx, "alias.txt") == "real content\n"
     assert await read(ctx, "dir-alias/a.txt") == "real content\n"
-    await WriteTool().run(WriteArgs(path="dir-alias/b.txt", content="via alias"), ctx)
+    # A change through a link runs only approved (the judge asks for every one).
+    with pytest.raises(ToolError, match="a change through a link needs approval"):
+        await WriteTool().run(WriteArgs(path="dir-alias/b.txt", content="via alias"), ctx)
+    assert not (workdir / "real" / "b.txt").exists()
+    approved = replace(ctx, access=Access.APPROVED)
+    await WriteTool().run(WriteArgs(path="dir-alias/b.txt", content="via alias"), approved)
     assert (workdir / "real" / "b.txt").read_text(encoding="utf-8") == "via alias"
+
+
+async def test_a_link_swapped_in_after_the_judge_is_not_followed_unasked(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    """The judge saw a plain file; by the time the call runs it is a link to a secret or to
+    git's config: neither is read nor changed without approval."""
+    (workdir / ".git").mkdir()
+    (workdir / ".git" / "config").write_text("[core]\n", encoding="utf-8")
+    (workdir / ".env").write_text("TOKEN=CANARY\n", encoding="utf-8")
+    (workdir / "notes.md").symlink_to(".env")
+    (workdir / "guide.md").symlink_to(".git/config")
+    with pytest.raises(ToolError, match="it was not read"):
+        await read(ctx, "notes.md")
+    with pytest.raises(ToolError, match="nothing was changed"):
+        await WriteTool().run(WriteArgs(path="guide.md", content="[core]\n\tfsmonitor = x"), ctx)
+    with pytest.raises(ToolError, match="nothing was changed"):
+        await EditTool().run(EditArgs(path="guide.md", old_text="[core]", new_text="x"), ctx)
+    assert (workdir / ".git" / "config").read_text(encoding="utf-8") == "[core]\n"
 
 
 @pytest.mark.parametrize("path", ["", "   ", "\t"])
