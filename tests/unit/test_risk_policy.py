@@ -1087,6 +1087,12 @@ def test_decisions_accept_any_mapping() -> None:
         ("cat /etc/shadow", "password hashes"),
         ("cat .env", "environment file"),
         ("cat config/secrets.yaml", "secrets"),
+        ("cat deploy/.s3cfg", "cloud credentials"),
+        ("head ci/service-account-prod.json", "cloud credentials"),
+        ("cat ops/kubeconfig", "cluster credentials"),
+        ("cat .my.cnf", "stored credentials"),
+        ("cat keys/putty.ppk", "SSH"),
+        ("cat .yarnrc.yml", "package registry tokens"),
     ],
 )
 def test_reading_secret_locations_with_read_only_programs_asks(command: str, needle: str) -> None:
