@@ -55,7 +55,13 @@ def build_sandbox(settings: Settings) -> Sandbox:
     """Probe the OS sandbox once; CLAWGATE_SANDBOX=bwrap without a working bwrap is a
     settings error (the operator asked for containment), `auto` falls back to asking."""
     try:
-        return probe(settings.sandbox, settings.sandbox_network, settings.sandbox_unix_sockets)
+        read = settings.settings_file.path
+        return probe(
+            settings.sandbox,
+            settings.sandbox_network,
+            settings.sandbox_unix_sockets,
+            hidden=() if read is None else (str(read),),
+        )
     except SandboxUnavailable as exc:
         raise SettingsError(str(exc)) from exc
 

@@ -107,6 +107,9 @@ class Sandbox:
     problem: str | None = None  # why `auto` found no working bwrap
     network: NetworkAccess = NetworkAccess.APPROVED
     unix_sockets: UnixSockets = UnixSockets.NEVER
+    # Files no sandboxed command may read, whatever its access: clawgate's own settings file
+    # (it holds the platform tokens and model keys), wherever the operator keeps it.
+    hidden: tuple[str, ...] = ()
 
     @property
     def contained(self) -> bool:
@@ -188,6 +191,7 @@ class Sandbox:
             args += _host_view(workdir, expose)
         else:
             args += _allow_list_view(workdir, expose)
+        args += self._hide_own_files(access, expose)
         args += ["--chdir", str(workdir)]
         if self._unix_sockets(access, network, explicit):
             return [*args, "--", *argv]
@@ -195,6 +199,16 @@ class Sandbox:
         # spawner (the MCP SDK takes an argv only); bwrap closes it before the command runs.
         opener = ["/bin/sh", "-c", 'exec 3<"$0" && exec "$@"', str(masks.sources.seccomp)]
         return [*opener, *args, "--seccomp", "3", "--", *argv]
+
+    def _hide_own_files(self, access: Access, expose: Sequence[str]) -> list[str]:
+        """`hidden`, masked where the view shows it (a read-only view binds only the system
+        directories, `expose` and the work directory: a file elsewhere is absent anyway)."""
+        shown = None if access is Access.APPROVED else (*SYSTEM_DIRS, "/etc", *expose)
+        return _hide_files(
+            path
+            for path in self.hidden
+            if shown is None or any(path.startswith(place.rstrip("/") + "/") for place in shown)
+        )
 
 
 def _namespaces(network: bool) -> list[str]:
@@ -276,19 +290,21 @@ def probe(
     mode: SandboxMode,
     network: NetworkAccess = NetworkAccess.APPROVED,
     unix_sockets: UnixSockets = UnixSockets.NEVER,
+    hidden: Sequence[str] = (),
 ) -> Sandbox:
     """Find out once, at start, whether bwrap works here. `bwrap` mode raises when it does
     not (the operator asked for it); `auto` falls back to asking for every call."""
+    own = tuple(os.path.realpath(path) for path in hidden)
     if mode is SandboxMode.OFF:
-        return Sandbox(mode, network=network, unix_sockets=unix_sockets)
+        return Sandbox(mode, network=network, unix_sockets=unix_sockets, hidden=own)
     binary = shutil.which("bwrap")
     problem = "bwrap is not installed" if binary is None else _try(binary)
     if problem is None:
-        return Sandbox(mode, bwrap=binary, network=network, unix_sockets=unix_sockets)
+        return Sandbox(mode, bwrap=binary, network=network, unix_sockets=unix_sockets, hidden=own)
     if mode is SandboxMode.BWRAP:
         raise SandboxUnavailable(f"CLAWGATE_SANDBOX=bwrap, but {problem}")
     log.warning("no OS sandbox for bash (%s): every bash call will ask for approval", problem)
-    return Sandbox(mode, problem=problem, network=network, unix_sockets=unix_sockets)
+    return Sandbox(mode, problem=problem, network=network, unix_sockets=unix_sockets, hidden=own)
 
 
 class SandboxUnavailable(RuntimeError):

@@ -650,3 +650,27 @@ async def test_a_work_dir_reached_through_a_symlink_is_masked_too(
     link.symlink_to(workdir)
     text, _ = await bash(sandbox, link, "cat .env; pwd")
     assert CANARY not in text and str(link) in text
+
+
+async def test_clawgates_own_settings_file_is_hidden_from_every_command(workdir: Path) -> None:
+    """The settings file holds the platform tokens and model keys: wherever the operator keeps
+    it (under /etc, which unapproved commands see; under /srv, which approved ones see), no
+    sandboxed command reads it, approved or not."""
+    places = [Path(tempfile.mkdtemp(prefix="cg-settings-", dir=root)) for root in ("/etc", "/srv")]
+    try:
+        files = []
+        for place in places:
+            place.chmod(0o755)
+            (place / "env").write_text(f"SLACK_BOT_TOKEN={CANARY}\n")
+            (place / "env").chmod(0o644)  # world-readable: not masked as an unreadable file
+            files.append(str(place / "env"))
+        plain = working_sandbox()
+        seen, _ = await bash(plain, workdir, f"cat {files[0]}")
+        assert CANARY in seen  # the file is really readable without the rule
+        sandbox = probe(SandboxMode.BWRAP, hidden=files)
+        for access in Access:
+            text, _ = await bash(sandbox, workdir, f"cat {' '.join(files)}; echo done", access)
+            assert CANARY not in text and "done" in text
+    finally:
+        for place in places:
+            shutil.rmtree(place, ignore_errors=True)
