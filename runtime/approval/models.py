@@ -116,6 +116,8 @@ class ApprovalRecord(Versioned):
     # (runtime/approval/changes.py), shown in the notice; `unapproved_more`: and older ones.
     unapproved_changes: list[str] = Field(default_factory=list)
     unapproved_more: bool = False
+    # What the call runs with once approved (the bash sandbox's wider view), for the notice.
+    runs_with: str | None = None
     routes: list[str] = Field(default_factory=list)  # where the request is posted too
     remind_after_ms: int | None = None  # bring it up again when still pending this long
     escalate_after_ms: int | None = None  # then `escalate_to` may decide it too

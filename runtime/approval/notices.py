@@ -60,6 +60,8 @@ def notes_of(record: ApprovalRecord) -> tuple[str, ...]:
     changed = Changed(tuple(record.unapproved_changes), record.unapproved_more).line()
     if changed:
         notes.append(changed)
+    if record.runs_with:
+        notes.append(f"once approved it {record.runs_with}")
     return tuple(notes)  # redacted and escaped with the rest (shown_notice)
 
 

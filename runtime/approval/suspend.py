@@ -139,6 +139,7 @@ class Suspender:
             no_always=no_always,
             unapproved_changes=list(changed.paths),
             unapproved_more=changed.more,
+            runs_with=None if tool is None else tool.approved_view(),
             routes=_routes(ctx.policy, ctx.actor.key),
             **_reminders(ctx.policy),
         )

@@ -81,6 +81,11 @@ class Tool(ABC, Generic[A]):
         tool); None: the risk policy's rules decide. `safe_tools`: the conversation's."""
         return None
 
+    def approved_view(self) -> str | None:
+        """What an approved call of this tool runs with, for its approval notice (the bash
+        tool's sandbox view: more than an unapproved call sees); None: nothing to add."""
+        return None
+
     @property
     def signature(self) -> str | None:
         """What a human approved besides the arguments, when the tool itself can change

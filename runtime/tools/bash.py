@@ -130,6 +130,9 @@ class BashTool(Tool[BashArgs]):
     def uncontained(self) -> str | None:
         return self.sandbox.missing
 
+    def approved_view(self) -> str:
+        return self.sandbox.view(Access.APPROVED)
+
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout or self.timeout, self.timeout)
         done = await self._once(args.command, timeout, ctx)

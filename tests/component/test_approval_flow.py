@@ -586,25 +586,27 @@ async def test_the_notice_lists_the_files_changed_without_approval_since_the_las
     assert asked.approval_id is not None
     line = "changed without approval since the last approval: tests/conftest.py, Makefile"
     notice = channel.of(ApprovalRequested)[-1].notice
-    assert notice.notes == (line,)
+    view = runtime.registry.resolve("bash").approved_view()  # type: ignore[union-attr]
+    assert notice.notes == (line, f"once approved it {view}")
+    assert "work dir writable" in notice.notes[-1]  # more than the unasked call had
     assert line in json.dumps(approval_blocks(notice))
     assert line in json.dumps(approval_card(notice), ensure_ascii=False)
     assert f"  note: {line}" in render_request(notice).splitlines()
     assert (await runtime.run("s2", "run: make", ALICE, HERE)).approval_id is not None
-    assert channel.of(ApprovalRequested)[-1].notice.notes == ()  # another session
+    assert channel.of(ApprovalRequested)[-1].notice.notes[:-1] == ()  # another session
 
     decided = await runtime.decide(asked.approval_id, False, BOB, HERE, reason="no")
     assert decided.accepted
     again = await runtime.run("s1", "run: cp Makefile b", ALICE, HERE)
     assert again.approval_id is not None
-    assert channel.of(ApprovalRequested)[-1].notice.notes == ()  # reset by the decision
+    assert channel.of(ApprovalRequested)[-1].notice.notes[:-1] == ()  # reset by the decision
     always = await runtime.decide(again.approval_id, True, BOB, HERE, always=GrantTerms())
     assert always.accepted
     granted = await runtime.run("s1", "run: cp Makefile b", ALICE, HERE)  # under the grant
     assert granted.approval_id is None and granted.stop_reason is StopReason.FINAL
     last = await runtime.run("s1", "run: rm b", ALICE, HERE)
     assert last.approval_id is not None
-    assert channel.of(ApprovalRequested)[-1].notice.notes == (
+    assert channel.of(ApprovalRequested)[-1].notice.notes[:-1] == (
         'changed without approval since the last approval: whatever "$ cp Makefile b" wrote '
         '(it ran under an "approve always" grant)',
     )

@@ -733,8 +733,12 @@ async def test_only_the_people_the_policy_names_may_talk_to_the_bot(
     assert await dispatch(runtime, "s3", "hello", bob, direct, say) is None
     assert "direct messages with clawgate are closed here" in told[-1]
     assert len(fake_openai.requests) == 3
-    # Commands are not messages: anyone may still ask for /help or /pending.
+    # /help is for anyone; /pending shows others' commands: only to those with access.
+    await dispatch(runtime, "s1", "/help", bob, CHAT, say)
+    assert "/approve" in told[-1]
     await dispatch(runtime, "s1", "/pending", bob, CHAT, say)
+    assert "Sorry, you cannot use clawgate here" in told[-1]
+    await dispatch(runtime, "s1", "/pending", alice, CHAT, say)
     assert told[-1] == "No approvals are pending."
 
 
