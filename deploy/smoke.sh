@@ -337,16 +337,21 @@ fi
 say "clawgate doctor in the image: $(tail -1 "$work/doctor.log")"
 sed 's/^/smoke:   /' "$work/doctor.log" | grep -E 'sandbox|redis'
 
-# A bash call the judge lets run unasked, in bubblewrap inside the image: it sees the
-# sandbox's own empty /tmp, not the image's /tmp (where this marker is).
-touch "$work/tmp/outside-the-sandbox"
-printf 'run: ls -a /tmp\n' | in_image "${settings[@]}" -- "${entrypoint[@]}" chat >"$work/chat.log" 2>&1 ||
+# A bash call the judge lets run unasked, in bubblewrap inside the image: `ls -la` of the work
+# dir, where the sandbox shows a secret file (.env) as an empty read-only stand-in
+# (docs/security.md, "What an unapproved command can see").
+printf 'SMOKE_TOKEN=never-shown-to-an-unapproved-command\n' >"$work/work/.env"
+chmod 0644 "$work/work/.env"
+chown "$uid:$gid" "$work/work/.env"
+printf 'run: ls -la\n' | in_image "${settings[@]}" -- "${entrypoint[@]}" chat >"$work/chat.log" 2>&1 ||
   { cat "$work/chat.log"; fail "clawgate chat in the image"; }
-if ! grep -qx 'home' "$work/chat.log" || grep -q outside-the-sandbox "$work/chat.log" || ! grep -qF '[exit code 0]' "$work/chat.log"; then
+listing=$(grep -E ' \.env$' "$work/chat.log" || true)
+if ! grep -qF '[exit code 0]' "$work/chat.log" || ! [[ $listing =~ ^-r--r--r--\ .*\ 0\ [A-Z][a-z][a-z]\  ]] ||
+  grep -q never-shown "$work/chat.log"; then
   cat "$work/chat.log"
-  fail "the bash call did not run in the sandbox"
+  fail "the bash call did not run in the sandbox (or saw the work dir's .env)"
 fi
-say "a bash call ran in the bwrap sandbox inside the image: \`ls -a /tmp\` saw $(sed -n '/ls -a \/tmp (exit 0)/,/exit code/p' "$work/chat.log" | sed '1d;$d' | paste -sd' ') (the sandbox's private /tmp)"
+say "a bash call ran in the bwrap sandbox inside the image: \`ls -la\` saw the work dir's .env as '$listing' (an empty read-only stand-in; the file holds $(wc -c <"$work/work/.env") bytes)"
 
 # poll URL SECONDS: wait until URL answers 200; print the seconds since $t and the body size.
 poll() {

@@ -125,10 +125,12 @@ class Sandbox:
 
     def describe(self) -> str:
         if self.bwrap is not None:
-            return (
-                f"bwrap ({self.bwrap}), network for {self.network.value} commands, "
-                f"unix sockets for {self.unix_sockets.value} ones with the network"
+            sockets = (
+                "no unix sockets"
+                if self.unix_sockets is UnixSockets.NEVER
+                else "unix sockets for approved commands with the network"
             )
+            return f"bwrap ({self.bwrap}), network for {self.network.value} commands, {sockets}"
         if self.mode is SandboxMode.OFF:
             return "off (CLAWGATE_SANDBOX=off): commands run with clawgate's own rights"
         return f"unavailable ({self.problem}): every bash call asks"
