@@ -10,6 +10,7 @@ from redis.exceptions import RedisError
 from adapters.commands import Command, CommandError, parse_command
 from adapters.console.channel import render_pending
 from adapters.policy_text import render_grant, render_policy
+from adapters.reading import Prompt
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.models import Actor, ConversationRef, RunResult
@@ -57,9 +58,12 @@ async def dispatch(
     say: Say,
     help_text: str = HELP,
     job: str = "",
+    read: Callable[[], Awaitable[Prompt]] | None = None,
 ) -> RunResult | None:
     """Handle one input; returns the run's result when the agent ran (or resumed). `job`: the
-    inbox entry it came in (delivered again, its run continues where it stopped)."""
+    inbox entry it came in (delivered again, its run continues where it stopped). `read`: a
+    message's prompt for the model (thread context, attachments), asked only for a message
+    someone may send here; else the text alone."""
     say = shown_say(say)
     try:
         command = parse_command(text)
@@ -69,7 +73,8 @@ async def dispatch(
     if command is None:
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
-        return await runtime.run(session, text, actor, conversation, job)
+        prompt = Prompt(text) if read is None else await read()
+        return await runtime.run(session, prompt.text, actor, conversation, job, prompt.images)
     async with runtime.audit.unit():  # the command's record goes with what it caused
         return await _command(runtime, command, session, actor, conversation, say, help_text, job)
 
@@ -198,6 +203,9 @@ async def handle_inbound(
     async def say(text: str) -> None:
         await router.tell(inbound.conversation, inbound.actor, text, inbound.reply)
 
+    async def read() -> Prompt:
+        return await router.read(inbound, job)
+
     return await dispatch(
         runtime,
         inbound.session,
@@ -206,4 +214,5 @@ async def handle_inbound(
         inbound.conversation,
         say,
         job=job,
+        read=read,
     )

@@ -7,9 +7,11 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
+from adapters.reading import Prompt, Reader
 from runtime.channel import Channel, Event, MessageRef, Notice
 from runtime.lease import guard
 from runtime.models import Actor, ConversationRef
+from runtime.queue.inbound import Inbound
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +33,18 @@ class Router:
         """`fallback`: where events of a platform without an adapter here go (the operator
         CLI's terminal), instead of being dropped."""
         self.channels: dict[str, PlatformChannel] = {}
+        self.readers: dict[str, Reader] = {}
         self.fallback = fallback
 
-    def add(self, platform: str, channel: PlatformChannel) -> None:
+    def add(self, platform: str, channel: PlatformChannel, reader: Reader | None = None) -> None:
         self.channels[platform] = channel
+        if reader is not None:
+            self.readers[platform] = reader
+
+    async def read(self, inbound: Inbound, job: str) -> Prompt:
+        """The message as the model gets it: its platform's reader's, else its text."""
+        reader = self.readers.get(inbound.platform)
+        return Prompt(inbound.text) if reader is None else await reader.read(inbound, job)
 
     def _channel(self, conversation: ConversationRef) -> PlatformChannel | None:
         channel = self.channels.get(conversation.platform)

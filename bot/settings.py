@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
+from runtime.attachments import DEFAULT_MAX_BYTES, DEFAULT_TYPES, AttachmentLimits
 from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
 from runtime.tools.sandbox import NetworkAccess, SandboxMode, UnixSockets
 
@@ -61,6 +62,15 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
     model: str = Field("gpt-4o-mini", alias="CLAWGATE_MODEL", min_length=1)
     model_timeout: float = Field(120.0, alias="CLAWGATE_MODEL_TIMEOUT", gt=0)
+    # The model takes images: attached ones go to it as image parts (else only their names).
+    model_images: bool = Field(False, alias="CLAWGATE_MODEL_IMAGES")
+    # Files people attach (runtime/attachments.py): the largest taken, and the MIME types.
+    attachment_max_bytes: int = Field(
+        DEFAULT_MAX_BYTES, alias="CLAWGATE_ATTACHMENT_MAX_BYTES", ge=1, le=1024**3
+    )
+    attachment_types: CommaList = Field(
+        default_factory=lambda: list(DEFAULT_TYPES), alias="CLAWGATE_ATTACHMENT_TYPES"
+    )
     # Ask the model server to stream answers (shown while written in Slack and Feishu).
     stream: bool = Field(True, alias="CLAWGATE_STREAM")
     host: str = Field("127.0.0.1", alias="CLAWGATE_HOST")
@@ -140,7 +150,7 @@ class Settings(BaseSettings):
     feishu_domain: str = Field("https://open.feishu.cn", alias="FEISHU_DOMAIN")
     feishu_mode: Literal["webhook", "websocket"] = Field("webhook", alias="FEISHU_MODE")
 
-    @field_validator("enabled_tools", "admins", "approvers", mode="before")
+    @field_validator("enabled_tools", "admins", "approvers", "attachment_types", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
@@ -296,6 +306,9 @@ class Settings(BaseSettings):
         if self.inbox_partitions is not None:
             return self.inbox_partitions
         return CLUSTER_INBOX_PARTITIONS if self.redis_cluster else 1
+
+    def attachment_limits(self) -> AttachmentLimits:
+        return AttachmentLimits(self.attachment_max_bytes, tuple(self.attachment_types))
 
     @property
     def uses_demo_model(self) -> bool:

@@ -48,6 +48,7 @@ def build_provider(settings: Settings) -> Provider:
         base_url=settings.openai_base_url,
         timeout=settings.model_timeout,
         stream=settings.stream,
+        images=settings.workdir if settings.model_images else None,
     )
 
 

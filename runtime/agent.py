@@ -47,7 +47,6 @@ from runtime.models import (
     ConversationRef,
     RunResult,
     StopReason,
-    UserMessage,
 )
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
@@ -169,15 +168,24 @@ class Runtime:
     # --- messages ---------------------------------------------------------------------------
 
     async def run(
-        self, session: str, text: str, actor: Actor, conversation: ConversationRef, job: str = ""
+        self,
+        session: str,
+        text: str,
+        actor: Actor,
+        conversation: ConversationRef,
+        job: str = "",
+        images: tuple[str, ...] = (),
     ) -> RunResult:
         """Handle one message as the run of `job`, its inbox entry: a delivery of the same job
         again (its process died) continues the run from what was recorded. Redis failing is
-        raised, never half-handled: the worker keeps the job and tries again."""
+        raised, never half-handled: the worker keeps the job and tries again. `images`: the
+        person's attached images, paths in the work dir (`UserMessage.images`)."""
         async with self.audit.unit():  # the run's records in as few round trips as may be
             job = job or new_job()
-            held = HeldMessage(text=text, actor=actor, conversation=conversation, job=job)
-            user = encode_message(UserMessage(content=text, actor=actor.key))
+            held = HeldMessage(
+                text=text, actor=actor, conversation=conversation, job=job, images=images
+            )
+            user = encode_message(held.user_message())
             entry = await self.runs.enter(session, held.model_dump_json(), user, job)
             if entry.state != "held":
                 return await self._run_entry(session, held, entry)
@@ -405,8 +413,8 @@ class Runtime:
         while (raw := await self.runs.first_held(session)) is not None:
             message = HeldMessage.model_validate_json(raw)
             message = message.model_copy(update={"job": held_job(raw, message.job)})
-            user = UserMessage(content=message.text, actor=message.actor.key)
-            entry = await self.runs.start_held(session, raw, encode_message(user), message.job)
+            user = encode_message(message.user_message())
+            entry = await self.runs.start_held(session, raw, user, message.job)
             if entry.state == "waiting":
                 break
             if entry.state != "moved":

@@ -31,6 +31,9 @@ class UserMessage(BaseModel):
     role: Literal["user"] = "user"
     content: str
     actor: str | None = None
+    # Images the person attached, as paths in the work dir (runtime/attachments.py): sent as
+    # image parts to a model that takes images (CLAWGATE_MODEL_IMAGES), named in `content`.
+    images: list[str] = Field(default_factory=list)
 
 
 class AssistantMessage(BaseModel):

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from runtime.canonical import canonical_json
-from runtime.models import Actor, ConversationRef, ToolCall, ToolResult
+from runtime.models import Actor, ConversationRef, ToolCall, ToolResult, UserMessage
 
 # No 0/1/i/l/o: ids are read off a screen and typed back.
 ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"
@@ -166,3 +166,7 @@ class HeldMessage(BaseModel):
     actor: Actor
     conversation: ConversationRef
     job: str = ""  # its inbox entry: the id of its run (runtime/store/runs.py)
+    images: tuple[str, ...] = ()  # attached images, paths in the work dir (UserMessage.images)
+
+    def user_message(self) -> UserMessage:
+        return UserMessage(content=self.text, actor=self.actor.key, images=list(self.images))

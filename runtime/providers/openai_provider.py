@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import mimetypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import openai
@@ -37,7 +40,17 @@ from runtime.tracing import hooks as tracing
 log = logging.getLogger(__name__)
 
 
-def to_openai_message(message: Message) -> ChatCompletionMessageParam:
+def to_openai_message(message: Message, images: Path | None = None) -> ChatCompletionMessageParam:
+    """`images`: the work dir, when the model takes images: a user message's attached images
+    go with it as image parts (read now; one that is gone is left out, its name stays in the
+    text)."""
+    if isinstance(message, UserMessage) and message.images and images is not None:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+        for path in message.images:
+            url = image_url(images, path)
+            if url is not None:
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        return cast(ChatCompletionMessageParam, {"role": "user", "content": parts})
     if isinstance(message, SystemMessage | UserMessage):
         return cast(ChatCompletionMessageParam, {"role": message.role, "content": message.content})
     if isinstance(message, ToolMessage):
@@ -53,6 +66,16 @@ def to_openai_message(message: Message) -> ChatCompletionMessageParam:
             for call in message.tool_calls
         ]
     return cast(ChatCompletionMessageParam, out)
+
+
+def image_url(workdir: Path, path: str) -> str | None:
+    """An attached image as a data URL, or None when it is no longer a file in the work dir."""
+    place = (workdir / path).resolve()
+    root = workdir.resolve()
+    if not place.is_relative_to(root) or not place.is_file():
+        return None
+    kind = mimetypes.guess_type(place.name)[0] or "image/png"
+    return f"data:{kind};base64,{base64.b64encode(place.read_bytes()).decode('ascii')}"
 
 
 def to_openai_tool(spec: ToolSpec) -> ChatCompletionToolParam:
@@ -157,8 +180,11 @@ class OpenAIProvider:
         timeout: float = 120.0,
         max_retries: int = 2,
         stream: bool = False,
+        images: Path | None = None,
     ) -> None:
+        """`images`: the work dir, for a model that takes images (attached ones are sent)."""
         self.name = f"openai:{model}"
+        self.images = images
         self.model = model
         self.stream = stream  # ask for the answer as server-sent events
         self.max_retries = max_retries
@@ -174,12 +200,12 @@ class OpenAIProvider:
             if tools:
                 response = await self.client.chat.completions.create(
                     model=self.model,
-                    messages=[to_openai_message(m) for m in messages],
+                    messages=[to_openai_message(m, self.images) for m in messages],
                     tools=[to_openai_tool(t) for t in tools],
                 )
             else:
                 response = await self.client.chat.completions.create(
-                    model=self.model, messages=[to_openai_message(m) for m in messages]
+                    model=self.model, messages=[to_openai_message(m, self.images) for m in messages]
                 )
         except openai.OpenAIError as exc:
             raise self._failed(exc) from exc
@@ -258,7 +284,7 @@ class OpenAIProvider:
     async def _open_stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncStream[ChatCompletionChunk]:
-        sent = [to_openai_message(m) for m in messages]
+        sent = [to_openai_message(m, self.images) for m in messages]
         options: ChatCompletionStreamOptionsParam = {"include_usage": True}
         if tools:
             return await self.client.chat.completions.create(

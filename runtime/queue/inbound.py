@@ -12,6 +12,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime.models import Actor, ConversationRef
 
 
+class Attachment(BaseModel):
+    """A file or image a person attached to a message, as the platform names it; the worker
+    downloads it (adapters/<platform>/reading.py), never the HTTP handler. `source` is
+    adapter-only data for the download (Slack's `url_private_download`, Feishu's message id
+    and resource type)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str = Field(min_length=1)  # the platform's id of the file (Slack file id, Feishu key)
+    name: str
+    mimetype: str = "application/octet-stream"
+    size: int | None = None  # bytes, when the payload says
+    kind: Literal["file", "image", "media"] = "file"
+    source: dict[str, str] = Field(default_factory=dict)
+
+
 class Inbound(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -24,6 +40,10 @@ class Inbound(BaseModel):
     conversation: ConversationRef
     actor: Actor
     text: str  # what the person said; commands (also from buttons) are command text
+    # The platform's id of the message (Slack `ts`, Feishu `message_id`): where thread context
+    # starts and attachments are filed; "" for clicks and slash commands.
+    message: str = ""
+    attachments: tuple[Attachment, ...] = ()
     # Adapter-only data for answering the sender privately (e.g. Slack's response_url).
     reply: dict[str, str] = Field(default_factory=dict)
     # A message in a thread the bot has not joined: run only if the session already exists.

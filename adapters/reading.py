@@ -1,0 +1,27 @@
+"""What the model gets of a person's message: the text, with the thread around it and the
+files attached, read by the platform's adapter in the worker (never the HTTP handler).
+
+Each platform may register a `Reader` with the router; without one a message is its text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from runtime.queue.inbound import Inbound
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """`text` for the model (the message, thread context before it, attachments named after
+    it); `images`: attached images, paths in the work dir."""
+
+    text: str
+    images: tuple[str, ...] = field(default=())
+
+
+class Reader(Protocol):
+    async def read(self, inbound: Inbound, job: str) -> Prompt:
+        """The message of `inbound` as the model gets it. Called again for a retaken job:
+        it must give the same prompt (downloads are not repeated, context is re-read)."""
