@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from adapters.thread_context import DEFAULT_CHARS, DEFAULT_MESSAGES, ContextLimits, Outsiders
 from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
 from runtime.attachments import DEFAULT_MAX_BYTES, DEFAULT_TYPES, AttachmentLimits
 from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
@@ -64,6 +65,16 @@ class Settings(BaseSettings):
     model_timeout: float = Field(120.0, alias="CLAWGATE_MODEL_TIMEOUT", gt=0)
     # The model takes images: attached ones go to it as image parts (else only their names).
     model_images: bool = Field(False, alias="CLAWGATE_MODEL_IMAGES")
+    # Thread context (adapters/thread_context.py): the earlier messages the model is given
+    # when mentioned in a thread, at most this many and this many characters; people the
+    # access list leaves out are marked, or their messages left out.
+    thread_context_messages: int = Field(
+        DEFAULT_MESSAGES, alias="CLAWGATE_THREAD_CONTEXT_MESSAGES", ge=0, le=1000
+    )
+    thread_context_chars: int = Field(
+        DEFAULT_CHARS, alias="CLAWGATE_THREAD_CONTEXT_CHARS", ge=0, le=1_000_000
+    )
+    thread_context_outsiders: Outsiders = Field("mark", alias="CLAWGATE_THREAD_CONTEXT_OUTSIDERS")
     # Files people attach (runtime/attachments.py): the largest taken, and the MIME types.
     attachment_max_bytes: int = Field(
         DEFAULT_MAX_BYTES, alias="CLAWGATE_ATTACHMENT_MAX_BYTES", ge=1, le=1024**3
@@ -306,6 +317,11 @@ class Settings(BaseSettings):
         if self.inbox_partitions is not None:
             return self.inbox_partitions
         return CLUSTER_INBOX_PARTITIONS if self.redis_cluster else 1
+
+    def context_limits(self) -> ContextLimits:
+        return ContextLimits(
+            self.thread_context_messages, self.thread_context_chars, self.thread_context_outsiders
+        )
 
     def attachment_limits(self) -> AttachmentLimits:
         return AttachmentLimits(self.attachment_max_bytes, tuple(self.attachment_types))
