@@ -74,6 +74,8 @@ async def dispatch(
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
         prompt = Prompt(text) if read is None else await read()
+        if not prompt.text.strip():
+            return None  # nothing the model could read (a sticker, a refused file): told so
         return await runtime.run(session, prompt.text, actor, conversation, job, prompt.images)
     async with runtime.audit.unit():  # the command's record goes with what it caused
         return await _command(runtime, command, session, actor, conversation, say, help_text, job)

@@ -24,4 +24,6 @@ class Prompt:
 class Reader(Protocol):
     async def read(self, inbound: Inbound, job: str) -> Prompt:
         """The message of `inbound` as the model gets it. Called again for a retaken job:
-        it must give the same prompt (downloads are not repeated, context is re-read)."""
+        it must give the same prompt (downloads are not repeated, context is re-read). A
+        prompt without text runs nothing: the reader has told the sender why (a message of a
+        kind it cannot read, only files it refused)."""

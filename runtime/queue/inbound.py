@@ -44,6 +44,9 @@ class Inbound(BaseModel):
     # starts and attachments are filed; "" for clicks and slash commands.
     message: str = ""
     attachments: tuple[Attachment, ...] = ()
+    # Adapter-only data for reading the message in the worker: where it sits in its thread and
+    # what kind it is (Feishu's root_id, parent_id, thread_id, create_time, message type).
+    source: dict[str, str] = Field(default_factory=dict)
     # Adapter-only data for answering the sender privately (e.g. Slack's response_url).
     reply: dict[str, str] = Field(default_factory=dict)
     # A message in a thread the bot has not joined: run only if the session already exists.
