@@ -24,6 +24,7 @@ API_SCOPES: dict[str, tuple[str, ...]] = {
     "im.v1.message.update": (SEND_AS_BOT,),  # the "Working…" message edited
     "im.v1.message.patch": (SEND_AS_BOT,),  # approval cards updated after the decision
     "/open-apis/bot/v3/info": (),  # the bot's own open_id, at start: needs the Bot feature
+    "im.v1.file.create": ("im:resource",),  # a file uploaded to post (a long answer's text)
 }
 # The events clawgate handles (adapters/feishu/app.py) and what each needs to be delivered.
 EVENT_SCOPES: dict[str, tuple[str, ...]] = {
@@ -39,6 +40,7 @@ OPTIONAL_SCOPES = {
 }
 _WHY = {
     SEND_AS_BOT: "send and reply, edit its messages, update its cards",
+    "im:resource": "upload the files it posts",
     "im:message.p2p_msg:readonly": "receive direct messages to the bot",
     "im:message.group_at_msg:readonly": "receive group messages that @mention the bot",
 }

@@ -33,6 +33,9 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "conversations.replies": ("channels:history", "groups:history", "im:history", "mpim:history"),
     "conversations.history": ("channels:history", "groups:history", "im:history", "mpim:history"),
     "views.open": (),  # the reject and edit dialogs
+    # A file shared in the thread (a long answer's full text): files_upload_v2's two calls.
+    "files.getUploadURLExternal": ("files:write",),
+    "files.completeUploadExternal": ("files:write",),
 }
 
 # What clawgate's listeners take (adapters/slack/app.py MESSAGE_EVENTS) → the bot events to

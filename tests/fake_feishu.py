@@ -20,6 +20,9 @@ Open API (every answer is JSON with a `code`; errors use HTTP 400 like Feishu, o
   PATCH /open-apis/im/v1/messages/{id}                    update a (shared) card: {content}
   PUT   /open-apis/im/v1/messages/{id}                    edit a text/post message
   DELETE /open-apis/im/v1/messages/{id}                   recall
+  POST  /open-apis/im/v1/files                            upload (multipart) -> file_key
+  POST  /open-apis/im/v1/images                           upload (multipart) -> image_key
+A `file` / `image` message must name a key uploaded here (`uploads()` holds them).
 Everything under /open-apis/ needs `Authorization: Bearer <token this fake issued>`
 (missing: code 99991661, unknown/expired: 99991663).
 
@@ -50,7 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import BodyPartReader, WSCloseCode, WSMsgType, web
 from Crypto.Cipher import AES
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
@@ -69,6 +72,7 @@ JSON_CONTENT_TYPE = "application/json"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 APP_TOKEN_PATH = "/open-apis/auth/v3/app_access_token/internal"
 MESSAGES_PATH = "/open-apis/im/v1/messages"
+UPLOAD_PATHS = {"/open-apis/im/v1/files": "file_upload", "/open-apis/im/v1/images": "image_upload"}
 BOT_INFO_PATH = "/open-apis/bot/v3/info"
 WS_ENDPOINT_PATH = "/callback/ws/endpoint"
 
@@ -478,6 +482,18 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class Upload:
+    """A file (im/v1/files: `file_type`, `file_name`) or image (im/v1/images: `image_type`)
+    uploaded; `key` is the file_key / image_key handed back."""
+
+    key: str
+    kind: str  # "file" or "image"
+    name: str
+    type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class WsAck:
     """A frame a long-connection client sent back for a DATA frame.
 
@@ -521,6 +537,8 @@ _FAULT_KINDS = frozenset(
         "delete",
         "endpoint",
         "ws_connect",
+        "file_upload",
+        "image_upload",
         "any",
     }
 )
@@ -591,6 +609,7 @@ class FakeFeishu(ThreadedServer):
         self._attempts: list[Call] = []
         self._messages: dict[str, StoredMessage] = {}
         self._by_uuid: dict[str, str] = {}
+        self._uploads: dict[str, Upload] = {}
         self._patch_times: dict[str, deque[float]] = {}
         self._faults: dict[str, deque[_Fault]] = {}
         self._acks: list[WsAck] = []
@@ -656,8 +675,16 @@ class FakeFeishu(ThreadedServer):
     # -- HTTP plumbing ------------------------------------------------------------------------
 
     async def _read(self, request: web.Request) -> tuple[dict[str, Any], dict[str, str]]:
-        raw = await request.text()
         body: dict[str, Any] = {}
+        if request.content_type.startswith("multipart/"):  # uploads: the file part's bytes
+            # lark-oapi sends the file part without a filename: read parts raw, not as a form.
+            async for part in await request.multipart():
+                if isinstance(part, BodyPartReader) and part.name:
+                    data = bytes(await part.read())
+                    body[part.name] = data if part.name in ("file", "image") else data.decode()
+            raw = ""
+        else:
+            raw = await request.text()
         if raw:
             try:
                 decoded = json.loads(raw)
@@ -745,6 +772,8 @@ class FakeFeishu(ThreadedServer):
             return "bot_info", None
         if path == MESSAGES_PATH and method == "POST":
             return "send", None
+        if path in UPLOAD_PATHS and method == "POST":
+            return UPLOAD_PATHS[path], None
         prefix = MESSAGES_PATH + "/"
         if path.startswith(prefix):
             rest = path[len(prefix) :]
@@ -806,10 +835,22 @@ class FakeFeishu(ThreadedServer):
             return 200, {"code": 0, "msg": "ok", "bot": bot}, False
         if kind in ("send", "reply"):
             return self._create(kind, target, call, app_id)
+        if kind in ("file_upload", "image_upload"):
+            return self._upload(kind, call.body)
         if kind in ("patch", "update", "delete"):
             assert target is not None
             return self._modify(kind, target, call)
         return 404, {"code": 404, "msg": f"FakeFeishu: {call.method} {call.path} not faked"}, False
+
+    def _upload(self, kind: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], bool]:
+        what = kind.removesuffix("_upload")
+        data, type_ = body.get(what), body.get(f"{what}_type")
+        name = body.get("file_name", "") if what == "file" else "image"
+        if not isinstance(data, bytes) or not data or not type_ or not name:
+            return self._error(CODE_INVALID_PARAM, f"invalid request parameter: {what}")
+        key = f"{what}_v3_{uuid.uuid4().hex}"
+        self._uploads[key] = Upload(key, what, str(name), str(type_), data)
+        return 200, {"code": 0, "msg": "success", "data": {f"{what}_key": key}}, False
 
     def _validate_content(self, msg_type: Any, content: Any) -> tuple[Any, str] | str:
         if not isinstance(msg_type, str) or not msg_type:
@@ -825,6 +866,11 @@ class FakeFeishu(ThreadedServer):
             return "too long"
         if msg_type == "text" and not (isinstance(decoded, dict) and "text" in decoded):
             return 'text content must be {"text": ...}'
+        if msg_type in ("file", "image"):
+            key = decoded.get(f"{msg_type}_key") if isinstance(decoded, dict) else None
+            upload = self._uploads.get(key) if isinstance(key, str) else None
+            if upload is None or upload.kind != msg_type:
+                return f"{msg_type}_key was not uploaded"
         return decoded, content
 
     def _create(
@@ -1293,6 +1339,11 @@ class FakeFeishu(ThreadedServer):
         with self._lock:
             return self._messages.get(message_id)
 
+    def uploads(self, key: str | None = None) -> list[Upload]:
+        """Files and images uploaded (im/v1/files, im/v1/images), in upload order."""
+        with self._lock:
+            return [u for u in self._uploads.values() if key is None or u.key == key]
+
     def messages(
         self,
         chat_id: str | None = None,
@@ -1319,6 +1370,7 @@ class FakeFeishu(ThreadedServer):
             self._attempts.clear()
             self._messages.clear()
             self._by_uuid.clear()
+            self._uploads.clear()
             self._patch_times.clear()
             self._faults.clear()
             self._acks.clear()

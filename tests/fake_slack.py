@@ -11,7 +11,9 @@ a test blocks and is reachable from worker subprocesses. Point the real clients 
 Web API: `POST /api/{method}` (JSON or form body, plus query string), needs
 `Authorization: Bearer xoxb-...` (`xapp-...` for `apps.connections.open`), answers HTTP 200 JSON
 like Slack. Socket Mode: `GET /socket` says hello, `send_envelope` pushes envelopes, `acks()`
-holds what the client sent back. `POST /response/{id}` stands in for `response_url`s.
+holds what the client sent back. `POST /response/{id}` stands in for `response_url`s;
+`POST /upload/{file_id}` for the upload URLs files.getUploadURLExternal hands out (`files()`
+holds what files.completeUploadExternal shared).
 
 The module-level builders produce the exact bodies Slack posts to an app (`event_body`,
 `command_body`, `block_action_body`, `view_submission_body`) and `sign` / `signed_headers` sign them
@@ -461,6 +463,21 @@ class StoredMessage:
     thread_ts: str | None = None
     edits: int = 0
     metadata: dict[str, Any] | None = None
+    files: tuple[dict[str, Any], ...] = ()  # a file share: the files' objects
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file uploaded through files.getUploadURLExternal + the upload URL, then shared by
+    files.completeUploadExternal (`channel` "" when completed without one)."""
+
+    id: str
+    name: str
+    title: str
+    data: bytes
+    channel: str
+    thread_ts: str | None
+    ts: str | None  # of the file share message
 
 
 @dataclass(frozen=True)
@@ -480,7 +497,7 @@ class _Fault:
     after: bool = False  # act on the call first, then fail (the answer "got lost")
 
 
-_JSON_PARAMS = ("blocks", "attachments", "metadata", "view")
+_JSON_PARAMS = ("blocks", "attachments", "metadata", "view", "files")
 
 
 class FakeSlack(ThreadedServer):
@@ -516,6 +533,8 @@ class FakeSlack(ThreadedServer):
         self._acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_connects = 0
+        self._uploads: dict[str, dict[str, Any]] = {}  # file id -> filename, length, data
+        self._shared: list[SharedFile] = []
 
     # -- addresses and routes -----------------------------------------------------------------
 
@@ -533,6 +552,7 @@ class FakeSlack(ThreadedServer):
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/socket", self._socket)
         app.router.add_post("/response/{id}", self._response_url)
+        app.router.add_post("/upload/{file_id}", self._upload)
 
     # -- Web API ------------------------------------------------------------------------------
 
@@ -647,7 +667,63 @@ class FakeSlack(ThreadedServer):
             return {"ok": True, "channel": channel, "ts": ts}
         if method in ("conversations.replies", "conversations.history"):
             return self._history(method, params)
+        if method == "files.getUploadURLExternal":
+            return self._upload_url(params)
+        if method == "files.completeUploadExternal":
+            return self._complete_upload(params)
         return _simple(method, params)
+
+    def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        filename, length = params.get("filename"), str(params.get("length", ""))
+        if not filename or not length.isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{_next_id():09d}"
+        self._uploads[file_id] = {"filename": filename, "length": int(length), "data": None}
+        return {"ok": True, "upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """The upload URL: the file's bytes as the body (what slack_sdk's files_upload_v2
+        posts); Slack answers 200 "OK - <length>"."""
+        data = await request.read()
+        with self._lock:
+            pending = self._uploads.get(request.match_info["file_id"])
+            if pending is None or pending["length"] != len(data):
+                return web.Response(status=400, text="bad upload")
+            pending["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Share uploaded files in `channel_id` (its thread `thread_ts`) as one message
+        carrying them (its text the `initial_comment`), as Slack shows a file share."""
+        listed = params.get("files")
+        if not isinstance(listed, list) or not listed:
+            return {"ok": False, "error": "invalid_arguments"}
+        ids = [str(f.get("id", "")) for f in listed if isinstance(f, dict)]
+        if any((self._uploads.get(i) or {}).get("data") is None for i in ids):
+            return {"ok": False, "error": "file_not_found"}  # never uploaded
+        channel, thread_ts = str(params.get("channel_id") or ""), params.get("thread_ts") or None
+        ts = next_ts() if channel else None
+        files = []
+        for entry, file_id in zip(listed, ids, strict=True):
+            upload = self._uploads.pop(file_id)
+            title = str(entry.get("title") or upload["filename"])
+            data: bytes = upload["data"]
+            files.append(
+                {"id": file_id, "name": upload["filename"], "title": title, "size": len(data)}
+            )
+            self._shared.append(
+                SharedFile(file_id, upload["filename"], title, data, channel, thread_ts, ts)
+            )
+        if ts is not None:
+            self._messages[(channel, ts)] = StoredMessage(
+                channel=channel,
+                ts=ts,
+                text=params.get("initial_comment") or "",
+                blocks=None,
+                thread_ts=thread_ts,
+                files=tuple(files),
+            )
+        return {"ok": True, "files": files}
 
     def _history(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A thread (replies: its root and replies) or a channel's top level (history, newest
@@ -663,6 +739,8 @@ class FakeSlack(ThreadedServer):
             message: dict[str, Any] = {"type": "message", "ts": stored.ts, "text": stored.text}
             if with_metadata and stored.metadata:
                 message["metadata"] = stored.metadata
+            if stored.files:
+                message["files"] = list(stored.files)
             found.append(message)
         found.sort(key=lambda m: float(m["ts"]), reverse=method == "conversations.history")
         return {"ok": True, "messages": found, "has_more": False}
@@ -885,6 +963,16 @@ class FakeSlack(ThreadedServer):
         """Successful chat.update calls."""
         return self._ok_calls("chat.update", channel=channel, ts=ts)
 
+    def files(self, channel: str | None = None, thread_ts: str | None = None) -> list[SharedFile]:
+        """Files shared (files.completeUploadExternal), optionally by channel / thread."""
+        with self._lock:
+            return [
+                f
+                for f in self._shared
+                if (channel is None or f.channel == channel)
+                and (thread_ts is None or f.thread_ts == thread_ts)
+            ]
+
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[Call]:
         """Successful chat.postEphemeral calls."""
         return self._ok_calls("chat.postEphemeral", channel=channel, user=user)
@@ -934,6 +1022,8 @@ class FakeSlack(ThreadedServer):
             self._overrides.clear()
             self._responses.clear()
             self._acks.clear()
+            self._uploads.clear()
+            self._shared.clear()
 
     def describe(self) -> str:
         """Human-readable log of what the fake saw (used in timeout messages)."""

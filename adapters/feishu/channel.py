@@ -6,15 +6,19 @@ sends carry Feishu's `uuid` idempotency key, so a retried send never posts twice
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import PurePosixPath
 from typing import Any
 
 import lark_oapi as lark
 from lark_oapi.api.im.v1 import (
+    CreateFileRequest,
+    CreateFileRequestBody,
     CreateMessageRequest,
     CreateMessageRequestBody,
     PatchMessageRequest,
@@ -53,6 +57,9 @@ PREVIEW_EDITS = 14  # of those, the most spent on previews of an answer being wr
 API_THREADS = 16
 _TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
 _RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
+# im/v1/files' file types: these by extension, any other file is a "stream".
+_FILE_TYPES = {".pdf": "pdf", ".doc": "doc", ".docx": "doc", ".xls": "xls", ".xlsx": "xls"}
+_FILE_TYPES |= {".ppt": "ppt", ".pptx": "ppt", ".mp4": "mp4", ".opus": "opus"}
 STYLE = Style(
     marks={
         ToolStatus.COMPLETED: "✅",
@@ -132,6 +139,41 @@ class FeishuChannel:
             where["message_id"] = reply["message_id"]
         for piece in split_text(text, MAX_TEXT):
             await self._say(where, "text", {"text": piece})
+
+    async def upload_file(
+        self,
+        conversation: ConversationRef,
+        name: str,
+        data: bytes,
+        title: str,
+        *,
+        key: str = "",
+        again: bool = False,
+    ) -> MessageRef | None:
+        """Upload `data` as the file `name` (im/v1/files), then post it as a `file` message
+        (a reply in the conversation's thread). The message carries Feishu's uuid made from
+        `key`, so a retried or retaken send posts it once (`again` needs nothing more); the
+        upload may be repeated, unseen: an unsent file is no one's. Feishu shows a file
+        message by its name: `title` is not shown. None when it failed (logged)."""
+        file_type = _FILE_TYPES.get(PurePosixPath(name).suffix.lower(), "stream")
+
+        def upload() -> Any:  # a request per attempt: lark-oapi consumes its body
+            body = (
+                CreateFileRequestBody.builder()
+                .file_type(file_type)
+                .file_name(name)
+                .file(io.BytesIO(data))
+                .build()
+            )
+            request = CreateFileRequest.builder().request_body(body).build()
+            return self.client.im.v1.file.create(request)
+
+        uploaded = await self._call(upload, "file upload")
+        if uploaded is None or not uploaded.file_key:
+            return None
+        where = conversation.data or _addressed(conversation.id)
+        message_id = await self._say(where, "file", {"file_key": uploaded.file_key}, key)
+        return {"message_id": message_id} if message_id else None
 
     # --- the working message ---------------------------------------------------------------
 

@@ -7,11 +7,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -224,30 +224,102 @@ class SlackChannel:
         tag = key or uuid.uuid4().hex
         metadata = {"event_type": POST_EVENT, "event_payload": {"post": tag}}
         channel, thread_ts = where["channel"], where.get("thread_ts")
+
+        def tagged(message: Mapping[str, Any]) -> bool:
+            return bool(
+                ((message.get("metadata") or {}).get("event_payload") or {}).get("post") == tag
+            )
+
+        done = await self._once(
+            where,
+            "chat.postMessage",
+            lambda: self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, metadata=metadata, **fields
+            ),
+            tagged,
+            again,
+        )
+        return done if done is None or isinstance(done, str) else str(done["ts"])
+
+    async def upload_file(
+        self,
+        conversation: ConversationRef,
+        name: str,
+        data: bytes,
+        title: str,
+        *,
+        key: str = "",
+        again: bool = False,
+    ) -> MessageRef | None:
+        """Share `data` as the file `name` in the conversation (its thread), through
+        files.getUploadURLExternal, the upload and files.completeUploadExternal (slack_sdk's
+        files_upload_v2). Once: a file share carries no metadata (so `key`, which Feishu
+        uses, has no place here): after a failure Slack may have acted on, or with `again`
+        (a retake), the thread is searched first for a file of the same name, title and
+        size. None when it could not be shared (logged)."""
+        where = _where(conversation)
+        channel = where["channel"]
+
+        def same(message: Mapping[str, Any]) -> bool:
+            return any(
+                shared.get("name") == name
+                and shared.get("title") == title
+                and shared.get("size") == len(data)
+                for shared in message.get("files") or []
+            )
+
+        done = await self._once(
+            where,
+            "files.completeUploadExternal",
+            lambda: self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=where.get("thread_ts"),
+                file=data,
+                filename=name,
+                title=title,
+            ),
+            same,
+            again,
+        )
+        if done is None:
+            return None
+        if isinstance(done, str):
+            return {"channel": channel, "ts": done}
+        return {"channel": channel, "file": str((done.get("file") or {}).get("id", ""))}
+
+    async def _once(
+        self,
+        where: dict[str, str],
+        method: str,
+        call: Callable[[], Awaitable[AsyncSlackResponse]],
+        landed: Callable[[Mapping[str, Any]], bool],
+        again: bool,
+    ) -> AsyncSlackResponse | str | None:
+        """Make `call` (a post) at most once in effect: the response, the ts of the message
+        `landed` recognizes in the conversation (found before posting when `again`, or
+        after a failure Slack may have acted on), or None when it failed."""
+        channel, thread_ts = where["channel"], where.get("thread_ts")
         if again:
-            checked, ts = await self._find_post(channel, thread_ts, tag)
+            checked, ts = await self._find_post(channel, thread_ts, landed)
             if ts is not None:
                 return ts
         for attempt in range(1, ATTEMPTS + 1):
-            post = self.client.chat_postMessage(
-                channel=channel, thread_ts=thread_ts, metadata=metadata, **fields
-            )
-            response = await self._try("chat.postMessage", post)
+            response = await self._try(method, call())
             if isinstance(response, AsyncSlackResponse):
-                return str(response["ts"])
+                return response
             if response == "fail":
                 return None
             await asyncio.sleep(0.5 * attempt)  # let a post Slack did store show up first
-            checked, ts = await self._find_post(channel, thread_ts, tag)
+            checked, ts = await self._find_post(channel, thread_ts, landed)
             if ts is not None or not checked:  # it landed, or we cannot tell: never twice
                 return ts
-        log.error("chat.postMessage gave up after %d attempts", ATTEMPTS)
+        log.error("%s gave up after %d attempts", method, ATTEMPTS)
         return None
 
     async def _find_post(
-        self, channel: str, thread_ts: str | None, tag: str
+        self, channel: str, thread_ts: str | None, landed: Callable[[Mapping[str, Any]], bool]
     ) -> tuple[bool, str | None]:
-        """(whether the search worked, the ts of the post tagged `tag` if it is there). A
+        """(whether the search worked, the ts of the message `landed` recognizes). A
         thread is read from its start (Slack lists replies oldest first), page by page; a
         channel from its newest message. A search cut short counts as not done."""
         cursor: str | None = None
@@ -265,8 +337,7 @@ class SlackChannel:
                 log.warning("cannot check whether a failed post landed (%s)", type(exc).__name__)
                 return False, None
             for message in page.get("messages") or []:
-                payload = (message.get("metadata") or {}).get("event_payload") or {}
-                if payload.get("post") == tag:
+                if landed(message):
                     return True, str(message["ts"])
             cursor = (page.get("response_metadata") or {}).get("next_cursor")
             if not thread_ts or not page.get("has_more") or not cursor:
@@ -299,6 +370,7 @@ class SlackChannel:
                 log.error("%s failed: %s", method, error)
                 return "fail"
             log.warning("%s failed: %s", method, error)
-        except (ClientError, TimeoutError) as exc:
+        except (ClientError, TimeoutError, SlackRequestError) as exc:
+            # SlackRequestError: files_upload_v2's upload step failed; nothing was shared.
             log.warning("%s failed: %s", method, type(exc).__name__)
         return "retry"

@@ -66,6 +66,8 @@ def slack_calls(source: str) -> set[str]:
     """The Web API methods `source` calls: `client.chat_update(...)` and `api_call("x.y")`."""
     sdk = _sdk_methods()
     found = {sdk[name] for name in re.findall(r"\.(\w+)\(", source) if name in sdk}
+    if ".files_upload_v2(" in source:  # slack_sdk's upload in three steps, two of them methods
+        found |= {"files.getUploadURLExternal", "files.completeUploadExternal"}
     return found | set(re.findall(r"\.api_call\(\s*[\"']([\w.]+)[\"']", source))
 
 
