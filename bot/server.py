@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from adapters.feishu.app import FeishuAdapter, LongConnection
     from adapters.slack.app import SlackAdapter
     from adapters.slack.inbound import SlackIdentity
+    from adapters.slack.reading import SlackReader
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,8 @@ async def _build(
         slack = SlackAdapter(
             client, identity, ingest, secret.get_secret_value() if secret else None
         )
-        router.add("slack", SlackChannel(client))
+        reader = _slack_reader(settings, client, identity, http, runtime, router)
+        router.add("slack", SlackChannel(client), reader)
     if settings.feishu_enabled:
         feishu = await _feishu(settings, ingest, runtime)
         router.add("feishu", feishu.channel)
@@ -314,6 +316,30 @@ async def _build(
         log.warning("%s", warning)
     await mcp.settled()  # the MCP servers start with the service, not at the first message
     return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox, warnings, mcp=mcp)
+
+
+def _slack_reader(
+    settings: Settings,
+    client: AsyncWebClient,
+    identity: SlackIdentity,
+    http: ClientSession,
+    runtime: Runtime,
+    router: Router,
+) -> SlackReader:
+    """What the model gets of a Slack message: the thread before it, the files attached."""
+    from adapters.slack.history import History, Names  # noqa: PLC0415 - only with Slack
+    from adapters.slack.reading import Limits, SlackReader  # noqa: PLC0415
+
+    return SlackReader(
+        client,
+        History(client, identity, Names(client)),
+        http,
+        workdir=settings.workdir,
+        policies=runtime.policies,
+        limits=Limits(settings.context_limits(), settings.attachment_limits()),
+        send=router.send,
+        knows=runtime.knows,
+    )
 
 
 def _tell_dropped(router: Router) -> Callable[[Job], Awaitable[None]]:

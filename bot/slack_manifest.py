@@ -29,10 +29,15 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "chat.update": ("chat:write",),  # the working message and notices updated in place
     "chat.postEphemeral": ("chat:write",),  # answers only the asker sees
     "conversations.open": ("im:write",),  # an approver's DM with the bot
-    # Reading a thread or a channel back, to see whether a failed post landed after all.
+    # Reading a thread or a channel back: the messages before a mention (thread context), and
+    # whether a failed post landed after all.
     "conversations.replies": ("channels:history", "groups:history", "im:history", "mpim:history"),
     "conversations.history": ("channels:history", "groups:history", "im:history", "mpim:history"),
     "views.open": (),  # the reject and edit dialogs
+    "users.info": ("users:read",),  # the names of the people in a thread's context
+    # A Slack Connect file's download URL. files:read also lets the bot token download the
+    # files people attach (url_private_download), which is no Web API method.
+    "files.info": ("files:read",),
     # A file shared in the thread (a long answer's full text): files_upload_v2's two calls.
     "files.getUploadURLExternal": ("files:write",),
     "files.completeUploadExternal": ("files:write",),

@@ -464,6 +464,36 @@ class StoredMessage:
     edits: int = 0
     metadata: dict[str, Any] | None = None
     files: tuple[dict[str, Any], ...] = ()  # a file share: the files' objects
+    user: str | None = None  # who wrote it (the bot's user id for its own posts)
+    bot_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HostedFile:
+    """A file a person shared (`add_file`), downloadable at its `url_private_download` with
+    the bot token, `chunk_delay` seconds between pieces of `chunk` bytes (a slow download).
+    `redirect`: an authorized download is sent there instead (another host, say); `public`:
+    served without a token (a pre-signed URL of a file host)."""
+
+    id: str
+    name: str
+    mimetype: str
+    content: bytes
+    chunk: int = 64 * 1024
+    chunk_delay: float = 0.0
+    redirect: str | None = None
+    public: bool = False
+
+
+@dataclass(frozen=True)
+class Download:
+    """One GET of a hosted file's URL: the headers it came with, how far it got."""
+
+    file_id: str
+    headers: dict[str, str]
+    status: int
+    sent: int = 0  # bytes of the file written to the client
+    completed: bool = False
 
 
 @dataclass(frozen=True)
@@ -497,6 +527,7 @@ class _Fault:
     after: bool = False  # act on the call first, then fail (the answer "got lost")
 
 
+_READS = ("conversations.replies", "conversations.history", "users.info", "files.info")
 _JSON_PARAMS = ("blocks", "attachments", "metadata", "view", "files")
 
 
@@ -535,6 +566,9 @@ class FakeSlack(ThreadedServer):
         self._socket_connects = 0
         self._uploads: dict[str, dict[str, Any]] = {}  # file id -> filename, length, data
         self._shared: list[SharedFile] = []
+        self._users: dict[str, dict[str, Any]] = {}
+        self._hosted: dict[str, HostedFile] = {}
+        self._downloads: list[Download] = []
 
     # -- addresses and routes -----------------------------------------------------------------
 
@@ -553,6 +587,8 @@ class FakeSlack(ThreadedServer):
         app.router.add_get("/socket", self._socket)
         app.router.add_post("/response/{id}", self._response_url)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{owner}/{rest:.*}", self._download)
+        app.router.add_get("/signin", self._signin)
 
     # -- Web API ------------------------------------------------------------------------------
 
@@ -634,6 +670,8 @@ class FakeSlack(ThreadedServer):
                 blocks=params.get("blocks"),
                 thread_ts=thread_ts,
                 metadata=metadata if isinstance(metadata, dict) else None,
+                user=self.bot_user_id,
+                bot_id=self.bot_id,
             )
             message = {
                 **{k: v for k, v in params.items() if k != "channel"},
@@ -665,13 +703,26 @@ class FakeSlack(ThreadedServer):
             channel, ts = params.get("channel", ""), params.get("ts", "")
             self._messages.pop((channel, ts), None)
             return {"ok": True, "channel": channel, "ts": ts}
-        if method in ("conversations.replies", "conversations.history"):
-            return self._history(method, params)
+        if method in _READS:
+            return self._read(method, params)
         if method == "files.getUploadURLExternal":
             return self._upload_url(params)
         if method == "files.completeUploadExternal":
             return self._complete_upload(params)
         return _simple(method, params)
+
+    def _read(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """What was said (conversations.*), who someone is (users.info of an `add_user`),
+        a shared file (files.info of an `add_file`)."""
+        if method in ("conversations.replies", "conversations.history"):
+            return self._history(method, params)
+        if method == "users.info":
+            user = self._users.get(str(params.get("user", "")))
+            return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+        hosted = self._hosted.get(str(params.get("file", "")))
+        if hosted is None:
+            return {"ok": False, "error": "file_not_found"}
+        return {"ok": True, "file": self.file_object(hosted)}
 
     def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
         filename, length = params.get("filename"), str(params.get("length", ""))
@@ -726,24 +777,97 @@ class FakeSlack(ThreadedServer):
         return {"ok": True, "files": files}
 
     def _history(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A thread (replies: its root and replies) or a channel's top level (history, newest
-        first), from `oldest` on; metadata only with `include_all_metadata`."""
-        channel, oldest = params.get("channel", ""), float(params.get("oldest") or 0)
-        root = params.get("ts") if method == "conversations.replies" else None
-        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        """A thread (replies: its root and replies, oldest first) or a channel's top level
+        (history, newest first) between `oldest` and `latest` (`inclusive` of them or not),
+        `limit` a page (Slack's defaults: 1000 and 100), the next one from `cursor`;
+        metadata only with `include_all_metadata`."""
+        replies = method == "conversations.replies"
+        channel, root = params.get("channel", ""), params.get("ts") if replies else None
+        if replies and not root:
+            return {"ok": False, "error": "invalid_arguments"}
+        oldest, latest = float(params.get("oldest") or 0), float(params.get("latest") or "inf")
+        inclusive = _truthy(params.get("inclusive"))
+        with_metadata = _truthy(params.get("include_all_metadata"))
         found = []
         for stored in self._messages.values():
             in_place = stored.thread_ts == root or (root is not None and stored.ts == root)
-            if stored.channel != channel or not in_place or float(stored.ts) < oldest:
-                continue
-            message: dict[str, Any] = {"type": "message", "ts": stored.ts, "text": stored.text}
-            if with_metadata and stored.metadata:
-                message["metadata"] = stored.metadata
-            if stored.files:
-                message["files"] = list(stored.files)
-            found.append(message)
-        found.sort(key=lambda m: float(m["ts"]), reverse=method == "conversations.history")
-        return {"ok": True, "messages": found, "has_more": False}
+            at = float(stored.ts)
+            inside = oldest <= at <= latest if inclusive else oldest < at < latest
+            if stored.channel == channel and in_place and inside:
+                found.append(self._listed(stored, with_metadata))
+        found.sort(key=lambda m: float(m["ts"]), reverse=not replies)
+        start = int(str(params.get("cursor") or "0").removeprefix("next:") or 0)
+        limit = int(params.get("limit") or (1000 if replies else 100))
+        page, more = found[start : start + limit], start + limit < len(found)
+        cursor = f"next:{start + limit}" if more else ""
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": cursor},
+        }
+
+    @staticmethod
+    def _listed(stored: StoredMessage, with_metadata: bool) -> dict[str, Any]:
+        """A stored message as conversations.replies and .history list it."""
+        message: dict[str, Any] = {"type": "message", "ts": stored.ts, "text": stored.text}
+        for key in ("user", "bot_id", "thread_ts"):
+            if getattr(stored, key):
+                message[key] = getattr(stored, key)
+        if stored.files:
+            message["files"] = list(stored.files)
+        if with_metadata and stored.metadata:
+            message["metadata"] = stored.metadata
+        return message
+
+    # -- files people share, downloaded with the bot token ------------------------------------
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """A hosted file's `url_private(_download)`. Without the bot token Slack does not say
+        401: it redirects to its sign-in page (HTML), so a client must check what it got."""
+        hosted = self._hosted.get(request.match_info["owner"].rpartition("-")[2])
+        auth = request.headers.get("Authorization", "")
+        authorized = auth.startswith("Bearer xoxb-") and len(auth) > len("Bearer xoxb-")
+        if hosted is not None and (authorized or hosted.public) and not hosted.redirect:
+            return await self._stream(request, hosted)
+        if hosted is None:
+            response = web.Response(status=404, text="file not found")
+        else:
+            where = hosted.redirect if authorized and hosted.redirect else f"{self.url}/signin"
+            response = web.Response(status=302, headers={"Location": where})
+        with self._lock:
+            self._downloads.append(
+                Download(hosted.id if hosted else "?", dict(request.headers), response.status)
+            )
+        return response
+
+    async def _stream(self, request: web.Request, hosted: HostedFile) -> web.StreamResponse:
+        with self._lock:
+            index = len(self._downloads)
+            self._downloads.append(Download(hosted.id, dict(request.headers), 200))
+        content = hosted.content
+        response = web.StreamResponse(
+            headers={"Content-Type": hosted.mimetype, "Content-Length": str(len(content))}
+        )
+        await response.prepare(request)
+        try:
+            for start in range(0, len(content), hosted.chunk):
+                if hosted.chunk_delay and start:
+                    await asyncio.sleep(hosted.chunk_delay)
+                await response.write(content[start : start + hosted.chunk])
+                with self._lock:
+                    sent = min(start + hosted.chunk, len(content))
+                    self._downloads[index] = replace(self._downloads[index], sent=sent)
+            await response.write_eof()
+        except ConnectionError:  # the client went away mid-file (killed, say)
+            return response
+        with self._lock:
+            self._downloads[index] = replace(self._downloads[index], completed=True)
+        return response
+
+    async def _signin(self, request: web.Request) -> web.Response:
+        page = "<html><body>Sign in to your workspace</body></html>"
+        return web.Response(text=page, content_type="text/html")
 
     async def _response_url(self, request: web.Request) -> web.Response:
         text = await request.text()
@@ -943,6 +1067,84 @@ class FakeSlack(ThreadedServer):
             else:
                 self._overrides[method] = dict(body)
 
+    # -- what people said and shared (read back by conversations.*, users.info, files.*) ------
+
+    def add_user(self, user_id: str, display_name: str, real_name: str = "") -> None:
+        """A member of the workspace, as users.info tells of them."""
+        profile = {"display_name": display_name, "real_name": real_name or display_name}
+        with self._lock:
+            self._users[user_id] = {
+                "id": user_id,
+                "team_id": self.team_id,
+                "name": display_name.lower().replace(" ", "."),
+                "real_name": profile["real_name"],
+                "is_bot": False,
+                "profile": profile,
+            }
+
+    def add_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str | None = "U_ALICE",
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        bot_id: str | None = None,
+        files: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """A message someone posted (no event is sent: build one with `message_event`, the
+        same `ts`, to deliver it too); its ts."""
+        ts = ts or next_ts()
+        with self._lock:
+            self._messages[(channel, ts)] = StoredMessage(
+                channel,
+                ts,
+                text,
+                None,
+                thread_ts,
+                user=user,
+                bot_id=bot_id,
+                files=tuple(files or ()),
+            )
+        return ts
+
+    def add_file(
+        self,
+        name: str,
+        content: bytes,
+        mimetype: str = "text/plain",
+        **options: Any,
+    ) -> dict[str, Any]:
+        """A file a person shares: its object as Slack puts it in a message's `files`
+        (`HostedFile` says what `options` may be: chunk, chunk_delay, redirect, public)."""
+        hosted = HostedFile(f"F{_next_id():09d}", name, mimetype, content, **options)
+        with self._lock:
+            self._hosted[hosted.id] = hosted
+        return self.file_object(hosted)
+
+    def file_object(self, hosted: HostedFile) -> dict[str, Any]:
+        private = f"{self.url}/files-pri/{self.team_id}-{hosted.id}"
+        return {
+            "id": hosted.id,
+            "created": int(time.time()),
+            "name": hosted.name,
+            "title": hosted.name,
+            "mimetype": hosted.mimetype,
+            "filetype": hosted.name.rpartition(".")[2] or "binary",
+            "user": "U_ALICE",
+            "size": len(hosted.content),
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": f"{private}/{hosted.name}",
+            "url_private_download": f"{private}/download/{hosted.name}",
+        }
+
+    def downloads(self, file_id: str | None = None) -> list[Download]:
+        """Every GET of a hosted file's URL (sign-in redirects included)."""
+        with self._lock:
+            return [d for d in self._downloads if file_id is None or d.file_id == file_id]
+
     # -- inspection ---------------------------------------------------------------------------
 
     def calls(self, method: str | None = None) -> list[Call]:
@@ -1024,6 +1226,9 @@ class FakeSlack(ThreadedServer):
             self._acks.clear()
             self._uploads.clear()
             self._shared.clear()
+            self._users.clear()
+            self._hosted.clear()
+            self._downloads.clear()
 
     def describe(self) -> str:
         """Human-readable log of what the fake saw (used in timeout messages)."""
@@ -1081,6 +1286,11 @@ def _open_dm(params: dict[str, Any]) -> dict[str, Any]:
     if not user or "," in user:
         return {"ok": False, "error": "not_enough_users" if not user else "invalid_users"}
     return {"ok": True, "channel": {"id": "D" + user.removeprefix("U")}}
+
+
+def _truthy(value: object) -> bool:
+    """A boolean parameter as slack_sdk sends it (`1`/`0`) or as typed (`true`)."""
+    return str(value).lower() in ("1", "true")
 
 
 def _short(value: object, limit: int = 160) -> str:

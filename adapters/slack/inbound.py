@@ -10,12 +10,14 @@ from adapters.slack.payloads import (
     BlockActions,
     MessageEvent,
     ModalContext,
+    SlackFile,
     SlashCommand,
     ViewSubmission,
 )
 from adapters.slack.text import clean_text, mentions
+from runtime.attachments import stored_name
 from runtime.models import Actor, ConversationRef
-from runtime.queue.inbound import Inbound
+from runtime.queue.inbound import Attachment, Inbound
 
 PLATFORM = "slack"
 APPROVE_ONCE = "clawgate_approve_once"
@@ -69,6 +71,36 @@ def _actor(user: str) -> Actor:
     return Actor(platform=PLATFORM, user_id=user)
 
 
+def attachments(files: list[SlackFile]) -> tuple[Attachment, ...]:
+    """A message's files as the worker downloads them (adapters/slack/reading.py). Names are
+    made unique within the message (two `screenshot.png`s are two files on disk)."""
+    found: list[Attachment] = []
+    taken: set[str] = set()
+    for file in files:
+        name = stored_name(file.name or file.title or file.id)
+        if name in taken:
+            stem, dot, ext = name.rpartition(".")
+            name = f"{stem}-{file.id}.{ext}" if dot and stem else f"{name}-{file.id}"
+        taken.add(name)
+        source = {"url": file.url_private_download} if file.url_private_download else {}
+        if file.file_access:
+            source["file_access"] = file.file_access
+        if file.mode:
+            source["mode"] = file.mode
+        kind = "image" if file.mimetype.startswith("image/") else "file"
+        found.append(
+            Attachment(
+                key=file.id,
+                name=name,
+                mimetype=file.mimetype,
+                size=file.size,
+                kind=kind,
+                source=source,
+            )
+        )
+    return tuple(found)
+
+
 def _is_dm(event: MessageEvent) -> bool:
     return event.channel_type == "im" or event.channel.startswith("D")
 
@@ -97,7 +129,8 @@ def message_inbound(
     else:
         return None
     text = clean_text(event.text, me.bot_user_id)
-    if not text:
+    files = attachments(event.files)
+    if not text and not files:
         return None
     return Inbound(
         platform=PLATFORM,
@@ -110,6 +143,8 @@ def message_inbound(
         ),
         actor=_actor(event.user),
         text=text,
+        message=event.ts,
+        attachments=files,
         needs_session=needs_session,
         approval_id=decision_target(text),
     )

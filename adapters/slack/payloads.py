@@ -12,6 +12,21 @@ class _Payload(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class SlackFile(_Payload):
+    """One of a message's `files`. A file Slack withholds (`mode` "tombstone" or
+    "hidden_by_limit", Slack Connect's `file_access` "check_file_info") comes without its
+    download URL; `files.info` gives it in the last case."""
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    title: str | None = None
+    mimetype: str = "application/octet-stream"
+    size: int | None = Field(None, ge=0)
+    url_private_download: str | None = None
+    mode: str | None = None
+    file_access: str | None = None
+
+
 class MessageEvent(_Payload):
     """`app_mention` and `message` events (all subtypes)."""
 
@@ -24,6 +39,7 @@ class MessageEvent(_Payload):
     channel_type: str | None = None
     subtype: str | None = None
     bot_id: str | None = None
+    files: list[SlackFile] = Field(default_factory=list)
 
 
 class EventCallback(_Payload):

@@ -72,9 +72,9 @@ def slack_calls(source: str) -> set[str]:
 
 
 def test_the_scanner_finds_calls_in_both_forms() -> None:
-    source = 'await self.client.users_info(user=u)\nawait client.api_call("team.info")\n'
-    assert slack_calls(source) == {"users.info", "team.info"}
-    assert "users.info" not in METHOD_SCOPES  # so such a call, once in the code, fails below
+    source = 'await self.client.reactions_add(name=n)\nawait client.api_call("team.info")\n'
+    assert slack_calls(source) == {"reactions.add", "team.info"}
+    assert "reactions.add" not in METHOD_SCOPES  # so such a call, once in the code, fails below
 
 
 def test_the_manifest_scopes_cover_every_slack_method_clawgate_calls() -> None:
