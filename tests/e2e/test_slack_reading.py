@@ -1,0 +1,262 @@
+"""What the model gets of a Slack message, end to end: the real server, slack-bolt and
+slack_sdk against FakeSlack (threads read back, names looked up, files downloaded with the bot
+token), the real `openai` client against FakeOpenAI, whose recorded requests show what the
+model was given; a real Redis. Signed events go in as Slack sends them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_slack_serve import ALICE, BOB, CHANNEL, Harness, serving
+from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.fake_slack import (
+    BOT_ID,
+    BOT_USER_ID,
+    FakeSlack,
+    event_body,
+    mention_event,
+    message_event,
+    next_ts,
+)
+
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
+EVE = "U_EVE"  # not on the conversation's access list
+TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
+LOG = b"2026-12-03 build 41 failed: KeyError 'region' in deploy/config.py line 12\n"
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + bytes(40)
+
+
+@pytest.fixture
+async def h(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI, tmp_path: Path
+) -> AsyncIterator[Harness]:
+    policy = tmp_path / "clawgate.toml"
+    policy.write_text(f'[access]\nusers = ["slack:{ALICE}", "slack:{BOB}"]\n')
+    fake.add_user(ALICE, "Alice Liddell")
+    fake.add_user(BOB, "Bob Builder")
+    fake.add_user(EVE, "Eve Outsider")
+    async with serving(
+        fake,
+        workdir,
+        redis_url,
+        OPENAI_BASE_URL=fake_openai.base_url,
+        OPENAI_API_KEY="k",
+        CLAWGATE_POLICY_FILE=str(policy),
+        CLAWGATE_THREAD_CONTEXT_MESSAGES="4",
+        CLAWGATE_MODEL_IMAGES="true",
+        CLAWGATE_ATTACHMENT_MAX_BYTES="100000",
+    ) as harness:
+        yield harness
+
+
+async def mention(h: Harness, text: str, **fields: Any) -> dict[str, Any]:
+    """Mention the bot (`files`, `thread_ts`, `user`…); the event sent."""
+    files = fields.pop("files", None)
+    event = mention_event(text, channel=fields.pop("channel", CHANNEL), **fields)
+    if files is not None:
+        event["files"] = files
+    await send(h, event)
+    return event
+
+
+async def send(h: Harness, event: dict[str, Any]) -> None:
+    status, answer = await h.post(event_body(event))
+    assert status == 200, answer
+
+
+async def answered(h: Harness, text: str, thread: str) -> None:
+    def found() -> bool:
+        return any(text in said for said in h.texts(thread_ts=thread))
+
+    await h.fake.await_for(found, 20, what=text)
+    await h.drained()
+
+
+def asked(fake_openai: FakeOpenAI, request: int = 0) -> str:
+    """The text of the last user message in a request to the model."""
+    content = user_content(fake_openai, request)
+    if isinstance(content, str):
+        return content
+    return "\n".join(p["text"] for p in content if p["type"] == "text")
+
+
+def user_content(fake_openai: FakeOpenAI, request: int = 0) -> Any:
+    messages = fake_openai.requests[request]["messages"]
+    return [m for m in messages if m["role"] == "user"][-1]["content"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Thread context
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    fake = h.fake
+    root = fake.add_message(CHANNEL, "release train for Thursday", user=BOB)
+    fake.add_message(CHANNEL, "seen before: the old plan", user=ALICE, thread_ts=root)
+    fake.add_message(CHANNEL, "noted", user=BOT_USER_ID, bot_id=BOT_ID, thread_ts=root)
+    fake.add_message(CHANNEL, "too old for the bound", user=BOB, thread_ts=root)
+    fake.add_message(CHANNEL, f"build 41 broke, my token {TOKEN}", user=BOB, thread_ts=root)
+    fake.add_message(CHANNEL, "rollback now!", user=EVE, thread_ts=root)
+    fake.add_message(CHANNEL, "tests green", user=None, bot_id="B_CI", thread_ts=root)
+    fake.add_message(CHANNEL, "it says KeyError 'region'", user=BOB, thread_ts=root)
+    fake_openai.script = [reply("It is the missing region setting.")]
+
+    event = await mention(h, "why did this fail?", user=ALICE, thread_ts=root)
+    fake.add_message(CHANNEL, event["text"], user=ALICE, ts=event["ts"], thread_ts=root)
+    await answered(h, "missing region setting", root)
+
+    text = asked(fake_openai)
+    said = text.splitlines()
+    assert said[0].startswith("[Earlier messages in this thread")
+    assert said[1:5] == [
+        "Bob Builder (slack:U_BOB): build 41 broke, my token [redacted]",
+        "Eve Outsider (slack:U_EVE, not on this conversation's access list): rollback now!",
+        "B_CI (a bot): tests green",
+        "Bob Builder (slack:U_BOB): it says KeyError 'region'",
+    ], text  # the last 4 (the bound), after the bot's own message, before the mention
+    assert said[5].startswith("[End of the earlier messages") and said[6] == "why did this fail?"
+    assert TOKEN not in text and "old plan" not in text and "too old" not in text
+    assert "release train" not in text  # the root is before the bot's message too
+    # Names are looked up once per person and kept.
+    looked_up = [c.params["user"] for c in fake.calls("users.info")]
+    assert sorted(looked_up) == [BOB, EVE]
+
+    # Asked again in the thread: only what came after the bot's answer.
+    fake.add_message(CHANNEL, "and the fix?", user=BOB, thread_ts=root)
+    fake_openai.script = [reply("Set region in config.")]
+    await mention(h, "what now?", user=ALICE, thread_ts=root)
+    await answered(h, "Set region in config.", root)
+    assert asked(fake_openai, 1).splitlines()[1:-2] == ["Bob Builder (slack:U_BOB): and the fix?"]
+    assert len(fake.calls("users.info")) == 2  # Bob's name was cached
+
+
+async def test_a_thread_the_bot_may_not_read_runs_the_message_without_context(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    root = h.fake.add_message(CHANNEL, "private chatter", user=BOB)
+    h.fake.add_message(CHANNEL, "more chatter", user=BOB, thread_ts=root)
+    h.fake.error_next("conversations.replies", "not_in_channel")
+    fake_openai.script = [reply("Answered anyway.")]
+    await mention(h, "summarize", user=ALICE, thread_ts=root)
+    await answered(h, "Answered anyway.", root)
+    assert asked(fake_openai) == "summarize"
+
+
+async def test_a_dm_first_message_gets_the_recent_messages(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    dm = "D_ALICE"
+    h.fake.add_message(dm, "here is the config: region=eu", user=ALICE)
+    fake_openai.script = [reply("Looks fine."), reply("Still fine.")]
+    first = message_event("is it right?", user=ALICE, channel=dm, channel_type="im")
+    h.fake.add_message(dm, first["text"], user=ALICE, ts=first["ts"])
+    await send(h, first)
+    await h.fake.await_for(lambda: "Looks fine." in h.texts(dm), 20, what="the answer")
+    assert "Alice Liddell (slack:U_ALICE): here is the config: region=eu" in asked(fake_openai)
+    await send(h, message_event("and now?", user=ALICE, channel=dm, channel_type="im"))
+    await h.fake.await_for(lambda: "Still fine." in h.texts(dm), 20, what="the second answer")
+    assert asked(fake_openai, 1) == "and now?"  # the DM is under way: its history has it all
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and images
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_text_file_and_an_image_reach_the_model_and_the_read_tool(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    log = h.fake.add_file("build.log", LOG)
+    image = h.fake.add_file("screen.png", PNG, "image/png")
+    ts = next_ts()
+    folder = f".clawgate/attachments/{ts}"
+    fake_openai.script = [
+        calls(("c1", "read", {"path": f"{folder}/build.log"})),
+        reply("Line 12 of deploy/config.py reads region."),
+    ]
+    await mention(h, "what broke?", ts=ts, files=[log, image])
+    await answered(h, "Line 12 of deploy/config.py", ts)
+
+    text = asked(fake_openai)
+    assert text.startswith("what broke?\n")
+    assert f"attached: {folder}/build.log ({len(LOG)} B, text/plain) — read it with `read`" in text
+    assert f"attached: {folder}/screen.png ({len(PNG)} B, image/png)" in text
+    parts = user_content(fake_openai)
+    images = [p for p in parts if p["type"] == "image_url"]
+    assert len(images) == 1 and images[0]["image_url"]["url"].startswith("data:image/png;base64")
+    assert (h.workdir / folder / "build.log").read_bytes() == LOG
+    assert (h.workdir / folder / "screen.png").read_bytes() == PNG
+    tool = next(m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool")
+    assert "KeyError 'region'" in tool["content"]
+    # Downloaded once each, with the bot token.
+    got = h.fake.downloads()
+    assert sorted(d.file_id for d in got) == sorted([log["id"], image["id"]])
+    assert all(d.headers.get("Authorization") == "Bearer xoxb-test" for d in got)
+    assert all(d.completed for d in got)
+
+
+async def test_an_over_limit_file_is_refused_with_the_limit_and_the_message_still_runs(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    big = h.fake.add_file("dump.log", b"x" * 5_000_000)
+    del big["size"]  # Slack did not say: the download itself must stop at the limit
+    zipped = h.fake.add_file("logs.zip", b"PK\x03\x04", "application/zip")
+    fake_openai.script = [reply("I read your question.")]
+    event = await mention(h, "look at these", files=[big, zipped])
+    ts = event["ts"]
+    await answered(h, "I read your question.", ts)
+
+    refusals = [t for t in h.texts(thread_ts=ts) if "did not take" in t]
+    assert len(refusals) == 1, h.texts(thread_ts=ts)
+    assert "dump.log is over the limit of 98 KB (CLAWGATE_ATTACHMENT_MAX_BYTES)" in refusals[0]
+    assert "logs.zip is of type application/zip, which is not taken" in refusals[0]
+    text = asked(fake_openai)
+    assert text.startswith("look at these\n(not taken: dump.log is over the limit")
+    assert not (h.workdir / ".clawgate" / "attachments" / ts).exists()
+    [download] = h.fake.downloads(big["id"])  # the zip was never fetched
+    assert not download.completed
+
+
+async def test_the_bot_token_never_goes_to_another_host(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    async with FakeSlack() as elsewhere:  # another origin: a file host, or someone's server
+        cdn = elsewhere.add_file("moved.txt", b"moved content\n", public=True)
+        redirected = h.fake.add_file("moved.txt", b"", redirect=cdn["url_private_download"])
+        foreign = elsewhere.add_file("foreign.txt", b"not Slack's\n")
+        fake_openai.script = [reply("Got them.")]
+        event = await mention(h, "two files", files=[redirected, foreign])
+        await answered(h, "Got them.", event["ts"])
+
+        [there] = elsewhere.downloads()  # only the redirected one, without the token
+        assert there.file_id == cdn["id"] and "Authorization" not in there.headers
+        [here] = h.fake.downloads()
+        assert here.headers["Authorization"] == "Bearer xoxb-test"
+    stored = h.workdir / ".clawgate" / "attachments" / event["ts"] / "moved.txt"
+    assert stored.read_bytes() == b"moved content\n"
+    [refusal] = [t for t in h.texts(thread_ts=event["ts"]) if "did not take" in t]
+    assert "foreign.txt is not on Slack's file servers" in refusal
+
+
+async def test_a_dm_that_is_only_a_refused_file_gets_one_short_reply(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    dm = "D_BOB"
+    zipped = h.fake.add_file("photos.zip", b"PK\x03\x04", "application/zip")
+    event = message_event("", user=BOB, channel=dm, channel_type="im", subtype="file_share")
+    event["files"] = [zipped]
+    await send(h, event)
+    await h.fake.await_for(lambda: h.texts(dm), 20, what="a reply in the DM")
+    await h.drained()
+    [said] = h.texts(dm)
+    assert "photos.zip is of type application/zip, which is not taken" in said
+    assert "I take files of these types: text/*" in said
+    assert fake_openai.requests == []  # nothing for the model to read
