@@ -26,7 +26,9 @@ from adapters.thread_context import DEFAULT_CHARS, DEFAULT_MESSAGES, ContextLimi
 from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
 from runtime.attachments import DEFAULT_MAX_BYTES, DEFAULT_TYPES, AttachmentLimits
 from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
+from runtime.risk.exports import SCAN_BYTES
 from runtime.tools.sandbox import NetworkAccess, SandboxMode, UnixSockets
+from runtime.tools.send_file import DEFAULT_MAX_BYTES as SEND_FILE_MAX_BYTES
 
 CommaList = Annotated[list[str], NoDecode]
 # A cluster's default: several partitions per master of a 3-6 master cluster, so ingest
@@ -92,7 +94,12 @@ class Settings(BaseSettings):
     env_file: Path | None = Field(None, alias="CLAWGATE_ENV_FILE")
     policy_file: Path | None = Field(None, alias="CLAWGATE_POLICY_FILE")
     enabled_tools: CommaList = Field(
-        default_factory=lambda: ["read", "write", "edit", "bash"], alias="CLAWGATE_ENABLED_TOOLS"
+        default_factory=lambda: ["read", "write", "edit", "bash", "send_file"],
+        alias="CLAWGATE_ENABLED_TOOLS",
+    )
+    # The largest file send_file posts (Feishu takes files up to 30 MB, images up to 10 MB).
+    send_file_max_bytes: int = Field(
+        SEND_FILE_MAX_BYTES, alias="CLAWGATE_SEND_FILE_MAX_BYTES", ge=1, le=SCAN_BYTES
     )
     admins: CommaList = Field(default_factory=list, alias="CLAWGATE_ADMINS")
     approvers: CommaList = Field(default_factory=list, alias="CLAWGATE_APPROVERS")

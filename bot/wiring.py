@@ -29,6 +29,7 @@ from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import Sandbox, SandboxUnavailable, probe
+from runtime.tools.send_file import SendFileTool
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 
@@ -81,7 +82,14 @@ def file_and_shell_tools(settings: Settings, sandbox: Sandbox) -> list[Tool[Any]
 
 
 # Every tool the process knows (enabled or not), in the order the model sees them.
-TOOL_NAMES = (ReadTool.name, WriteTool.name, EditTool.name, BashTool.name, ExploreTool.name)
+TOOL_NAMES = (
+    ReadTool.name,
+    WriteTool.name,
+    EditTool.name,
+    BashTool.name,
+    ExploreTool.name,
+    SendFileTool.name,
+)
 
 
 def locked_paths(settings: Settings) -> tuple[str, ...]:
@@ -195,7 +203,8 @@ def build_runtime(
         step_limit=settings.max_steps,
         context_budget=settings.context_budget,
     )
-    tools.append(ExploreTool(explorer))
+    # Not the explorer's: a child that only reads posts nothing.
+    tools += [ExploreTool(explorer), SendFileTool(settings.send_file_max_bytes)]
     registry = ToolRegistry(tools, enabled=settings.enabled_tools)  # checked in build_policies
     registry.add_source(mcp)  # the MCP tools: the policy decides where they are active
     return Runtime(

@@ -15,6 +15,7 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,7 @@ class Runtime:
         expiry, a crashed execution): None runs them right here (a single-process chat);
         a server queues them in the session's lane instead, so they never run beside it.
         `audit` is the global audit trail (default: on the approvals' Redis and prefix).
-        `middlewares`: the chain every tool call runs through; by default the one order every
-        process uses (runtime.middleware.default_chain)."""
+        `middlewares`: the chain of every tool call (default: runtime.middleware.default_chain)."""
         self.config = config
         self.release = release
         self.provider = provider
@@ -215,7 +215,7 @@ class Runtime:
             return RunResult(session=session, stop_reason=StopReason.FINAL, steps=0)
         if self.provider.offline_demo and entry.window.end == 1:
             await emit(Notice(DEMO_NOTICE))
-        ctx = self._context(session, message.actor, message.conversation)
+        ctx = self._context(session, message.actor, message.conversation, entry.state == "again")
         state = RunState.of(entry.window, session, ctx, emit)
         work = self.retake(state, entry.start) if entry.state == "again" else self.loop.run(state)
         async with self.tracer.trace(
@@ -225,9 +225,12 @@ class Runtime:
         await self.runs.finish(session, message.job, held)
         return result
 
-    def _context(self, session: str, actor: Actor, conversation: ConversationRef) -> ToolContext:
+    def _context(
+        self, session: str, actor: Actor, conversation: ConversationRef, retaken: bool = False
+    ) -> ToolContext:
+        post = partial(self.channel.send, conversation)
         return ToolContext(
-            session=session, workdir=self.config.workdir, actor=actor, conversation=conversation
+            session, self.config.workdir, actor, conversation, post=post, retaken=retaken
         )
 
     async def _drive(self, state: RunState, work: LoopWork) -> RunResult:
@@ -320,7 +323,7 @@ class Runtime:
         entry = await self.runs.latest(record.session)
         result = None
         if entry.job == job and not entry.done:
-            ctx = self._context(record.session, checkpoint.actor, checkpoint.conversation)
+            ctx = self._context(record.session, checkpoint.actor, checkpoint.conversation, True)
             emit = self._emitter(checkpoint.conversation)
             state = RunState.of(entry.window, record.session, ctx, emit)
             result = await self._drive(state, self.retake(state, entry.start))

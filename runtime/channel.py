@@ -56,6 +56,22 @@ class Writing:
 
 
 @dataclass(frozen=True, slots=True)
+class FileShared:
+    """Post a work-dir file to the conversation (the send_file tool): `data` is its content
+    as the judge (or an approver) let it out, posted as it is; `path` where it lies in the
+    work dir (the terminal shows that); `key`: a stable id of this share (the tool call's),
+    `again`: it may have been posted before a crash (post it only if it is not there yet).
+    The channel returns a ref to what it posted, None when it could not."""
+
+    name: str
+    data: bytes
+    title: str
+    path: str
+    key: str
+    again: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     stop_reason: StopReason
     steps: int
@@ -111,6 +127,7 @@ Event = (
     | ToolStarted
     | ToolFinished
     | Writing
+    | FileShared
     | RunFinished
     | ApprovalRequested
     | ApprovalUpdated
@@ -175,6 +192,13 @@ def redacted(event: Event) -> Event:
         return replace(event, tool=visible(event.tool), summary=shown(event.summary))
     if isinstance(event, ToolFinished):
         return replace(event, tool=visible(event.tool), display=shown(event.display))
+    if isinstance(event, FileShared):
+        # The words around the file are redacted like any other; its bytes are what the
+        # judge let out (text that looks like a secret asks first), and a file redacted on
+        # its way would not be the file that was approved (nor a valid image or archive).
+        return replace(
+            event, title=shown(event.title), name=visible(event.name), path=visible(event.path)
+        )
     if isinstance(event, RunFinished) and event.error:
         return replace(event, error=shown(event.error))
     return event

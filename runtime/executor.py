@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
@@ -24,6 +24,7 @@ from runtime.lease import LeaseLapsed, guard
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware.chain import Middleware, ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.outputs import keep
 from runtime.redact import one_line, redact_text
 from runtime.tools.base import ToolCancelled, ToolContext, ToolError
 from runtime.tools.registry import ToolRegistry
@@ -211,7 +212,7 @@ class ToolExecutor:
         began = time.perf_counter()
         try:
             with tracing.inside(span):
-                result = self._shape(await chain(invocation))
+                result = await self._kept(self._shape(await chain(invocation)), invocation)
         except LeaseLapsed:
             raise  # not "not executed": the job is tried again once the lease is renewed
         except Exception as exc:
@@ -233,7 +234,7 @@ class ToolExecutor:
             return _error(call, f"tool {call.name!r} is no longer enabled", ToolStatus.DENIED)
         await guard()  # never run by a process whose job was taken over while it stalled
         try:
-            output = await tool.run(invocation.args, invocation.context)
+            output = await tool.run(invocation.args, replace(invocation.context, call_id=call.id))
         except ToolCancelled as exc:
             return _error(call, f"{call.name} cancelled: {exc}", ToolStatus.CANCELLED)
         except ToolError as exc:
@@ -247,6 +248,7 @@ class ToolExecutor:
             status=ToolStatus.COMPLETED,
             model_text=output.text,
             display=output.display or tool.summarize(invocation.args),
+            audit=dict(output.audit),
         )
 
     def _shape(self, result: ToolResult) -> ToolResult:
@@ -260,9 +262,31 @@ class ToolExecutor:
             return result.model_copy(update={"model_text": NO_OUTPUT})
         if len(text) <= self.max_result_chars:
             return result
-        cut = text[: self.max_result_chars]
-        note = f"\n[output cut at {self.max_result_chars} of {len(text)} characters]"
-        return result.model_copy(update={"model_text": cut + note, "artifact": text})
+        cut = text[: self.max_result_chars] + self._cut_note(len(text))
+        return result.model_copy(update={"model_text": cut, "artifact": text})
+
+    def _cut_note(self, whole: int, kept: str | None = None) -> str:
+        where = (
+            f"; the whole output is in {kept}: read the rest with the read tool (offset and "
+            "limit count lines)"
+            if kept
+            else ""
+        )
+        return f"\n[output cut at {self.max_result_chars} of {whole} characters{where}]"
+
+    async def _kept(self, result: ToolResult, invocation: ToolInvocation) -> ToolResult:
+        """A cut result with its whole output written to the work dir (redacted), and the
+        model told where, so that it can read the rest."""
+        if result.artifact is None:
+            return result
+        ctx = invocation.context
+        kept = await keep(ctx.workdir, ctx.session, invocation.call.id, result.artifact)
+        if kept is None:
+            return result
+        cut = result.artifact[: self.max_result_chars]
+        return result.model_copy(
+            update={"model_text": cut + self._cut_note(len(result.artifact), kept)}
+        )
 
     async def _emit(self, event: Event) -> None:
         if self.emit is not None:
@@ -299,6 +323,7 @@ class ToolExecutor:
                 args_sha256=digest,
                 arg_keys=keys or None,
                 approval=approval,
+                **result.audit,
             )
         except Exception as exc:  # the call has run: auditing it must not fail the run
             log.warning("audit: a tool_executed entry was not recorded: %s", type(exc).__name__)

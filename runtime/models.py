@@ -86,6 +86,7 @@ class ToolResult(BaseModel):
     display: str
     artifact: str | None = None
     reasons: list[str] = Field(default_factory=list)  # why a call was suspended or denied
+    audit: dict[str, str] = Field(default_factory=dict)  # the tool's fields for its audit entry
 
     def to_message(self) -> ToolMessage:
         return ToolMessage(

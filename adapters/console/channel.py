@@ -8,11 +8,14 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from runtime.approval.notices import quorum_line
+from runtime.attachments import human_size
 from runtime.channel import (
     ApprovalNotice,
     ApprovalRequested,
     ApprovalUpdated,
     Event,
+    FileShared,
+    MessageRef,
     Notice,
     Reply,
     RunFinished,
@@ -80,9 +83,16 @@ def render(event: Event) -> str | None:
     if isinstance(event, ToolFinished):
         mark = "ok" if event.status is ToolStatus.COMPLETED else event.status.value
         return f"  < {event.display} [{mark}]"
+    if isinstance(event, FileShared):  # the terminal is where the work dir is: say where
+        return f"[file] {event.title}: {event.path} in the work dir ({human_size(len(event.data))})"
     if isinstance(event, RunFinished) and event.stop_reason not in QUIET_STOPS:
         return f"[run stopped: {event.stop_reason.value}]"
     return None
+
+
+def posted(event: Event) -> MessageRef | None:
+    """What a terminal "posted": a shared file is where it lies (send_file needs a ref)."""
+    return {"path": event.path} if isinstance(event, FileShared) else None
 
 
 class ConsoleChannel:
@@ -90,10 +100,11 @@ class ConsoleChannel:
         self.out = out
         self.watch: Callable[[Event], None] | None = None  # the chat's status line
 
-    async def send(self, conversation: ConversationRef, event: Event) -> None:
+    async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if self.watch is not None:
             self.watch(event)
         line = render(event)
         if line is not None:
             self.out.write(line + "\n")
             self.out.flush()  # one event, one flush: scripts see output as it happens
+        return posted(event)

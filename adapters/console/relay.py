@@ -13,7 +13,7 @@ from typing import TextIO
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from adapters.console.channel import render
+from adapters.console.channel import posted, render
 from runtime.channel import Event, MessageRef
 from runtime.models import Actor, ConversationRef
 from runtime.store.keys import Keys
@@ -38,7 +38,7 @@ class ConsoleRelay:
         line = render(event)
         if line is not None:
             await self._line(conversation, line)
-        return None
+        return posted(event)
 
     async def tell(
         self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]

@@ -38,6 +38,7 @@ from runtime.channel import (
     ApprovalRequested,
     ApprovalUpdated,
     Event,
+    FileShared,
     MessageRef,
     Notice,
     Reply,
@@ -127,6 +128,10 @@ class FeishuChannel:
                 await self._say(conversation.data, "interactive", card)
         elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
             await self._report(conversation.data, event)
+        elif isinstance(event, FileShared):
+            return await self.upload_file(
+                conversation, event.name, event.data, event.title, key=event.key, again=event.again
+            )
         return None
 
     async def tell(

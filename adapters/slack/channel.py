@@ -28,6 +28,7 @@ from runtime.channel import (
     ApprovalRequested,
     ApprovalUpdated,
     Event,
+    FileShared,
     MessageRef,
     Notice,
     Reply,
@@ -141,6 +142,10 @@ class SlackChannel:
                 await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
         elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
             await self._report(where, event)
+        elif isinstance(event, FileShared):
+            return await self.upload_file(
+                conversation, event.name, event.data, event.title, key=event.key, again=event.again
+            )
         return None
 
     async def tell(

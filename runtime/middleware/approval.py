@@ -146,7 +146,7 @@ async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
         return own
     name, workdir = invocation.tool.name, invocation.context.workdir
     command = arguments.get("command")
-    if (
+    if name == "send_file" or (  # send_file's judge reads the file
         name == "bash"
         and isinstance(command, str)
         and (len(command) > LONG_COMMAND or any(c in command for c in "*?["))

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.redact import redact_text
 from runtime.risk.bash import judge_bash
+from runtime.risk.exports import file_risk
 from runtime.risk.secrets import home_directory, resolved, secret_location
 from runtime.risk.signature import command_signature
 
@@ -192,6 +193,8 @@ class RiskPolicy:
             self._assess_file(tool, arguments, findings, workdir)
         elif tool == "explore":
             pass  # its child only reads: each of the child's calls is judged there
+        elif tool == "send_file":
+            self._assess_export(arguments, findings, workdir)
         elif tool not in self.safe_tools:
             findings.ask(f"{tool} is not known to the risk policy")
         if tool == "read":
@@ -250,6 +253,25 @@ class RiskPolicy:
             findings.ask(f"{path!r} is a file name shell commands could misread")
         if tool == "edit":
             self._assess_deletion(arguments, findings)
+
+    def _assess_export(
+        self, arguments: Mapping[str, Any], findings: _Findings, workdir: Path | None
+    ) -> None:
+        """send_file posts the file to everyone in the conversation, unredacted: a secret
+        never (whoever approves), content that may be one asks (runtime/risk/exports.py)."""
+        path = arguments.get("path")
+        if not isinstance(path, str) or not path.strip():
+            findings.ask("send_file has no path")
+            return
+        secret = _file_secret(path, workdir)
+        if secret:
+            findings.deny(f"posts a secret to the conversation: it {secret}")
+        elif workdir is None:
+            findings.ask("send_file judged without its work directory")
+        else:
+            why = file_risk(path, workdir)
+            if why:
+                findings.ask(f"{path} is posted to everyone in the conversation: {why}")
 
     def _protection(self, path: str) -> list[str]:
         """Why `path` is protected (empty if it is not). Globs are matched against the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -16,6 +16,7 @@ from runtime.redact import one_line
 from runtime.tools.sandbox import Access
 
 if TYPE_CHECKING:
+    from runtime.channel import Event, MessageRef
     from runtime.policy.resolve import EffectivePolicy
     from runtime.risk.policy import RiskDecision
 
@@ -42,12 +43,21 @@ class ToolContext:
     policy: EffectivePolicy | None = None
     # What this call was granted: read-only unless a human approved it (approval middleware).
     access: Access = Access.READ_ONLY
+    # Deliver an event to the run's conversation and get the ref of what was posted (the
+    # send_file tool); None where nothing is delivered (an explorer's child).
+    post: Callable[[Event], Awaitable[MessageRef | None]] | None = None
+    # The call being run (set by the executor for each call): a stable key of its effects.
+    call_id: str = ""
+    # The run was retaken after its process died: an effect keyed by the call may be there.
+    retaken: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     text: str
     display: str | None = None
+    # More fields for the call's audit entry (send_file: the file's sha256), never secrets.
+    audit: Mapping[str, str] = field(default_factory=dict)
 
 
 class ToolError(Exception):
@@ -65,6 +75,10 @@ class Tool(ABC, Generic[A]):
     args_model: type[A]
     # Safe to run concurrently with its neighbours: no side effects, never needs approval.
     parallel_safe: ClassVar[bool] = False
+    # Its effect is keyed by the call (`ToolContext.call_id`) and lands once however often
+    # it runs (the channel looks for it first when `ToolContext.retaken`): a call of it that
+    # a process died running is run again when the run is retaken, not left unknown.
+    keyed: ClassVar[bool] = False
 
     @abstractmethod
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput: ...

@@ -52,7 +52,7 @@ def _update_text(
         return count
 
 
-def _judged(ctx: ToolContext, user_path: str, *, change: bool) -> tuple[Path, str]:
+def judged(ctx: ToolContext, user_path: str, *, change: bool) -> tuple[Path, str]:
     """The confined path and how it is shown, refused when a symlink now leads where the
     judge would have asked: the judge saw the path before this call ran, and a link swapped
     in meanwhile (by an approved command, or a concurrent process) must not be followed
@@ -79,24 +79,38 @@ def _judged(ctx: ToolContext, user_path: str, *, change: bool) -> tuple[Path, st
 class ReadArgs(ToolArgs):
     path: str = Field(description="File path relative to the work directory.")
     offset: int = Field(1, ge=1, description="First line to return (1-based).")
-    limit: int | None = Field(None, ge=1, description="Maximum number of lines to return.")
+    limit: int | None = Field(
+        None, ge=1, description="Maximum number of lines to return (default: to the end)."
+    )
 
 
 class ReadTool(Tool[ReadArgs]):
     name = "read"
-    description = "Read a UTF-8 text file from the work directory."
+    description = (
+        "Read a UTF-8 text file from the work directory; offset and limit (in lines) read "
+        "part of a long one."
+    )
     args_model = ReadArgs
     parallel_safe = True
 
     async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutput:
-        path, shown = _judged(ctx, args.path, change=False)
+        path, shown = judged(ctx, args.path, change=False)
         text = await off_loop(
             partial(_read_text, ctx.workdir.resolve(), path, shown), f"read {shown}"
         )
         lines = text.splitlines(keepends=True)
-        end = None if args.limit is None else args.offset - 1 + args.limit
-        picked = lines[args.offset - 1 : end]
-        return ToolOutput("".join(picked), display=f"read {shown} ({len(picked)} lines)")
+        if args.offset > max(len(lines), 1):
+            raise ToolError(
+                f"offset {args.offset} is past the end of {shown}, which has {len(lines)} lines"
+            )
+        end = len(lines) if args.limit is None else min(len(lines), args.offset - 1 + args.limit)
+        picked = "".join(lines[args.offset - 1 : end])
+        if end < len(lines):  # say what is left, so that the model can read on
+            if not picked.endswith("\n"):
+                picked += "\n"
+            picked += f"[lines {args.offset}-{end} of {len(lines)}; read on with offset {end + 1}]"
+        count = end - args.offset + 1 if lines else 0
+        return ToolOutput(picked, display=f"read {shown} ({count} lines)")
 
     def summarize(self, args: ReadArgs) -> str:
         return f"read {args.path}"
@@ -113,7 +127,7 @@ class WriteTool(Tool[WriteArgs]):
     args_model = WriteArgs
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolOutput:
-        path, shown = _judged(ctx, args.path, change=True)
+        path, shown = judged(ctx, args.path, change=True)
         await off_loop(
             partial(_write_text, ctx.workdir.resolve(), path, args.content), f"write {shown}"
         )
@@ -152,7 +166,7 @@ class EditTool(Tool[EditArgs]):
     args_model = EditArgs
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolOutput:
-        path, shown = _judged(ctx, args.path, change=True)
+        path, shown = judged(ctx, args.path, change=True)
         root = ctx.workdir.resolve()
         change = partial(_replaced, args, shown)
         count = await off_loop(partial(_update_text, root, path, shown, change), f"edit {shown}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from runtime.tools import files, safe_open
 from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError
@@ -49,10 +50,23 @@ async def test_read_returns_content(ctx: ToolContext, workdir: Path) -> None:
 
 async def test_read_offset_and_limit(ctx: ToolContext, workdir: Path) -> None:
     (workdir / "a.txt").write_text("l1\nl2\nl3\nl4\nl5\n", encoding="utf-8")
-    assert await read(ctx, "a.txt", offset=2, limit=2) == "l2\nl3\n"
+    # A part says where the rest starts; the last part is the file's lines as they are.
+    assert await read(ctx, "a.txt", offset=2, limit=2) == (
+        "l2\nl3\n[lines 2-3 of 5; read on with offset 4]"
+    )
     assert await read(ctx, "a.txt", offset=4) == "l4\nl5\n"
-    assert await read(ctx, "a.txt", limit=1) == "l1\n"
-    assert await read(ctx, "a.txt", offset=10) == ""
+    assert await read(ctx, "a.txt", offset=4, limit=9) == "l4\nl5\n"
+    assert await read(ctx, "a.txt", limit=1) == "l1\n[lines 1-1 of 5; read on with offset 2]"
+    with pytest.raises(ToolError, match="offset 10 is past the end of a.txt, which has 5 lines"):
+        await read(ctx, "a.txt", offset=10)
+    (workdir / "empty.txt").write_text("", encoding="utf-8")
+    assert await read(ctx, "empty.txt") == ""
+
+
+async def test_read_rejects_bad_offset_and_limit_before_reading() -> None:
+    for bad in ({"offset": 0}, {"limit": 0}, {"offset": -3}, {"limit": "x"}):
+        with pytest.raises(ValidationError, match="greater than or equal to 1|valid integer"):
+            ReadArgs.model_validate({"path": "a.txt", **bad})
 
 
 async def test_read_missing_file(ctx: ToolContext) -> None:

@@ -315,7 +315,7 @@ async def test_results_are_capped_for_the_model_redacted_in_chat_and_attributed(
         assert "test.leak: token [redacted]" in progress.text and "ghp_" not in progress.text
         history = await h.service.runtime.history.load(session_of(ts))
         (result,) = [m for m in history if isinstance(m, ToolMessage)]
-        assert "[output cut at 16000 of 36047 characters]" in result.content
+        assert "[output cut at 16000 of 36047 characters; the whole output is in " in result.content
         entries = await AuditLog(h.redis, Keys(h.prefix)).newest(50)
         (executed,) = [e for e in entries if e.event == "tool_executed"]
         assert executed.fields["tool"] == "test.leak" and executed.fields["server"] == "test"

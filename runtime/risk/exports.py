@@ -1,0 +1,46 @@
+"""What may leave the work dir as a file posted to a conversation (the send_file tool): an
+export to everyone there, past the redaction every other text a person sees goes through.
+A secret file is never posted; a text file whose content redaction would mask (a token, a
+key, a password) asks first; so does a binary file other than an image, whose content
+nothing here can check (an archive of a secret file is a secret file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.redact import redact_text
+
+SCAN_BYTES = 64 * 1024 * 1024  # read at most this much of a file to judge it
+_IMAGES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+
+
+def _is_image(head: bytes) -> bool:
+    webp = head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+    return webp or head.startswith(_IMAGES)
+
+
+def content_risk(data: bytes) -> str | None:
+    """Why posting `data` as a file needs a human first, or None when it may go unasked."""
+    if _is_image(data[:16]):
+        return None
+    if b"\x00" in data:
+        return "a binary file (not an image), whose content cannot be checked for secrets"
+    text = data.decode("utf-8", errors="replace")
+    if redact_text(text) != text:
+        return "its text holds what looks like a secret (a token, key or password)"
+    return None
+
+
+def file_risk(path: str, workdir: Path) -> str | None:
+    """`content_risk` of the work-dir file `path` as it is now (the tool checks again when it
+    reads it); None when it cannot be read here (the tool then says why it cannot post it).
+    Blocking: judge in a thread."""
+    try:
+        target = (workdir / path).resolve()
+        if not target.is_relative_to(workdir.resolve()) or not target.is_file():
+            return None
+        with open(target, "rb") as file:
+            data = file.read(SCAN_BYTES)
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return content_risk(data)
