@@ -13,6 +13,8 @@ from bot.server import FEISHU_EVENTS_PATH
 
 PLACEHOLDER_HOST = "https://YOUR-HOST"
 SEND_AS_BOT = "im:message:send_as_bot"
+READ = "im:message:readonly"
+NAMES = "contact:user.base:readonly"
 
 # Every Open API call clawgate makes (adapters/feishu) and the permissions it needs; Feishu's
 # API reference lists im:message:send_as_bot among the ones that suffice for each IM call.
@@ -25,6 +27,13 @@ API_SCOPES: dict[str, tuple[str, ...]] = {
     "im.v1.message.patch": (SEND_AS_BOT,),  # approval cards updated after the decision
     "/open-apis/bot/v3/info": (),  # the bot's own open_id, at start: needs the Bot feature
     "im.v1.file.create": ("im:resource",),  # a file uploaded to post (a long answer's text)
+    # Reading (adapters/feishu/reading.py): the thread before a mention, and its files. Each
+    # takes any of im:message, im:message:readonly, im:message.history:readonly; in groups
+    # also im:message.group_msg (the optional scope below), else a thread is not read.
+    "im.v1.message.list": (READ,),  # the thread (or a direct chat) before a message
+    "im.v1.message.get": (READ,),  # a thread's root, a chain of quote-replies
+    "im.v1.message_resource.get": (READ,),  # images and files people attach
+    "contact.v3.user.get": (NAMES,),  # the names of the people in the thread
 }
 # The events clawgate handles (adapters/feishu/app.py) and what each needs to be delivered.
 EVENT_SCOPES: dict[str, tuple[str, ...]] = {
@@ -35,14 +44,17 @@ EVENT_SCOPES: dict[str, tuple[str, ...]] = {
 }
 CALLBACKS = ("card.action.trigger",)  # the approval card's buttons and edit form
 OPTIONAL_SCOPES = {
-    "im:message.group_msg": "optional: replies in its threads need no @mention\n"
-    "(reads every group message; may need an admin's approval)",
+    "im:message.group_msg": "optional: replies in its threads need no @mention, and\n"
+    "the thread before a mention in a group is read (reads every group message;\n"
+    "may need an admin's approval)",
 }
 _WHY = {
     SEND_AS_BOT: "send and reply, edit its messages, update its cards",
     "im:resource": "upload the files it posts",
     "im:message.p2p_msg:readonly": "receive direct messages to the bot",
     "im:message.group_at_msg:readonly": "receive group messages that @mention the bot",
+    READ: "read the thread before a mention, and the images and files people attach",
+    NAMES: "name the people of that thread (else their open_ids)",
 }
 
 

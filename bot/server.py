@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from adapters.feishu.app import FeishuAdapter, LongConnection
+    from adapters.feishu.reading import FeishuReader
     from adapters.slack.app import SlackAdapter
     from adapters.slack.inbound import SlackIdentity
     from adapters.slack.reading import SlackReader
@@ -282,7 +283,7 @@ async def _build(
         router.add("slack", SlackChannel(client), reader)
     if settings.feishu_enabled:
         feishu = await _feishu(settings, ingest, runtime)
-        router.add("feishu", feishu.channel)
+        router.add("feishu", feishu.channel, _feishu_reader(settings, feishu, runtime, router))
 
     async def handle(job: Job) -> None:
         inbound = Inbound.model_validate_json(job.payload)
@@ -405,6 +406,26 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
     )
     adapter.bind(asyncio.get_running_loop())
     return adapter
+
+
+def _feishu_reader(
+    settings: Settings, feishu: FeishuAdapter, runtime: Runtime, router: Router
+) -> FeishuReader:
+    from adapters.feishu.reading import FeishuReader, ReaderSettings  # noqa: PLC0415
+
+    assert settings.feishu_app_id is not None
+    limits = ReaderSettings(
+        settings.workdir, settings.context_limits(), settings.attachment_limits()
+    )
+    return FeishuReader(
+        feishu.channel.client,
+        settings.feishu_app_id,
+        feishu.identity.open_id,
+        limits,
+        runtime.policies,
+        router,
+        runtime.knows,
+    )
 
 
 def build_app(

@@ -1,4 +1,5 @@
-"""Feishu events (lark-oapi's typed objects) to `Inbound`: sessions, senders, text."""
+"""Feishu events (lark-oapi's typed objects) to `Inbound`: sessions, senders, text, the files
+attached and where the message sits in its thread (for the worker's reader)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.commands import decision_target
-from adapters.http import NotJson, json_object
+from adapters.feishu.content import read_content
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
 
@@ -46,33 +47,6 @@ def session_of(tenant: str, chat_id: str, root_id: str | None) -> str:
     return f"feishu:{tenant}:{chat_id}" + (f":{root_id}" if root_id else "")
 
 
-def message_text(message_type: str, content: str) -> str | None:
-    """The words of a text or rich-text (post) message; None for anything else."""
-    try:
-        parsed = json_object(content)
-    except NotJson:
-        return None
-    if message_type == "text":
-        text = parsed.get("text")
-        return text if isinstance(text, str) else None
-    if message_type == "post":
-        # {"title", "content"} or, per language, {"zh_cn": {"title", "content"}}
-        body: Any = parsed if "content" in parsed else next(iter(parsed.values()), {})
-        lines = body.get("content", []) if isinstance(body, dict) else body
-        words = []
-        for line in lines if isinstance(lines, list) else []:
-            for element in line if isinstance(line, list) else []:
-                if not isinstance(element, dict):
-                    continue
-                if element.get("tag") in ("text", "a"):
-                    words.append(str(element.get("text") or ""))
-                elif element.get("tag") == "at":  # its key, as in text messages: @_user_1
-                    words.append(f" {element.get('user_id') or ''} ")
-            words.append("\n")
-        return "".join(words).strip()
-    return None
-
-
 def clean_text(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, bool]:
     """The text with the bot's mention removed and others as @name; and whether the bot was
     mentioned."""
@@ -91,16 +65,17 @@ def clean_text(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, b
 
 def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
     """`im.message.receive_v1`: p2p messages; group messages that mention the bot (or reply
-    in a thread it is part of). The bot's own and other apps' messages are ignored."""
+    in a thread it is part of). The bot's own and other apps' messages are ignored. A kind
+    not read yet (a sticker…) is queued too, so the worker tells the sender what is read."""
     header, event = data.header, data.event
     sender, message = event.sender, event.message
     open_id = sender.sender_id.open_id if sender.sender_id else None
     if sender.sender_type != "user" or not open_id or open_id == me.open_id:
         return None
-    raw = message_text(message.message_type or "", message.content or "")
-    if raw is None:
+    content = read_content(message.message_type or "", message.content or "")
+    if content is None:
         return None
-    text, mentioned = clean_text(raw, list(message.mentions or []), me.open_id)
+    text, mentioned = clean_text(content.text, list(message.mentions or []), me.open_id)
     tenant = header.tenant_key or sender.tenant_key or "tenant"
     chat_id = message.chat_id
     needs_session = False
@@ -113,7 +88,7 @@ def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
         root, in_thread, needs_session = message.root_id, True, True
     else:
         return None
-    if not text:
+    if not (text or content.attachments or content.unread):
         return None
     return Inbound(
         platform=PLATFORM,
@@ -126,10 +101,25 @@ def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:
         ),
         actor=Actor(platform=PLATFORM, user_id=open_id),
         text=text,
+        message=message.message_id,
+        attachments=content.attachments,
+        source=_source(message, content.unread),
         reply={"message_id": message.message_id},
         needs_session=needs_session,
         approval_id=decision_target(text),
     )
+
+
+def _source(message: Any, unread: str | None) -> dict[str, str]:
+    """Where the message sits, for the reader: its thread and time; `unread`: its kind."""
+    source = {"type": message.message_type or ""}
+    for name in ("root_id", "parent_id", "thread_id", "create_time"):
+        value = getattr(message, name, None)
+        if value:
+            source[name] = str(value)
+    if unread:
+        source["unread"] = unread
+    return source
 
 
 @dataclass(frozen=True, slots=True)

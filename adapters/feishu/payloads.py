@@ -1,6 +1,7 @@
 """The shape of the Feishu events clawgate takes, checked before lark-oapi sees them: its
 unmarshalling trusts the JSON's types and fails with a 500 (and a traceback) on a string
-where it expects an object, which an authentic but malformed request must not cause."""
+where it expects an object, which an authentic but malformed request must not cause. And the
+shapes of a message's content (a JSON string inside the event, or a history message)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,40 @@ class MessageEnvelope(_Shape):
 class CardEnvelope(_Shape):
     schema_: Literal["2.0"] = Field(alias="schema")
     event: _CardEvent
+
+
+# --- message content (the JSON string in `message.content`, events and history alike) ---------
+
+
+class TextContent(_Shape):
+    text: str = ""
+
+
+class ImageContent(_Shape):
+    image_key: str = Field(min_length=1)
+
+
+class FileContent(_Shape):
+    """A file message; a media (video) message has a cover `image_key` too."""
+
+    file_key: str = Field(min_length=1)
+    file_name: str = ""
+
+
+class PostElement(_Shape):
+    """One element of a rich-text (post) paragraph: `tag` says which fields it has."""
+
+    tag: str = ""
+    text: str | None = None  # text, a, code_block, md
+    href: str | None = None  # a
+    user_id: str | None = None  # at: a mention key ("@_user_1") in events, an open_id in history
+    user_name: str | None = None  # at
+    image_key: str | None = None  # img
+    file_key: str | None = None  # media
+    language: str | None = None  # code_block
+    emoji_type: str | None = None  # emotion
+
+
+class PostBody(_Shape):
+    title: str = ""
+    content: list[list[PostElement]] = Field(default_factory=list)

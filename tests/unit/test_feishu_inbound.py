@@ -13,6 +13,7 @@ from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
 from adapters.feishu.cards import approval_card, outcome, person
+from adapters.feishu.content import Content, read_content
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
@@ -23,7 +24,6 @@ from adapters.feishu.inbound import (
     card_click,
     clean_text,
     message_inbound,
-    message_text,
 )
 from runtime.channel import ApprovalNotice
 from tests.fake_feishu import (
@@ -62,31 +62,69 @@ class Mention:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_message_text_of_text_and_post_messages() -> None:
-    assert message_text("text", json.dumps({"text": "run: ls"})) == "run: ls"
+def words(message_type: str, content: Any) -> str | None:
+    read = read_content(message_type, content if isinstance(content, str) else json.dumps(content))
+    return None if read is None else read.text
+
+
+def test_text_and_post_messages_keep_every_word() -> None:
+    assert words("text", {"text": "run: ls"}) == "run: ls"
     post = {
         "zh_cn": {
-            "title": "t",
+            "title": "Build broke",
             "content": [
                 [
                     {"tag": "at", "user_id": "@_user_1", "user_name": "clawgate"},
-                    {"tag": "text", "text": "/approve ab12cd"},
+                    {"tag": "text", "text": "/approve ab12cd", "style": ["bold"]},
                 ],
-                [{"tag": "a", "text": "link", "href": "https://x"}, {"tag": "img"}],
+                [
+                    {"tag": "a", "text": "log", "href": "https://ci/1"},
+                    {"tag": "emotion", "emoji_type": "SMILE"},
+                ],
+                [{"tag": "code_block", "language": "PYTHON", "text": "def f():\n    return 1\n"}],
+                [{"tag": "hr"}],
+                [{"tag": "md", "text": "**bold** and `code`"}],
+                [{"tag": "img", "image_key": "img_1"}],
             ],
         }
     }
-    text = message_text("post", json.dumps(post))
-    assert text is not None and text.split() == ["@_user_1", "/approve", "ab12cd", "link"]
+    read = read_content("post", json.dumps(post))
+    assert read is not None
+    lines = read.text.split("\n")
+    assert lines[0] == "Build broke"  # the title, then the paragraphs
+    assert lines[1].split() == ["@_user_1", "/approve", "ab12cd"]
+    assert lines[2] == "log (https://ci/1):smile:"
+    assert lines[3:7] == ["```python", "def f():", "    return 1", "```"]
+    assert lines[7:] == ["---", "**bold** and `code`"]  # the image is an attachment
+    assert [(a.key, a.kind) for a in read.attachments] == [("img_1", "image")]
     # The mention is a key, as in text messages, so the bot's own is stripped like there.
     mention = SimpleNamespace(key="@_user_1", id=SimpleNamespace(open_id=BOT_OPEN_ID), name="c")
-    assert clean_text(text.split("\n")[0], [mention], BOT_OPEN_ID) == ("/approve ab12cd", True)
+    assert clean_text(lines[1], [mention], BOT_OPEN_ID) == ("/approve ab12cd", True)
     flat = {"title": "", "content": [[{"tag": "text", "text": "hello"}]]}
-    assert message_text("post", json.dumps(flat)) == "hello"
-    assert message_text("image", json.dumps({"image_key": "img_1"})) is None
-    assert message_text("text", "not json") is None
-    assert message_text("text", json.dumps(["a"])) is None
-    assert message_text("text", json.dumps({"text": 3})) is None
+    assert words("post", flat) == "hello"
+    assert words("text", "not json") is None
+    assert words("text", ["a"]) is None
+    assert words("text", {"text": 3}) is None
+
+
+def test_images_files_and_kinds_not_read() -> None:
+    image = read_content("image", json.dumps({"image_key": "img_1"}))
+    assert image is not None and image.text == "" and image.unread is None
+    assert [(a.key, a.kind, a.source) for a in image.attachments] == [
+        ("img_1", "image", {"type": "image"})
+    ]
+    file = read_content("file", json.dumps({"file_key": "file_1", "file_name": "build.log"}))
+    assert file is not None
+    assert [(a.name, a.mimetype, a.source) for a in file.attachments] == [
+        ("build.log", "application/octet-stream", {"type": "file"})  # typed once downloaded
+    ]
+    notes = read_content("file", json.dumps({"file_key": "file_2", "file_name": "notes.txt"}))
+    assert notes is not None and notes.attachments[0].mimetype == "text/plain"
+    video = read_content("media", json.dumps({"file_key": "file_3", "image_key": "img_c"}))
+    assert video is not None and video.attachments[0].kind == "media"
+    for kind, said in [("sticker", "a sticker"), ("audio", "a voice message"), ("vote", "a poll")]:
+        assert read_content(kind, json.dumps({"file_key": "x"})) == Content("", unread=said)
+    assert read_content("brand_new", "{}") == Content("", unread="a message of type brand_new")
 
 
 def test_clean_text_strips_the_bot_and_names_others() -> None:
@@ -161,11 +199,29 @@ def test_ignored_messages(event: dict[str, Any]) -> None:
     assert message_inbound(typed_message(event), ME) is None
 
 
-def test_non_text_messages_are_ignored() -> None:
-    event = message_event("x", chat_type="p2p")
+def test_images_files_and_unread_kinds_are_queued_for_the_reader() -> None:
+    event = message_event("x", chat_type="p2p", thread_id="omt_1", parent_id="om_p")
     event["message"]["message_type"] = "image"
     event["message"]["content"] = json.dumps({"image_key": "img_1"})
-    assert message_inbound(typed_message(event), ME) is None
+    inbound = message_inbound(typed_message(event), ME)
+    assert inbound is not None and inbound.text == ""
+    assert inbound.message == event["message"]["message_id"]
+    assert [a.key for a in inbound.attachments] == ["img_1"]
+    assert inbound.source == {
+        "type": "image",
+        "parent_id": "om_p",
+        "thread_id": "omt_1",
+        "create_time": event["message"]["create_time"],
+    }
+    event["message"]["message_type"] = "sticker"
+    event["message"]["content"] = json.dumps({"file_key": "sticker_1"})
+    sticker = message_inbound(typed_message(event), ME)
+    assert sticker is not None and sticker.attachments == ()
+    assert sticker.source["unread"] == "a sticker"
+    # In a group a sticker is queued only in a thread (the bot's, the worker checks).
+    group = message_event("x")
+    group["message"]["message_type"] = "sticker"
+    assert message_inbound(typed_message(group), ME) is None
 
 
 # ---------------------------------------------------------------------------------------------
