@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import pytest
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_bolt.authorization import AuthorizeResult
@@ -169,3 +170,53 @@ async def test_socket_mode_envelope_and_ack(fake: FakeSlack) -> None:
         await client.close()  # type: ignore[no-untyped-call]
     assert fake.calls("apps.connections.open")[0].headers["Authorization"] == "Bearer xapp-1"
     await asyncio.sleep(0)
+
+
+async def test_threads_read_back_page_by_page_as_slack_sdk_asks(fake: FakeSlack) -> None:
+    """conversations.replies (oldest first) and .history (newest first) between `oldest`
+    and `latest`, in pages of `limit` with a cursor; users.info of the people in them."""
+    client = AsyncWebClient(token="xoxb-test", base_url=fake.base_url)
+    root = fake.add_message("C111", "root", user="U_BOB")
+    replies = [fake.add_message("C111", f"r{n}", thread_ts=root) for n in range(5)]
+    pages, cursor = [], None
+    while True:
+        page = await client.conversations_replies(
+            channel="C111", ts=root, latest=replies[4], inclusive=False, limit=2, cursor=cursor
+        )
+        pages.append([m["text"] for m in page["messages"]])
+        cursor = page["response_metadata"]["next_cursor"]
+        if not page["has_more"]:
+            break
+    assert pages == [["root", "r0"], ["r1", "r2"], ["r3"]]
+    assert page["messages"][0]["user"] == "U_ALICE" and page["messages"][0]["thread_ts"] == root
+    history = await client.conversations_history(channel="C111", limit=1)
+    assert [m["text"] for m in history["messages"]] == ["root"] and not history["has_more"]
+
+    fake.add_user("U_BOB", "Bob Builder")
+    bob = await client.users_info(user="U_BOB")
+    assert bob["user"]["profile"]["display_name"] == "Bob Builder"
+    with pytest.raises(SlackApiError) as unknown:
+        await client.users_info(user="U_NOBODY")
+    assert unknown.value.response["error"] == "user_not_found"
+
+
+async def test_a_shared_file_downloads_with_the_bot_token_only(fake: FakeSlack) -> None:
+    """Without the token Slack redirects to its sign-in page (HTML), as the real one does."""
+    shared = fake.add_file("notes.txt", b"hello\n")
+    client = AsyncWebClient(token="xoxb-test", base_url=fake.base_url)
+    info = await client.files_info(file=shared["id"])
+    url = info["file"]["url_private_download"]
+    assert url == shared["url_private_download"]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url, headers={"Authorization": "Bearer xoxb-test"}) as ok:
+            assert ok.status == 200 and await ok.read() == b"hello\n"
+        async with http.get(url, allow_redirects=False) as anonymous:
+            assert anonymous.status == 302
+            assert anonymous.headers["Location"].endswith("/signin")
+        async with http.get(url) as followed:
+            assert followed.content_type == "text/html"
+    assert [(d.status, d.completed) for d in fake.downloads()] == [
+        (200, True),
+        (302, False),
+        (302, False),
+    ]

@@ -5,13 +5,18 @@ model was given; a real Redis. Signed events go in as Slack sends them."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import free_port
 from tests.e2e.test_slack_serve import ALICE, BOB, CHANNEL, Harness, serving
+from tests.e2e.test_worker_processes import SECRET as SERVE_SECRET
+from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.fake_slack import (
     BOT_ID,
@@ -21,6 +26,7 @@ from tests.fake_slack import (
     mention_event,
     message_event,
     next_ts,
+    post_signed,
 )
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
@@ -260,3 +266,55 @@ async def test_a_dm_that_is_only_a_refused_file_gets_one_short_reply(
     assert "photos.zip is of type application/zip, which is not taken" in said
     assert "I take files of these types: text/*" in said
     assert fake_openai.requests == []  # nothing for the model to read
+
+
+# ---------------------------------------------------------------------------------------------
+# Retakes: a worker killed mid-download
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_worker_killed_mid_download_answers_once_with_the_file_whole(
+    redis_url: str, workdir: Path
+) -> None:
+    """kill -9 of `clawgate serve` while it downloads a slow file: the job is taken over by a
+    `clawgate worker`, which downloads it again; one answer, one whole file, no leftovers."""
+    content = b"".join(b"line %06d of a slow log\n" % n for n in range(24_000))  # ~600 KB
+    async with FakeSlack() as fake:
+        hosted = fake.add_file("slow.log", content, chunk=16 * 1024, chunk_delay=0.1)
+        port = free_port()
+        env = serve_env(fake, redis_url, workdir, port)  # the offline demo model answers
+        serve = await Clawgate.start("serve", env, workdir)
+        worker: Clawgate | None = None
+        try:
+            await serve.wait_line(r"clawgate: listening on")
+            url = f"http://127.0.0.1:{port}"
+            await wait_ready(url)
+            event = mention_event("hello", channel=CHANNEL)
+            event["files"] = [hosted]
+            status, _ = await post_signed(f"{url}/slack/events", SERVE_SECRET, event_body(event))
+            assert status == 200
+
+            def halfway() -> bool:
+                return any(0 < d.sent < len(content) for d in fake.downloads(hosted["id"]))
+
+            await fake.await_for(halfway, 20, what="the download under way")
+            serve.proc.send_signal(signal.SIGKILL)
+            await serve.proc.wait()
+            worker = await Clawgate.start("worker", env, workdir)
+
+            def answers() -> list[str]:
+                said = [str(c.params.get("text")) for c in fake.posts(CHANNEL, event["ts"])]
+                return [t for t in said if "offline demo model. I understand" in t]
+
+            await fake.await_for(answers, 60, what="the answer after the takeover")
+            await asyncio.sleep(1.0)  # time for a second answer, were there one
+            assert len(answers()) == 1, fake.describe()
+        finally:
+            await serve.stop()
+            if worker is not None:
+                await worker.stop()
+        downloads = fake.downloads(hosted["id"])
+        assert [d.completed for d in downloads] == [False, True], downloads
+    folder = workdir / ".clawgate" / "attachments" / event["ts"]
+    assert [p.name for p in folder.iterdir()] == ["slow.log"]  # no partial file left
+    assert (folder / "slow.log").read_bytes() == content

@@ -203,3 +203,44 @@ def test_edit_modal_submission_approves_the_edited_arguments() -> None:
     assert inbound.session == "slack:T1:C1:9.0"
     command = parse_command(inbound.text)
     assert command is not None and command.edit == edited
+
+
+def _file(file_id: str, name: str, mimetype: str, **extra: Any) -> dict[str, Any]:
+    url = f"https://files.slack.com/files-pri/T1-{file_id}/download/{name}"
+    return {"id": file_id, "name": name, "mimetype": mimetype, "size": 12} | (
+        {"url_private_download": url} | extra
+    )
+
+
+def test_a_message_carries_its_ts_and_its_files_for_the_worker() -> None:
+    files = [
+        _file("F1", "build.log", "text/plain"),
+        _file("F2", "shot.png", "image/png"),
+        _file("F3", "shot.png", "image/png"),  # the same name: a file of its own on disk
+        {"id": "F4", "name": "old.txt", "mode": "tombstone"},
+        {"id": "F5", "name": "../../x.txt", "file_access": "check_file_info"},
+    ]
+    raw = {"type": "app_mention", "channel": "C1", "ts": "10.1", "user": "U1"}
+    payload = MessageEvent.model_validate(raw | {"text": "<@UBOT> look", "files": files})
+    inbound = message_inbound(payload, "Ev1", "T1", ME)
+    assert inbound is not None and inbound.message == "10.1"
+    names = [(a.key, a.name, a.kind) for a in inbound.attachments]
+    assert names == [
+        ("F1", "build.log", "file"),
+        ("F2", "shot.png", "image"),
+        ("F3", "shot-F3.png", "image"),
+        ("F4", "old.txt", "file"),
+        ("F5", "x.txt", "file"),
+    ]
+    assert inbound.attachments[0].source == {"url": files[0]["url_private_download"]}
+    assert inbound.attachments[0].size == 12
+    assert inbound.attachments[3].source == {"mode": "tombstone"}
+    assert inbound.attachments[4].source == {"file_access": "check_file_info"}
+
+
+def test_a_file_shared_without_text_is_a_message_in_a_dm() -> None:
+    raw = {"type": "message", "channel": "D1", "ts": "10.2", "user": "U1", "channel_type": "im"}
+    shared = raw | {"subtype": "file_share", "files": [_file("F1", "a.log", "text/plain")]}
+    inbound = message_inbound(MessageEvent.model_validate(shared), "Ev2", "T1", ME)
+    assert inbound is not None and inbound.text == "" and len(inbound.attachments) == 1
+    assert message_inbound(MessageEvent.model_validate(raw), "Ev3", "T1", ME) is None
