@@ -156,6 +156,20 @@ async def test_a_thread_the_bot_may_not_read_runs_the_message_without_context(
     assert asked(fake_openai) == "summarize"
 
 
+async def test_a_long_thread_message_is_cut_to_the_character_bound(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    root = h.fake.add_message(CHANNEL, "paste incoming", user=BOB)
+    h.fake.add_message(CHANNEL, "an older line", user=BOB, thread_ts=root)
+    h.fake.add_message(CHANNEL, "trace " + "x" * 20_000, user=BOB, thread_ts=root)
+    fake_openai.script = [reply("Read the start of it.")]
+    await mention(h, "what is this?", user=ALICE, thread_ts=root)
+    await answered(h, "Read the start of it.", root)
+    context = asked(fake_openai).splitlines()[1:-2]
+    assert len(context) == 1 and context[0].endswith("x […]"), context  # the newest, cut
+    assert len(context[0]) < 12_000 + 100  # CLAWGATE_THREAD_CONTEXT_CHARS (12,000)
+
+
 async def test_a_dm_first_message_gets_the_recent_messages(
     h: Harness, fake_openai: FakeOpenAI
 ) -> None:
@@ -250,6 +264,20 @@ async def test_the_bot_token_never_goes_to_another_host(
     assert stored.read_bytes() == b"moved content\n"
     [refusal] = [t for t in h.texts(thread_ts=event["ts"]) if "did not take" in t]
     assert "foreign.txt is not on Slack's file servers" in refusal
+
+
+async def test_a_slack_connect_file_is_found_through_files_info(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    shared = h.fake.add_file("partner.txt", b"from another org\n")
+    withheld = {k: v for k, v in shared.items() if not k.startswith("url_private")}
+    withheld["file_access"] = "check_file_info"  # what a Slack Connect event carries
+    fake_openai.script = [reply("Seen it.")]
+    event = await mention(h, "see attached", files=[withheld])
+    await answered(h, "Seen it.", event["ts"])
+    assert [c.params["file"] for c in h.fake.calls("files.info")] == [shared["id"]]
+    stored = h.workdir / ".clawgate" / "attachments" / event["ts"] / "partner.txt"
+    assert stored.read_bytes() == b"from another org\n"
 
 
 async def test_a_dm_that_is_only_a_refused_file_gets_one_short_reply(
