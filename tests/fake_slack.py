@@ -549,6 +549,8 @@ class FakeSlack(ThreadedServer):
     ) -> None:
         super().__init__()
         self.latency = latency
+        self.upload_delay = 0.0  # seconds an upload URL takes to answer
+        self.uploading = 0  # uploads under way (received, not answered yet)
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
         self.team_id = team_id
@@ -736,6 +738,13 @@ class FakeSlack(ThreadedServer):
         """The upload URL: the file's bytes as the body (what slack_sdk's files_upload_v2
         posts); Slack answers 200 "OK - <length>"."""
         data = await request.read()
+        with self._lock:
+            self.uploading += 1
+        try:
+            await asyncio.sleep(self.upload_delay)  # a slow upload, to kill a process during
+        finally:
+            with self._lock:
+                self.uploading -= 1
         with self._lock:
             pending = self._uploads.get(request.match_info["file_id"])
             if pending is None or pending["length"] != len(data):
