@@ -100,8 +100,10 @@ def human_size(size: int) -> str:
 
 def stored_name(name: str) -> str:
     """A file name that stays one name in one folder: no separators or control characters,
-    not `.` or `..`, bounded (the extension kept)."""
-    base = _UNSAFE.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1]).strip(" .") or "file"
+    not `.` or `..`, bounded (the extension kept). A leading dot stays: an attached `.env` is
+    judged as the secret its name says when the model reads it."""
+    base = _UNSAFE.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1]).strip(" ").rstrip(".")
+    base = base if base.strip(".") else "file"
     if len(base) > MAX_NAME:
         stem, dot, ext = base.rpartition(".")
         keep = dot and len(ext) < 16

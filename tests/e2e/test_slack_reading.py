@@ -223,6 +223,23 @@ async def test_a_text_file_and_an_image_reach_the_model_and_the_read_tool(
     assert all(d.completed for d in got)
 
 
+async def test_an_attached_secret_file_is_judged_by_its_name_when_read(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    """An attached `.env` is stored as `.env`: reading it asks first, as in the work dir."""
+    secret = b"DATABASE_PASSWORD=hunter2-very-secret\n"
+    env = h.fake.add_file(".env", secret)
+    ts = next_ts()
+    path = f".clawgate/attachments/{ts}/.env"
+    fake_openai.script = [calls(("c1", "read", {"path": path}))]
+    await mention(h, "check my settings", ts=ts, files=[env])
+    notice = await h.await_post(lambda c: bool(c.params.get("blocks")), "an approval notice")
+    assert notice.params["thread_ts"] == ts
+    assert (h.workdir / path).read_bytes() == secret
+    assert len(fake_openai.requests) == 1  # the read waits for approval
+    assert all("hunter2" not in str(r) for r in fake_openai.requests)
+
+
 async def test_an_over_limit_file_is_refused_with_the_limit_and_the_message_still_runs(
     h: Harness, fake_openai: FakeOpenAI
 ) -> None:
