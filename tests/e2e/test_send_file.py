@@ -43,6 +43,7 @@ ENV = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD\n"
 
 
 def model(fake_openai: FakeOpenAI) -> dict[str, str]:
+    """The settings that make the fake the model (for a process's environment)."""
     return {"OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "k"}
 
 
@@ -78,7 +79,9 @@ async def test_slack_a_work_dir_file_arrives_in_the_thread_and_its_hash_is_audit
         calls(("c1", "send_file", {"path": "out/report.txt", "title": "Build 41 report"})),
         reply("Posted the report."),
     ]
-    async with serving(fake, workdir, redis_url, **model(fake_openai)) as h:
+    async with serving(
+        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
+    ) as h:
         ts = await mention(h, "send me the build report")
         await h.await_post(lambda c: c.params.get("text") == "Posted the report.", "the answer")
         await h.drained()
@@ -116,7 +119,9 @@ async def test_slack_an_env_file_and_paths_outside_are_refused_and_nothing_uploa
         calls(*((i, "send_file", {"path": p}) for i, p in refused.items())),
         reply("I could not post those."),
     ]
-    async with serving(fake, workdir, redis_url, **model(fake_openai)) as h:
+    async with serving(
+        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
+    ) as h:
         await mention(h, "send me the env and the outside file")
         await h.await_post(lambda c: "could not post" in str(c.params.get("text")), "the answer")
         await h.drained()
@@ -154,7 +159,12 @@ async def test_slack_a_policy_that_asks_for_send_file_posts_only_after_approve(
         reply("Posted it once approved."),
     ]
     async with serving(
-        fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy), **model(fake_openai)
+        fake,
+        workdir,
+        redis_url,
+        CLAWGATE_POLICY_FILE=str(policy),
+        OPENAI_BASE_URL=fake_openai.base_url,
+        OPENAI_API_KEY="k",
     ) as h:
         pending = await request_risky(h, "send me report.txt", user=ALICE)
         await h.drained()
@@ -194,7 +204,9 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
     ]
     async with (
         FakeFeishu() as fake,
-        feishu.serving(fake, workdir, redis_url, **model(fake_openai)) as h,
+        feishu.serving(
+            fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
+        ) as h,
     ):
         said = await h.say("send me the report and the env")
 
