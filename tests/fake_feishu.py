@@ -21,6 +21,8 @@ Open API (every answer is JSON with a `code`; errors use HTTP 400 like Feishu, o
   PUT   /open-apis/im/v1/messages/{id}                    edit a text/post message
   DELETE /open-apis/im/v1/messages/{id}                   recall
   POST  /open-apis/im/v1/files                            upload (multipart) -> file_key
+  GET   /open-apis/im/v1/messages, /messages/{id}, /messages/{id}/resources/{key},
+        /open-apis/contact/v3/users/{id}                 reads: see tests/fake_feishu_history.py
   POST  /open-apis/im/v1/images                           upload (multipart) -> image_key
 A `file` / `image` message must name a key uploaded here (`uploads()` holds them).
 Everything under /open-apis/ needs `Authorization: Bearer <token this fake issued>`
@@ -58,6 +60,8 @@ from Crypto.Cipher import AES
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
 from adapters.feishu.crypto import encrypt
+from tests.fake_feishu_history import READ_KINDS, People
+from tests.fake_feishu_history import classify as classify_read
 from tests.http_client import post_bytes, post_bytes_sync
 from tests.threaded_server import ThreadedServer
 
@@ -375,6 +379,18 @@ def _text_of(content: Any) -> str | None:
     return None
 
 
+def _markdown_of(content: Any) -> str | None:
+    """The markdown elements of a card (JSON 2.0 `body.elements`), joined; None if none."""
+    body = content.get("body") if isinstance(content, dict) else None
+    elements = body.get("elements") if isinstance(body, dict) else None
+    found = [
+        str(e["content"])
+        for e in elements or []
+        if isinstance(e, dict) and e.get("tag") == "markdown" and isinstance(e.get("content"), str)
+    ]
+    return "\n".join(found) if found else None
+
+
 @dataclass(frozen=True)
 class Call:
     """One HTTP request to the fake.
@@ -451,6 +467,11 @@ class Call:
     def text(self) -> str | None:
         return _text_of(self.content)
 
+    @property
+    def markdown(self) -> str | None:
+        """What a card's markdown elements say (an answer), None for other messages."""
+        return _markdown_of(self.content)
+
 
 @dataclass(frozen=True)
 class StoredMessage:
@@ -475,6 +496,10 @@ class StoredMessage:
     @property
     def text(self) -> str | None:
         return _text_of(self.content)
+
+    @property
+    def markdown(self) -> str | None:
+        return _markdown_of(self.content)
 
     @property
     def is_reply(self) -> bool:
@@ -537,6 +562,8 @@ _FAULT_KINDS = frozenset(
         "delete",
         "endpoint",
         "ws_connect",
+        *READ_KINDS,
+        "resource",
         "file_upload",
         "image_upload",
         "any",
@@ -602,6 +629,7 @@ class FakeFeishu(ThreadedServer):
         }
         self.require_shared_cards = require_shared_cards
         self.patch_limit_per_second = patch_limit_per_second
+        self.people = People(tenant_key=tenant_key)  # what people posted, attached, are called
         self._lock = threading.Lock()
         self._apps: dict[str, str] = dict(apps) if apps is not None else {APP_ID: APP_SECRET}
         self._tokens: dict[str, str] = {}  # token -> app_id
@@ -768,6 +796,9 @@ class FakeFeishu(ThreadedServer):
 
     @staticmethod
     def _classify(method: str, path: str) -> tuple[str, str | None]:
+        read, target, _ = classify_read(method, path)
+        if read:
+            return read, target
         if path == BOT_INFO_PATH and method == "GET":
             return "bot_info", None
         if path == MESSAGES_PATH and method == "POST":
@@ -810,6 +841,10 @@ class FakeFeishu(ThreadedServer):
         fault = self._take_fault(kind)
         if fault is not None:
             return self._fault_response(call, fault)
+        if kind == "resource":  # bytes, not JSON
+            _, message_id, key = classify_read(request.method, request.path)
+            self._respond(call, handled=True)
+            return await self.people.resource(str(message_id), str(key), call.query)
         with self._lock:
             status, response, duplicate = self._handle(kind, target, call, app_id)
         return self._respond(
@@ -835,6 +870,9 @@ class FakeFeishu(ThreadedServer):
             return 200, {"code": 0, "msg": "ok", "bot": bot}, False
         if kind in ("send", "reply"):
             return self._create(kind, target, call, app_id)
+        if kind in READ_KINDS:
+            bots = [self._data(m) for m in self._messages.values()]
+            return (*self.people.answer(kind, target, call.query, bots), False)
         if kind in ("file_upload", "image_upload"):
             return self._upload(kind, call.body)
         if kind in ("patch", "update", "delete"):

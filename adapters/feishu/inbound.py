@@ -60,7 +60,18 @@ def clean_text(text: str, mentions: list[Any], bot_open_id: str) -> tuple[str, b
             names[key] = f"@{getattr(mention, 'name', None) or 'someone'}"
     # One pass, whole keys only: "@_user_1" must not eat the start of "@_user_10".
     text = _MENTION_KEY.sub(lambda m: f" {names.get(m.group(0), '')} ", text)
-    return " ".join(text.split()), mentioned
+    return tidy(text), mentioned
+
+
+def tidy(text: str) -> str:
+    """Runs of spaces made one, except in code blocks (a post's, or fenced in a text): there
+    indentation is meaning. Lines stay lines."""
+    lines, fenced = [], False
+    for line in text.strip().splitlines():
+        fence = line.lstrip().startswith("```")
+        lines.append(line.rstrip() if fenced and not fence else " ".join(line.split()))
+        fenced ^= fence
+    return "\n".join(lines).strip()
 
 
 def message_inbound(data: Any, me: FeishuIdentity) -> Inbound | None:

@@ -69,6 +69,8 @@ class FeishuReader:
         lines += [s.line() for s in stored]
         if not lines:
             return Prompt("")  # only refused files: the reply said why
+        if problems:  # the model knows too, so it does not answer as if it had them
+            lines.append(f"(not read: {'; '.join(problems)})")
         block = render(
             await self._context(inbound), inbound.conversation, self.policies, self.limits
         )

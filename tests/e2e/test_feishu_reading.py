@@ -1,0 +1,348 @@
+"""What the model gets of a Feishu message, end to end: the real server and lark-oapi against
+FakeFeishu (threads read back, names looked up, images and files downloaded), the real
+`openai` client against FakeOpenAI, whose recorded requests show what the model was given; a
+real Redis. Events go in encrypted and signed as Feishu sends them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.feishu.content import READS
+from tests.e2e.test_feishu_serve import (
+    ALICE,
+    BOB,
+    DM,
+    MENTION,
+    MESSAGE,
+    TOKEN,
+    Harness,
+    fake,  # noqa: F401 - the fixture
+    serving,
+)
+from tests.fake_feishu import FakeFeishu, event_envelope, message_event, new_thread_id
+from tests.fake_feishu_history import content_event
+from tests.fake_openai import FakeOpenAI, calls, reply
+
+pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
+
+EVE = "ou_eve"  # not on the conversation's access list
+SECRET_TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
+LOG = b"2026-12-03 build 41 failed: KeyError 'region' in deploy/config.py line 12\n"
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + bytes(40)
+_last = [0]
+
+
+def tick() -> int:
+    """A create_time after every earlier one and after now (Feishu's are ms, and distinct)."""
+    _last[0] = max(_last[0], int(time.time() * 1000)) + 1
+    return _last[0]
+
+
+@pytest.fixture
+async def h(
+    fake: FakeFeishu,  # noqa: F811 - the fixture imported above
+    workdir: Path,
+    redis_url: str,
+    fake_openai: FakeOpenAI,
+    tmp_path: Path,
+) -> AsyncIterator[Harness]:
+    policy = tmp_path / "clawgate.toml"
+    policy.write_text(f'[access]\nusers = ["feishu:{ALICE}", "feishu:{BOB}"]\n')
+    fake.people.users.update({ALICE: "Alice Liddell", BOB: "Bob Builder", EVE: "Eve Outsider"})
+    async with serving(
+        fake,
+        workdir,
+        redis_url,
+        OPENAI_BASE_URL=fake_openai.base_url,
+        OPENAI_API_KEY="k",
+        CLAWGATE_POLICY_FILE=str(policy),
+        CLAWGATE_THREAD_CONTEXT_MESSAGES="4",
+        CLAWGATE_MODEL_IMAGES="true",
+        CLAWGATE_ATTACHMENT_MAX_BYTES="100000",
+    ) as harness:
+        yield harness
+
+
+def posted(feishu: FakeFeishu, text: str, **fields: Any) -> dict[str, Any]:
+    """A person's earlier message, in Feishu's history (not sent to the bot)."""
+    event = message_event(text, create_time=tick(), **fields)
+    feishu.people.post(event)
+    return event
+
+
+async def send(h: Harness, event: dict[str, Any]) -> str:
+    """`event` sent to the bot (and in the history, as Feishu keeps it); its message id."""
+    h.fake.people.post(event)
+    status, answer = await h.send(event_envelope(MESSAGE, event, token=TOKEN))
+    assert status == 200, answer
+    return str(event["message"]["message_id"])
+
+
+def mention(text: str, **fields: Any) -> dict[str, Any]:
+    return message_event(f"@_user_1 {text}", mentions=MENTION, create_time=tick(), **fields)
+
+
+def shown(content: Any) -> str:
+    """What a message of the bot shows, whatever its kind (text, post, card)."""
+    return json.dumps(content, ensure_ascii=False)
+
+
+def answers(h: Harness, message_id: str) -> list[str]:
+    """What the bot's replies to `message_id` show now (edits included)."""
+    return [shown(m.content) for m in h.fake.messages() if m.parent_id == message_id]
+
+
+async def answered(h: Harness, message_id: str, text: str) -> None:
+    def found() -> bool:
+        return any(text in said for said in answers(h, message_id))
+
+    await h.fake.await_for(found, 20, what=text)
+    await h.drained()
+
+
+def asked(fake_openai: FakeOpenAI, request: int = -1) -> str:
+    """The text of the last user message in a request to the model."""
+    content = user_content(fake_openai, request)
+    if isinstance(content, str):
+        return content
+    return "\n".join(p["text"] for p in content if p["type"] == "text")
+
+
+def user_content(fake_openai: FakeOpenAI, request: int = -1) -> Any:
+    messages = fake_openai.requests[request]["messages"]
+    return [m for m in messages if m["role"] == "user"][-1]["content"]
+
+
+def folder(h: Harness, message_id: str) -> Path:
+    return h.workdir / ".clawgate" / "attachments" / message_id
+
+
+# ---------------------------------------------------------------------------------------------
+# Thread context
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    feishu = h.fake
+    thread = new_thread_id()
+    root = posted(feishu, "release train for Thursday", sender_open_id=BOB, thread_id=thread)
+    root_id = root["message"]["message_id"]
+    here = {"root_id": root_id, "parent_id": root_id, "thread_id": thread}
+    posted(feishu, f"build 41 broke, my token {SECRET_TOKEN}", sender_open_id=BOB, **here)
+    posted(feishu, "rollback now!", sender_open_id=EVE, **here)
+    bob = [("@_user_2", BOB, "Bob Builder")]
+    posted(feishu, "@_user_2 it says KeyError", sender_open_id="ou_anon", mentions=bob, **here)
+    fake_openai.script = [reply("It is the missing region setting.")]
+
+    asking = await send(h, mention("why did this fail?", sender_open_id=ALICE, **here))
+    await answered(h, asking, "missing region setting")
+
+    said = asked(fake_openai).splitlines()
+    assert said[0].startswith("[Earlier messages in this thread")
+    assert said[1:-2] == [
+        "Bob Builder (feishu:ou_bob): release train for Thursday",
+        "Bob Builder (feishu:ou_bob): build 41 broke, my token [redacted]",
+        "Eve Outsider (feishu:ou_eve, not on this conversation's access list): rollback now!",
+        # No name to be had: the open_id.
+        "ou_anon (feishu:ou_anon, not on this conversation's access list): @Bob Builder it says"
+        " KeyError",
+    ], said
+    assert said[-2].startswith("[End of the earlier messages") and said[-1] == "why did this fail?"
+    # The thread was listed (newest first); its root, which a thread's list leaves out, asked
+    # for by id; every name looked up.
+    [listed] = [c for c in feishu.calls("/open-apis/im/v1/messages") if c.kind == "list"]
+    assert listed.query["container_id_type"] == "thread" and listed.query["container_id"] == thread
+    assert listed.query["sort_type"] == "ByCreateTimeDesc"
+    assert [c.target_id for c in feishu.calls() if c.kind == "get"] == [root_id]
+    names = [c.target_id for c in feishu.calls() if c.kind == "user"]
+    assert sorted(names) == sorted({BOB, EVE, "ou_anon"})
+
+    # Asked again in the thread: only what came after the bot's answer, the newest 4.
+    for n in ("one", "two", "three", "four", "five"):
+        posted(feishu, f"step {n}", sender_open_id=BOB, **here)
+    fake_openai.script = [reply("Set region in config.")]
+    asking = await send(h, mention("what now?", sender_open_id=ALICE, **here))
+    await answered(h, asking, "Set region in config.")
+    assert asked(fake_openai).splitlines()[1:-2] == [
+        f"Bob Builder (feishu:ou_bob): step {n}" for n in ("two", "three", "four", "five")
+    ]
+    assert len([c for c in feishu.calls() if c.kind == "user"]) == 3  # names are kept
+
+
+async def test_a_quote_reply_chain_is_walked_and_an_api_error_costs_only_the_context(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    feishu = h.fake
+    first = posted(feishu, "the deploy script hangs", sender_open_id=BOB)
+    first_id = first["message"]["message_id"]
+    second = posted(feishu, "on step 3", sender_open_id=BOB, root_id=first_id, parent_id=first_id)
+    second_id = second["message"]["message_id"]
+    fake_openai.script = [reply("Step 3 waits for a lock."), reply("Answered anyway.")]
+    chain = {"root_id": first_id, "parent_id": second_id}
+    asking = await send(h, mention("any idea?", sender_open_id=ALICE, **chain))
+    await answered(h, asking, "waits for a lock")
+    assert asked(fake_openai, 0).splitlines()[1:-2] == [
+        "Bob Builder (feishu:ou_bob): the deploy script hangs",
+        "Bob Builder (feishu:ou_bob): on step 3",
+    ]
+    assert [c.target_id for c in feishu.calls() if c.kind == "get"] == [second_id, first_id]
+
+    # Feishu refuses the read (a permission missing): the message runs without context.
+    thread = new_thread_id()
+    root = posted(feishu, "private chatter", sender_open_id=BOB, thread_id=thread)
+    root_id = root["message"]["message_id"]
+    here = {"root_id": root_id, "parent_id": root_id, "thread_id": thread}
+    feishu.fail_next("list", code=230027, http_status=400, msg="Lack of necessary permissions")
+    asking = await send(h, mention("summarize", sender_open_id=ALICE, **here))
+    await answered(h, asking, "Answered anyway.")
+    assert asked(fake_openai, 1) == "summarize"
+
+
+async def test_a_direct_chat_first_message_gets_the_recent_messages(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    dm = {"chat_type": "p2p", "chat_id": DM, "sender_open_id": ALICE}
+    posted(h.fake, "here is the config: region=eu", **dm)
+    fake_openai.script = [reply("Looks fine."), reply("Still fine.")]
+    first = await send(h, message_event("is it right?", create_time=tick(), **dm))
+    await answered(h, first, "Looks fine.")
+    assert "Alice Liddell (feishu:ou_alice): here is the config: region=eu" in asked(fake_openai)
+    [listed] = [c for c in h.fake.calls() if c.kind == "list"]
+    assert (listed.query["container_id_type"], listed.query["container_id"]) == ("chat", DM)
+    second = await send(h, message_event("and now?", create_time=tick(), **dm))
+    await answered(h, second, "Still fine.")
+    assert asked(fake_openai) == "and now?"  # the chat is under way: its history has it all
+    assert len([c for c in h.fake.calls() if c.kind == "list"]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Images and files
+# ---------------------------------------------------------------------------------------------
+
+
+def dm_message(message_type: str, content: Any) -> dict[str, Any]:
+    event = message_event("", chat_type="p2p", chat_id=DM, create_time=tick())
+    return content_event(event, message_type, content)
+
+
+async def test_a_file_and_an_image_reach_the_model_and_the_read_tool(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    log = dm_message("file", {"file_key": "file_v3_log", "file_name": "build.log"})
+    log_id = log["message"]["message_id"]
+    # Feishu does not type files: the bytes tell (text), and the name is kept.
+    h.fake.people.attach(log_id, "file_v3_log", LOG, "application/octet-stream", "build.log")
+    path = f".clawgate/attachments/{log_id}/build.log"
+    fake_openai.script = [
+        calls(("c1", "read", {"path": path})),
+        reply("Line 12 of deploy/config.py reads region."),
+    ]
+    await send(h, log)
+    await answered(h, log_id, "Line 12 of deploy/config.py")
+    assert asked(fake_openai, 0) == (
+        f"attached: {path} ({len(LOG)} B, text/plain) — read it with `read`"
+    )
+    tool = next(m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool")
+    assert "KeyError 'region'" in tool["content"]
+    assert (h.workdir / path).read_bytes() == LOG
+
+    picture = dm_message("image", {"image_key": "img_v3_shot"})
+    picture_id = picture["message"]["message_id"]
+    h.fake.people.attach(picture_id, "img_v3_shot", PNG, "image/png", kind="image")
+    fake_openai.script = [reply("A blank screen.")]
+    await send(h, picture)
+    await answered(h, picture_id, "A blank screen.")
+    stored = f".clawgate/attachments/{picture_id}/img_v3_shot.png"
+    assert asked(fake_openai) == (
+        f"attached: {stored} ({len(PNG)} B, image/png) — an image (shown to you if you take images)"
+    )
+    [image] = [p for p in user_content(fake_openai) if p["type"] == "image_url"]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")
+    assert (h.workdir / stored).read_bytes() == PNG
+    assert h.fake.people.downloads() == [(log_id, "file_v3_log"), (picture_id, "img_v3_shot")]
+    downloads = [c for c in h.fake.calls() if c.kind == "resource"]
+    assert [c.query["type"] for c in downloads] == ["file", "image"]
+
+
+async def test_a_post_keeps_its_title_code_blocks_and_images(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    post = {
+        "title": "Deploy failed",
+        "content": [
+            [
+                {"tag": "at", "user_id": "@_user_1", "user_name": "clawgate"},
+                {"tag": "text", "text": " why does this raise?"},
+            ],
+            [{"tag": "code_block", "language": "PYTHON", "text": "cfg['region']\n"}],
+            [{"tag": "img", "image_key": "img_v3_trace"}],
+        ],
+    }
+    event = content_event(mention(""), "post", post)
+    message_id = event["message"]["message_id"]
+    h.fake.people.attach(message_id, "img_v3_trace", PNG, "image/png", kind="image")
+    fake_openai.script = [reply("The region key is missing.")]
+    await send(h, event)
+    await answered(h, message_id, "The region key is missing.")
+    lines = asked(fake_openai).splitlines()
+    assert lines[:5] == [
+        "Deploy failed",
+        "why does this raise?",
+        "```python",
+        "cfg['region']",
+        "```",
+    ]
+    stored = f".clawgate/attachments/{message_id}/img_v3_trace.png"
+    assert lines[5:] == [
+        f"attached: {stored} ({len(PNG)} B, image/png) — an image (shown to you if you take images)"
+    ]
+    assert [p["type"] for p in user_content(fake_openai)].count("image_url") == 1
+
+
+async def test_files_over_the_limits_are_refused_once_and_the_message_still_runs(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    post = {
+        "title": "",
+        "content": [
+            [{"tag": "text", "text": "look at these"}],
+            [{"tag": "img", "image_key": "img_v3_huge"}],
+            [{"tag": "media", "file_key": "file_v3_clip", "image_key": "img_v3_cover"}],
+        ],
+    }
+    event = content_event(mention(""), "post", post)
+    message_id = event["message"]["message_id"]
+    h.fake.people.attach(message_id, "img_v3_huge", PNG + bytes(200_000), "image/png", kind="image")
+    h.fake.people.attach(message_id, "file_v3_clip", b"\x00" * 10, "video/mp4")
+    fake_openai.script = [reply("I read your question.")]
+    await send(h, event)
+    await answered(h, message_id, "I read your question.")
+
+    [refusal] = [a for a in answers(h, message_id) if "Not read" in a]
+    assert (
+        "img_v3_huge is 195 KB, over the limit of 98 KB (CLAWGATE_ATTACHMENT_MAX_BYTES)" in refusal
+    )
+    assert "file_v3_clip.mp4 is of type video/mp4, which is not taken" in refusal
+    text = asked(fake_openai)
+    assert text.startswith("look at these\n(not read: img_v3_huge is 195 KB")
+    assert not folder(h, message_id).exists()
+    assert h.fake.people.downloads() == [(message_id, "img_v3_huge")]  # not the video
+
+
+async def test_a_sticker_gets_one_short_reply_saying_what_is_read(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    sticker = dm_message("sticker", {"file_key": "sticker_v3_cat"})
+    message_id = await send(h, sticker)
+    await answered(h, message_id, "I cannot read a sticker yet")
+    [said] = answers(h, message_id)
+    assert f"I cannot read a sticker yet; I read {READS}." in said
+    assert fake_openai.requests == []
