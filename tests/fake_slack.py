@@ -550,6 +550,7 @@ class FakeSlack(ThreadedServer):
         super().__init__()
         self.latency = latency
         self.upload_delay = 0.0  # seconds an upload URL takes to answer
+        self.slow_answers: dict[str, float] = {}  # method -> seconds its answer waits, acted on
         self.uploading = 0  # uploads under way (received, not answered yet)
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
@@ -631,6 +632,7 @@ class FakeSlack(ThreadedServer):
             body = self._handle(method, params)
             self._calls.append(Call(method, params, headers, 200, body))
             self._attempts.append(Call(method, params, headers, 200, body))
+        await asyncio.sleep(self.slow_answers.get(method, 0.0))  # acted, not answered yet
         return web.json_response(body)
 
     def _record(self, call: Call, *, handled: bool) -> None:

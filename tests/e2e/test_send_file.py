@@ -231,12 +231,14 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("when", ["uploading", "shared"])
 async def test_a_worker_killed_mid_upload_posts_the_file_once_after_the_retake(
-    redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+    redis_url: str, workdir: Path, fake_openai: FakeOpenAI, when: str
 ) -> None:
     """kill -9 of `clawgate serve` while slack_sdk uploads the file (the fake's upload URL is
-    slow): a `clawgate worker` takes the job over and runs the keyed call again; one file in
-    the thread, one answer."""
+    slow), or once Slack shared it but before its answer came: a `clawgate worker` takes the
+    job over and runs the keyed call again, which uploads anew or finds the file in the
+    thread; one file in the thread, one answer."""
     data = b"".join(b"row %06d\n" % n for n in range(20_000))
     (workdir / "table.csv").write_bytes(data)
     fake_openai.script = [
@@ -244,7 +246,10 @@ async def test_a_worker_killed_mid_upload_posts_the_file_once_after_the_retake(
         reply("Here is the table."),
     ]
     async with FakeSlack() as fake:
-        fake.upload_delay = 30.0
+        if when == "uploading":
+            fake.upload_delay = 30.0
+        else:
+            fake.slow_answers["files.completeUploadExternal"] = 30.0
         port = free_port()
         env = serve_env(fake, redis_url, workdir, port, **model(fake_openai))
         serve = await Clawgate.start("serve", env, workdir)
@@ -256,10 +261,13 @@ async def test_a_worker_killed_mid_upload_posts_the_file_once_after_the_retake(
             event = mention_event("send me the table", channel=CHANNEL)
             status, _ = await post_signed(f"{url}/slack/events", SERVE_SECRET, event_body(event))
             assert status == 200
-            await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
+            if when == "uploading":
+                await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
+            else:
+                await fake.await_for(fake.files, 30, what="the file shared")
             serve.proc.send_signal(signal.SIGKILL)
             await serve.proc.wait()
-            fake.upload_delay = 0.0
+            fake.upload_delay, fake.slow_answers = 0.0, {}
             worker = await Clawgate.start("worker", env, workdir)
 
             def answers() -> list[str]:
@@ -271,7 +279,9 @@ async def test_a_worker_killed_mid_upload_posts_the_file_once_after_the_retake(
             assert len(answers()) == 1, fake.describe()
             (shared,) = fake.files(CHANNEL, event["ts"])
             assert shared.data == data and shared.name == "table.csv"
-            assert len(fake.calls("files.getUploadURLExternal")) == 2  # the first never shared
+            # Uploading, the first upload was never shared; shared, it was found in the thread.
+            uploads = len(fake.calls("files.getUploadURLExternal"))
+            assert uploads == (2 if when == "uploading" else 1), fake.describe()
         finally:
             await serve.stop()
             if worker is not None:
