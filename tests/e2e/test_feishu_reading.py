@@ -162,7 +162,7 @@ async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
     assert listed.query["container_id_type"] == "thread" and listed.query["container_id"] == thread
     assert listed.query["sort_type"] == "ByCreateTimeDesc"
     assert [c.target_id for c in feishu.calls() if c.kind == "get"] == [root_id]
-    names = [c.target_id for c in feishu.calls() if c.kind == "user"]
+    names = [str(c.target_id) for c in feishu.calls() if c.kind == "user"]
     assert sorted(names) == sorted({BOB, EVE, "ou_anon"})
 
     # Asked again in the thread: only what came after the bot's answer, the newest 4.
@@ -209,7 +209,7 @@ async def test_a_quote_reply_chain_is_walked_and_an_api_error_costs_only_the_con
 async def test_a_direct_chat_first_message_gets_the_recent_messages(
     h: Harness, fake_openai: FakeOpenAI
 ) -> None:
-    dm = {"chat_type": "p2p", "chat_id": DM, "sender_open_id": ALICE}
+    dm: dict[str, Any] = {"chat_type": "p2p", "chat_id": DM, "sender_open_id": ALICE}
     posted(h.fake, "here is the config: region=eu", **dm)
     fake_openai.script = [reply("Looks fine."), reply("Still fine.")]
     first = await send(h, message_event("is it right?", create_time=tick(), **dm))
