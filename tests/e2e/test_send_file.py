@@ -35,6 +35,7 @@ from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
 from tests.fake_feishu import FakeFeishu
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.fake_slack import FakeSlack, event_body, mention_event, next_ts, post_signed
+from tests.processes import chat, clean_env
 
 pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
 
@@ -224,6 +225,25 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
         assert said_to_model["c2"].startswith("refused by the risk policy: posts a secret")
         (entry, _) = sorted(await audited(h.redis, h.prefix), key=lambda e: e.fields["call"])
         assert entry.fields["file_sha256"] == hashlib.sha256(REPORT).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The terminal
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_the_terminal_says_where_the_file_is_and_refuses_a_secret(workdir: Path) -> None:
+    (workdir / "report.txt").write_bytes(REPORT)
+    (workdir / ".env").write_text(ENV)
+    typed = (
+        'call send_file {"path": "report.txt", "title": "Build 41"}\n'
+        'call send_file {"path": ".env"}\n'
+    )
+    code, out, _ = await chat(typed, workdir, clean_env(), "chat")
+    assert code == 0
+    assert f"[file] Build 41: report.txt in the work dir ({len(REPORT)} B)" in out
+    assert "send_file denied: refused by the risk policy: posts a secret" in out
+    assert "sk-proj" not in out
 
 
 # ---------------------------------------------------------------------------------------------
