@@ -6,6 +6,8 @@ real Redis. Events go in encrypted and signed as Feishu sends them."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,10 +26,12 @@ from tests.e2e.test_feishu_serve import (
     Harness,
     fake,  # noqa: F401 - the fixture
     serving,
+    ws_env,
 )
+from tests.e2e.test_worker_processes import Clawgate
 from tests.fake_feishu import FakeFeishu, event_envelope, message_event, new_thread_id
 from tests.fake_feishu_history import content_event
-from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.fake_openai import FakeOpenAI, Step, calls, reply
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
@@ -93,16 +97,20 @@ def shown(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def answers(h: Harness, message_id: str) -> list[str]:
+def answers(feishu: FakeFeishu, message_id: str) -> list[str]:
     """What the bot's replies to `message_id` show now (edits included)."""
-    return [shown(m.content) for m in h.fake.messages() if m.parent_id == message_id]
+    return [shown(m.content) for m in feishu.messages() if m.parent_id == message_id]
+
+
+async def shows(feishu: FakeFeishu, message_id: str, text: str) -> None:
+    def found() -> bool:
+        return any(text in said for said in answers(feishu, message_id))
+
+    await feishu.await_for(found, 30, what=text)
 
 
 async def answered(h: Harness, message_id: str, text: str) -> None:
-    def found() -> bool:
-        return any(text in said for said in answers(h, message_id))
-
-    await h.fake.await_for(found, 20, what=text)
+    await shows(h.fake, message_id, text)
     await h.drained()
 
 
@@ -119,8 +127,8 @@ def user_content(fake_openai: FakeOpenAI, request: int = -1) -> Any:
     return [m for m in messages if m["role"] == "user"][-1]["content"]
 
 
-def folder(h: Harness, message_id: str) -> Path:
-    return h.workdir / ".clawgate" / "attachments" / message_id
+def folder(workdir: Path, message_id: str) -> Path:
+    return workdir / ".clawgate" / "attachments" / message_id
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,14 +334,14 @@ async def test_files_over_the_limits_are_refused_once_and_the_message_still_runs
     await send(h, event)
     await answered(h, message_id, "I read your question.")
 
-    [refusal] = [a for a in answers(h, message_id) if "Not read" in a]
+    [refusal] = [a for a in answers(h.fake, message_id) if "Not read" in a]
     assert (
         "img_v3_huge is 195 KB, over the limit of 98 KB (CLAWGATE_ATTACHMENT_MAX_BYTES)" in refusal
     )
     assert "file_v3_clip.mp4 is of type video/mp4, which is not taken" in refusal
     text = asked(fake_openai)
     assert text.startswith("look at these\n(not read: img_v3_huge is 195 KB")
-    assert not folder(h, message_id).exists()
+    assert not folder(h.workdir, message_id).exists()
     assert h.fake.people.downloads() == [(message_id, "img_v3_huge")]  # not the video
 
 
@@ -343,6 +351,76 @@ async def test_a_sticker_gets_one_short_reply_saying_what_is_read(
     sticker = dm_message("sticker", {"file_key": "sticker_v3_cat"})
     message_id = await send(h, sticker)
     await answered(h, message_id, "I cannot read a sticker yet")
-    [said] = answers(h, message_id)
+    [said] = answers(h.fake, message_id)
     assert f"I cannot read a sticker yet; I read {READS}." in said
     assert fake_openai.requests == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Retakes: kill -9 mid-download, and after it
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_worker_killed_mid_download_answers_once_with_the_file_stored_once(
+    fake: FakeFeishu,  # noqa: F811 - the fixture imported above
+    fake_openai: FakeOpenAI,
+    redis_url: str,
+    workdir: Path,
+) -> None:
+    """Long connection, `clawgate serve` as real processes: the first is killed while Feishu
+    still sends the file, the next takes the job over, downloads it whole and answers once;
+    killed again while the model thinks (the file stored), its successor does not download it
+    again."""
+    env = ws_env(fake, redis_url, workdir, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k")
+
+    async def started() -> Clawgate:
+        serve = await Clawgate.start("serve", env, workdir)
+        await serve.wait_line(r"platforms: feishu \(websocket\)")
+        await fake.await_for(lambda: fake.connection_count == 1, 20, what="the long connection")
+        return serve
+
+    async def killed(serve: Clawgate) -> None:
+        os.kill(serve.pid, signal.SIGKILL)
+        await serve.stop()
+        await fake.await_for(lambda: fake.connection_count == 0, 10, what="the connection gone")
+
+    def file_message(key: str) -> dict[str, Any]:
+        event = dm_message("file", {"file_key": key, "file_name": f"{key}.log"})
+        fake.people.post(event)
+        fake.people.attach(event["message"]["message_id"], key, LOG, "text/plain", f"{key}.log")
+        return event
+
+    first = file_message("file_v3_one")
+    first_id = first["message"]["message_id"]
+    transfer = fake.people.hold("file_v3_one")
+    fake_openai.script = [reply("Build 41 failed on region.")]
+    serve = await started()
+    try:
+        await fake.asend_event(event_envelope(MESSAGE, first, token=""))
+        await fake.await_for(lambda: fake.people.downloads("file_v3_one"), 20, what="the download")
+        await killed(serve)  # mid-download
+        transfer.set()
+        serve = await started()
+        await shows(fake, first_id, "Build 41 failed on region.")
+        stored = folder(workdir, first_id)
+        assert sorted(p.name for p in stored.iterdir()) == ["file_v3_one.log"]  # no partial
+        assert (stored / "file_v3_one.log").read_bytes() == LOG
+        assert len(fake.people.downloads("file_v3_one")) == 2  # the cut one, then the whole
+
+        second = file_message("file_v3_two")
+        second_id = second["message"]["message_id"]
+        fake_openai.script = [Step(content="never seen", delay=20), reply("Same failure again.")]
+        await fake.asend_event(event_envelope(MESSAGE, second, token=""))
+        await fake.await_for(lambda: len(fake_openai.requests) == 2, 20, what="the model asked")
+        await killed(serve)  # the file stored, the model thinking
+        serve = await started()
+        await shows(fake, second_id, "Same failure again.")
+        assert len(fake.people.downloads("file_v3_two")) == 1  # stored whole: not again
+        assert (folder(workdir, second_id) / "file_v3_two.log").read_bytes() == LOG
+        assert "file_v3_two.log" in asked(fake_openai)
+    finally:
+        transfer.set()
+        await serve.stop()
+    for message_id, answer in ((first_id, "Build 41"), (second_id, "Same failure")):
+        assert sum(answer in said for said in answers(fake, message_id)) == 1
+    assert not any("never seen" in shown(m.content) for m in fake.messages())
