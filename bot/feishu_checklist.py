@@ -27,6 +27,7 @@ API_SCOPES: dict[str, tuple[str, ...]] = {
     "im.v1.message.patch": (SEND_AS_BOT,),  # approval cards updated after the decision
     "/open-apis/bot/v3/info": (),  # the bot's own open_id, at start: needs the Bot feature
     "im.v1.file.create": ("im:resource",),  # a file uploaded to post (a long answer's text)
+    "im.v1.image.create": ("im:resource",),  # an image uploaded to post (send_file)
     # Reading (adapters/feishu/reading.py): the thread before a mention, and its files. Each
     # takes any of im:message, im:message:readonly, im:message.history:readonly; in groups
     # also im:message.group_msg (the optional scope below), else a thread is not read.

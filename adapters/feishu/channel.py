@@ -19,6 +19,8 @@ import lark_oapi as lark
 from lark_oapi.api.im.v1 import (
     CreateFileRequest,
     CreateFileRequestBody,
+    CreateImageRequest,
+    CreateImageRequestBody,
     CreateMessageRequest,
     CreateMessageRequestBody,
     PatchMessageRequest,
@@ -48,6 +50,7 @@ from runtime.channel import (
     Writing,
 )
 from runtime.models import Actor, ConversationRef, ToolStatus
+from runtime.risk.exports import is_image
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ ATTEMPTS = 4
 MAX_EDITS = 20  # Feishu's limit per message
 PREVIEW_EDITS = 14  # of those, the most spent on previews of an answer being written
 API_THREADS = 16
+MAX_IMAGE_BYTES = 10 * 1024 * 1024  # Feishu's limit for an image; a larger one goes as a file
 _TOKEN_CODES = {99991661, 99991663, 99991664, 99991668}  # missing / invalid / expired token
 _RATE_CODES = {99991400, 230020}  # gateway and per-chat frequency limits
 # im/v1/files' file types: these by extension, any other file is a "stream".
@@ -129,6 +133,8 @@ class FeishuChannel:
         elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
             await self._report(conversation.data, event)
         elif isinstance(event, FileShared):
+            if is_image(event.data) and len(event.data) <= MAX_IMAGE_BYTES:  # shown inline
+                return await self.upload_image(conversation, event.data, key=event.key)
             return await self.upload_file(
                 conversation, event.name, event.data, event.title, key=event.key, again=event.again
             )
@@ -176,8 +182,35 @@ class FeishuChannel:
         uploaded = await self._call(upload, "file upload")
         if uploaded is None or not uploaded.file_key:
             return None
+        return await self._post_uploaded(conversation, "file", {"file_key": uploaded.file_key}, key)
+
+    async def upload_image(
+        self, conversation: ConversationRef, data: bytes, *, key: str = ""
+    ) -> MessageRef | None:
+        """Upload `data` as an image (im/v1/images), then post it as an `image` message,
+        which Feishu shows inline; once, by `key`, as `upload_file`. None when it failed."""
+
+        def upload() -> Any:  # a request per attempt: lark-oapi consumes its body
+            body = (
+                CreateImageRequestBody.builder()
+                .image_type("message")
+                .image(io.BytesIO(data))
+                .build()
+            )
+            request = CreateImageRequest.builder().request_body(body).build()
+            return self.client.im.v1.image.create(request)
+
+        uploaded = await self._call(upload, "image upload")
+        if uploaded is None or not uploaded.image_key:
+            return None
+        content = {"image_key": uploaded.image_key}
+        return await self._post_uploaded(conversation, "image", content, key)
+
+    async def _post_uploaded(
+        self, conversation: ConversationRef, msg_type: str, content: dict[str, str], key: str
+    ) -> MessageRef | None:
         where = conversation.data or _addressed(conversation.id)
-        message_id = await self._say(where, "file", {"file_key": uploaded.file_key}, key)
+        message_id = await self._say(where, msg_type, content, key)
         return {"message_id": message_id} if message_id else None
 
     # --- the working message ---------------------------------------------------------------

@@ -14,14 +14,15 @@ SCAN_BYTES = 64 * 1024 * 1024  # read at most this much of a file to judge it
 _IMAGES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 
 
-def _is_image(head: bytes) -> bool:
-    webp = head[:4] == b"RIFF" and head[8:12] == b"WEBP"
-    return webp or head.startswith(_IMAGES)
+def is_image(data: bytes) -> bool:
+    """PNG, JPEG, GIF or WebP, by its first bytes."""
+    webp = data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    return webp or data.startswith(_IMAGES)
 
 
 def content_risk(data: bytes) -> str | None:
     """Why posting `data` as a file needs a human first, or None when it may go unasked."""
-    if _is_image(data[:16]):
+    if is_image(data):
         return None
     if b"\x00" in data:
         return "a binary file (not an image), whose content cannot be checked for secrets"

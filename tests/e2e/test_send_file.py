@@ -40,6 +40,7 @@ from tests.processes import chat, clean_env
 pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
 
 REPORT = b"build 41: 3 failed, 118 passed\nfailing: test_region, test_deploy, test_config\n"
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452") + bytes(40)
 ENV = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD\n"
 
 
@@ -195,11 +196,13 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CLAWGATE_POLICY_FILE", *feishu.FEISHU_VARS):
         monkeypatch.delenv(var, raising=False)
     (workdir / "report.txt").write_bytes(REPORT)
+    (workdir / "chart.png").write_bytes(PNG)
     (workdir / ".env").write_text(ENV)
     fake_openai.script = [
         calls(
             ("c1", "send_file", {"path": "report.txt", "title": "Build 41"}),
             ("c2", "send_file", {"path": ".env"}),
+            ("c3", "send_file", {"path": "chart.png"}),
         ),
         reply("Posted the report."),
     ]
@@ -216,15 +219,19 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
 
         await fake.await_for(answered, 15, what="the answer")
         await h.drained()
-        (upload,) = fake.uploads()
+        upload, image = fake.uploads()
         assert (upload.kind, upload.name, upload.data) == ("file", "report.txt", REPORT)
-        (posted,) = [m for m in fake.messages(root_id=said.message_id) if m.msg_type == "file"]
-        assert posted.content == {"file_key": upload.key}
+        assert (image.kind, image.data) == ("image", PNG)  # an image is shown inline
+        posted = {m.msg_type: m for m in fake.messages(root_id=said.message_id)}
+        assert posted["file"].content == {"file_key": upload.key}
+        assert posted["image"].content == {"image_key": image.key}
         said_to_model = told(fake_openai)
         assert said_to_model["c1"].startswith("posted report.txt")
         assert said_to_model["c2"].startswith("refused by the risk policy: posts a secret")
-        (entry, _) = sorted(await audited(h.redis, h.prefix), key=lambda e: e.fields["call"])
-        assert entry.fields["file_sha256"] == hashlib.sha256(REPORT).hexdigest()
+        assert said_to_model["c3"].startswith("posted chart.png")
+        entries = {e.fields["call"]: e for e in await audited(h.redis, h.prefix)}
+        assert entries["c1"].fields["file_sha256"] == hashlib.sha256(REPORT).hexdigest()
+        assert entries["c3"].fields["file_sha256"] == hashlib.sha256(PNG).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
