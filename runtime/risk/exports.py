@@ -2,7 +2,9 @@
 export to everyone there, past the redaction every other text a person sees goes through.
 A secret file is never posted; a text file whose content redaction would mask (a token, a
 key, a password) asks first; so does a binary file other than an image, whose content
-nothing here can check (an archive of a secret file is a secret file)."""
+nothing here can check (an archive of a secret file is a secret file), and a file clawgate
+keeps under `.clawgate/` (the work dir is shared: an attachment or a tool's output there may
+be another conversation's)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from runtime.redact import redact_text
 
 SCAN_BYTES = 64 * 1024 * 1024  # read at most this much of a file to judge it
+KEPT = ".clawgate"  # where clawgate keeps attachments and outputs in the work dir
 _IMAGES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 
 
@@ -37,9 +40,15 @@ def file_risk(path: str, workdir: Path) -> str | None:
     reads it); None when it cannot be read here (the tool then says why it cannot post it).
     Blocking: judge in a thread."""
     try:
+        root = workdir.resolve()
         target = (workdir / path).resolve()
-        if not target.is_relative_to(workdir.resolve()) or not target.is_file():
+        if not target.is_relative_to(root) or not target.is_file():
             return None
+        if target.relative_to(root).parts[0] == KEPT:
+            return (
+                "a file clawgate keeps for conversations (an attachment, a tool's whole "
+                "output), which may come from another conversation"
+            )
         with open(target, "rb") as file:
             data = file.read(SCAN_BYTES)
     except (OSError, ValueError, RuntimeError):

@@ -28,6 +28,8 @@ def workdir(tmp_path: Path) -> Path:
     (root / ".env").write_text("A=1\n")
     (root / "docs").mkdir()
     (root / "docs" / "env.txt").symlink_to("../.env")
+    (root / ".clawgate" / "attachments" / "1.2").mkdir(parents=True)
+    (root / ".clawgate" / "attachments" / "1.2" / "log.txt").write_text("ok\n")
     return root
 
 
@@ -42,6 +44,7 @@ def workdir(tmp_path: Path) -> Path:
         ("docs/env.txt", Verdict.DENY, "a link to .env"),
         ("deploy/id_rsa", Verdict.DENY, "posts a secret"),  # by name, even before it exists
         ("", Verdict.ASK, "send_file has no path"),
+        (".clawgate/attachments/1.2/log.txt", Verdict.ASK, "may come from another conversation"),
     ],
 )
 def test_the_judge_of_an_export(workdir: Path, path: str, verdict: Verdict, mention: str) -> None:
