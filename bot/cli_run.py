@@ -104,13 +104,15 @@ def _decision_channels(settings: Settings, redis: Redis, http: ClientSession) ->
         from adapters.slack.channel import SlackChannel, web_client  # noqa: PLC0415
 
         token = settings.slack_bot_token.get_secret_value()
-        router.add("slack", SlackChannel(web_client(token, settings.slack_api_url, http)))
+        client = web_client(token, settings.slack_api_url, http)
+        router.add("slack", SlackChannel(client, settings.answer_file_chars))
     if settings.feishu_enabled and settings.feishu_app_id and settings.feishu_app_secret:
         from adapters.feishu.channel import FeishuChannel, feishu_client  # noqa: PLC0415
 
         secret = settings.feishu_app_secret.get_secret_value()
         client = feishu_client(settings.feishu_app_id, secret, settings.feishu_domain)
-        router.add("feishu", FeishuChannel(client, settings.feishu_app_id))
+        channel = FeishuChannel(client, settings.feishu_app_id, settings.answer_file_chars)
+        router.add("feishu", channel)
     return router
 
 

@@ -280,7 +280,7 @@ async def _build(
             client, identity, ingest, secret.get_secret_value() if secret else None
         )
         reader = _slack_reader(settings, client, identity, http, runtime, router)
-        router.add("slack", SlackChannel(client), reader)
+        router.add("slack", SlackChannel(client, settings.answer_file_chars), reader)
     if settings.feishu_enabled:
         feishu = await _feishu(settings, ingest, runtime)
         router.add("feishu", feishu.channel, _feishu_reader(settings, feishu, runtime, router))
@@ -402,7 +402,7 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
         runtime.precheck,
         key.get_secret_value() if key else None,
         token.get_secret_value() if token else None,
-        FeishuChannel(client, app_id),
+        FeishuChannel(client, app_id, settings.answer_file_chars),
     )
     adapter.bind(asyncio.get_running_loop())
     return adapter

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from adapters.long_answer import DEFAULT_FILE_CHARS
 from adapters.thread_context import DEFAULT_CHARS, DEFAULT_MESSAGES, ContextLimits, Outsiders
 from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
 from runtime.attachments import DEFAULT_MAX_BYTES, DEFAULT_TYPES, AttachmentLimits
@@ -83,6 +84,11 @@ class Settings(BaseSettings):
     )
     attachment_types: CommaList = Field(
         default_factory=lambda: list(DEFAULT_TYPES), alias="CLAWGATE_ATTACHMENT_TYPES"
+    )
+    # An answer longer than this comes to Slack and Feishu as its beginning plus the whole
+    # of it as a file (adapters/long_answer.py); 0: always as messages.
+    answer_file_chars: int = Field(
+        DEFAULT_FILE_CHARS, alias="CLAWGATE_ANSWER_FILE_CHARS", ge=0, le=10_000_000
     )
     # Ask the model server to stream answers (shown while written in Slack and Feishu).
     stream: bool = Field(True, alias="CLAWGATE_STREAM")

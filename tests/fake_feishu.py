@@ -372,13 +372,6 @@ def _json_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _text_of(content: Any) -> str | None:
-    """The `text` of decoded message content, if it has one."""
-    if isinstance(content, dict) and isinstance(content.get("text"), str):
-        return str(content["text"])
-    return None
-
-
 def _markdown_of(content: Any) -> str | None:
     """The markdown elements of a card (JSON 2.0 `body.elements`), joined; None if none."""
     body = content.get("body") if isinstance(content, dict) else None
@@ -389,6 +382,14 @@ def _markdown_of(content: Any) -> str | None:
         if isinstance(e, dict) and e.get("tag") == "markdown" and isinstance(e.get("content"), str)
     ]
     return "\n".join(found) if found else None
+
+
+def _text_of(content: Any) -> str | None:
+    """What decoded message content says in words: a text message's `text`, else the
+    markdown of a card that holds some (an answer); None for other content."""
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return str(content["text"])
+    return _markdown_of(content)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """How runtime events look in a terminal: replies as written (but control characters, which
-would rewrite the screen), tool progress as indented lines."""
+would rewrite the screen), their Markdown rendered when the output is a terminal, tool
+progress as indented lines."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
+from adapters.console.markdown import styled
 from runtime.approval.notices import quorum_line
 from runtime.attachments import human_size
 from runtime.channel import (
@@ -103,8 +105,20 @@ class ConsoleChannel:
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if self.watch is not None:
             self.watch(event)
+        write = self._styled() if isinstance(event, Reply) else None
         line = render(event)
-        if line is not None:
+        if write is not None and isinstance(event, Reply):
+            write(styled(event.text) + "\n")
+        elif line is not None:
             self.out.write(line + "\n")
-            self.out.flush()  # one event, one flush: scripts see output as it happens
+        self.out.flush()  # one event, one flush: scripts see output as it happens
         return posted(event)
+
+    def _styled(self) -> Callable[[str], object] | None:
+        """Where rendered Markdown goes: above the prompt (whose `write_styled` lets this
+        program's own styles through) or straight to a terminal; None for a pipe or a file,
+        which get the answer as written."""
+        above = getattr(self.out, "write_styled", None)
+        if callable(above):
+            return above  # type: ignore[no-any-return]
+        return self.out.write if self.out.isatty() else None

@@ -114,13 +114,14 @@ class Terminal:
         )
         status.on_change = self._changed
 
-    def __enter__(self) -> StdoutProxy:
-        self.out = StdoutProxy()
+    def __enter__(self) -> AbovePrompt:
+        self.out = StdoutProxy(raw=True)  # raw for rendered answers; AbovePrompt escapes the rest
+        above = AbovePrompt(self.out)
         for handler in logging.getLogger().handlers:
             if isinstance(handler, logging.StreamHandler) and _is_tty(handler.stream):
                 self._logs.append((handler, handler.stream))
-                handler.setStream(cast(TextIO, self.out))  # a file-like proxy
-        return self.out
+                handler.setStream(cast(TextIO, above))  # file-like
+        return above
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -168,6 +169,28 @@ class Terminal:
                 break
             lines.put_nowait(line)
         lines.put_nowait(None)
+
+
+class AbovePrompt:
+    """What is printed above the prompt. Text written has its escape characters shown as `?`
+    (what prompt_toolkit does for a proxy that is not raw), so nothing printed moves the
+    cursor or restyles the screen; `write_styled` passes the styles this program rendered
+    itself (an answer's Markdown, adapters/console/markdown.py)."""
+
+    def __init__(self, proxy: StdoutProxy) -> None:
+        self.proxy = proxy
+
+    def write(self, data: str) -> int:
+        return self.proxy.write(data.replace("\x1b", "?"))
+
+    def write_styled(self, data: str) -> int:
+        return self.proxy.write(data)
+
+    def flush(self) -> None:
+        self.proxy.flush()
+
+    def isatty(self) -> bool:
+        return self.proxy.isatty()
 
 
 def _is_tty(stream: object) -> bool:

@@ -32,8 +32,10 @@ from lark_oapi.api.im.v1 import (
 )
 from lark_oapi.core.token.manager import TokenManager
 
+from adapters.feishu.answers import answer_card, answer_pieces
 from adapters.feishu.cards import approval_card
 from adapters.feishu.inbound import FeishuIdentity
+from adapters.long_answer import DEFAULT_FILE_CHARS, as_file
 from adapters.progress import Progress, ProgressEvent, Style
 from adapters.split import split_text
 from runtime.channel import (
@@ -100,9 +102,11 @@ def _addressed(conversation_id: str) -> dict[str, str]:
 
 
 class FeishuChannel:
-    def __init__(self, client: Any, app_id: str) -> None:
+    def __init__(self, client: Any, app_id: str, file_chars: int = DEFAULT_FILE_CHARS) -> None:
+        """`file_chars`: an answer longer than this comes as a message plus a file."""
         self.client = client
         self.app_id = app_id
+        self.file_chars = file_chars
         self._progress = Progress(STYLE)
         # lark-oapi's calls block: they get threads of their own, more than asyncio's default
         # pool (CPUs + 4) so slow API calls of many sessions do not queue behind each other.
@@ -111,9 +115,7 @@ class FeishuChannel:
 
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if isinstance(event, Reply):
-            for i, piece in enumerate(split_text(event.text, MAX_TEXT)):
-                key = f"{event.key}/{i}" if event.key else ""
-                await self._say(conversation.data, "text", {"text": piece}, key)
+            await self._answer(conversation, event)
         elif isinstance(event, Notice):
             await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
         elif isinstance(event, ApprovalRequested):
@@ -212,6 +214,20 @@ class FeishuChannel:
         where = conversation.data or _addressed(conversation.id)
         message_id = await self._say(where, msg_type, content, key)
         return {"message_id": message_id} if message_id else None
+
+    async def _answer(self, conversation: ConversationRef, reply: Reply) -> None:
+        """The answer as Markdown cards, as few as fit, or, longer than `file_chars`, its
+        beginning plus the whole of it as a file in the thread. Each send carries a uuid
+        made from the answer's key, so a retake posts only what is missing. A card Feishu
+        refuses (a tag it will not take) is said as plain text instead: never lost."""
+        filed = as_file(reply.text, reply.key, self.file_chars)
+        for i, piece in enumerate(answer_pieces(filed.message if filed else reply.text)):
+            key = f"{reply.key}/{i}" if reply.key else ""
+            if not await self._say(conversation.data, "interactive", answer_card(piece), key):
+                await self._say(conversation.data, "text", {"text": piece}, key and f"{key}/text")
+        if filed:
+            key = f"{reply.key}/file" if reply.key else ""
+            await self.upload_file(conversation, filed.name, filed.data, filed.title, key=key)
 
     # --- the working message ---------------------------------------------------------------
 

@@ -20,7 +20,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.long_answer import DEFAULT_FILE_CHARS, as_file
 from adapters.progress import Progress, ProgressEvent, Style
+from adapters.slack.answers import answer_message, answer_pieces
 from adapters.slack.blocks import approval_blocks, fallback_text
 from adapters.slack.text import MAX_TEXT, escape
 from adapters.split import split_text
@@ -92,8 +94,10 @@ def _where(conversation: ConversationRef) -> dict[str, str]:
 
 
 class SlackChannel:
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(self, client: AsyncWebClient, file_chars: int = DEFAULT_FILE_CHARS) -> None:
+        """`file_chars`: an answer longer than this comes as a message plus a file."""
         self.client = client
+        self.file_chars = file_chars
         self._progress = Progress(STYLE)
         # Previews of an answer being written are tried once: a rate limit pauses them
         # (the real updates wait it out as slack_sdk's retry handler says).
@@ -109,9 +113,7 @@ class SlackChannel:
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         where = _where(conversation)
         if isinstance(event, Reply):
-            for i, piece in enumerate(split_text(event.text, MAX_TEXT)):
-                key = f"{event.key}/{i}" if event.key else ""
-                await self._post(where, key=key, again=event.again, text=escape(piece))
+            await self._answer(conversation, where, event)
         elif isinstance(event, Notice):
             await self._post(where, text=f":information_source: {escape(event.text)}")
         elif isinstance(event, ApprovalRequested):
@@ -170,6 +172,22 @@ class SlackChannel:
                     user=actor.user_id,
                     text=escape(piece),
                 ),
+            )
+
+    async def _answer(
+        self, conversation: ConversationRef, where: dict[str, str], reply: Reply
+    ) -> None:
+        """The answer as Markdown in as few messages as fit, or, longer than `file_chars`,
+        its beginning plus the whole of it as a file in the thread. Each post and the file
+        are keyed by the answer, so a retake (`again`) posts only what is missing."""
+        filed = as_file(reply.text, reply.key, self.file_chars)
+        text = filed.message if filed else reply.text
+        for i, piece in enumerate(answer_pieces(text)):
+            key = f"{reply.key}/{i}" if reply.key else ""
+            await self._post(where, key=key, again=reply.again, **answer_message(piece))
+        if filed:
+            await self.upload_file(
+                conversation, filed.name, filed.data, filed.title, again=reply.again
             )
 
     # --- the working message ---------------------------------------------------------------

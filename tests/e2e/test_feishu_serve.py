@@ -487,7 +487,7 @@ async def test_risky_call_card_refusals_then_admin_click_runs_once(h: Harness) -
     answers = [
         c
         for c in h.fake.replies(card.root_id)
-        if c.msg_type == "text" and c.text and "exit code" in c.text
+        if c.msg_type == "interactive" and c.text and "exit code" in c.text
     ]
     assert len(answers) == 1 and answers[0].reply_in_thread
 

@@ -1,0 +1,34 @@
+"""The model's Markdown answer as Slack shows it: in a `markdown` block, which Slack renders
+from standard Markdown (headings, bold, italic, links, lists, tables, code), with the text
+escaped as plain message text for notifications.
+
+In the block `<` goes as `&lt;` (Slack shows it as `<`): Slack reads `<@U…>`, `<!here>`
+and `<url|label>` in a markdown block too, and an answer must not mention or alert anyone
+nor hide a link's target. Links show their host (adapters/markdown.honest_links)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.markdown import fitted, honest_links
+from adapters.slack.text import MAX_TEXT, escape
+
+MARKDOWN_LIMIT = 12_000  # characters of markdown blocks per message, all of them together
+PIECE = 10_000  # characters of the answer per message, before escaping
+
+
+def markdown_text(piece: str) -> str:
+    return honest_links(piece).replace("<", "&lt;")
+
+
+def answer_pieces(text: str) -> list[str]:
+    """The answer cut between blocks into pieces whose markdown block fits a message."""
+    return fitted(text, PIECE, lambda piece: len(markdown_text(piece)) <= MARKDOWN_LIMIT)
+
+
+def answer_message(piece: str) -> dict[str, Any]:
+    """chat.postMessage's `text` (notifications, screen readers) and `blocks` for a piece."""
+    return {
+        "text": escape(piece[:MAX_TEXT]),
+        "blocks": [{"type": "markdown", "text": markdown_text(piece)}],
+    }
