@@ -14,7 +14,6 @@ from pathlib import Path
 
 from runtime.attachments import stored_name
 from runtime.redact import redact_text
-from runtime.tools.base import ToolError
 from runtime.tools.safe_open import Intent, off_loop, opened, replace_all
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ async def keep(workdir: Path, session: str, call_id: str, text: str) -> str | No
     relative = output_path(session, call_id)
     try:
         await off_loop(partial(_write, workdir, relative, text), "keep output")
-    except (ToolError, OSError) as exc:
+    except Exception as exc:  # the call has run: keeping its output must not fail it
         log.warning("session %s: a long tool output was not kept: %s", session, exc)
         return None
     return relative.as_posix()

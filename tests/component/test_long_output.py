@@ -63,3 +63,25 @@ async def test_a_cut_result_is_kept_whole_and_read_in_parts(
     assert parts["c4"] == (
         f"read failed: offset 2001 is past the end of {kept}, which has 2000 lines"
     )
+
+
+async def test_a_link_planted_where_outputs_go_is_not_followed(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """An approved command may have made `.clawgate/outputs` a link out of the work dir: the
+    output is not written through it, and the model is told only of the cut."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workdir / ".clawgate").mkdir()
+    (workdir / ".clawgate" / "outputs").symlink_to(elsewhere)
+    (workdir / "build.log").write_text("".join(LINES))
+    fake_openai.script = [calls(("c1", "read", {"path": "build.log"})), reply("Long log.")]
+    provider = OpenAIProvider("fake-model", api_key="k", base_url=fake_openai.base_url)
+    runtime, _ = support.make_runtime(redis, workdir, provider)
+
+    result = await runtime.run("s-link", "read the log", support.ALICE, support.HERE)
+
+    assert result.stop_reason is StopReason.FINAL
+    told = tool_messages(fake_openai, 1)["c1"]
+    assert told.endswith(f"\n[output cut at 16000 of {len(''.join(LINES))} characters]")
+    assert list(elsewhere.iterdir()) == []
