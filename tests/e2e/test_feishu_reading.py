@@ -315,6 +315,47 @@ async def test_a_post_keeps_its_title_code_blocks_and_images(
     assert [p["type"] for p in user_content(fake_openai)].count("image_url") == 1
 
 
+async def test_files_posted_earlier_in_the_thread_are_read_with_it(
+    h: Harness, fake_openai: FakeOpenAI
+) -> None:
+    """Feishu's file messages carry no mention: a teammate posts the log in the thread, and
+    someone asks the bot about it."""
+    thread = new_thread_id()
+    root = posted(h.fake, "deploy broke", sender_open_id=BOB, thread_id=thread)
+    root_id = root["message"]["message_id"]
+    here = {"root_id": root_id, "parent_id": root_id, "thread_id": thread}
+    log = content_event(
+        message_event("", sender_open_id=BOB, create_time=tick(), **here),
+        "file",
+        {"file_key": "file_v3_log", "file_name": "build.log"},
+    )
+    log_id = h.fake.people.post(log)
+    h.fake.people.attach(log_id, "file_v3_log", LOG, "application/octet-stream", "build.log")
+    shot = content_event(
+        message_event("", sender_open_id=BOB, create_time=tick(), **here),
+        "image",
+        {"image_key": "img_v3_shot"},
+    )
+    shot_id = h.fake.people.post(shot)
+    h.fake.people.attach(shot_id, "img_v3_shot", PNG, "image/png", kind="image")
+    path = f".clawgate/attachments/{log_id}/build.log"
+    fake_openai.script = [calls(("c1", "read", {"path": path})), reply("Line 12 lacks region.")]
+    asking = await send(h, mention("why did this fail?", sender_open_id=ALICE, **here))
+    await answered(h, asking, "Line 12 lacks region.")
+
+    said = asked(fake_openai, 0).splitlines()
+    assert said[1:-2] == [
+        "Bob Builder (feishu:ou_bob): deploy broke",
+        f"Bob Builder (feishu:ou_bob): [attached: {path} ({len(LOG)} B, text/plain) — read it"
+        " with `read`]",
+        f"Bob Builder (feishu:ou_bob): [attached: .clawgate/attachments/{shot_id}/img_v3_shot.png"
+        f" ({len(PNG)} B, image/png) — an image (shown to you if you take images)]",
+    ]
+    assert [p["type"] for p in user_content(fake_openai, 0)].count("image_url") == 1
+    tool = next(m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool")
+    assert "KeyError 'region'" in tool["content"]
+
+
 async def test_files_over_the_limits_are_refused_once_and_the_message_still_runs(
     h: Harness, fake_openai: FakeOpenAI
 ) -> None:
