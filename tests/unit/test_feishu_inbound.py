@@ -25,6 +25,7 @@ from adapters.feishu.inbound import (
     clean_text,
     message_inbound,
 )
+from adapters.feishu.resources import sniff
 from runtime.channel import ApprovalNotice
 from tests.fake_feishu import (
     BOT_OPEN_ID,
@@ -340,3 +341,30 @@ def test_decided_cards_show_the_outcome_without_buttons(changes: dict[str, Any],
 def test_person() -> None:
     assert person("feishu:ou_1") == "<at id=ou_1></at>"
     assert person("operator:root") == "operator:root"
+
+
+def test_text_keeps_its_lines_and_code_its_indentation() -> None:
+    text = "@_user_1   see:\n```py\ndef f():\n    return  1\n```\n  after   it "
+    mentions = [Mention("@_user_1", BOT_OPEN_ID, "clawgate")]
+    assert clean_text(text, mentions, BOT_OPEN_ID) == (
+        "see:\n```py\ndef f():\n    return  1\n```\nafter it",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "image/png"),
+        (b"\xff\xd8\xff\xe0", "image/jpeg"),
+        (b"GIF89a", "image/gif"),
+        (b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp"),
+        (b"%PDF-1.7", "application/pdf"),
+        (b"2026-12-03 build failed\n", "text/plain"),
+        ("région".encode()[:2], "text/plain"),  # a character cut where the read stopped
+        (b"PK\x03\x04\x00\x00", "application/octet-stream"),
+        (b"\xff\xfe\xfa\xfb plain?", "application/octet-stream"),
+    ],
+)
+def test_a_download_is_typed_by_its_first_bytes(head: bytes, kind: str) -> None:
+    assert sniff(head) == kind
