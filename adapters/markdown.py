@@ -21,6 +21,7 @@ _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 # An inline code span: a run of backticks, then anything up to the same run.
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 # [label](url "title"): the label without brackets or line breaks, an http(s) URL.
+_AUTHORITY = re.compile(r"https?://(?:[^/?#@]*@)?([^/?#:@]+)", re.IGNORECASE)
 _LINK = re.compile(r"\[([^\[\]\n]+)\]\(\s*<?(https?://[^\s<>()]+)>?(\s+\"[^\"\n]*\")?\s*\)")
 
 
@@ -206,9 +207,17 @@ def outside_code(text: str, transform: Callable[[str], str], spans: bool = True)
     return "\n" * lead + "".join(out) + "\n" * trail
 
 
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:  # brackets that are no IPv6 address, such as a masked `[redacted]@`
+        match = _AUTHORITY.match(url)
+        return match.group(1).lower() if match else ""
+
+
 def _honest(match: re.Match[str]) -> str:
     label, url, title = match.group(1), match.group(2), match.group(3) or ""
-    host = (urlsplit(url).hostname or "").lower()
+    host = _host(url)
     if not host or host.removeprefix("www.") in label.lower():
         return match.group(0)
     return f"[{label} ({host})]({url}{title})"

@@ -6,10 +6,8 @@ the runtime, on each platform and in the terminal."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis.asyncio as aioredis
 
 from adapters.console.channel import ConsoleChannel
@@ -23,7 +21,6 @@ from tests.fake_feishu import FakeFeishu
 from tests.fake_openai import FakeOpenAI, reply
 from tests.fake_slack import FakeSlack
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 THREAD = "1700000000.000001"
 SLACK_HERE = ConversationRef(
     platform="slack",
@@ -34,20 +31,6 @@ FEISHU_HERE = ConversationRef(
     platform="feishu", id="feishu:tenant:oc_chat1", data={"chat_id": "oc_chat1"}
 )
 DONE = RunFinished(StopReason.FINAL, 2)
-
-
-@pytest.fixture
-def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
-    for var in PROXY_VARS:
-        monkeypatch.delenv(var, raising=False)
-    with FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture
-def feishu() -> Iterator[FakeFeishu]:
-    with FakeFeishu() as server:
-        yield server
 
 
 async def test_slack_previews_pause_when_rate_limited_and_the_end_still_shows(

@@ -103,6 +103,8 @@ def test_links_show_the_host_they_go_to_outside_code() -> None:
     assert "[github.com/org](https://github.com/org)" in shown  # names its host already
     assert "[www.python.org](https://www.python.org/)" in shown
     assert shown.endswith("```md\n[the docs](https://evil.example/)\n```")  # code as written
+    masked = honest_links("[repo](https://[redacted]@github.com/org/repo)")  # no IPv6 host
+    assert masked == "[repo (github.com)](https://[redacted]@github.com/org/repo)"
 
 
 def test_a_transform_reaches_everything_but_code() -> None:

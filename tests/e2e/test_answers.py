@@ -1,0 +1,344 @@
+"""The model's Markdown answer as people see it, end to end: the real server, slack_sdk and
+lark-oapi against the fakes, the real `openai` client against FakeOpenAI, a real Redis, and
+`clawgate chat` in a pseudo-terminal. What a user would notice: a Slack markdown block and a
+Feishu Markdown card (headings, bold, links, lists, tables, code), a code block never split
+open, a 40 KB answer as one message plus the whole of it as a file, the same after a worker
+was killed mid-upload, and a terminal that renders it."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import free_port
+from tests.e2e import test_feishu_serve as feishu
+from tests.e2e.test_chat_terminal import COLS, ROWS, PtyChat
+from tests.e2e.test_slack_serve import CHANNEL, Harness, serving
+from tests.e2e.test_worker_processes import SECRET as SERVE_SECRET
+from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
+from tests.fake_feishu import FakeFeishu
+from tests.fake_openai import FakeOpenAI, reply
+from tests.fake_slack import Call, FakeSlack, event_body, mention_event, next_ts, post_signed
+from tests.processes import clean_env
+
+pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
+
+TOKEN = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+ANSWER = (
+    "## Why the deploy failed\n\n"
+    "The **registry token** expired on *Monday*; see [the runbook](https://wiki.example.com/rb) "
+    "or ask <@U_CAROL> (not <!here>).\n\n"
+    "1. renew the token\n2. rerun the job\n\n"
+    "- staging: ok\n- prod: failed\n\n"
+    "| env | status |\n|-----|--------|\n| staging | ok |\n| prod | failed |\n\n"
+    "```bash\n"
+    f"git remote set-url origin https://{TOKEN}@github.com/org/api.git\n"
+    "kubectl rollout restart deploy/api\n"
+    "```"
+)
+MASKED = ANSWER.replace(TOKEN, "[redacted]")  # what people may see of it
+# A long answer: prose, then a code block far longer than one message.
+CODE = "\n".join(f"step_{i:04d} = run(step_{i - 1:04d})  # keeps going" for i in range(1, 700))
+LONG = "## The script\n\nHere it is whole:\n\n```python\n" + CODE + "\n```\n\nRun it twice."
+# 40 KB of Markdown: many sections with lists and a little code each.
+SECTION = (
+    "### Host {n}\n\n- state: **degraded** since 04:{m:02d}\n- last deploy: `v1.{n}.0`\n\n"
+    "```\njournalctl -u api --since -1h | tail -n 40\n```\n\n"
+    "The disk filled up with logs; rotating them and restarting the service fixed it.\n\n"
+)
+FORTY_KB = "# Incident report\n\n" + "".join(SECTION.format(n=n, m=n % 60) for n in range(200))
+
+
+def model(fake_openai: FakeOpenAI, **more: str) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "k", **more}
+
+
+def code_lines(texts: list[str]) -> list[str]:
+    """The lines inside fenced code blocks, in order, over all `texts`."""
+    lines: list[str] = []
+    for text in texts:
+        inside = False
+        for line in text.split("\n"):
+            if line.startswith("```"):
+                inside = not inside
+            elif inside:
+                lines.append(line)
+        assert not inside, f"a code block left open:\n{text[-300:]}"
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Slack
+# ---------------------------------------------------------------------------------------------
+
+
+def markdown_blocks(call: Call) -> list[str]:
+    blocks = call.params.get("blocks") or []
+    return [str(b["text"]) for b in blocks if b.get("type") == "markdown"]
+
+
+async def slack_answers(h: Harness, text: str) -> tuple[str, list[Call]]:
+    """Mention the bot; once the run is done, the thread's ts and its answer posts (those
+    with a markdown block)."""
+    ts = next_ts()
+    status, _ = await h.post(event_body(mention_event(text, ts=ts)))
+    assert status == 200
+    await h.fake.await_for(lambda: [c for c in h.fake.posts(CHANNEL, ts) if markdown_blocks(c)], 15)
+    await h.drained()
+    return ts, [c for c in h.fake.posts(CHANNEL, ts) if markdown_blocks(c)]
+
+
+async def test_slack_a_markdown_answer_arrives_as_a_markdown_block(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [reply(ANSWER)]
+    async with serving(
+        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
+    ) as h:
+        ts, (answer,) = await slack_answers(h, "why did the deploy fail?")
+    (block,) = markdown_blocks(answer)
+    # Standard Markdown, as written: Slack renders it. Only `<` is escaped (no mention, no
+    # @here, no hidden link), the link shows its host, the token is masked.
+    assert block == (
+        MASKED.replace("[the runbook](", "[the runbook (wiki.example.com)](").replace("<", "&lt;")
+    )
+    assert "## Why the deploy failed" in block and "**registry token**" in block
+    assert "| prod | failed |" in block and "```bash\n" in block and "1. renew" in block
+    assert "[redacted]@github.com" in block and TOKEN[12:30] not in str(answer.params)
+    # The notification text: the answer as plain message text, escaped.
+    text = str(answer.params["text"])
+    assert text.startswith("## Why the deploy failed") and "&lt;@U_CAROL&gt;" in text
+    assert not fake.files(CHANNEL, ts)  # short: no file
+
+
+async def test_slack_a_long_code_block_is_never_split_open(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [reply(LONG)]
+    async with serving(
+        fake,
+        workdir,
+        redis_url,
+        OPENAI_BASE_URL=fake_openai.base_url,
+        OPENAI_API_KEY="k",
+        CLAWGATE_ANSWER_FILE_CHARS="0",  # all of it as messages
+    ) as h:
+        ts, answers = await slack_answers(h, "write me the script")
+    blocks = [text for call in answers for text in markdown_blocks(call)]
+    assert len(blocks) >= 3 and all(len(b) <= 12_000 for b in blocks)
+    assert code_lines(blocks) == CODE.split("\n")  # every line once, in order, all in code
+    assert all(b.startswith("```python\n") for b in blocks[1:])  # reopened with its language
+    assert blocks[0].startswith("## The script") and blocks[-1].endswith("Run it twice.")
+    assert not fake.files(CHANNEL, ts)
+
+
+async def test_slack_a_40_kb_answer_is_one_message_and_the_whole_of_it_as_a_file(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    assert len(FORTY_KB) > 40_000
+    fake_openai.script = [reply(FORTY_KB)]
+    async with serving(
+        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
+    ) as h:
+        ts, (answer,) = await slack_answers(h, "write up the incident")
+    (block,) = markdown_blocks(answer)
+    (shared,) = fake.files(CHANNEL, ts)
+    assert shared.data.decode() == FORTY_KB and shared.title == "The full answer"
+    assert re.fullmatch(r"answer-[0-9a-f]{12}\.md", shared.name)
+    assert block.startswith("# Incident report\n\n### Host 0") and len(block) < 2_000
+    assert block.endswith(
+        f"_The full answer ({len(FORTY_KB):,} characters) is in the attached file {shared.name}._"
+    )
+    assert code_lines([block])  # its beginning ends between blocks, no code block left open
+    said = [c for c in fake.posts(CHANNEL, ts) if not str(c.params["text"]).startswith("_Work")]
+    assert said == [answer]  # one message, then the file
+
+
+async def test_slack_a_worker_killed_mid_upload_posts_the_answer_and_its_file_once(
+    redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 of `clawgate serve` while the long answer's file is being uploaded (the fake's
+    upload URL is slow): a `clawgate worker` takes the run over and posts the answer again
+    with `again`: the message that landed is found by its tag, the file uploaded once."""
+    fake_openai.script = [reply(FORTY_KB)]
+    async with FakeSlack() as fake:
+        fake.upload_delay = 30.0
+        port = free_port()
+        env = serve_env(fake, redis_url, workdir, port, **model(fake_openai))
+        serve = await Clawgate.start("serve", env, workdir)
+        worker: Clawgate | None = None
+        try:
+            await serve.wait_line(r"clawgate: listening on")
+            url = f"http://127.0.0.1:{port}"
+            await wait_ready(url)
+            event = mention_event("write up the incident", channel=CHANNEL)
+            status, _ = await post_signed(f"{url}/slack/events", SERVE_SECRET, event_body(event))
+            assert status == 200
+            await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
+            serve.proc.send_signal(signal.SIGKILL)
+            await serve.proc.wait()
+            fake.upload_delay = 0.0
+            worker = await Clawgate.start("worker", env, workdir)
+
+            await fake.await_for(lambda: fake.files(CHANNEL, event["ts"]), 60, what="the file")
+            await asyncio.sleep(1.0)  # time for a second file or answer, were there one
+            (shared,) = fake.files(CHANNEL, event["ts"])
+            assert shared.data.decode() == FORTY_KB
+            answers = [c for c in fake.posts(CHANNEL, event["ts"]) if markdown_blocks(c)]
+            assert len(answers) == 1, fake.describe()
+            assert shared.name in markdown_blocks(answers[0])[0]
+            assert len(fake.calls("files.getUploadURLExternal")) == 2  # the first never shared
+            assert len(fake_openai.requests) == 1  # the answer was not asked for again
+        finally:
+            await serve.stop()
+            if worker is not None:
+                await worker.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Feishu
+# ---------------------------------------------------------------------------------------------
+
+
+def card_markdown(content: Any) -> str:
+    assert content["schema"] == "2.0", content
+    (element,) = content["body"]["elements"]
+    assert element["tag"] == "markdown"
+    return str(element["content"])
+
+
+async def feishu_answers(
+    workdir: Path,
+    redis_url: str,
+    fake: FakeFeishu,
+    fake_openai: FakeOpenAI,
+    asked: str,
+    file_chars: str = "12000",
+) -> tuple[str, list[Any]]:
+    """Ask in a group; once done, the message asked and the bot's messages in its thread."""
+    async with feishu.serving(
+        fake,
+        workdir,
+        redis_url,
+        OPENAI_BASE_URL=fake_openai.base_url,
+        OPENAI_API_KEY="k",
+        CLAWGATE_ANSWER_FILE_CHARS=file_chars,
+    ) as h:
+        said = await h.say(asked)
+
+        def cards() -> list[Any]:
+            return [m for m in fake.messages(root_id=said.message_id) if m.markdown]
+
+        await fake.await_for(cards, 15, what="the answer")
+        await h.drained()
+        return said.message_id, fake.messages(root_id=said.message_id)
+
+
+@pytest.fixture
+def no_feishu_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CLAWGATE_POLICY_FILE", *feishu.FEISHU_VARS):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.usefixtures("no_feishu_settings")
+async def test_feishu_a_markdown_answer_arrives_as_a_markdown_card(
+    workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [reply(ANSWER)]
+    async with FakeFeishu() as fake:
+        _, messages = await feishu_answers(
+            workdir, redis_url, fake, fake_openai, "why did the deploy fail?"
+        )
+    (answer,) = [m for m in messages if m.msg_type == "interactive"]
+    # Markdown as written for the card to render; outside code `<` is escaped (no <at>
+    # mentions, no tags), the link shows its host, the token is masked, code as written.
+    assert card_markdown(answer.content) == (
+        MASKED.replace("[the runbook](", "[the runbook (wiki.example.com)](").replace(
+            "<@U_CAROL> (not <!here>)", "&lt;@U_CAROL> (not &lt;!here>)"
+        )
+    )
+    assert not [m for m in messages if m.msg_type in ("text", "file")]  # the card only
+    assert TOKEN[12:30] not in answer.raw_content
+
+
+@pytest.mark.usefixtures("no_feishu_settings")
+async def test_feishu_a_long_code_block_is_never_split_open(
+    workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [reply(LONG)]
+    async with FakeFeishu() as fake:
+        _, messages = await feishu_answers(
+            workdir,
+            redis_url,
+            fake,
+            fake_openai,
+            "write me the script",
+            file_chars="0",
+        )
+    texts = [card_markdown(m.content) for m in messages if m.msg_type == "interactive"]
+    assert len(texts) >= 3
+    assert code_lines(texts) == CODE.split("\n")
+    assert all(t.startswith("```python\n") for t in texts[1:])
+    assert texts[-1].endswith("Run it twice.")
+
+
+@pytest.mark.usefixtures("no_feishu_settings")
+async def test_feishu_a_40_kb_answer_is_one_card_and_the_whole_of_it_as_a_file(
+    workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [reply(FORTY_KB)]
+    async with FakeFeishu() as fake:
+        _, messages = await feishu_answers(
+            workdir, redis_url, fake, fake_openai, "write up the incident"
+        )
+        (upload,) = fake.uploads()
+    (card,) = [m for m in messages if m.msg_type == "interactive"]
+    (filed,) = [m for m in messages if m.msg_type == "file"]
+    assert filed.content == {"file_key": upload.key}
+    assert upload.data.decode() == FORTY_KB and upload.type == "stream"
+    text = card_markdown(card.content)
+    assert text.startswith("# Incident report") and upload.name in text and len(text) < 2_000
+
+
+# ---------------------------------------------------------------------------------------------
+# The terminal
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_the_terminal_renders_the_markdown_answer(
+    workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [reply(ANSWER)]
+    env = clean_env(**model(fake_openai, CLAWGATE_MODEL="fake-model", CLAWGATE_STREAM="false"))
+    chat = PtyChat(workdir, env)
+    try:
+        await chat.prompt()
+        chat.child.send("why did the deploy fail?\r")
+        await chat.line_matching(r"kubectl rollout restart deploy/api")
+        await chat.prompt()
+        lines = [line.strip() for line in chat.lines()]
+        shown = "\n".join(lines)
+        assert "Why the deploy failed" in lines  # a heading, its marks gone
+        assert "## " not in shown and "**" not in shown and "```" not in shown
+        assert any(re.fullmatch(r"[•●] prod: failed", line) for line in lines), shown
+        assert any(line.startswith("1 renew the token") for line in lines), shown
+        # The link shows its URL; the table has its cells in columns; the token is masked.
+        assert "the runbook (https://wiki.example.com/rb)" in shown
+        assert re.search(r"prod\s+│?\s*failed", shown), shown
+        assert "https://[redacted]@github.com/org/api.git" in shown
+        assert TOKEN[12:30] not in "".join(chat.raw)
+        assert "^[" not in shown  # every escape sequence was a style the terminal took
+        screen = chat.screen.buffer
+        bold = "".join(
+            screen[y][x].data for y in range(ROWS) for x in range(COLS) if screen[y][x].bold
+        )
+        assert "registry token" in bold
+        chat.child.send("\x04")
+        assert await chat.exit_code() == 0
+    finally:
+        chat.kill()
