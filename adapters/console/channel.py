@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Protocol, TextIO, runtime_checkable
 
 from adapters.console.markdown import styled
 from runtime.approval.notices import quorum_line
@@ -92,6 +92,14 @@ def render(event: Event) -> str | None:
     return None
 
 
+@runtime_checkable
+class StyledOut(Protocol):
+    """An output that escapes what is written to it but takes styled text too (the terminal
+    above the prompt, adapters/console/terminal.AbovePrompt)."""
+
+    def write_styled(self, data: str) -> int: ...
+
+
 def posted(event: Event) -> MessageRef | None:
     """What a terminal "posted": a shared file is where it lies (send_file needs a ref)."""
     return {"path": event.path} if isinstance(event, FileShared) else None
@@ -118,7 +126,6 @@ class ConsoleChannel:
         """Where rendered Markdown goes: above the prompt (whose `write_styled` lets this
         program's own styles through) or straight to a terminal; None for a pipe or a file,
         which get the answer as written."""
-        above = getattr(self.out, "write_styled", None)
-        if callable(above):
-            return above  # type: ignore[no-any-return]
+        if isinstance(self.out, StyledOut):
+            return self.out.write_styled
         return self.out.write if self.out.isatty() else None
