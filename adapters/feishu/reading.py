@@ -23,6 +23,7 @@ from runtime.attachments import AttachmentLimits, AttachmentRefused, Stored
 from runtime.channel import Channel, Reply
 from runtime.policy.service import PolicyService
 from runtime.queue.inbound import Inbound
+from runtime.redact import shown
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class FeishuReader:
         return stored, problems
 
     async def _tell(self, inbound: Inbound, what: str, text: str) -> None:
-        # Keyed: a retaken job says it again and Feishu keeps the first (its uuid).
-        await self.channel.send(
-            inbound.conversation, Reply(text, key=f"read/{inbound.message}/{what}")
-        )
+        # Keyed: a retaken job says it again and Feishu keeps the first (its uuid). Shown as
+        # every answer is: a file's name is a person's text.
+        key = f"read/{inbound.message}/{what}"
+        await self.channel.send(inbound.conversation, Reply(shown(text), key=key))
