@@ -27,8 +27,10 @@ def answer_pieces(text: str) -> list[str]:
 
 
 def answer_message(piece: str) -> dict[str, Any]:
-    """chat.postMessage's `text` (notifications, screen readers) and `blocks` for a piece."""
+    """chat.postMessage's `text` (notifications, screen readers) and `blocks` for a piece,
+    and `instead`: the piece as plain text, should Slack refuse the block."""
     return {
         "text": escape(piece[:MAX_TEXT]),
         "blocks": [{"type": "markdown", "text": markdown_text(piece)}],
+        "instead": {"text": escape(piece)},
     }

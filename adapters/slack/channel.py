@@ -238,12 +238,19 @@ class SlackChannel:
         return str(response["channel"]["id"])
 
     async def _post(
-        self, where: dict[str, str], key: str = "", again: bool = False, **fields: Any
+        self,
+        where: dict[str, str],
+        key: str = "",
+        again: bool = False,
+        instead: Mapping[str, Any] | None = None,
+        **fields: Any,
     ) -> str | None:
         """Post once, even through failures after which Slack may have posted anyway (5xx,
         a dropped connection): every post carries a tag in its metadata (`key`, else a random
         one), and before posting again the conversation is searched for it. `again`: the
-        post may be there from before a crash: searched for first."""
+        post may be there from before a crash: searched for first. `instead`: the fields to
+        post if Slack refuses these (an error after which it did not post, such as
+        `invalid_blocks`), under the same tag."""
         tag = key or uuid.uuid4().hex
         metadata = {"event_type": POST_EVENT, "event_payload": {"post": tag}}
         channel, thread_ts = where["channel"], where.get("thread_ts")
@@ -253,14 +260,18 @@ class SlackChannel:
                 ((message.get("metadata") or {}).get("event_payload") or {}).get("post") == tag
             )
 
+        def post(fields: Mapping[str, Any]) -> Awaitable[AsyncSlackResponse]:
+            return self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, metadata=metadata, **fields
+            )
+
         done = await self._once(
             where,
             "chat.postMessage",
-            lambda: self.client.chat_postMessage(
-                channel=channel, thread_ts=thread_ts, metadata=metadata, **fields
-            ),
+            lambda: post(fields),
             tagged,
             again,
+            instead=None if instead is None else lambda: post(instead),
         )
         return done if done is None or isinstance(done, str) else str(done["ts"])
 
@@ -317,10 +328,12 @@ class SlackChannel:
         call: Callable[[], Awaitable[AsyncSlackResponse]],
         landed: Callable[[Mapping[str, Any]], bool],
         again: bool,
+        instead: Callable[[], Awaitable[AsyncSlackResponse]] | None = None,
     ) -> AsyncSlackResponse | str | None:
         """Make `call` (a post) at most once in effect: the response, the ts of the message
         `landed` recognizes in the conversation (found before posting when `again`, or
-        after a failure Slack may have acted on), or None when it failed."""
+        after a failure Slack may have acted on), or None when it failed. A call Slack
+        refuses is made `instead`, when given."""
         channel, thread_ts = where["channel"], where.get("thread_ts")
         if again:
             checked, ts = await self._find_post(channel, thread_ts, landed)
@@ -331,7 +344,9 @@ class SlackChannel:
             if isinstance(response, AsyncSlackResponse):
                 return response
             if response == "fail":
-                return None
+                if instead is None:
+                    return None
+                return await self._once(where, method, instead, landed, again=False)
             await asyncio.sleep(0.5 * attempt)  # let a post Slack did store show up first
             checked, ts = await self._find_post(channel, thread_ts, landed)
             if ts is not None or not checked:  # it landed, or we cannot tell: never twice

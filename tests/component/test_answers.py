@@ -1,7 +1,7 @@
 """Answers through the chat adapters' channels, against the fake platforms with the real
 slack_sdk and lark-oapi: a long answer's message and file land once through a retake and
-through a failure after which Slack had shared the file anyway; a Markdown card Feishu
-refuses is said as text rather than lost."""
+through a failure after which Slack had shared the file anyway; a Markdown block Slack or a
+card Feishu refuses is said as text rather than lost."""
 
 from __future__ import annotations
 
@@ -72,3 +72,13 @@ async def test_feishu_a_card_feishu_refuses_is_said_as_text(feishu: FakeFeishu) 
     await feishu_channel(feishu).send(FEISHU_HERE, Reply(text, key="run-8/answer"))
     (said,) = feishu.messages("oc_chat1")
     assert (said.msg_type, said.text) == ("text", text)
+
+
+async def test_slack_a_markdown_block_slack_refuses_is_said_as_text(slack: FakeSlack) -> None:
+    slack.error_next("chat.postMessage", "invalid_blocks")
+    text = "## Done\n\nThe **deploy** went through <3"
+    await slack_channel(slack).send(SLACK_HERE, Reply(text, key="run-9/answer"))
+    (said,) = slack.posts("C111", THREAD)
+    assert said.params["text"] == "## Done\n\nThe **deploy** went through &lt;3"
+    assert "blocks" not in said.params
+    assert said.params["metadata"]["event_payload"] == {"post": "run-9/answer/0"}
