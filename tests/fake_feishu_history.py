@@ -69,9 +69,9 @@ class People:
             "deleted": False,
             "updated": False,
             "chat_id": message["chat_id"],
-            "sender": {
+            "sender": {  # another app's message names it by its app id
                 "id": sender["sender_id"]["open_id"],
-                "id_type": "open_id",
+                "id_type": "app_id" if sender.get("sender_type") == "app" else "open_id",
                 "sender_type": sender.get("sender_type", "user"),
                 "tenant_key": self.tenant_key,
             },

@@ -47,7 +47,7 @@ class History:
             root = where.root_id
             if not ended and len(found) < limit and root and root not in {_id(m) for m in found}:
                 message = await self._get(root)
-                if message is not None and not self._seen(message):
+                if message is not None and not (self._seen(message) or message.deleted):
                     found.append(message)
             return found[::-1]
         found, _ = await self._walk(self._parents(where.parent_id), where, limit)

@@ -191,7 +191,8 @@ async def test_a_quote_reply_chain_is_walked_and_an_api_error_costs_only_the_con
     feishu = h.fake
     first = posted(feishu, "the deploy script hangs", sender_open_id=BOB)
     first_id = first["message"]["message_id"]
-    second = posted(feishu, "on step 3", sender_open_id=BOB, root_id=first_id, parent_id=first_id)
+    quote = {"root_id": first_id, "parent_id": first_id}
+    second = posted(feishu, "on step 3", sender_open_id="cli_ci", sender_type="app", **quote)
     second_id = second["message"]["message_id"]
     fake_openai.script = [reply("Step 3 waits for a lock."), reply("Answered anyway.")]
     chain = {"root_id": first_id, "parent_id": second_id}
@@ -199,7 +200,7 @@ async def test_a_quote_reply_chain_is_walked_and_an_api_error_costs_only_the_con
     await answered(h, asking, "waits for a lock")
     assert asked(fake_openai, 0).splitlines()[1:-2] == [
         "Bob Builder (feishu:ou_bob): the deploy script hangs",
-        "Bob Builder (feishu:ou_bob): on step 3",
+        "cli_ci (a bot): on step 3",  # another app's message: context, never the bot's own
     ]
     assert [c.target_id for c in feishu.calls() if c.kind == "get"] == [second_id, first_id]
 
@@ -433,6 +434,15 @@ async def test_a_sticker_gets_one_short_reply_saying_what_is_read(
     [said] = answers(h.fake, message_id)
     assert f"I cannot read a sticker yet; I read {READS}." in said
     assert fake_openai.requests == []
+
+    # In a group, a voice message in the bot's thread (it carries no mention).
+    fake_openai.script = [reply("Hello.")]
+    asking = await send(h, mention("hi", sender_open_id=ALICE))
+    await answered(h, asking, "Hello.")
+    event = message_event("", sender_open_id=BOB, root_id=asking, parent_id=asking)
+    voice = await send(h, content_event(event, "audio", {"file_key": "file_v3_v"}))
+    await answered(h, voice, "I cannot read a voice message yet")
+    assert len(fake_openai.requests) == 1
 
 
 # ---------------------------------------------------------------------------------------------
