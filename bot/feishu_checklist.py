@@ -45,8 +45,8 @@ EVENT_SCOPES: dict[str, tuple[str, ...]] = {
 }
 CALLBACKS = ("card.action.trigger",)  # the approval card's buttons and edit form
 OPTIONAL_SCOPES = {
-    "im:message.group_msg": "optional: replies in its threads need no @mention, and\n"
-    "the thread before a mention in a group is read (reads every group message;\n"
+    "im:message.group_msg": "optional: replies in its threads need no @mention, and a\n"
+    "group thread is read before a mention (reads every group message;\n"
     "may need an admin's approval)",
 }
 _WHY = {
@@ -54,7 +54,7 @@ _WHY = {
     "im:resource": "upload the files it posts",
     "im:message.p2p_msg:readonly": "receive direct messages to the bot",
     "im:message.group_at_msg:readonly": "receive group messages that @mention the bot",
-    READ: "read the thread before a mention, and the images and files people attach",
+    READ: "read the thread before a mention, and the files people send",
     NAMES: "name the people of that thread (else their open_ids)",
 }
 
