@@ -5,7 +5,6 @@ message, a message's resource as bytes with its name, a person's name."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,15 +29,9 @@ from tests.fake_feishu_history import (
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeFeishu]:
-    with FakeFeishu() as server:
-        yield server
-
-
-@pytest.fixture
-def client(fake: FakeFeishu) -> Any:
-    app_id, secret = fake.new_app()
-    return feishu_client(app_id, secret, fake.url)
+def client(feishu: FakeFeishu) -> Any:
+    app_id, secret = feishu.new_app()
+    return feishu_client(app_id, secret, feishu.url)
 
 
 def listed(client: Any, kind: str, container: str, **options: Any) -> Any:
@@ -49,16 +42,16 @@ def listed(client: Any, kind: str, container: str, **options: Any) -> Any:
 
 
 def test_a_thread_lists_its_replies_with_the_bots_and_a_chat_its_top_messages(
-    fake: FakeFeishu, client: Any
+    feishu: FakeFeishu, client: Any
 ) -> None:
     thread = new_thread_id()
     root = message_event("root", create_time=1_000, thread_id=thread)
     root_id = root["message"]["message_id"]
-    fake.people.post(root)
+    feishu.people.post(root)
     here = {"root_id": root_id, "parent_id": root_id, "thread_id": thread}
     for n in range(3):
-        fake.people.post(message_event(f"reply {n}", create_time=2_000 + n, **here))
-    fake.people.post(message_event("elsewhere", create_time=3_000))
+        feishu.people.post(message_event(f"reply {n}", create_time=2_000 + n, **here))
+    feishu.people.post(message_event("elsewhere", create_time=3_000))
     body = ReplyMessageRequestBody.builder().msg_type("text").content(json.dumps({"text": "bot"}))
     reply = ReplyMessageRequest.builder().message_id(root_id)
     assert client.im.v1.message.reply(
@@ -87,10 +80,10 @@ def test_a_thread_lists_its_replies_with_the_bots_and_a_chat_its_top_messages(
     assert listed(client, "chat", "oc_chat1", page_size=51).code == CODE_INVALID_PARAM
 
 
-def test_resources_come_as_bytes_with_their_name_and_type(fake: FakeFeishu, client: Any) -> None:
+def test_resources_come_as_bytes_with_their_name_and_type(feishu: FakeFeishu, client: Any) -> None:
     event = content_event(message_event(""), "file", {"file_key": "file_1", "file_name": "a.log"})
     message_id = event["message"]["message_id"]
-    fake.people.attach(
+    feishu.people.attach(
         message_id, "file_1", b"log line\n", "application/octet-stream", "日志 a.log"
     )
 
@@ -103,11 +96,11 @@ def test_resources_come_as_bytes_with_their_name_and_type(fake: FakeFeishu, clie
     assert got.raw.headers["Content-Type"] == "application/octet-stream"
     assert get("file_1", "image").code == CODE_INVALID_PARAM  # a file is not an image
     assert get("file_2", "file").code == CODE_RESOURCE_NOT_FOUND
-    assert fake.people.downloads() == [(message_id, "file_1")] * 2 + [(message_id, "file_2")]
+    assert feishu.people.downloads() == [(message_id, "file_1")] * 2 + [(message_id, "file_2")]
 
 
-def test_names_come_from_the_contact_api(fake: FakeFeishu, client: Any) -> None:
-    fake.people.users["ou_bob"] = "Bob Builder"
+def test_names_come_from_the_contact_api(feishu: FakeFeishu, client: Any) -> None:
+    feishu.people.users["ou_bob"] = "Bob Builder"
 
     def user(open_id: str) -> Any:
         request = GetUserRequest.builder().user_id(open_id).user_id_type("open_id").build()
@@ -116,5 +109,5 @@ def test_names_come_from_the_contact_api(fake: FakeFeishu, client: Any) -> None:
     bob = user("ou_bob")
     assert bob.success() and bob.data.user.name == "Bob Builder"
     assert user("ou_nobody").code == CODE_USER_NOT_FOUND
-    [call] = [c for c in fake.calls() if c.kind == "user" and c.target_id == "ou_bob"]
+    [call] = [c for c in feishu.calls() if c.kind == "user" and c.target_id == "ou_bob"]
     assert call.query == {"user_id_type": "open_id"}
