@@ -16,12 +16,15 @@ from urllib.parse import urlsplit
 
 from adapters.split import split_text
 
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
+# A fence opens a code block; a backtick fence's info string has no backtick (``` `x` ``` on
+# one line is a code span, CommonMark says).
+_FENCE = re.compile(r"^\s*(`{3,}(?=[^`]*$)|~{3,})(.*)$")
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 # An inline code span: a run of backticks, then anything up to the same run.
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
-# [label](url "title"): the label without brackets or line breaks, an http(s) URL.
+# The host of a URL urlsplit will not take (brackets that are no IPv6 address).
 _AUTHORITY = re.compile(r"https?://(?:[^/?#@]*@)?([^/?#:@]+)", re.IGNORECASE)
+# [label](url "title"): the label without brackets or line breaks, an http(s) URL.
 _LINK = re.compile(r"\[([^\[\]\n]+)\]\(\s*<?(https?://[^\s<>()]+)>?(\s+\"[^\"\n]*\")?\s*\)")
 
 

@@ -8,7 +8,14 @@ import re
 import pytest
 
 from adapters.long_answer import as_file
-from adapters.markdown import beginning, fitted, honest_links, outside_code, split_markdown
+from adapters.markdown import (
+    beginning,
+    fitted,
+    honest_links,
+    outside_code,
+    segments,
+    split_markdown,
+)
 
 CODE = "\n".join(f"    result_{i} = compute({i})  # step {i}" for i in range(400))
 ANSWER = (
@@ -76,6 +83,14 @@ def test_pieces_are_cut_between_paragraphs_and_keep_every_word() -> None:
 def test_a_short_answer_is_one_piece_as_written() -> None:
     text = "# Title\n\nBody with `code` and a list:\n\n1. one\n2. two\n"
     assert split_markdown(text, 4000) == [text.rstrip("\n")]
+
+
+def test_what_opens_a_code_block_and_what_does_not() -> None:
+    kinds = [seg.kind for seg in segments("```x``` is a code span\n\n~~~\nsays ```\n~~~\nafter")]
+    assert kinds == ["text", "fence", "text"]
+    (piece,) = split_markdown("```sh\nno closing fence", 100)
+    assert piece == "```sh\nno closing fence"  # short: as written
+    assert all(fences_balanced(p) for p in split_markdown("```sh\n" + "echo hi\n" * 50, 100))
 
 
 def test_a_piece_holds_at_most_so_many_tables() -> None:
