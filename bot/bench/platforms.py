@@ -115,7 +115,8 @@ class _FakeApi(abc.ABC):
 
 class _FakeSlack(_FakeApi):
     """auth.test, chat.postMessage (increasing ts), chat.update, chat.postEphemeral; an answer
-    is a post in a thread, counted for that thread's root ts."""
+    is a post in a thread (its text, which a markdown block comes with), counted for that
+    thread's root ts."""
 
     def routes(self, router: web.UrlDispatcher) -> None:
         router.add_post("/api/{method}", self.api)
@@ -157,9 +158,9 @@ class _FakeSlack(_FakeApi):
 
 class _FakeFeishu(_FakeApi):
     """The tenant token (expire 7200 s), /bot/v3/info, message create / reply / update / patch;
-    an answer is a text message sent or replied into a chat, counted for that chat (the bench's
-    message ids end with their chat id: `om_<n>_<chat id>`). Calls are counted by kind: token,
-    bot_info, send, reply, update, patch."""
+    an answer is a Markdown card (or a text) sent or replied into a chat, counted for that
+    chat (the bench's message ids end with their chat id: `om_<n>_<chat id>`). Calls are
+    counted by kind: token, bot_info, send, reply, update, patch."""
 
     def routes(self, router: web.UrlDispatcher) -> None:
         router.add_post(FEISHU_TOKEN_PATH, self.token)
@@ -193,7 +194,7 @@ class _FakeFeishu(_FakeApi):
         message_id = request.match_info.get("id", "")
         if kind in ("send", "reply"):
             chat = str(body.get("receive_id", "")) if kind == "send" else _chat_of(message_id)
-            if chat and body.get("msg_type") == "text" and _feishu_text(body).startswith(ANSWER):
+            if chat and _feishu_text(body).startswith(ANSWER):
                 self._answered(chat, arrived)
             message_id = f"om_{next(self._ids)}_{chat}"
         return web.json_response({"code": 0, "msg": "success", "data": {"message_id": message_id}})
@@ -205,8 +206,12 @@ def _chat_of(message_id: str) -> str:
 
 
 def _feishu_text(body: dict[str, Any]) -> str:
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        return str(json.loads(body["content"]).get("text", ""))
+    """A text message's text, or an answer card's markdown (adapters/feishu/answers.py)."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError, IndexError):
+        content = json.loads(body["content"])
+        if body.get("msg_type") == "interactive":
+            return str(content["body"]["elements"][0]["content"])
+        return str(content.get("text", ""))
     return ""
 
 
