@@ -57,7 +57,7 @@ async def test_read_offset_and_limit(ctx: ToolContext, workdir: Path) -> None:
     assert await read(ctx, "a.txt", offset=4) == "l4\nl5\n"
     assert await read(ctx, "a.txt", offset=4, limit=9) == "l4\nl5\n"
     assert await read(ctx, "a.txt", limit=1) == "l1\n[lines 1-1 of 5; read on with offset 2]"
-    with pytest.raises(ToolError, match="offset 10 is past the end of a.txt, which has 5 lines"):
+    with pytest.raises(ToolError, match=r"offset 10 is past the end of a\.txt, which has 5 lines"):
         await read(ctx, "a.txt", offset=10)
     (workdir / "empty.txt").write_text("", encoding="utf-8")
     assert await read(ctx, "empty.txt") == ""
@@ -65,7 +65,7 @@ async def test_read_offset_and_limit(ctx: ToolContext, workdir: Path) -> None:
 
 async def test_read_rejects_bad_offset_and_limit_before_reading() -> None:
     for bad in ({"offset": 0}, {"limit": 0}, {"offset": -3}, {"limit": "x"}):
-        with pytest.raises(ValidationError, match="greater than or equal to 1|valid integer"):
+        with pytest.raises(ValidationError, match=r"greater than or equal to 1|valid integer"):
             ReadArgs.model_validate({"path": "a.txt", **bad})
 
 
