@@ -450,6 +450,14 @@ class Call:
     def ok(self) -> bool:
         return self.status == 200 and bool(self.response.get("ok"))
 
+    @property
+    def is_notice(self) -> bool:
+        """Block Kit blocks other than an answer's markdown block: an approval notice."""
+        blocks = self.params.get("blocks")
+        return isinstance(blocks, list) and any(
+            isinstance(b, dict) and b.get("type") != "markdown" for b in blocks
+        )
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.params.get(key, default)
 

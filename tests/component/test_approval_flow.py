@@ -654,6 +654,6 @@ async def test_slack_posts_the_changes_in_the_notice(
         await runtime.run(where.id, "write conftest.py: import os", ALICE, where)
         asked = await runtime.run(where.id, "run: pytest", ALICE, where)
         assert asked.approval_id is not None
-        (notice,) = [p for p in slack.posts("C111", thread) if p.params.get("blocks")]
+        (notice,) = [p for p in slack.posts("C111", thread) if p.is_notice]
     line = "*Note:* changed without approval since the last approval: conftest.py"
     assert line in json.dumps(notice.params["blocks"])

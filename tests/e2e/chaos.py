@@ -485,7 +485,7 @@ class Chaos:
         for call in self.fake.posts(CHANNEL):
             text = str(call.params.get("text", ""))
             thread = str(call.params.get("thread_ts"))
-            if call.params.get("blocks"):
+            if call.is_notice:
                 continue  # approval notices are not answers
             for tag in TAG.findall(text):
                 tagged[tag] += 1

@@ -188,7 +188,7 @@ async def test_read_only_tool_of_a_trusted_server_runs_without_asking_and_policy
         await said(h, ts, "the value of answer is 42")
         await h.drained()
         assert calls_in(log) == ["lookup answer"]
-        assert not [c for c in h.fake.posts(CHANNEL, ts) if c.params.get("blocks")]  # no ask
+        assert not [c for c in h.fake.posts(CHANNEL, ts) if c.is_notice]  # no ask
 
 
 async def test_schema_invalid_arguments_never_reach_the_server(
@@ -202,7 +202,7 @@ async def test_schema_invalid_arguments_never_reach_the_server(
         await said(h, ts, "is too long")
         await h.drained()
         assert calls_in(log) == []
-        assert not [c for c in h.fake.posts(CHANNEL) if c.params.get("blocks")]  # none asked
+        assert not [c for c in h.fake.posts(CHANNEL) if c.is_notice]  # none asked
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -63,7 +63,7 @@ class Pair:
 
         def notice() -> Call | None:
             posts = self.fake.posts(CHANNEL, thread)
-            return next((c for c in posts if c.params.get("blocks")), None)
+            return next((c for c in posts if c.is_notice), None)
 
         return thread, await self.fake.await_for(notice, 30, what=f"the notice of {tag}")
 

@@ -95,7 +95,7 @@ async def test_the_notice_names_the_files_changed_unasked(h: Harness) -> None:
     assert (await h.post(event_body(again)))[0] == 200
 
     def notice() -> str | None:
-        posts = [c for c in h.fake.posts(CHANNEL, ts) if c.params.get("blocks")]
+        posts = [c for c in h.fake.posts(CHANNEL, ts) if c.is_notice]
         return block_text(blocks_of(posts[0])) if posts else None
 
     shown = await h.fake.await_for(notice, 15, what="the approval notice")

@@ -233,7 +233,7 @@ async def test_an_attached_secret_file_is_judged_by_its_name_when_read(
     path = f".clawgate/attachments/{ts}/.env"
     fake_openai.script = [calls(("c1", "read", {"path": path}))]
     await mention(h, "check my settings", ts=ts, files=[env])
-    notice = await h.await_post(lambda c: bool(c.params.get("blocks")), "an approval notice")
+    notice = await h.await_post(lambda c: c.is_notice, "an approval notice")
     assert notice.params["thread_ts"] == ts
     assert (h.workdir / path).read_bytes() == secret
     assert len(fake_openai.requests) == 1  # the read waits for approval

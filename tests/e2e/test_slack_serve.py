@@ -172,7 +172,9 @@ def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def block_text(blocks: list[dict[str, Any]] | None) -> str:
     parts = []
     for block in blocks or []:
-        if "text" in block:
+        if isinstance(block.get("text"), str):  # an answer's markdown block
+            parts.append(block["text"])
+        elif "text" in block:
             parts.append(str(block["text"].get("text", "")))
         for element in block.get("elements", []):
             if isinstance(element.get("text"), str):
@@ -201,7 +203,7 @@ async def request_risky(h: Harness, slack_text: str, user: str = ALICE) -> Pendi
     status, _ = await h.post(event_body(mention_event(slack_text, user=user, ts=ts)))
     assert status == 200
     notice = await h.await_post(
-        lambda c: c.params.get("thread_ts") == ts and bool(c.params.get("blocks")),
+        lambda c: c.params.get("thread_ts") == ts and c.is_notice,
         "the approval notice",
     )
     (button, *_) = buttons(blocks_of(notice))
@@ -1175,9 +1177,7 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
     log = workdir / "log.txt"
     async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
         pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
-        copy = await h.await_post(
-            lambda c: bool(c.params.get("blocks")), "the copy", approvers_channel
-        )
+        copy = await h.await_post(lambda c: c.is_notice, "the copy", approvers_channel)
         assert "thread_ts" not in copy.params  # a message of its own in the approvers' channel
         assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
         assert {b["value"] for b in buttons(blocks_of(copy)) if b["action_id"] != EDIT} == {
@@ -1246,7 +1246,7 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_a_dm(
     async with serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy)) as h:
         pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
         dm = "D" + APPROVER.removeprefix("U")  # the bot's DM with the approver
-        copy = await h.await_post(lambda c: bool(c.params.get("blocks")), "the DM", dm)
+        copy = await h.await_post(lambda c: c.is_notice, "the DM", dm)
         assert f"Asked in:* <#{CHANNEL}>" in block_text(blocks_of(copy))
         await approve_from_a_copy(h, pending, copy, dm)
         assert log.read_text() == "ran\n"
