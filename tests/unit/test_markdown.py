@@ -3,10 +3,13 @@ inside a code block or a table, say all the answer said, and links show where th
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+from adapters.feishu.answers import answer_card
+from adapters.feishu.answers import answer_pieces as feishu_pieces
 from adapters.long_answer import as_file
 from adapters.markdown import (
     beginning,
@@ -16,6 +19,8 @@ from adapters.markdown import (
     segments,
     split_markdown,
 )
+from adapters.slack.answers import answer_message
+from adapters.slack.answers import answer_pieces as slack_pieces
 
 CODE = "\n".join(f"    result_{i} = compute({i})  # step {i}" for i in range(400))
 ANSWER = (
@@ -149,3 +154,18 @@ def test_a_long_answer_becomes_a_message_and_the_whole_as_a_file() -> None:
     assert fences_balanced(filed.message) and len(filed.message) < 2000
     again = as_file(ANSWER, "run-1/answer", threshold=1000)
     assert again is not None and again.name == filed.name  # a retake names it the same
+
+
+def test_each_platform_s_pieces_fit_its_message_whatever_the_characters() -> None:
+    """Feishu counts a card's bytes (30 KB; a CJK character is 3), Slack a markdown block's
+    characters after `<` became `&lt;` (12,000)."""
+    chinese = "\n\n".join("部署失败的原因是注册表令牌过期。" * 40 for _ in range(60))
+    cards = feishu_pieces(chinese)
+    assert len(cards) > 1 and "\n\n".join(cards) == chinese
+    assert all(
+        len(json.dumps(answer_card(p), ensure_ascii=False).encode()) <= 30_000 for p in cards
+    )
+    brackets = "\n\n".join("<" * 500 for _ in range(100))
+    blocks = slack_pieces(brackets)
+    assert all(len(answer_message(p)["blocks"][0]["text"]) <= 12_000 for p in blocks)
+    assert "\n\n".join(blocks) == brackets
