@@ -639,6 +639,8 @@ class FakeFeishu(ThreadedServer):
         self._messages: dict[str, StoredMessage] = {}
         self._by_uuid: dict[str, str] = {}
         self._uploads: dict[str, Upload] = {}
+        self.upload_delay = 0.0  # seconds an upload takes to answer (to kill a process during)
+        self.uploading = 0  # uploads under way (received, not answered yet)
         self._patch_times: dict[str, deque[float]] = {}
         self._faults: dict[str, deque[_Fault]] = {}
         self._acks: list[WsAck] = []
@@ -842,6 +844,8 @@ class FakeFeishu(ThreadedServer):
         fault = self._take_fault(kind)
         if fault is not None:
             return self._fault_response(call, fault)
+        if kind == "file_upload" and self.upload_delay:
+            await self._slow_upload()
         if kind == "resource":  # bytes, not JSON
             _, message_id, key = classify_read(request.method, request.path)
             self._respond(call, handled=True)
@@ -851,6 +855,15 @@ class FakeFeishu(ThreadedServer):
         return self._respond(
             replace(call, status=status, response=response, duplicate=duplicate), handled=True
         )
+
+    async def _slow_upload(self) -> None:
+        with self._lock:
+            self.uploading += 1
+        try:
+            await asyncio.sleep(self.upload_delay)
+        finally:
+            with self._lock:
+                self.uploading -= 1
 
     @staticmethod
     def _error(code: int, msg: str) -> tuple[int, dict[str, Any], bool]:

@@ -21,7 +21,7 @@ from tests.e2e.test_chat_terminal import COLS, ROWS, PtyChat
 from tests.e2e.test_slack_serve import CHANNEL, Harness, serving
 from tests.e2e.test_worker_processes import SECRET as SERVE_SECRET
 from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
-from tests.fake_feishu import FakeFeishu
+from tests.fake_feishu import FakeFeishu, event_envelope, event_request, message_event, post
 from tests.fake_openai import FakeOpenAI, reply
 from tests.fake_slack import Call, FakeSlack, event_body, mention_event, next_ts, post_signed
 from tests.processes import clean_env
@@ -303,6 +303,67 @@ async def test_feishu_a_40_kb_answer_is_one_card_and_the_whole_of_it_as_a_file(
     assert upload.data.decode() == FORTY_KB and upload.type == "stream"
     text = card_markdown(card.content)
     assert text.startswith("# Incident report") and upload.name in text and len(text) < 2_000
+
+
+@pytest.mark.usefixtures("no_feishu_settings")
+async def test_feishu_a_worker_killed_mid_upload_sends_the_card_and_the_file_once(
+    redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 of `clawgate serve` while the long answer's file is being uploaded to Feishu:
+    a `clawgate worker` takes the run over; the card goes again with its uuid (dropped as a
+    duplicate), the file is uploaded again and sent once."""
+    fake_openai.script = [reply(FORTY_KB)]
+    async with FakeFeishu() as fake:
+        fake.upload_delay = 30.0
+        app_id, secret = fake.new_app()
+        port = free_port()
+        env = serve_env(
+            None,
+            redis_url,
+            workdir,
+            port,
+            OPENAI_BASE_URL=fake_openai.base_url,
+            OPENAI_API_KEY="k",
+            FEISHU_APP_ID=app_id,
+            FEISHU_APP_SECRET=secret,
+            FEISHU_ENCRYPT_KEY=feishu.KEY,
+            FEISHU_VERIFICATION_TOKEN=feishu.TOKEN,
+            FEISHU_DOMAIN=fake.url,
+        )
+        serve = await Clawgate.start("serve", env, workdir)
+        worker: Clawgate | None = None
+        try:
+            await serve.wait_line(r"clawgate: listening on")
+            url = f"http://127.0.0.1:{port}"
+            await wait_ready(url)
+            event = message_event("@_user_1 write up the incident", mentions=feishu.MENTION)
+            asked = str(event["message"]["message_id"])
+            envelope = event_envelope(feishu.MESSAGE, event, token=feishu.TOKEN)
+            status, _ = await post(
+                f"{url}/feishu/events", *event_request(envelope, encrypt_key=feishu.KEY)
+            )
+            assert status == 200
+            await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
+            serve.proc.send_signal(signal.SIGKILL)
+            await serve.proc.wait()
+            fake.upload_delay = 0.0
+            worker = await Clawgate.start("worker", env, workdir)
+
+            def files() -> list[Any]:
+                return [m for m in fake.messages(root_id=asked) if m.msg_type == "file"]
+
+            await fake.await_for(files, 60, what="the file message")
+            await asyncio.sleep(1.0)  # time for a second file or card, were there one
+            (filed,) = files()
+            (card,) = [m for m in fake.messages(root_id=asked) if m.markdown]
+            (upload,) = fake.uploads(filed.content["file_key"])
+            assert upload.data.decode() == FORTY_KB and upload.name in str(card.markdown)
+            assert any(c.duplicate for c in fake.replies(asked))  # the card, sent again, dropped
+            assert len(fake_openai.requests) == 1
+        finally:
+            await serve.stop()
+            if worker is not None:
+                await worker.stop()
 
 
 # ---------------------------------------------------------------------------------------------

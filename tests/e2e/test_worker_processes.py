@@ -102,8 +102,10 @@ class Clawgate:
 
 
 def serve_env(
-    fake: FakeSlack, redis_url: str, workdir: Path, port: int, **extra: str
+    fake: FakeSlack | None, redis_url: str, workdir: Path, port: int, **extra: str
 ) -> dict[str, str]:
+    """The environment of a `clawgate serve` or `worker` process; Slack's settings when given
+    its fake (else the platform's settings come in `extra`)."""
     policy = workdir.parent / "clawgate.toml"
     policy.write_text(POLICY)
     env = {k: v for k, v in clean_env().items() if not k.startswith("SLACK_")}
@@ -117,10 +119,11 @@ def serve_env(
         CLAWGATE_SHUTDOWN_GRACE="2",
         CLAWGATE_LOG_LEVEL="INFO",
         CLAWGATE_SANDBOX="off",
-        SLACK_BOT_TOKEN="xoxb-test",
-        SLACK_SIGNING_SECRET=SECRET,
-        SLACK_API_URL=fake.base_url,
     )
+    if fake is not None:
+        env.update(
+            SLACK_BOT_TOKEN="xoxb-test", SLACK_SIGNING_SECRET=SECRET, SLACK_API_URL=fake.base_url
+        )
     env.update(extra)
     return env
 
