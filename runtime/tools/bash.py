@@ -168,9 +168,9 @@ class BashTool(Tool[BashArgs]):
         # Our own pipe rather than PIPE: asyncio's Process.wait() would also wait for the pipe
         # to close, i.e. for any background child still holding it.
         read_fd, write_fd = os.pipe()
-        try:
-            home = SANDBOX_HOME if self.sandbox.contained else str(ctx.workdir)
-            proc = await asyncio.create_subprocess_exec(
+        home = SANDBOX_HOME if self.sandbox.contained else str(ctx.workdir)
+        spawning = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 *argv,
                 cwd=ctx.workdir,
                 # bwrap's own environment is visible inside: scrubbed
@@ -180,27 +180,41 @@ class BashTool(Tool[BashArgs]):
                 stderr=write_fd,
                 start_new_session=True,  # its own process group, so we can kill all of it
             )
+        )
+        try:
+            # Shielded: a cancellation while the process is being made (it may already run
+            # and start children) still gets its group, to kill it.
+            proc = await asyncio.shield(spawning)
         except BaseException:
             os.close(read_fd)
+            with contextlib.suppress(Exception):  # cancelled: the process may run already
+                made = await spawning
+                _kill_group(made.pid)
+                await made.wait()
             raise
         finally:
             os.close(write_fd)
-        stream = asyncio.StreamReader()
-        pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
-        )
-        reader = asyncio.create_task(_read_capped(stream, self.output_limit))
         timed_out = False
+        pipe: asyncio.ReadTransport | None = None
+        reader: asyncio.Task[tuple[bytes, int]] | None = None
         try:
+            stream = asyncio.StreamReader()
+            pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
+            )
+            reader = asyncio.create_task(_read_capped(stream, self.output_limit))
             await asyncio.wait_for(proc.wait(), seconds)
         except TimeoutError:
             timed_out = True
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled (or the pipe failed): nothing it started outlives it
             _kill_group(proc.pid)
-            pipe.close()
-            reader.cancel()
+            if pipe is not None:
+                pipe.close()
+            if reader is not None:
+                reader.cancel()
             await asyncio.shield(proc.wait())
             raise
+        assert pipe is not None and reader is not None
         # Also after a normal exit: nothing the command started in the background outlives it.
         _kill_group(proc.pid)
         await proc.wait()

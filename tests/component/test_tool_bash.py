@@ -165,6 +165,33 @@ async def test_cancellation_kills_process_group(ctx: ToolContext, workdir: Path)
         kill_quietly(pid)
 
 
+@pytest.mark.parametrize("ticks", range(8))
+async def test_cancellation_while_the_process_is_made_kills_it_too(
+    ctx: ToolContext, workdir: Path, ticks: int
+) -> None:
+    # Cancelled a few event-loop turns in: while bwrap/bash is being spawned or its pipe
+    # connected, before the tool waits on it. The process may already run (on a loaded
+    # machine it writes its pid before the loop resumes): it must not outlive the call.
+    task = asyncio.create_task(
+        BashTool(sandbox=UNCONTAINED).run(
+            BashArgs(command="sleep 30 & echo $! > child.pid; sleep 30"), ctx
+        )
+    )
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, GUARD)
+    await asyncio.sleep(0.3)  # a bash that survived would write its child's pid by now
+    pid_file = workdir / "child.pid"
+    if pid_file.exists() and pid_file.read_text().strip().isdigit():
+        pid = read_pid(pid_file)
+        try:
+            assert await wait_dead(pid), f"background child {pid} survived cancellation"
+        finally:
+            kill_quietly(pid)
+
+
 async def test_background_children_killed_after_normal_exit(
     ctx: ToolContext, workdir: Path
 ) -> None:
