@@ -73,6 +73,12 @@ class FakeOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def settings(self, **more: str) -> dict[str, Any]:
+        """The settings that make this fake the model (OPENAI_BASE_URL, OPENAI_API_KEY), plus
+        `more`: for `serving(...)` or a process's environment. All strings; typed `Any` so
+        that `**` of them may go to a `serving(..., start_worker=…, **overrides)`."""
+        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": "k", **more}
+
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)

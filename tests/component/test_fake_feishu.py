@@ -6,7 +6,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import lark_oapi as lark
@@ -57,9 +56,9 @@ SHARED_CARD = {
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeFeishu]:
-    with FakeFeishu() as server:
-        yield server
+def fake(feishu: FakeFeishu) -> FakeFeishu:
+    """The component tier's fake Feishu (tests/platform_fakes.py)."""
+    return feishu
 
 
 def lark_client(fake: FakeFeishu, app_id: str, app_secret: str) -> Any:

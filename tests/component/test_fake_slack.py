@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -29,16 +28,13 @@ from tests.fake_slack import (
     sign,
 )
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 SECRET = "test-signing-secret"
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
-    for var in PROXY_VARS:
-        monkeypatch.delenv(var, raising=False)
-    with FakeSlack() as server:
-        yield server
+def fake(slack: FakeSlack) -> FakeSlack:
+    """The component tier's fake Slack (tests/platform_fakes.py: proxy settings cleared)."""
+    return slack
 
 
 async def test_post_and_update_are_recorded(fake: FakeSlack) -> None:

@@ -7,23 +7,20 @@ was killed mid-upload, and a terminal that renders it."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
 from tests.e2e import test_feishu_serve as feishu
+from tests.e2e.takeover import serve_then_worker, settled
 from tests.e2e.test_chat_terminal import COLS, ROWS, PtyChat
-from tests.e2e.test_slack_serve import CHANNEL, Harness, serving
-from tests.e2e.test_worker_processes import SECRET as SERVE_SECRET
-from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
+from tests.e2e.test_slack_serve import CHANNEL, serving
 from tests.fake_feishu import FakeFeishu, event_envelope, event_request, message_event, post
 from tests.fake_openai import FakeOpenAI, reply
-from tests.fake_slack import Call, FakeSlack, event_body, mention_event, next_ts, post_signed
+from tests.fake_slack import Call, FakeSlack, event_body, mention_event, next_ts
 from tests.processes import clean_env
 
 pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
@@ -54,10 +51,6 @@ SECTION = (
 FORTY_KB = "# Incident report\n\n" + "".join(SECTION.format(n=n, m=n % 60) for n in range(200))
 
 
-def model(fake_openai: FakeOpenAI, **more: str) -> dict[str, str]:
-    return {"OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "k", **more}
-
-
 def code_lines(texts: list[str]) -> list[str]:
     """The lines inside fenced code blocks, in order, over all `texts`."""
     lines: list[str] = []
@@ -82,25 +75,32 @@ def markdown_blocks(call: Call) -> list[str]:
     return [str(b["text"]) for b in blocks if b.get("type") == "markdown"]
 
 
-async def slack_answers(h: Harness, text: str) -> tuple[str, list[Call]]:
-    """Mention the bot; once the run is done, the thread's ts and its answer posts (those
-    with a markdown block)."""
-    ts = next_ts()
-    status, _ = await h.post(event_body(mention_event(text, ts=ts)))
-    assert status == 200
-    await h.fake.await_for(lambda: [c for c in h.fake.posts(CHANNEL, ts) if markdown_blocks(c)], 15)
-    await h.drained()
-    return ts, [c for c in h.fake.posts(CHANNEL, ts) if markdown_blocks(c)]
+async def slack_answers(
+    fake: FakeSlack,
+    workdir: Path,
+    redis_url: str,
+    fake_openai: FakeOpenAI,
+    text: str,
+    **more: str,
+) -> tuple[str, list[Call]]:
+    """Serve Slack (with `more` settings) and mention the bot; once the run is done, the
+    thread's ts and its answer posts (those with a markdown block)."""
+    async with serving(fake, workdir, redis_url, **fake_openai.settings(**more)) as h:
+        ts = next_ts()
+        status, _ = await h.post(event_body(mention_event(text, ts=ts)))
+        assert status == 200
+        await fake.await_for(lambda: [c for c in fake.posts(CHANNEL, ts) if markdown_blocks(c)], 15)
+        await h.drained()
+        return ts, [c for c in fake.posts(CHANNEL, ts) if markdown_blocks(c)]
 
 
 async def test_slack_a_markdown_answer_arrives_as_a_markdown_block(
     fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = [reply(ANSWER)]
-    async with serving(
-        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
-    ) as h:
-        ts, (answer,) = await slack_answers(h, "why did the deploy fail?")
+    ts, (answer,) = await slack_answers(
+        fake, workdir, redis_url, fake_openai, "why did the deploy fail?"
+    )
     (block,) = markdown_blocks(answer)
     # Standard Markdown, as written: Slack renders it. Only `<` is escaped (no mention, no
     # @here, no hidden link), the link shows its host, the token is masked.
@@ -120,15 +120,14 @@ async def test_slack_a_long_code_block_is_never_split_open(
     fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = [reply(LONG)]
-    async with serving(
+    ts, answers = await slack_answers(
         fake,
         workdir,
         redis_url,
-        OPENAI_BASE_URL=fake_openai.base_url,
-        OPENAI_API_KEY="k",
+        fake_openai,
+        "write me the script",
         CLAWGATE_ANSWER_FILE_CHARS="0",  # all of it as messages
-    ) as h:
-        ts, answers = await slack_answers(h, "write me the script")
+    )
     blocks = [text for call in answers for text in markdown_blocks(call)]
     assert len(blocks) >= 3 and all(len(b) <= 12_000 for b in blocks)
     assert code_lines(blocks) == CODE.split("\n")  # every line once, in order, all in code
@@ -142,10 +141,9 @@ async def test_slack_a_40_kb_answer_is_one_message_and_the_whole_of_it_as_a_file
 ) -> None:
     assert len(FORTY_KB) > 40_000
     fake_openai.script = [reply(FORTY_KB)]
-    async with serving(
-        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
-    ) as h:
-        ts, (answer,) = await slack_answers(h, "write up the incident")
+    ts, (answer,) = await slack_answers(
+        fake, workdir, redis_url, fake_openai, "write up the incident"
+    )
     (block,) = markdown_blocks(answer)
     (shared,) = fake.files(CHANNEL, ts)
     assert shared.data.decode() == FORTY_KB and shared.title == "The full answer"
@@ -168,25 +166,15 @@ async def test_slack_a_worker_killed_mid_upload_posts_the_answer_and_its_file_on
     fake_openai.script = [reply(FORTY_KB)]
     async with FakeSlack() as fake:
         fake.upload_delay = 30.0
-        port = free_port()
-        env = serve_env(fake, redis_url, workdir, port, **model(fake_openai))
-        serve = await Clawgate.start("serve", env, workdir)
-        worker: Clawgate | None = None
-        try:
-            await serve.wait_line(r"clawgate: listening on")
-            url = f"http://127.0.0.1:{port}"
-            await wait_ready(url)
+        async with serve_then_worker(fake, redis_url, workdir, **fake_openai.settings()) as run:
             event = mention_event("write up the incident", channel=CHANNEL)
-            status, _ = await post_signed(f"{url}/slack/events", SERVE_SECRET, event_body(event))
-            assert status == 200
+            await run.post_to_slack(event)
             await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
-            serve.proc.send_signal(signal.SIGKILL)
-            await serve.proc.wait()
+            await run.kill_serve()
             fake.upload_delay = 0.0
-            worker = await Clawgate.start("worker", env, workdir)
+            await run.start_worker()
 
-            await fake.await_for(lambda: fake.files(CHANNEL, event["ts"]), 60, what="the file")
-            await asyncio.sleep(1.0)  # time for a second file or answer, were there one
+            await settled(fake, lambda: fake.files(CHANNEL, event["ts"]), "the file")
             (shared,) = fake.files(CHANNEL, event["ts"])
             assert shared.data.decode() == FORTY_KB
             answers = [c for c in fake.posts(CHANNEL, event["ts"]) if markdown_blocks(c)]
@@ -194,10 +182,6 @@ async def test_slack_a_worker_killed_mid_upload_posts_the_answer_and_its_file_on
             assert shared.name in markdown_blocks(answers[0])[0]
             assert len(fake.calls("files.getUploadURLExternal")) == 2  # the first never shared
             assert len(fake_openai.requests) == 1  # the answer was not asked for again
-        finally:
-            await serve.stop()
-            if worker is not None:
-                await worker.stop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,48 +196,43 @@ def card_markdown(content: Any) -> str:
     return str(element["content"])
 
 
-async def feishu_answers(
-    workdir: Path,
-    redis_url: str,
-    fake: FakeFeishu,
-    fake_openai: FakeOpenAI,
-    asked: str,
-    file_chars: str = "12000",
-) -> tuple[str, list[Any]]:
-    """Ask in a group; once done, the message asked and the bot's messages in its thread."""
-    async with feishu.serving(
-        fake,
-        workdir,
-        redis_url,
-        OPENAI_BASE_URL=fake_openai.base_url,
-        OPENAI_API_KEY="k",
-        CLAWGATE_ANSWER_FILE_CHARS=file_chars,
-    ) as h:
-        said = await h.say(asked)
+@dataclass
+class FeishuAsked:
+    """Feishu served against its fake, the model answering as FakeOpenAI is told."""
 
-        def cards() -> list[Any]:
-            return [m for m in fake.messages(root_id=said.message_id) if m.markdown]
+    fake: FakeFeishu
+    workdir: Path
+    redis_url: str
+    fake_openai: FakeOpenAI
 
-        await fake.await_for(cards, 15, what="the answer")
-        await h.drained()
-        return said.message_id, fake.messages(root_id=said.message_id)
+    async def answers(self, asked: str, answer: str, file_chars: str = "12000") -> list[Any]:
+        """Ask in a group, the model answering `answer`; once done, the bot's messages in the
+        thread."""
+        self.fake_openai.script = [reply(answer)]
+        settings = self.fake_openai.settings(CLAWGATE_ANSWER_FILE_CHARS=file_chars)
+        fake = self.fake
+        async with feishu.serving(fake, self.workdir, self.redis_url, **settings) as h:
+            said = await h.say(asked)
+
+            def cards() -> list[Any]:
+                return [m for m in fake.messages(root_id=said.message_id) if m.markdown]
+
+            await fake.await_for(cards, 15, what="the answer")
+            await h.drained()
+            return fake.messages(root_id=said.message_id)
 
 
 @pytest.fixture
-def no_feishu_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CLAWGATE_POLICY_FILE", *feishu.FEISHU_VARS):
-        monkeypatch.delenv(var, raising=False)
+def feishu_asked(
+    fake_feishu: FakeFeishu, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> FeishuAsked:
+    return FeishuAsked(fake_feishu, workdir, redis_url, fake_openai)
 
 
-@pytest.mark.usefixtures("no_feishu_settings")
 async def test_feishu_a_markdown_answer_arrives_as_a_markdown_card(
-    workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+    feishu_asked: FeishuAsked,
 ) -> None:
-    fake_openai.script = [reply(ANSWER)]
-    async with FakeFeishu() as fake:
-        _, messages = await feishu_answers(
-            workdir, redis_url, fake, fake_openai, "why did the deploy fail?"
-        )
+    messages = await feishu_asked.answers("why did the deploy fail?", ANSWER)
     (answer,) = [m for m in messages if m.msg_type == "interactive"]
     # Markdown as written for the card to render; outside code `<` is escaped (no <at>
     # mentions, no tags), the link shows its host, the token is masked, code as written.
@@ -266,20 +245,8 @@ async def test_feishu_a_markdown_answer_arrives_as_a_markdown_card(
     assert TOKEN[12:30] not in answer.raw_content
 
 
-@pytest.mark.usefixtures("no_feishu_settings")
-async def test_feishu_a_long_code_block_is_never_split_open(
-    workdir: Path, redis_url: str, fake_openai: FakeOpenAI
-) -> None:
-    fake_openai.script = [reply(LONG)]
-    async with FakeFeishu() as fake:
-        _, messages = await feishu_answers(
-            workdir,
-            redis_url,
-            fake,
-            fake_openai,
-            "write me the script",
-            file_chars="0",
-        )
+async def test_feishu_a_long_code_block_is_never_split_open(feishu_asked: FeishuAsked) -> None:
+    messages = await feishu_asked.answers("write me the script", LONG, file_chars="0")
     texts = [card_markdown(m.content) for m in messages if m.msg_type == "interactive"]
     assert len(texts) >= 3
     assert code_lines(texts) == CODE.split("\n")
@@ -287,16 +254,11 @@ async def test_feishu_a_long_code_block_is_never_split_open(
     assert texts[-1].endswith("Run it twice.")
 
 
-@pytest.mark.usefixtures("no_feishu_settings")
 async def test_feishu_a_40_kb_answer_is_one_card_and_the_whole_of_it_as_a_file(
-    workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+    feishu_asked: FeishuAsked,
 ) -> None:
-    fake_openai.script = [reply(FORTY_KB)]
-    async with FakeFeishu() as fake:
-        _, messages = await feishu_answers(
-            workdir, redis_url, fake, fake_openai, "write up the incident"
-        )
-        (upload,) = fake.uploads()
+    messages = await feishu_asked.answers("write up the incident", FORTY_KB)
+    (upload,) = feishu_asked.fake.uploads()
     (card,) = [m for m in messages if m.msg_type == "interactive"]
     (filed,) = [m for m in messages if m.msg_type == "file"]
     assert filed.content == {"file_key": upload.key}
@@ -305,65 +267,46 @@ async def test_feishu_a_40_kb_answer_is_one_card_and_the_whole_of_it_as_a_file(
     assert text.startswith("# Incident report") and upload.name in text and len(text) < 2_000
 
 
-@pytest.mark.usefixtures("no_feishu_settings")
 async def test_feishu_a_worker_killed_mid_upload_sends_the_card_and_the_file_once(
-    redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+    fake_feishu: FakeFeishu, redis_url: str, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
     """kill -9 of `clawgate serve` while the long answer's file is being uploaded to Feishu:
     a `clawgate worker` takes the run over; the card goes again with its uuid (dropped as a
     duplicate), the file is uploaded again and sent once."""
     fake_openai.script = [reply(FORTY_KB)]
-    async with FakeFeishu() as fake:
-        fake.upload_delay = 30.0
-        app_id, secret = fake.new_app()
-        port = free_port()
-        env = serve_env(
-            None,
-            redis_url,
-            workdir,
-            port,
-            OPENAI_BASE_URL=fake_openai.base_url,
-            OPENAI_API_KEY="k",
-            FEISHU_APP_ID=app_id,
-            FEISHU_APP_SECRET=secret,
-            FEISHU_ENCRYPT_KEY=feishu.KEY,
-            FEISHU_VERIFICATION_TOKEN=feishu.TOKEN,
-            FEISHU_DOMAIN=fake.url,
+    fake = fake_feishu
+    fake.upload_delay = 30.0
+    app_id, secret = fake.new_app()
+    env = fake_openai.settings(
+        FEISHU_APP_ID=app_id,
+        FEISHU_APP_SECRET=secret,
+        FEISHU_ENCRYPT_KEY=feishu.KEY,
+        FEISHU_VERIFICATION_TOKEN=feishu.TOKEN,
+        FEISHU_DOMAIN=fake.url,
+    )
+    async with serve_then_worker(None, redis_url, workdir, **env) as run:
+        event = message_event("@_user_1 write up the incident", mentions=feishu.MENTION)
+        asked = str(event["message"]["message_id"])
+        envelope = event_envelope(feishu.MESSAGE, event, token=feishu.TOKEN)
+        status, _ = await post(
+            f"{run.url}/feishu/events", *event_request(envelope, encrypt_key=feishu.KEY)
         )
-        serve = await Clawgate.start("serve", env, workdir)
-        worker: Clawgate | None = None
-        try:
-            await serve.wait_line(r"clawgate: listening on")
-            url = f"http://127.0.0.1:{port}"
-            await wait_ready(url)
-            event = message_event("@_user_1 write up the incident", mentions=feishu.MENTION)
-            asked = str(event["message"]["message_id"])
-            envelope = event_envelope(feishu.MESSAGE, event, token=feishu.TOKEN)
-            status, _ = await post(
-                f"{url}/feishu/events", *event_request(envelope, encrypt_key=feishu.KEY)
-            )
-            assert status == 200
-            await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
-            serve.proc.send_signal(signal.SIGKILL)
-            await serve.proc.wait()
-            fake.upload_delay = 0.0
-            worker = await Clawgate.start("worker", env, workdir)
+        assert status == 200
+        await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
+        await run.kill_serve()
+        fake.upload_delay = 0.0
+        await run.start_worker()
 
-            def files() -> list[Any]:
-                return [m for m in fake.messages(root_id=asked) if m.msg_type == "file"]
+        def files() -> list[Any]:
+            return [m for m in fake.messages(root_id=asked) if m.msg_type == "file"]
 
-            await fake.await_for(files, 60, what="the file message")
-            await asyncio.sleep(1.0)  # time for a second file or card, were there one
-            (filed,) = files()
-            (card,) = [m for m in fake.messages(root_id=asked) if m.markdown]
-            (upload,) = fake.uploads(filed.content["file_key"])
-            assert upload.data.decode() == FORTY_KB and upload.name in str(card.markdown)
-            assert any(c.duplicate for c in fake.replies(asked))  # the card, sent again, dropped
-            assert len(fake_openai.requests) == 1
-        finally:
-            await serve.stop()
-            if worker is not None:
-                await worker.stop()
+        await settled(fake, files, "the file message")
+        (filed,) = files()
+        (card,) = [m for m in fake.messages(root_id=asked) if m.markdown]
+        (upload,) = fake.uploads(filed.content["file_key"])
+        assert upload.data.decode() == FORTY_KB and upload.name in str(card.markdown)
+        assert any(c.duplicate for c in fake.replies(asked))  # the card, sent again, dropped
+        assert len(fake_openai.requests) == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,7 +318,7 @@ async def test_the_terminal_renders_the_markdown_answer(
     workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = [reply(ANSWER)]
-    env = clean_env(**model(fake_openai, CLAWGATE_MODEL="fake-model", CLAWGATE_STREAM="false"))
+    env = clean_env(**fake_openai.settings(CLAWGATE_MODEL="fake-model", CLAWGATE_STREAM="false"))
     chat = PtyChat(workdir, env)
     try:
         await chat.prompt()

@@ -60,18 +60,6 @@ async def model() -> AsyncIterator[FakeOpenAI]:
     await fake.stop()
 
 
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as fake:
-        yield fake
-
-
-@pytest.fixture
-def feishu() -> Iterator[FakeFeishu]:
-    with FakeFeishu() as fake:
-        yield fake
-
-
 async def doctor(env: dict[str, str], cwd: Path) -> tuple[int, list[str]]:
     code, out, err = await chat("", cwd, env, "doctor")
     assert "Traceback" not in err, err

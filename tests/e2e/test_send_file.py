@@ -6,11 +6,9 @@ audit trail, and a worker killed mid-upload posting the file once after the reta
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,8 @@ import pytest
 from adapters.slack.inbound import APPROVE_ONCE
 from runtime.audit import AuditEntry, AuditLog
 from runtime.store.keys import Keys
-from tests.conftest import free_port
 from tests.e2e import test_feishu_serve as feishu
+from tests.e2e.takeover import serve_then_worker, settled
 from tests.e2e.test_slack_serve import (
     ALICE,
     APPROVER,
@@ -30,11 +28,9 @@ from tests.e2e.test_slack_serve import (
     request_risky,
     serving,
 )
-from tests.e2e.test_worker_processes import SECRET as SERVE_SECRET
-from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
 from tests.fake_feishu import FakeFeishu
 from tests.fake_openai import FakeOpenAI, calls, reply
-from tests.fake_slack import FakeSlack, event_body, mention_event, next_ts, post_signed
+from tests.fake_slack import FakeSlack, event_body, mention_event, next_ts
 from tests.processes import chat, clean_env
 
 pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
@@ -42,11 +38,6 @@ pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
 REPORT = b"build 41: 3 failed, 118 passed\nfailing: test_region, test_deploy, test_config\n"
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452") + bytes(40)
 ENV = "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD\n"
-
-
-def model(fake_openai: FakeOpenAI) -> dict[str, str]:
-    """The settings that make the fake the model (for a process's environment)."""
-    return {"OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "k"}
 
 
 def told(fake_openai: FakeOpenAI, request: int = 1) -> dict[str, str]:
@@ -81,9 +72,7 @@ async def test_slack_a_work_dir_file_arrives_in_the_thread_and_its_hash_is_audit
         calls(("c1", "send_file", {"path": "out/report.txt", "title": "Build 41 report"})),
         reply("Posted the report."),
     ]
-    async with serving(
-        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
-    ) as h:
+    async with serving(fake, workdir, redis_url, **fake_openai.settings()) as h:
         ts = await mention(h, "send me the build report")
         await h.await_post(lambda c: c.params.get("text") == "Posted the report.", "the answer")
         await h.drained()
@@ -121,9 +110,7 @@ async def test_slack_an_env_file_and_paths_outside_are_refused_and_nothing_uploa
         calls(*((i, "send_file", {"path": p}) for i, p in refused.items())),
         reply("I could not post those."),
     ]
-    async with serving(
-        fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
-    ) as h:
+    async with serving(fake, workdir, redis_url, **fake_openai.settings()) as h:
         await mention(h, "send me the env and the outside file")
         await h.await_post(lambda c: "could not post" in str(c.params.get("text")), "the answer")
         await h.drained()
@@ -160,14 +147,8 @@ async def test_slack_a_policy_that_asks_for_send_file_posts_only_after_approve(
         calls(("c1", "send_file", {"path": "report.txt"})),
         reply("Posted it once approved."),
     ]
-    async with serving(
-        fake,
-        workdir,
-        redis_url,
-        CLAWGATE_POLICY_FILE=str(policy),
-        OPENAI_BASE_URL=fake_openai.base_url,
-        OPENAI_API_KEY="k",
-    ) as h:
+    settings = fake_openai.settings(CLAWGATE_POLICY_FILE=str(policy))
+    async with serving(fake, workdir, redis_url, **settings) as h:
         pending = await request_risky(h, "send me report.txt", user=ALICE)
         await h.drained()
         assert fake.files() == [] and fake.calls("files.getUploadURLExternal") == []
@@ -191,10 +172,8 @@ async def test_slack_a_policy_that_asks_for_send_file_posts_only_after_approve(
 
 
 async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_refused(
-    workdir: Path, redis_url: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    fake_feishu: FakeFeishu, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
 ) -> None:
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CLAWGATE_POLICY_FILE", *feishu.FEISHU_VARS):
-        monkeypatch.delenv(var, raising=False)
     (workdir / "report.txt").write_bytes(REPORT)
     (workdir / "chart.png").write_bytes(PNG)
     (workdir / ".env").write_text(ENV)
@@ -206,12 +185,8 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
         ),
         reply("Posted the report."),
     ]
-    async with (
-        FakeFeishu() as fake,
-        feishu.serving(
-            fake, workdir, redis_url, OPENAI_BASE_URL=fake_openai.base_url, OPENAI_API_KEY="k"
-        ) as h,
-    ):
+    fake = fake_feishu
+    async with feishu.serving(fake, workdir, redis_url, **fake_openai.settings()) as h:
         said = await h.say("send me the report and the env")
 
         def answered() -> bool:  # as a card or as text: the Markdown rendering is not ours
@@ -277,39 +252,25 @@ async def test_a_worker_killed_mid_upload_posts_the_file_once_after_the_retake(
             fake.upload_delay = 30.0
         else:
             fake.slow_answers["files.completeUploadExternal"] = 30.0
-        port = free_port()
-        env = serve_env(fake, redis_url, workdir, port, **model(fake_openai))
-        serve = await Clawgate.start("serve", env, workdir)
-        worker: Clawgate | None = None
-        try:
-            await serve.wait_line(r"clawgate: listening on")
-            url = f"http://127.0.0.1:{port}"
-            await wait_ready(url)
+        async with serve_then_worker(fake, redis_url, workdir, **fake_openai.settings()) as run:
             event = mention_event("send me the table", channel=CHANNEL)
-            status, _ = await post_signed(f"{url}/slack/events", SERVE_SECRET, event_body(event))
-            assert status == 200
+            await run.post_to_slack(event)
             if when == "uploading":
                 await fake.await_for(lambda: fake.uploading > 0, 30, what="the upload under way")
             else:
                 await fake.await_for(fake.files, 30, what="the file shared")
-            serve.proc.send_signal(signal.SIGKILL)
-            await serve.proc.wait()
+            await run.kill_serve()
             fake.upload_delay, fake.slow_answers = 0.0, {}
-            worker = await Clawgate.start("worker", env, workdir)
+            await run.start_worker()
 
             def answers() -> list[str]:
                 said = [str(c.params.get("text")) for c in fake.posts(CHANNEL, event["ts"])]
                 return [t for t in said if t == "Here is the table."]
 
-            await fake.await_for(answers, 60, what="the answer after the takeover")
-            await asyncio.sleep(1.0)  # time for a second file or answer, were there one
+            await settled(fake, answers, "the answer after the takeover")
             assert len(answers()) == 1, fake.describe()
             (shared,) = fake.files(CHANNEL, event["ts"])
             assert shared.data == data and shared.name == "table.csv"
             # Uploading, the first upload was never shared; shared, it was found in the thread.
             uploads = len(fake.calls("files.getUploadURLExternal"))
             assert uploads == (2 if when == "uploading" else 1), fake.describe()
-        finally:
-            await serve.stop()
-            if worker is not None:
-                await worker.stop()

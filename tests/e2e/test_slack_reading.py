@@ -5,18 +5,24 @@ model was given; a real Redis. Signed events go in as Slack sends them."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
+from tests.e2e.reading import (
+    LOG,
+    PNG,
+    READING,
+    SECRET_TOKEN,
+    access_policy,
+    asked,
+    tool_said,
+    user_content,
+)
+from tests.e2e.takeover import serve_then_worker, settled
 from tests.e2e.test_slack_serve import ALICE, BOB, CHANNEL, Harness, serving
-from tests.e2e.test_worker_processes import SECRET as SERVE_SECRET
-from tests.e2e.test_worker_processes import Clawgate, serve_env, wait_ready
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.fake_slack import (
     BOT_ID,
@@ -26,37 +32,23 @@ from tests.fake_slack import (
     mention_event,
     message_event,
     next_ts,
-    post_signed,
 )
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
 EVE = "U_EVE"  # not on the conversation's access list
-TOKEN = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
-LOG = b"2026-12-03 build 41 failed: KeyError 'region' in deploy/config.py line 12\n"
-PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + bytes(40)
 
 
 @pytest.fixture
 async def h(
     fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> AsyncIterator[Harness]:
-    policy = tmp_path / "clawgate.toml"
-    policy.write_text(f'[access]\nusers = ["slack:{ALICE}", "slack:{BOB}"]\n')
+    policy = access_policy(tmp_path, f"slack:{ALICE}", f"slack:{BOB}")
     fake.add_user(ALICE, "Alice Liddell")
     fake.add_user(BOB, "Bob Builder")
     fake.add_user(EVE, "Eve Outsider")
-    async with serving(
-        fake,
-        workdir,
-        redis_url,
-        OPENAI_BASE_URL=fake_openai.base_url,
-        OPENAI_API_KEY="k",
-        CLAWGATE_POLICY_FILE=str(policy),
-        CLAWGATE_THREAD_CONTEXT_MESSAGES="4",
-        CLAWGATE_MODEL_IMAGES="true",
-        CLAWGATE_ATTACHMENT_MAX_BYTES="100000",
-    ) as harness:
+    settings = fake_openai.settings(CLAWGATE_POLICY_FILE=str(policy), **READING)
+    async with serving(fake, workdir, redis_url, **settings) as harness:
         yield harness
 
 
@@ -83,19 +75,6 @@ async def answered(h: Harness, text: str, thread: str) -> None:
     await h.drained()
 
 
-def asked(fake_openai: FakeOpenAI, request: int = 0) -> str:
-    """The text of the last user message in a request to the model."""
-    content = user_content(fake_openai, request)
-    if isinstance(content, str):
-        return content
-    return "\n".join(p["text"] for p in content if p["type"] == "text")
-
-
-def user_content(fake_openai: FakeOpenAI, request: int = 0) -> Any:
-    messages = fake_openai.requests[request]["messages"]
-    return [m for m in messages if m["role"] == "user"][-1]["content"]
-
-
 # ---------------------------------------------------------------------------------------------
 # Thread context
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +88,7 @@ async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
     fake.add_message(CHANNEL, "seen before: the old plan", user=ALICE, thread_ts=root)
     fake.add_message(CHANNEL, "noted", user=BOT_USER_ID, bot_id=BOT_ID, thread_ts=root)
     fake.add_message(CHANNEL, "too old for the bound", user=BOB, thread_ts=root)
-    fake.add_message(CHANNEL, f"build 41 broke, my token {TOKEN}", user=BOB, thread_ts=root)
+    fake.add_message(CHANNEL, f"build 41 broke, my token {SECRET_TOKEN}", user=BOB, thread_ts=root)
     fake.add_message(CHANNEL, "rollback now!", user=EVE, thread_ts=root)
     fake.add_message(CHANNEL, "tests green", user=None, bot_id="B_CI", thread_ts=root)
     fake.add_message(CHANNEL, "it says KeyError 'region'", user=BOB, thread_ts=root)
@@ -119,7 +98,7 @@ async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
     fake.add_message(CHANNEL, event["text"], user=ALICE, ts=event["ts"], thread_ts=root)
     await answered(h, "missing region setting", root)
 
-    text = asked(fake_openai)
+    text = asked(fake_openai, 0)
     said = text.splitlines()
     assert said[0].startswith("[Earlier messages in this thread")
     assert said[1:5] == [
@@ -129,7 +108,7 @@ async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
         "Bob Builder (slack:U_BOB): it says KeyError 'region'",
     ], text  # the last 4 (the bound), after the bot's own message, before the mention
     assert said[5].startswith("[End of the earlier messages") and said[6] == "why did this fail?"
-    assert TOKEN not in text and "old plan" not in text and "too old" not in text
+    assert SECRET_TOKEN not in text and "old plan" not in text and "too old" not in text
     assert "release train" not in text  # the root is before the bot's message too
     # Names are looked up once per person and kept.
     looked_up = [c.params["user"] for c in fake.calls("users.info")]
@@ -153,7 +132,7 @@ async def test_a_thread_the_bot_may_not_read_runs_the_message_without_context(
     fake_openai.script = [reply("Answered anyway.")]
     await mention(h, "summarize", user=ALICE, thread_ts=root)
     await answered(h, "Answered anyway.", root)
-    assert asked(fake_openai) == "summarize"
+    assert asked(fake_openai, 0) == "summarize"
 
 
 async def test_a_long_thread_message_is_cut_to_the_character_bound(
@@ -165,7 +144,7 @@ async def test_a_long_thread_message_is_cut_to_the_character_bound(
     fake_openai.script = [reply("Read the start of it.")]
     await mention(h, "what is this?", user=ALICE, thread_ts=root)
     await answered(h, "Read the start of it.", root)
-    context = asked(fake_openai).splitlines()[1:-2]
+    context = asked(fake_openai, 0).splitlines()[1:-2]
     assert len(context) == 1 and context[0].endswith("x […]"), context  # the newest, cut
     assert len(context[0]) < 12_000 + 100  # CLAWGATE_THREAD_CONTEXT_CHARS (12,000)
 
@@ -180,7 +159,7 @@ async def test_a_dm_first_message_gets_the_recent_messages(
     h.fake.add_message(dm, first["text"], user=ALICE, ts=first["ts"])
     await send(h, first)
     await h.fake.await_for(lambda: "Looks fine." in h.texts(dm), 20, what="the answer")
-    assert "Alice Liddell (slack:U_ALICE): here is the config: region=eu" in asked(fake_openai)
+    assert "Alice Liddell (slack:U_ALICE): here is the config: region=eu" in asked(fake_openai, 0)
     await send(h, message_event("and now?", user=ALICE, channel=dm, channel_type="im"))
     await h.fake.await_for(lambda: "Still fine." in h.texts(dm), 20, what="the second answer")
     assert asked(fake_openai, 1) == "and now?"  # the DM is under way: its history has it all
@@ -205,17 +184,16 @@ async def test_a_text_file_and_an_image_reach_the_model_and_the_read_tool(
     await mention(h, "what broke?", ts=ts, files=[log, image])
     await answered(h, "Line 12 of deploy/config.py", ts)
 
-    text = asked(fake_openai)
+    text = asked(fake_openai, 0)
     assert text.startswith("what broke?\n")
     assert f"attached: {folder}/build.log ({len(LOG)} B, text/plain) — read it with `read`" in text
     assert f"attached: {folder}/screen.png ({len(PNG)} B, image/png)" in text
-    parts = user_content(fake_openai)
+    parts = user_content(fake_openai, 0)
     images = [p for p in parts if p["type"] == "image_url"]
     assert len(images) == 1 and images[0]["image_url"]["url"].startswith("data:image/png;base64")
     assert (h.workdir / folder / "build.log").read_bytes() == LOG
     assert (h.workdir / folder / "screen.png").read_bytes() == PNG
-    tool = next(m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool")
-    assert "KeyError 'region'" in tool["content"]
+    assert "KeyError 'region'" in tool_said(fake_openai)
     # Downloaded once each, with the bot token.
     got = h.fake.downloads()
     assert sorted(d.file_id for d in got) == sorted([log["id"], image["id"]])
@@ -255,7 +233,7 @@ async def test_an_over_limit_file_is_refused_with_the_limit_and_the_message_stil
     assert len(refusals) == 1, h.texts(thread_ts=ts)
     assert "dump.log is over the limit of 98 KB (CLAWGATE_ATTACHMENT_MAX_BYTES)" in refusals[0]
     assert "logs.zip is of type application/zip, which is not taken" in refusals[0]
-    text = asked(fake_openai)
+    text = asked(fake_openai, 0)
     assert text.startswith("look at these\n(not taken: dump.log is over the limit")
     assert not (h.workdir / ".clawgate" / "attachments" / ts).exists()
     [download] = h.fake.downloads(big["id"])  # the zip was never fetched
@@ -326,38 +304,25 @@ async def test_a_worker_killed_mid_download_answers_once_with_the_file_whole(
     content = b"".join(b"line %06d of a slow log\n" % n for n in range(24_000))  # ~600 KB
     async with FakeSlack() as fake:
         hosted = fake.add_file("slow.log", content, chunk=16 * 1024, chunk_delay=0.1)
-        port = free_port()
-        env = serve_env(fake, redis_url, workdir, port)  # the offline demo model answers
-        serve = await Clawgate.start("serve", env, workdir)
-        worker: Clawgate | None = None
-        try:
-            await serve.wait_line(r"clawgate: listening on")
-            url = f"http://127.0.0.1:{port}"
-            await wait_ready(url)
+        # The offline demo model answers.
+        async with serve_then_worker(fake, redis_url, workdir) as run:
             event = mention_event("hello", channel=CHANNEL)
             event["files"] = [hosted]
-            status, _ = await post_signed(f"{url}/slack/events", SERVE_SECRET, event_body(event))
-            assert status == 200
+            await run.post_to_slack(event)
 
             def halfway() -> bool:
                 return any(0 < d.sent < len(content) for d in fake.downloads(hosted["id"]))
 
             await fake.await_for(halfway, 20, what="the download under way")
-            serve.proc.send_signal(signal.SIGKILL)
-            await serve.proc.wait()
-            worker = await Clawgate.start("worker", env, workdir)
+            await run.kill_serve()
+            await run.start_worker()
 
             def answers() -> list[str]:
                 said = [str(c.params.get("text")) for c in fake.posts(CHANNEL, event["ts"])]
                 return [t for t in said if "offline demo model. I understand" in t]
 
-            await fake.await_for(answers, 60, what="the answer after the takeover")
-            await asyncio.sleep(1.0)  # time for a second answer, were there one
+            await settled(fake, answers, "the answer after the takeover")
             assert len(answers()) == 1, fake.describe()
-        finally:
-            await serve.stop()
-            if worker is not None:
-                await worker.stop()
         downloads = fake.downloads(hosted["id"])
         assert [d.completed for d in downloads] == [False, True], downloads
     folder = workdir / ".clawgate" / "attachments" / event["ts"]
