@@ -533,6 +533,7 @@ class _Fault:
     error: str
     retry_after: int | None
     after: bool = False  # act on the call first, then fail (the answer "got lost")
+    page: str | None = None  # answer with this text instead of JSON (a proxy's error page)
 
 
 _READS = ("conversations.replies", "conversations.history", "users.info", "files.info")
@@ -634,6 +635,8 @@ class FakeSlack(ThreadedServer):
             body = {"ok": False, "error": fault.error}
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             self._record(Call(method, params, headers, fault.status, body), handled=False)
+            if fault.page is not None:
+                return web.Response(text=fault.page, status=fault.status, content_type="text/plain")
             return web.json_response(body, status=fault.status, headers=extra)
 
         with self._lock:
@@ -1071,12 +1074,14 @@ class FakeSlack(ThreadedServer):
         times: int = 1,
         *,
         after: bool = False,
+        page: str | None = None,
     ) -> None:
         """Answer the next `times` calls of `method` with `{"ok":false,"error":error}`; with
-        `after`, the call is carried out first (its answer is what fails)."""
+        `after`, the call is carried out first (its answer is what fails); with `page`, that
+        text instead of JSON."""
         with self._lock:
             queue = self._faults.setdefault(method, deque())
-            queue.extend(_Fault(status, error, None, after) for _ in range(times))
+            queue.extend(_Fault(status, error, None, after, page) for _ in range(times))
 
     def respond_with(self, method: str, body: dict[str, Any] | None) -> None:
         """Fixed HTTP 200 body for `method` from now on (None restores the default)."""

@@ -155,6 +155,10 @@ def _before(message: Mapping[str, Any], ts: str) -> bool:
 
 
 def _why(exc: Exception) -> str:
+    """The error code Slack gave, else the HTTP status (a proxy's HTML page has no code)."""
     if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error", "error")) if hasattr(exc.response, "get") else "?"
+        data = exc.response.data
+        if isinstance(data, dict) and data.get("error"):
+            return str(data["error"])
+        return f"HTTP {exc.response.status_code}"
     return type(exc).__name__

@@ -119,7 +119,7 @@ class _FakeSlack(_FakeApi):
     thread's root ts."""
 
     def routes(self, router: web.UrlDispatcher) -> None:
-        router.add_post("/api/{method}", self.api)
+        router.add_route("*", "/api/{method}", self.api)  # slack_sdk GETs some (replies)
 
     def _next_ts(self) -> str:
         n = next(self._ids)

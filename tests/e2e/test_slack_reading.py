@@ -123,12 +123,21 @@ async def test_a_mention_mid_thread_gives_the_model_what_it_has_not_seen(
     assert len(fake.calls("users.info")) == 2  # Bob's name was cached
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"error": "not_in_channel"},
+        # A proxy in front of Slack answering with its own page: no error code to log.
+        {"status": 502, "page": "502 Bad Gateway"},
+    ],
+    ids=["not_in_channel", "text-502"],
+)
 async def test_a_thread_the_bot_may_not_read_runs_the_message_without_context(
-    h: Harness, fake_openai: FakeOpenAI
+    h: Harness, fake_openai: FakeOpenAI, refusal: dict[str, Any]
 ) -> None:
     root = h.fake.add_message(CHANNEL, "private chatter", user=BOB)
     h.fake.add_message(CHANNEL, "more chatter", user=BOB, thread_ts=root)
-    h.fake.error_next("conversations.replies", "not_in_channel")
+    h.fake.error_next("conversations.replies", **refusal)
     fake_openai.script = [reply("Answered anyway.")]
     await mention(h, "summarize", user=ALICE, thread_ts=root)
     await answered(h, "Answered anyway.", root)
