@@ -24,8 +24,15 @@ _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 # The host of a URL urlsplit will not take (brackets that are no IPv6 address).
 _AUTHORITY = re.compile(r"https?://(?:[^/?#@]*@)?([^/?#:@]+)", re.IGNORECASE)
-# [label](url "title"): the label without brackets or line breaks, an http(s) URL.
-_LINK = re.compile(r"\[([^\[\]\n]+)\]\(\s*<?(https?://[^\s<>()]+)>?(\s+\"[^\"\n]*\")?\s*\)")
+# [label](url "title"): the label without brackets or line breaks, an http(s) URL (any case,
+# with balanced parentheses one deep), a title in "", '' or ().
+_LINK = re.compile(
+    r"\[([^\[\]\n]+)\]\(\s*<?((?i:https?)://(?:[^\s<>()]|\([^\s<>()]*\))+)>?"
+    r"(\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
+)
+# A reference link's definition, `[id]: url "title"`, and its uses `[label][id]`, `[id][]`.
+_DEFINITION = re.compile(r"^ {0,3}\[([^\[\]\n]+)\]:[ \t]*<?(\S+?)>?(?:[ \t]+.*)?$", re.MULTILINE)
+_REFERENCE = re.compile(r"\[([^\[\]\n]+)\]\[([^\[\]\n]*)\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,16 +225,40 @@ def _host(url: str) -> str:
         return match.group(1).lower() if match else ""
 
 
+def _names(label: str, host: str) -> bool:
+    """Whether `label` shows `host` as a host (`a.co` in `see a.co` or `https://a.co/x`, not
+    in `github.com/a.co`)."""
+    bare = re.escape(host.removeprefix("www."))
+    shown = rf"(?:^|(?<=[\s(<\[])|(?<=://))(?:www\.)?{bare}(?![\w-]|\.[\w-])"
+    return re.search(shown, label, re.IGNORECASE) is not None
+
+
 def _honest(match: re.Match[str]) -> str:
     label, url, title = match.group(1), match.group(2), match.group(3) or ""
     host = _host(url)
-    if not host or host.removeprefix("www.") in label.lower():
+    if not host or _names(label, host):
         return match.group(0)
     return f"[{label} ({host})]({url}{title})"
+
+
+def _inline_references(text: str, urls: dict[str, str]) -> str:
+    """Reference links written inline (`[label][id]`, with `[id]: url` anywhere in the
+    answer: `urls`), so that their labels are checked like any link's."""
+    if not urls:
+        return text
+
+    def inline(match: re.Match[str]) -> str:
+        url = urls.get((match.group(2) or match.group(1)).lower())
+        return match.group(0) if url is None else f"[{match.group(1)}]({url})"
+
+    return _REFERENCE.sub(inline, text)
 
 
 def honest_links(text: str) -> str:
     """Every link's label shows the host it goes to: `[docs](https://evil.example/x)` reads
     `[docs (evil.example)](…)`, so a label cannot pass a link off as going elsewhere. A label
     that names the host already is kept; code blocks are left as they are."""
-    return outside_code(text, lambda part: _LINK.sub(_honest, part), spans=False)
+    urls = {m.group(1).lower(): m.group(2) for m in _DEFINITION.finditer(text)}
+    return outside_code(
+        text, lambda part: _LINK.sub(_honest, _inline_references(part, urls)), spans=False
+    )

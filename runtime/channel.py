@@ -197,7 +197,7 @@ def redacted(event: Event) -> Event:
         # judge let out (text that looks like a secret asks first), and a file redacted on
         # its way would not be the file that was approved (nor a valid image or archive).
         return replace(
-            event, title=shown(event.title), name=visible(event.name), path=visible(event.path)
+            event, title=shown(event.title), name=shown(event.name), path=shown(event.path)
         )
     if isinstance(event, RunFinished) and event.error:
         return replace(event, error=shown(event.error))

@@ -102,9 +102,11 @@ class SlackReader:
     async def _attachments(self, inbound: Inbound) -> tuple[list[Stored], list[str]]:
         stored: list[Stored] = []
         refused: list[str] = []
+        # A ts is unique in its channel only: the folder is named by both.
+        folder = f"{inbound.conversation.data.get('channel', '')}-{inbound.message}"
         for attachment in inbound.attachments:
             try:
-                stored.append(await self._store(inbound.message, attachment))
+                stored.append(await self._store(folder, attachment))
             except AttachmentRefused as exc:
                 refused.append(str(exc))
             except DownloadFailed as exc:

@@ -24,14 +24,16 @@ def is_image(data: bytes) -> bool:
 
 
 def content_risk(data: bytes) -> str | None:
-    """Why posting `data` as a file needs a human first, or None when it may go unasked."""
-    if is_image(data):
-        return None
-    if b"\x00" in data:
-        return "a binary file (not an image), whose content cannot be checked for secrets"
-    text = data.decode("utf-8", errors="replace")
+    """Why posting `data` as a file needs a human first, or None when it may go unasked. An
+    image's bytes are scanned too (as Latin-1): an image header is six ASCII characters
+    (`GIF89a`) anyone can put before a token. Not a guarantee: an encoded secret (base64)
+    passes, as it would in an answer."""
+    image = is_image(data)
+    text = data.decode("latin-1") if image else data.decode("utf-8", errors="replace")
     if redact_text(text) != text:
-        return "its text holds what looks like a secret (a token, key or password)"
+        return "its content holds what looks like a secret (a token, key or password)"
+    if not image and b"\x00" in data:
+        return "a binary file (not an image), whose content cannot be checked for secrets"
     return None
 
 
@@ -44,6 +46,8 @@ def file_risk(path: str, workdir: Path) -> str | None:
         target = (workdir / path).resolve()
         if not target.is_relative_to(root) or not target.is_file():
             return None
+        if redact_text(path) != path:  # its name is shown to everyone in the conversation
+            return "its name looks like a secret (a token, key or password)"
         if target.relative_to(root).parts[0] == KEPT:
             return (
                 "a file clawgate keeps for conversations (an attachment, a tool's whole "

@@ -201,7 +201,8 @@ async def test_a_quote_reply_chain_is_walked_and_an_api_error_costs_only_the_con
     await answered(h, asking, "waits for a lock")
     assert asked(fake_openai, 0).splitlines()[1:-2] == [
         "Bob Builder (feishu:ou_bob): the deploy script hangs",
-        "cli_ci (a bot): on step 3",  # another app's message: context, never the bot's own
+        # another app's message: context, never the bot's own
+        "cli_ci (a bot; its name is its own): on step 3",
     ]
     assert [c.target_id for c in feishu.calls() if c.kind == "get"] == [second_id, first_id]
 

@@ -127,6 +127,31 @@ def test_links_show_the_host_they_go_to_outside_code() -> None:
     assert masked == "[repo (github.com)](https://[redacted]@github.com/org/repo)"
 
 
+@pytest.mark.parametrize(
+    ("link", "shown"),
+    [
+        ("[docs](HTTPS://evil.example/x)", "[docs (evil.example)](HTTPS://evil.example/x)"),
+        ("[docs](https://evil.example/x 't')", "[docs (evil.example)](https://evil.example/x 't')"),
+        ("[docs](https://evil.example/x (t))", "[docs (evil.example)](https://evil.example/x (t))"),
+        ("[docs](https://evil.example/a(b)c)", "[docs (evil.example)](https://evil.example/a(b)c)"),
+        # The host as a path part of another host is not the host shown.
+        (
+            "[https://github.com/a.co](https://a.co/x)",
+            "[https://github.com/a.co (a.co)](https://a.co/x)",
+        ),
+        ("[see a.co](https://a.co/x)", "[see a.co](https://a.co/x)"),
+        (
+            "[docs][1] and [evil.example][]\n\n[1]: https://evil.example/x\n"
+            "[evil.example]: https://evil.example/",
+            "[docs (evil.example)](https://evil.example/x) and [evil.example](https://evil.example/)"
+            "\n\n[1]: https://evil.example/x\n[evil.example]: https://evil.example/",
+        ),
+    ],
+)
+def test_no_link_form_hides_its_host(link: str, shown: str) -> None:
+    assert honest_links(link) == shown
+
+
 def test_a_transform_reaches_everything_but_code() -> None:
     text = "\n\na <b> `x<y`\n\n```html\n<at id=all></at>\n```\n\n<at id=all></at>\n"
     escaped = outside_code(text, lambda part: part.replace("<", "&lt;"))

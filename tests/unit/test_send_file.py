@@ -28,6 +28,10 @@ def workdir(tmp_path: Path) -> Path:
     (root / ".env").write_text("A=1\n")
     (root / "docs").mkdir()
     (root / "docs" / "env.txt").symlink_to("../.env")
+    # An image header is six ASCII characters anyone can write before a token.
+    (root / "fake.gif").write_bytes(b"GIF89a\n" + f"deploy with token {TOKEN}\n".encode())
+    (root / "inside.png").write_bytes(PNG + f"token {TOKEN}".encode())
+    (root / f"{TOKEN}.txt").write_text("hello\n")  # the name is shown to everyone
     (root / ".clawgate" / "attachments" / "1.2").mkdir(parents=True)
     (root / ".clawgate" / "attachments" / "1.2" / "log.txt").write_text("ok\n")
     return root
@@ -40,6 +44,9 @@ def workdir(tmp_path: Path) -> Path:
         ("chart.png", Verdict.ALLOW, ""),
         ("bundle.tgz", Verdict.ASK, "a binary file (not an image)"),
         ("notes.txt", Verdict.ASK, "looks like a secret"),
+        ("fake.gif", Verdict.ASK, "looks like a secret"),
+        ("inside.png", Verdict.ASK, "looks like a secret"),
+        (f"{TOKEN}.txt", Verdict.ASK, "its name looks like a secret"),
         (".env", Verdict.DENY, "posts a secret to the conversation"),
         ("docs/env.txt", Verdict.DENY, "a link to .env"),
         ("deploy/id_rsa", Verdict.DENY, "posts a secret"),  # by name, even before it exists
@@ -101,8 +108,8 @@ async def test_the_tool_refuses_what_changed_is_too_big_or_did_not_post(workdir:
 
 
 def test_the_words_around_a_file_are_redacted_its_bytes_are_not() -> None:
-    event = FileShared("a\u202etxt.exe", TOKEN.encode(), f"key {TOKEN}", "a.txt", "k")
+    event = FileShared(f"a\u202e{TOKEN}.exe", TOKEN.encode(), f"key {TOKEN}", f"{TOKEN}.x", "k")
     shown = redacted(event)
     assert isinstance(shown, FileShared)
-    assert TOKEN not in shown.title and "\\u202e" in shown.name
+    assert TOKEN not in shown.title + shown.name + shown.path and "\\u202e" in shown.name
     assert shown.data == TOKEN.encode()  # what the judge or an approver let out, as it is
