@@ -7,8 +7,11 @@ Each platform may register a `Reader` with the router; without one a message is 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
+from adapters.thread_context import ContextLimits
+from runtime.attachments import AttachmentLimits
 from runtime.queue.inbound import Inbound
 
 
@@ -19,6 +22,16 @@ class Prompt:
 
     text: str
     images: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingLimits:
+    """What every platform's reader is given: the work dir attachments are stored in, and how
+    much of a thread and of attached files it takes."""
+
+    workdir: Path
+    context: ContextLimits
+    attachments: AttachmentLimits
 
 
 class Reader(Protocol):

@@ -328,16 +328,15 @@ def _slack_reader(
     router: Router,
 ) -> SlackReader:
     """What the model gets of a Slack message: the thread before it, the files attached."""
-    from adapters.slack.history import History, Names  # noqa: PLC0415 - only with Slack
-    from adapters.slack.reading import Limits, SlackReader  # noqa: PLC0415
+    from adapters.slack.history import History, names  # noqa: PLC0415 - only with Slack
+    from adapters.slack.reading import SlackReader  # noqa: PLC0415
 
     return SlackReader(
         client,
-        History(client, identity, Names(client)),
+        History(client, identity, names(client)),
         http,
-        workdir=settings.workdir,
         policies=runtime.policies,
-        limits=Limits(settings.context_limits(), settings.attachment_limits()),
+        limits=settings.reading_limits(),
         send=router.send,
         knows=runtime.knows,
     )
@@ -411,17 +410,14 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
 def _feishu_reader(
     settings: Settings, feishu: FeishuAdapter, runtime: Runtime, router: Router
 ) -> FeishuReader:
-    from adapters.feishu.reading import FeishuReader, ReaderSettings  # noqa: PLC0415
+    from adapters.feishu.reading import FeishuReader  # noqa: PLC0415
 
     assert settings.feishu_app_id is not None
-    limits = ReaderSettings(
-        settings.workdir, settings.context_limits(), settings.attachment_limits()
-    )
     return FeishuReader(
         feishu.channel.client,
         settings.feishu_app_id,
         feishu.identity.open_id,
-        limits,
+        settings.reading_limits(),
         runtime.policies,
         router,
         runtime.knows,

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from adapters.long_answer import DEFAULT_FILE_CHARS
+from adapters.reading import ReadingLimits
 from adapters.thread_context import DEFAULT_CHARS, DEFAULT_MESSAGES, ContextLimits, Outsiders
 from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
 from runtime.attachments import DEFAULT_MAX_BYTES, DEFAULT_TYPES, AttachmentLimits
@@ -331,13 +332,17 @@ class Settings(BaseSettings):
             return self.inbox_partitions
         return CLUSTER_INBOX_PARTITIONS if self.redis_cluster else 1
 
-    def context_limits(self) -> ContextLimits:
-        return ContextLimits(
-            self.thread_context_messages, self.thread_context_chars, self.thread_context_outsiders
+    def reading_limits(self) -> ReadingLimits:
+        """What the platforms' readers take of a thread and of attached files."""
+        return ReadingLimits(
+            self.workdir,
+            ContextLimits(
+                self.thread_context_messages,
+                self.thread_context_chars,
+                self.thread_context_outsiders,
+            ),
+            AttachmentLimits(self.attachment_max_bytes, tuple(self.attachment_types)),
         )
-
-    def attachment_limits(self) -> AttachmentLimits:
-        return AttachmentLimits(self.attachment_max_bytes, tuple(self.attachment_types))
 
     @property
     def uses_demo_model(self) -> bool:

@@ -13,8 +13,8 @@ from typing import Any
 
 from adapters.feishu.content import read_content
 from adapters.feishu.history import History, HistoryError, Where
-from adapters.feishu.people import Names
 from adapters.feishu.resources import DownloadFailed, Resources
+from adapters.names import NameCache
 from adapters.thread_context import ContextLimits, Said
 from runtime.attachments import AttachmentRefused, Stored
 from runtime.models import Actor, ConversationRef
@@ -37,7 +37,7 @@ class ThreadContext:
     def __init__(
         self,
         history: History,
-        names: Names,
+        names: NameCache,
         resources: Resources,
         limits: ContextLimits,
         policies: PolicyService,

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from adapters.feishu.content import READS
 from adapters.feishu.context import ThreadContext
 from adapters.feishu.history import History
-from adapters.feishu.people import Names
+from adapters.feishu.people import names
 from adapters.feishu.resources import DownloadFailed, Resources
-from adapters.reading import Prompt
-from adapters.thread_context import ContextLimits, render, with_context
-from runtime.attachments import AttachmentLimits, AttachmentRefused, Stored
+from adapters.reading import Prompt, ReadingLimits
+from adapters.thread_context import render, with_context
+from runtime.attachments import AttachmentRefused, Stored
 from runtime.channel import Channel, Reply
 from runtime.policy.service import PolicyService
 from runtime.queue.inbound import Inbound
@@ -28,20 +26,13 @@ from runtime.redact import shown
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ReaderSettings:
-    workdir: Path
-    context: ContextLimits
-    attachments: AttachmentLimits
-
-
 class FeishuReader:
     def __init__(
         self,
         client: Any,
         app_id: str,
         bot_open_id: str,
-        settings: ReaderSettings,
+        settings: ReadingLimits,
         policies: PolicyService,
         channel: Channel,
         knows: Callable[[str], Awaitable[bool]],
@@ -50,8 +41,9 @@ class FeishuReader:
         (a direct chat's earlier messages are context on its first message only)."""
         self.resources = Resources(client, settings.workdir, settings.attachments)
         history = History(client, app_id, bot_open_id)
-        names = Names(client)
-        self.context = ThreadContext(history, names, self.resources, settings.context, policies)
+        self.context = ThreadContext(
+            history, names(client), self.resources, settings.context, policies
+        )
         self.limits = settings.context
         self.policies = policies
         self.channel = channel

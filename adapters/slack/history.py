@@ -10,7 +10,7 @@ context. Logs name the error, never a message's text.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +18,7 @@ from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.names import NameCache
 from adapters.slack.inbound import PLATFORM, SlackIdentity
 from adapters.slack.text import clean_text
 from adapters.thread_context import Said
@@ -32,39 +33,28 @@ NAMES_CACHED = 2048  # display names kept in memory, the least recently used dro
 _SPOKEN = (None, "thread_broadcast", "file_share", "bot_message", "me_message")
 
 
-class Names:
-    """Display names by Slack user id, looked up once per process (bounded): a name that
+def names(client: AsyncWebClient, size: int = NAMES_CACHED) -> NameCache:
+    """Display names by Slack user id (`users.info`), kept for the process: a name that
     cannot be looked up is the id (and asked again next time)."""
 
-    def __init__(self, client: AsyncWebClient, size: int = NAMES_CACHED) -> None:
-        self.client = client
-        self.size = size
-        self._known: OrderedDict[str, str] = OrderedDict()
-
-    async def of(self, user: str) -> str:
-        if user in self._known:
-            self._known.move_to_end(user)
-            return self._known[user]
+    async def look_up(user: str) -> str | None:
         try:
-            answer = await self.client.users_info(user=user)
+            answer = await client.users_info(user=user)
         except (SlackApiError, ClientError, TimeoutError) as exc:
             log.warning("slack: users.info failed (%s): the id stands for the name", _why(exc))
-            return user
+            return None
         found = answer.get("user") or {}
         profile = found.get("profile") or {}
-        name = str(
-            profile.get("display_name") or found.get("real_name") or found.get("name") or user
-        )
-        self._known[user] = name
-        if len(self._known) > self.size:
-            self._known.popitem(last=False)
-        return name
+        name = profile.get("display_name") or found.get("real_name") or found.get("name")
+        return str(name) if name else None
+
+    return NameCache(look_up, size)
 
 
 class History:
     """The unseen messages of a conversation, at most `keep` (the most recent), oldest first."""
 
-    def __init__(self, client: AsyncWebClient, identity: SlackIdentity, names: Names) -> None:
+    def __init__(self, client: AsyncWebClient, identity: SlackIdentity, names: NameCache) -> None:
         self.client = client
         self.identity = identity
         self.names = names
@@ -144,7 +134,7 @@ class History:
             name = profile.get("name") or message.get("username") or message.get("bot_id")
             return Said(None, str(name or "a bot"), text)
         actor = Actor(platform=PLATFORM, user_id=user)
-        return Said(actor, await self.names.of(user), text)
+        return Said(actor, await self.names.name(user), text)
 
 
 def _before(message: Mapping[str, Any], ts: str) -> bool:

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from aiohttp import ClientError, ClientSession
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from yarl import URL
 
-from adapters.reading import Prompt
+from adapters.reading import Prompt, ReadingLimits
 from adapters.slack.download import DownloadFailed, download
 from adapters.slack.history import History
-from adapters.thread_context import ContextLimits, render, with_context
-from runtime.attachments import AttachmentLimits, AttachmentRefused, Stored, store
+from adapters.thread_context import render, with_context
+from runtime.attachments import AttachmentRefused, Stored, store
 from runtime.channel import Event, MessageRef, Reply
 from runtime.models import ConversationRef
 from runtime.policy.service import PolicyService
@@ -37,12 +35,6 @@ Send = Callable[[ConversationRef, Event], Awaitable[MessageRef | None]]
 Knows = Callable[[str], Awaitable[bool]]
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    context: ContextLimits
-    attachments: AttachmentLimits
-
-
 class SlackReader:
     def __init__(
         self,
@@ -50,9 +42,8 @@ class SlackReader:
         history: History,
         http: ClientSession,
         *,
-        workdir: Path,
         policies: PolicyService,
-        limits: Limits,
+        limits: ReadingLimits,
         send: Send,
         knows: Knows,
     ) -> None:
@@ -62,7 +53,6 @@ class SlackReader:
         self.client = client
         self.history = history
         self.http = http
-        self.workdir = workdir
         self.policies = policies
         self.limits = limits
         self.send = send
@@ -127,7 +117,7 @@ class SlackReader:
                 attachment.mimetype,
             )
 
-        return await store(self.workdir, message, attachment, fetch, self.limits.attachments)
+        return await store(self.limits.workdir, message, attachment, fetch, self.limits.attachments)
 
     async def _url(self, attachment: Attachment) -> str:
         """Its download URL: in the event, or (Slack Connect's `check_file_info`) from
