@@ -26,16 +26,10 @@ from runtime.attachments import (
     store,
     stored_name,
 )
+from runtime.file_types import image_type
 from runtime.queue.inbound import Attachment
 
 SNIFF = 4096  # bytes read to tell a type
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-    (b"%PDF-", "application/pdf"),
-)
 _EXTENSIONS = {
     "image/png": ".png",
     "image/jpeg": ".jpg",
@@ -118,11 +112,11 @@ class Resources:
 
 def sniff(head: bytes) -> str:
     """The type of a file from its first bytes: a known image (or PDF), text, or unknown."""
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            return kind
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
+    image = image_type(head)
+    if image is not None:
+        return image
+    if head.startswith(b"%PDF-"):
+        return "application/pdf"
     if b"\x00" in head:
         return UNKNOWN_TYPE
     try:

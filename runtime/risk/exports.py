@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runtime.file_types import image_type
 from runtime.redact import redact_text
 
 SCAN_BYTES = 64 * 1024 * 1024  # read at most this much of a file to judge it
 KEPT = ".clawgate"  # where clawgate keeps attachments and outputs in the work dir
-_IMAGES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 
 
 def is_image(data: bytes) -> bool:
     """PNG, JPEG, GIF or WebP, by its first bytes."""
-    webp = data[:4] == b"RIFF" and data[8:12] == b"WEBP"
-    return webp or data.startswith(_IMAGES)
+    return image_type(data) is not None
 
 
 def content_risk(data: bytes) -> str | None:
