@@ -192,6 +192,18 @@ async def _grants(
         return "Cannot reach Redis, so grants were neither read nor changed; try again."
 
 
+def steerable(inbound: Inbound) -> bool:
+    """Whether a queued input may join its requester's running run (runtime/queue/steering.py):
+    a plain message with text, no command (a `/cancel` keeps its place and cancels), no file
+    for the reader to fetch."""
+    if inbound.kind != "input" or inbound.approval_id or inbound.attachments:
+        return False
+    try:
+        return parse_command(inbound.text) is None and bool(inbound.text.strip())
+    except CommandError:
+        return False
+
+
 async def handle_inbound(
     runtime: Runtime, router: Router, inbound: Inbound, job: str
 ) -> RunResult | None:

@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from redis.asyncio import Redis
 
 from adapters.console.relay import ConsoleRelay
-from adapters.dispatch import handle_inbound
+from adapters.dispatch import handle_inbound, steerable
 from adapters.http import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, MAX_BODY
 from adapters.router import Router
 from bot.doctor import policy_file_problem, print_serving_checks
@@ -39,6 +39,7 @@ from runtime.policy.model import PolicyDocument
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox, Job
 from runtime.queue.ingest import Ingest
+from runtime.queue.steering import Steering
 from runtime.queue.worker import Worker, sweep_forever
 from runtime.redact import shown_url
 from runtime.shutdown import cancel
@@ -263,6 +264,7 @@ async def _build(
         approvals=approvals,
         release=_release_through(ingest),
         mcp=mcp,
+        steering=Steering(inbox, steerable) if settings.steering == "steer" else None,
     )
     slack = feishu = None
     if settings.slack_enabled:

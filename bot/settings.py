@@ -142,6 +142,9 @@ class Settings(BaseSettings):
         "default", alias="CLAWGATE_INGEST_DURABILITY"
     )
     shutdown_grace: float = Field(20.0, alias="CLAWGATE_SHUTDOWN_GRACE", ge=0)
+    # steer: the requester's messages sent while their run works join it at its next model
+    # step; queue: they wait for the run to end, each its own run.
+    steering: Literal["steer", "queue"] = Field("steer", alias="CLAWGATE_STEERING")
     # What one client can hold of the HTTP server (bot/http_limits.py): seconds for request
     # headers (also the idle keep-alive), for a body, and connections open at once.
     http_header_timeout: float = Field(10.0, alias="CLAWGATE_HTTP_HEADER_TIMEOUT", gt=0, le=600)

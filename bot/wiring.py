@@ -21,6 +21,7 @@ from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
+from runtime.queue.steering import Steering
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.base import Tool
@@ -166,11 +167,12 @@ def build_runtime(
     approvals: ApprovalStore | None = None,
     release: Release | None = None,
     mcp: McpServers | None = None,
+    steering: Steering | None = None,
 ) -> Runtime:
     """`sandbox`: probed from the settings when not given; `approvals`: the store the
     process's ingest shares (made here when not given); `release`: how held messages run once
     a wait ends outside a run (see Runtime); `mcp`: the policy file's MCP servers (made here
-    when not given; whoever made them closes them)."""
+    when not given; whoever made them closes them); `steering`: see Runtime."""
     config = RuntimeConfig(
         workdir=settings.workdir,
         max_steps=settings.max_steps,
@@ -218,4 +220,5 @@ def build_runtime(
         audit=audit,
         tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
         release=release,
+        steering=steering,
     )

@@ -43,14 +43,10 @@ from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.metrics import RUNS
 from runtime.middleware.chain import Middleware
 from runtime.middleware.default import default_chain
-from runtime.models import (
-    Actor,
-    ConversationRef,
-    RunResult,
-    StopReason,
-)
+from runtime.models import Actor, ConversationRef, RunResult, StopReason
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
+from runtime.queue.steering import Steering
 from runtime.retake import Retake
 from runtime.store.history import HistoryStore, encode_message
 from runtime.store.runs import Entry, RunJournal, held_job, new_job
@@ -60,7 +56,6 @@ from runtime.tracing import hooks as tracing
 from runtime.tracing.recorder import Tracer
 
 log = logging.getLogger(__name__)
-
 DEFAULT_SYSTEM_PROMPT = (
     "You are clawgate, a careful engineering assistant working inside a team chat. "
     "You can use tools on the files of one work directory. Prefer reading before changing. "
@@ -100,13 +95,16 @@ class Runtime:
         audit: AuditLog | None = None,
         tracer: Tracer | None = None,
         middlewares: Sequence[Middleware] | None = None,
+        steering: Steering | None = None,
     ) -> None:
         """`release` runs the messages a session held once its wait ended outside a run (an
         expiry, a crashed execution): None runs them right here (a single-process chat);
         a server queues them in the session's lane instead, so they never run beside it.
         `audit` is the global audit trail (default: on the approvals' Redis and prefix).
-        `middlewares`: the chain of every tool call (default: runtime.middleware.default_chain)."""
+        `middlewares`: the chain of every tool call (default: runtime.middleware.default_chain).
+        `steering`: the requester's messages join their running run (None: they queue)."""
         self.config = config
+        self.steering = steering
         self.release = release
         self.provider = provider
         self.registry = registry
@@ -217,6 +215,8 @@ class Runtime:
             await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation, entry.state == "again")
         state = RunState.of(entry.window, session, ctx, emit)
+        if self.steering is not None and not held:  # a held message's job left its lane
+            state.steer = self.steering.port(self.runs, session, message.job, message.actor)
         work = self.retake(state, entry.start) if entry.state == "again" else self.loop.run(state)
         async with self.tracer.trace(
             "agent.run", session=session, actor=message.actor.key, payloads={"input": message.text}

@@ -8,7 +8,7 @@ checkpointing that is the caller's job (see agent.py), so the loop never waits f
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from runtime.audit import AuditLog
@@ -48,6 +48,9 @@ EMPTY_ANSWER = "(the model returned an empty answer)"
 # start and before the step's calls run when older (a deny made while the model answered
 # applies to the calls of that answer). Saves a Redis round trip per quick step.
 POLICY_MAX_AGE = 1.0
+# A run's steering port (runtime/queue/steering.py): given the session's history length the run
+# knows, the messages its requester sent meanwhile that joined it there (already in history).
+Steer = Callable[[int], Awaitable[list[Message]]]
 
 
 @dataclass(slots=True)
@@ -69,6 +72,7 @@ class RunState:
     policy_read_at: float = 0.0  # time.monotonic() of the policy on ctx
     base: int = 0  # the session's index of history[0]
     summary: Summary | None = None  # stands for the history before the window (runtime/context)
+    steer: Steer | None = None  # None: messages sent meanwhile wait for the run to end
 
     @classmethod
     def of(
@@ -248,10 +252,22 @@ class AgentLoop:
             stop = await self.run_batch(state, reply.tool_calls, 0, [], head=[reply])
             if stop is not None:
                 return stop
+            await self._steer(state)
         await state.emit(
             Reply(f"Stopped after {state.step} steps without a final answer (max_steps).")
         )
         return self.result(state, StopReason.MAX_STEPS), None
+
+    async def _steer(self, state: RunState) -> None:
+        """At the boundary after the tools' results, messages the requester sent meanwhile
+        join the run (one Redis read when none did). Not when no step is left to answer
+        them, nor once the run is cancelled: they run after it instead."""
+        if state.steer is None or state.step >= self.max_steps or state.ctx.cancelled.is_set():
+            return
+        joined = await state.steer(state.end)
+        if joined:
+            state.history.extend(joined)
+            tracing.annotate(steered=len(joined))  # on the step whose results they follow
 
     async def run_batch(
         self,

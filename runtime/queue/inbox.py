@@ -57,6 +57,28 @@ redis.call('DEL', KEYS[3])
 return redis.call('LINDEX', KEYS[2], 0)
 """
 
+# KEYS: stream, lane (one partition's)   ARGV: the job heading the lane, how many to look at
+# behind it.  The jobs queued behind it, {id, payload, ...} in lane order; none unless it heads
+# the lane (a run that is no lane's head has no one queued behind it).
+BEHIND = """
+local ids = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[2]))
+if ids[1] ~= ARGV[1] then return {} end
+local found = {}
+for i = 2, #ids do
+  local entry = redis.call('XRANGE', KEYS[1], ids[i], ids[i])[1]
+  if entry then
+    local fields = entry[2]
+    for f = 1, #fields, 2 do
+      if fields[f] == 'job' then
+        found[#found + 1] = ids[i]
+        found[#found + 1] = fields[f + 1]
+      end
+    end
+  end
+end
+return found
+"""
+
 # KEYS: stream   ARGV: group, consumer, ids...  Resets the idle time of the jobs the consumer
 # still owns; returns those it lost (reclaimed by another worker while this one stalled).
 KEEP = """
@@ -256,6 +278,17 @@ class Inbox:
     async def head(self, lane: str) -> str | None:
         head = await self.redis.lindex(self.lane_key(lane), 0)
         return None if head is None else str(head)
+
+    async def behind(self, lane: str, job: str, count: int) -> list[Job]:
+        """Up to `count` jobs queued behind `job` in its lane, in order, in one round trip;
+        none unless `job` heads the lane."""
+        partition = self.partition_of(lane)
+        keys = [self.streams[partition], self.lane_key(lane)]
+        flat = await self.redis.eval(BEHIND, 2, *keys, job, count)
+        return [
+            Job(str(entry_id), lane, str(payload), partition=partition)
+            for entry_id, payload in zip(flat[::2], flat[1::2], strict=True)
+        ]
 
     async def ack(self, job: Job) -> str | None:
         """Finish a job; returns the id now heading its lane."""

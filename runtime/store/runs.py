@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from redis.asyncio import Redis
 
+from runtime.lease import guard
 from runtime.models import Message
 from runtime.store.history import Window, read_window
 from runtime.store.keys import Keys
@@ -93,6 +94,30 @@ if ARGV[2] ~= '' and redis.call('LINDEX', KEYS[2], 0) == ARGV[2] then
 end
 """
 
+# KEYS: run, history, jobs   ARGV: the running job, the history length it knows, ttl ms, then
+# (job, user message) pairs.  Messages queued behind a running run join it (steering): each
+# appended to history with its job recorded as run, in one step, so that entering that job
+# later finds an earlier run of the session's that finished (nothing happens) and a crash
+# anywhere neither loses nor doubles one. Only while that run is the latest and unfinished
+# and history is as it knows it; else false. Per job: 1 joined now, 0 joined before.
+JOIN = """
+local mark = redis.call('HMGET', KEYS[1], 'job', 'done')
+if mark[1] ~= ARGV[1] or mark[2] ~= '0' or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then
+  return false
+end
+local fates = {}
+for i = 4, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[3], ARGV[i], 'joined') == 1 then
+    redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+    fates[#fates + 1] = 1
+  else
+    fates[#fates + 1] = 0
+  end
+end
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return fates
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -138,6 +163,7 @@ class RunJournal:
         self._enter = redis.register_script(ENTER)
         self._start_held = redis.register_script(START_HELD)
         self._finish = redis.register_script(FINISH)
+        self._join = redis.register_script(JOIN)
 
     def _keys(self, session: str) -> list[str]:
         k = self.keys
@@ -189,6 +215,19 @@ class RunJournal:
         leaves the held list now, not before."""
         keys = [self.keys.run(session), self.keys.held(session)]
         await self._finish(keys=keys, args=[job, held])
+
+    async def join(
+        self, session: str, job: str, end: int, messages: Sequence[tuple[str, str]]
+    ) -> list[bool] | None:
+        """The (job, user message JSON) `messages` join the running run of `job`, whose
+        history ends at `end`: per message, whether it joined now (False: it had joined
+        before); None when that run cannot take them (it ended, or history moved on)."""
+        await guard()
+        keys = [self.keys.run(session), self.keys.history(session), self.keys.runs(session)]
+        args: list[str | int] = [job, end, self.held_ttl_ms]
+        args += [part for pair in messages for part in pair]
+        fates = await self._join(keys=keys, args=args)
+        return None if not fates else [int(fate) == 1 for fate in fates]
 
     async def latest(self, session: str) -> Entry:
         """The session's latest run, as a retake continues it (its window read only when it
