@@ -17,6 +17,7 @@ from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
 from runtime.queue.inbound import Inbound
+from runtime.queue.steering import Kind
 from runtime.redact import shown
 
 Say = Callable[[str], Awaitable[None]]
@@ -30,7 +31,8 @@ HELP = """Commands:
                                 /approve k3x9 edit {"command": "rm -rf build/tmp"}
   /reject <id> [reason]         refuse it; the model is told who refused and why
   /pending                      approvals waiting in this conversation
-  /cancel                       withdraw this session's pending approval
+  /cancel                       stop this session's running request (at its next step)
+                                or withdraw its pending approval
   /policy show                  the tools and approval rules here, and where they come from
   /policy grants                what "approve always" allows here, by whom, until when
   /policy revoke <grant>        remove a grant (admins, or whoever granted it)
@@ -133,7 +135,7 @@ async def _command(
         await say("\n".join(map(render_pending, notices)) or "No approvals are pending.")
     elif command.name == "cancel":
         try:
-            await say(await runtime.cancel(session, actor, conversation))
+            await say(await runtime.cancel(session, actor, conversation, job))
         except RedisError:
             await say("Cannot reach Redis, so nothing was cancelled; try again shortly.")
     elif command.policy_action in ("grants", "revoke"):
@@ -192,16 +194,19 @@ async def _grants(
         return "Cannot reach Redis, so grants were neither read nor changed; try again."
 
 
-def steerable(inbound: Inbound) -> bool:
-    """Whether a queued input may join its requester's running run (runtime/queue/steering.py):
-    a plain message with text, no command (a `/cancel` keeps its place and cancels), no file
-    for the reader to fetch."""
+def steering_kind(inbound: Inbound) -> Kind:
+    """What a queued input is to the running run it waits behind (runtime/queue/steering.py):
+    a plain message with text (no command, no file for the reader to fetch) may join it, a
+    `/cancel` stops it, anything else waits its turn."""
     if inbound.kind != "input" or inbound.approval_id or inbound.attachments:
-        return False
+        return "other"
     try:
-        return parse_command(inbound.text) is None and bool(inbound.text.strip())
+        command = parse_command(inbound.text)
     except CommandError:
-        return False
+        return "other"
+    if command is None:
+        return "message" if inbound.text.strip() else "other"
+    return "cancel" if command.name == "cancel" else "other"
 
 
 async def handle_inbound(

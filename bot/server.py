@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from redis.asyncio import Redis
 
 from adapters.console.relay import ConsoleRelay
-from adapters.dispatch import handle_inbound, steerable
+from adapters.dispatch import handle_inbound, steering_kind
 from adapters.http import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, MAX_BODY
 from adapters.router import Router
 from bot.doctor import policy_file_problem, print_serving_checks
@@ -264,7 +264,7 @@ async def _build(
         approvals=approvals,
         release=_release_through(ingest),
         mcp=mcp,
-        steering=Steering(inbox, steerable) if settings.steering == "steer" else None,
+        steering=Steering(inbox, steering_kind) if settings.steering == "steer" else None,
     )
     slack = feishu = None
     if settings.slack_enabled:

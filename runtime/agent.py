@@ -29,14 +29,7 @@ from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
 from runtime.audit import AuditLog
-from runtime.channel import (
-    ApprovalNotice,
-    Channel,
-    Event,
-    Notice,
-    RedactingChannel,
-    RunFinished,
-)
+from runtime.channel import ApprovalNotice, Channel, Event, Notice, RedactingChannel, RunFinished
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
@@ -424,14 +417,19 @@ class Runtime:
                 result = await self._run_entry(session, message, entry, held=raw)
         return result
 
-    async def cancel(self, session: str, actor: Actor, conversation: ConversationRef) -> str:
+    async def cancel(
+        self, session: str, actor: Actor, conversation: ConversationRef, job: str = ""
+    ) -> str:
         """Stop the session's running request (in this process) and withdraw its pending
-        approval, if any."""
+        approval, if any. `job`: the `/cancel`'s inbox entry (a run it was queued behind
+        stopped at its next step: runtime/queue/steering.py)."""
         said = []
         event = self._cancels.get(session)
         if event is not None:
             event.set()
             said.append("Stopping the running request.")
+        elif job and await self.runs.stopped_for(session, job):
+            said.append("The running request stopped at its next step.")
         approval_id = await self.approvals.pending_id(session)
         loaded = None if approval_id is None else await self.approvals.load(approval_id)
         if loaded is not None:

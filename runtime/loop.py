@@ -8,7 +8,7 @@ checkpointing that is the caller's job (see agent.py), so the loop never waits f
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from runtime.audit import AuditLog
@@ -32,6 +32,7 @@ from runtime.models import (
 )
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderError, Streaming
+from runtime.steer import Steer
 from runtime.store.history import HistoryStore, Window
 from runtime.store.summary import Summary
 from runtime.tools.base import ToolContext
@@ -48,9 +49,6 @@ EMPTY_ANSWER = "(the model returned an empty answer)"
 # start and before the step's calls run when older (a deny made while the model answered
 # applies to the calls of that answer). Saves a Redis round trip per quick step.
 POLICY_MAX_AGE = 1.0
-# A run's steering port (runtime/queue/steering.py): given the session's history length the run
-# knows, the messages its requester sent meanwhile that joined it there (already in history).
-Steer = Callable[[int], Awaitable[list[Message]]]
 
 
 @dataclass(slots=True)
@@ -260,14 +258,17 @@ class AgentLoop:
 
     async def _steer(self, state: RunState) -> None:
         """At the boundary after the tools' results, messages the requester sent meanwhile
-        join the run (one Redis read when none did). Not when no step is left to answer
-        them, nor once the run is cancelled: they run after it instead."""
+        join the run, or a `/cancel` sent meanwhile stops it (one Redis read when there is
+        neither). Not when no step is left to answer them, nor once the run is cancelled:
+        they run after it instead."""
         if state.steer is None or state.step >= self.max_steps or state.ctx.cancelled.is_set():
             return
-        joined = await state.steer(state.end)
-        if joined:
-            state.history.extend(joined)
-            tracing.annotate(steered=len(joined))  # on the step whose results they follow
+        steered = await state.steer(state.end)
+        if steered.cancel:
+            state.ctx.cancelled.set()
+        elif steered.joined:
+            state.history.extend(steered.joined)
+            tracing.annotate(steered=len(steered.joined))  # on the step they follow
 
     async def run_batch(
         self,

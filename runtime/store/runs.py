@@ -229,6 +229,18 @@ class RunJournal:
         fates = await self._join(keys=keys, args=args)
         return None if not fates else [int(fate) == 1 for fate in fates]
 
+    async def stop_for(self, session: str, job: str) -> None:
+        """A `/cancel` (`job`, queued behind the session's running run) stopped that run: its
+        answer, once its turn comes, says so (`stopped_for`)."""
+        await guard()
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(self.keys.runs(session), job, "cancel")
+        pipe.pexpire(self.keys.runs(session), self.held_ttl_ms)
+        await pipe.execute()
+
+    async def stopped_for(self, session: str, job: str) -> bool:
+        return await self.redis.hget(self.keys.runs(session), job) == "cancel"
+
     async def latest(self, session: str) -> Entry:
         """The session's latest run, as a retake continues it (its window read only when it
         did not finish)."""

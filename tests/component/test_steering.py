@@ -13,10 +13,18 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.dispatch import steerable
+from adapters.dispatch import steering_kind
 from runtime.agent import Runtime
-from runtime.channel import Reply
-from runtime.models import Actor, AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec
+from runtime.channel import Reply, RunFinished
+from runtime.models import (
+    Actor,
+    AssistantMessage,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+)
 from runtime.queue.inbound import Attachment, Inbound
 from runtime.queue.inbox import Inbox
 from runtime.queue.steering import SENT_MEANWHILE, Steering
@@ -101,7 +109,7 @@ def steering_runtime(
 ) -> tuple[Runtime, RecordingChannel]:
     (workdir / "notes.txt").write_text("notes\n")
     runtime, channel = make_runtime(redis, workdir, model)
-    runtime.steering = Steering(inbox, steerable)
+    runtime.steering = Steering(inbox, steering_kind)
     return runtime, channel
 
 
@@ -139,12 +147,11 @@ async def test_the_requesters_messages_join_the_run_in_order_and_others_keep_the
 @pytest.mark.parametrize(
     "behind",
     [
-        message("/cancel"),
         message("/pending"),
         message("here is the file", attachments=(Attachment(key="F1", name="a.txt"),)),
         message("me too", BOB),
     ],
-    ids=["cancel", "command", "file", "someone-else"],
+    ids=["command", "file", "someone-else"],
 )
 async def test_commands_files_and_other_peoples_messages_are_never_steered_in(
     redis: aioredis.Redis, workdir: Path, inbox: Inbox, behind: Inbound
@@ -206,3 +213,22 @@ async def test_a_crash_between_joining_and_acknowledging_neither_loses_nor_doubl
     await taker.run(SESSION, "not prod!", ALICE, HERE, job=steered)
     assert len(channel.events) == before and not model.steps
     assert users(await taker.history.load(SESSION)) == ["look", meanwhile("not prod!")]
+
+
+async def test_a_cancel_queued_behind_the_run_stops_it_at_its_next_step(
+    redis: aioredis.Redis, workdir: Path, inbox: Inbox
+) -> None:
+    model = Model(reads("c1"), says("never asked"))
+    runtime, channel = steering_runtime(redis, workdir, model, inbox)
+    run, mine, cancel = await queue(
+        inbox, message("look"), message("wait"), message("/cancel", BOB)
+    )
+    result = await runtime.run(SESSION, "look", ALICE, HERE, job=run)
+
+    assert result.stop_reason is StopReason.CANCELLED and len(model.sent) == 1
+    assert [e.stop_reason for e in channel.of(RunFinished)] == [StopReason.CANCELLED]
+    assert users(await runtime.history.load(SESSION)) == ["look"]  # "wait" did not join
+    assert await lane(inbox) == [run, mine, cancel]  # both answered in their turn
+    said = await runtime.cancel(SESSION, BOB, HERE, job=cancel)
+    assert said == "The running request stopped at its next step."
+    assert await runtime.cancel(SESSION, BOB, HERE, job="another") == "Nothing to cancel."
