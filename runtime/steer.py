@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from runtime.models import Message
 
+# What the model reads before a message that joined a run: it arrived while the model worked.
+SENT_MEANWHILE = "(sent while you were working) "
+
 
 @dataclass(frozen=True, slots=True)
 class Steered:

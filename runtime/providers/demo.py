@@ -7,6 +7,7 @@
     call <tool> <json arguments>   -> any tool with raw JSON arguments
 
 After the tools ran, the answer is their output. Anything else gets this grammar as a reply.
+A message that joined the run while it worked (steering) is read the same way.
 Asked for a summary of a conversation (runtime/context), it lists the user's latest requests.
 """
 
@@ -27,6 +28,7 @@ from runtime.models import (
     UserMessage,
 )
 from runtime.providers.base import SUMMARY_PROMPT
+from runtime.steer import SENT_MEANWHILE
 
 GRAMMAR = (
     "I am the offline demo model. I understand:\n"
@@ -84,7 +86,7 @@ class DemoProvider:
             return AssistantMessage(content=_summarize_results(messages))
         if not isinstance(last, UserMessage):
             return AssistantMessage(content=GRAMMAR)
-        request = parse_request(last.content)
+        request = parse_request(last.content.removeprefix(SENT_MEANWHILE))
         if request is None:
             return AssistantMessage(content=GRAMMAR)
         tool, arguments = request

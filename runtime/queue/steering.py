@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from runtime.models import Actor, UserMessage
 from runtime.queue.inbound import Inbound
-from runtime.queue.inbox import Inbox
-from runtime.steer import Steer, Steered
+from runtime.queue.inbox import Inbox, Job
+from runtime.steer import SENT_MEANWHILE, Steer, Steered
 from runtime.store.history import encode_message
 from runtime.store.runs import RunJournal
 
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 Kind = Literal["message", "cancel", "other"]
 Classify = Callable[[Inbound], Kind]
 LOOK_AHEAD = 8  # jobs behind the run read at one boundary; more join at the next one
-SENT_MEANWHILE = "(sent while you were working) {text}"
 
 
 class Steering:
@@ -49,7 +48,7 @@ class Steering:
 
         async def steer(end: int) -> Steered:
             behind = await self.inbox.behind(session, job, LOOK_AHEAD)
-            joining: list[tuple[str, UserMessage]] = []
+            joining: list[tuple[Job, UserMessage]] = []
             leading = True  # still among the requester's messages right behind the run
             for queued in behind:
                 try:
@@ -63,15 +62,15 @@ class Steering:
                     return Steered(cancel=True)
                 leading = leading and kind == "message" and inbound.actor.key == requester.key
                 if leading:
-                    text = SENT_MEANWHILE.format(text=inbound.text)
-                    joining.append((queued.id, UserMessage(content=text, actor=requester.key)))
+                    text = SENT_MEANWHILE + inbound.text
+                    joining.append((queued, UserMessage(content=text, actor=requester.key)))
             if not joining:
                 return Steered()
-            pairs = [(job_id, encode_message(message)) for job_id, message in joining]
+            pairs = [(queued.id, encode_message(message)) for queued, message in joining]
             fates = await journal.join(session, job, end, pairs)
             if fates is None:
                 return Steered()  # the run is not the session's latest any more: they wait
-            for queued in behind[: len(fates)]:
+            for queued, _ in joining:  # joined now or before: done with either way
                 await self.inbox.ack(queued)
             log.info("session %s: %d message(s) joined the running run", session, len(fates))
             joined = [message for (_, message), now in zip(joining, fates, strict=True) if now]

@@ -27,7 +27,8 @@ from runtime.models import (
 )
 from runtime.queue.inbound import Attachment, Inbound
 from runtime.queue.inbox import Inbox
-from runtime.queue.steering import SENT_MEANWHILE, Steering
+from runtime.queue.steering import Steering
+from runtime.steer import SENT_MEANWHILE
 from runtime.store.keys import Keys
 from tests.support import ALICE, HERE, PREFIX, RecordingChannel, make_runtime
 
@@ -68,7 +69,7 @@ def says(text: str) -> AssistantMessage:
 
 
 def meanwhile(text: str) -> str:
-    return SENT_MEANWHILE.format(text=text)
+    return SENT_MEANWHILE + text
 
 
 def users(messages: Sequence[Message]) -> list[str]:

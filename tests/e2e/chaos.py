@@ -297,6 +297,9 @@ class Chaos:
             CLAWGATE_WORKER_CONCURRENCY="8",
             CLAWGATE_SHUTDOWN_GRACE="2",
             CLAWGATE_SANDBOX="off",
+            # Every message its own run, answered under its tag (steering's crash safety:
+            # tests/component/test_steering.py).
+            CLAWGATE_STEERING="queue",
             CLAWGATE_APPROVERS=f"slack:{APPROVER}",
             CLAWGATE_INGEST_DURABILITY=durability,
             CLAWGATE_REDIS_CLUSTER=str(redis_server.cluster).lower(),

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtime.queue.steering import SENT_MEANWHILE
+from runtime.steer import SENT_MEANWHILE
 from tests.e2e.test_slack_serve import ALICE, BOB, CHANNEL, Harness, serving, session_of
 from tests.fake_openai import FakeOpenAI, Step, calls, reply
 from tests.fake_slack import FakeSlack, event_body, mention_event, message_event, next_ts
@@ -61,7 +61,7 @@ async def test_the_requesters_message_reaches_the_model_in_the_same_turn(
     assert len(model.requests) == 2  # one run: no second one for the message
     after_the_tool = model.requests[1]["messages"]
     assert [m["role"] for m in after_the_tool[-3:]] == ["assistant", "tool", "user"]
-    assert after_the_tool[-1]["content"] == SENT_MEANWHILE.format(text="not prod!")
+    assert after_the_tool[-1]["content"] == SENT_MEANWHILE + "not prod!"
     assert h.texts(thread_ts=ts).count(ANSWER) == 1
     assert await h.history_length(session_of(ts)) == 5  # asked, call, result, steered, answer
 

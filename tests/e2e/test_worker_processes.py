@@ -119,6 +119,9 @@ def serve_env(
         CLAWGATE_SHUTDOWN_GRACE="2",
         CLAWGATE_LOG_LEVEL="INFO",
         CLAWGATE_SANDBOX="off",
+        # Each message its own run: these tests follow lane order and takeovers of runs
+        # (steering, where follow-ups join a run, has its own: tests/e2e/test_steering.py).
+        CLAWGATE_STEERING="queue",
     )
     if fake is not None:
         env.update(
