@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -80,7 +80,8 @@ return found
 """
 
 # KEYS: stream   ARGV: group, consumer, ids...  Resets the idle time of the jobs the consumer
-# still owns; returns those it lost (reclaimed by another worker while this one stalled).
+# still owns; returns those it lost, each with why: {id, 'taken' (reclaimed by another worker
+# while this one stalled) or 'gone' (finished elsewhere: e.g. joined a running run), ...}.
 KEEP = """
 local lost = {}
 for i = 3, #ARGV do
@@ -89,6 +90,7 @@ for i = 3, #ARGV do
     redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
   else
     lost[#lost + 1] = ARGV[i]
+    lost[#lost + 1] = entry and 'taken' or 'gone'
   end
 end
 return lost
@@ -146,6 +148,9 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 3600000)
 )
 # KEYS: workers zset   ARGV: window ms
 POLLING = _NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')"
+
+
+Lost = Literal["taken", "gone"]  # why a worker no longer owns a job it held (Inbox.keep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,23 +305,24 @@ class Inbox:
         """Count a start of a job taken over from a stopped worker; returns the count."""
         return int(await self.redis.eval(STARTED, 1, self._starts_key(job), self.dedupe_ttl_ms))
 
-    async def keep(self, consumer: str, jobs: Sequence[Job]) -> set[tuple[int, str]]:
+    async def keep(self, consumer: str, jobs: Sequence[Job]) -> dict[tuple[int, str], Lost]:
         """Reset the idle time of jobs this consumer works on or waits to work on; returns
-        those (`Job.ref`) another consumer took over meanwhile. One script per partition
-        (its stream's slot), all in one round trip."""
+        those (`Job.ref`) it lost meanwhile: `taken` over by another consumer, or `gone`
+        (finished elsewhere). One script per partition (its stream's slot), all in one
+        round trip."""
         ids: dict[int, list[str]] = {}
         for job in jobs:
             ids.setdefault(job.partition, []).append(job.id)
         if not ids:
-            return set()
+            return {}
         pipe = self.redis.pipeline(transaction=False)
         for partition, some in ids.items():
             pipe.eval(KEEP, 1, self.streams[partition], GROUP, consumer, *some)
         replies = await pipe.execute()
         return {
-            (partition, str(job_id))
+            (partition, str(job_id)): "taken" if why == "taken" else "gone"
             for partition, lost in zip(ids, replies, strict=True)
-            for job_id in lost or []
+            for job_id, why in zip((lost or [])[::2], (lost or [])[1::2], strict=True)
         }
 
     async def reclaim(

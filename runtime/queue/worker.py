@@ -9,12 +9,12 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from redis.exceptions import RedisError
 
 from runtime.lease import CURRENT, Lease, LeaseLost
-from runtime.queue.inbox import Inbox, Job
+from runtime.queue.inbox import Inbox, Job, Lost
 from runtime.shutdown import cancel
 from runtime.store.connection import CLUSTER_OUTAGES, OUTAGES
 
@@ -145,7 +145,7 @@ class Worker:
         alive = await self.inbox.live(self.consumer, int(self.liveness_ttl * 1000))
         if alive and lapsed:
             held = [job for jobs in self._held.values() for job in jobs.values()]
-            alive = not await self.inbox.keep(self.consumer, held)
+            alive = self._let_go(await self.inbox.keep(self.consumer, held))
         if alive:
             self.lease.renewed(sent)
             if lapsed:
@@ -255,11 +255,22 @@ class Worker:
             except RETRIED as exc:
                 log.warning("inbox keepalive failed (%s)", exc)
                 continue
-            for job in held:
-                # Taken over while this process stalled: the new owner runs it.
-                if job.ref in lost and job.ref not in self._running:
+            self._let_go(lost)
+
+    def _let_go(self, lost: Mapping[tuple[int, str], Lost]) -> bool:
+        """Stop holding the waiting jobs this worker lost: taken over while this process
+        stalled (the new owner runs them), or finished elsewhere (a message that joined a
+        running run: runtime/queue/steering.py). False when one was taken, or one it runs
+        was lost: this worker's work is no longer its own."""
+        for ref, why in lost.items():
+            for jobs in self._held.values():
+                job = jobs.get(ref[1])
+                if job is None or job.ref != ref or ref in self._running:
+                    continue
+                if why == "taken":
                     log.warning("job %s was taken over by another worker", job.id)
-                    self._held.get(job.lane, {}).pop(job.id, None)
+                del jobs[job.id]
+        return all(why == "gone" and ref not in self._running for ref, why in lost.items())
 
     def _take(self, job: Job) -> None:
         self._held.setdefault(job.lane, {})[job.id] = job

@@ -191,8 +191,11 @@ async def test_keep_reports_jobs_another_consumer_took_over(
     [taken] = (await inbox.reclaim("B", min_idle_ms=200, count=1))[0]
     assert taken.id == mine
     # B keeps only what it owns
-    assert await inbox.keep("B", [jobs[mine], jobs[lost]]) == {(0, lost)}
+    assert await inbox.keep("B", [jobs[mine], jobs[lost]]) == {(0, lost): "taken"}
     assert await pending_ids(redis, inbox) == {mine: "B", lost: "A"}
+    # One finished elsewhere (a message that joined a running run) is gone, not taken.
+    await inbox.ack(jobs[lost])
+    assert await inbox.keep("B", [jobs[mine], jobs[lost]]) == {(0, lost): "gone"}
 
 
 async def test_reclaim_counts_deliveries_per_job(redis: aioredis.Redis, inbox: Inbox) -> None:
@@ -523,6 +526,26 @@ async def stalled_in_a_job(
     job = await put(inbox, "lane", "job")
     await wait_until(lambda: effects.started == [("w1", "job")])
     return first, job, stall(first)
+
+
+async def test_a_job_that_joined_a_running_run_is_let_go_by_the_worker_waiting_for_it(
+    inbox: Inbox, workers: list[Worker], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Steering acknowledges a message that joined the run ahead of it in its lane
+    (runtime/queue/steering.py): the worker that held it stops waiting for it, quietly."""
+    recorder = Recorder()
+    recorder.block = {"running": asyncio.Event()}
+    worker = await start(workers, inbox, recorder, "w1", reclaim_idle=1)
+    await put(inbox, "lane", "running")
+    joined = await put(inbox, "lane", "joined")
+    await wait_until(lambda: len(worker._held.get("lane", {})) == 2 and bool(recorder.started))
+    await inbox.ack(Job(joined, "lane", "joined"))  # what the running run's steering does
+    await wait_until(lambda: len(worker._held["lane"]) == 1)  # at its next keepalive
+    assert "taken over" not in caplog.text and not worker.lease.fenced.is_set()
+    recorder.block["running"].set()
+    await wait_until(lambda: not worker._lanes)
+    assert recorder.order("lane") == ["running"]
+    assert await inbox.depth() == (0, 0)
 
 
 async def test_a_worker_that_stalled_while_its_jobs_were_taken_over_does_nothing_more(
