@@ -29,6 +29,7 @@ from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import Sandbox, SandboxUnavailable, probe
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.send_file import SendFileTool
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
@@ -89,6 +90,7 @@ TOOL_NAMES = (
     BashTool.name,
     ExploreTool.name,
     SendFileTool.name,
+    ClarifyTool.name,
 )
 
 
@@ -204,7 +206,7 @@ def build_runtime(
         context_budget=settings.context_budget,
     )
     # Not the explorer's: a child that only reads posts nothing.
-    tools += [ExploreTool(explorer), SendFileTool(settings.send_file_max_bytes)]
+    tools += [ExploreTool(explorer), SendFileTool(settings.send_file_max_bytes), ClarifyTool()]
     registry = ToolRegistry(tools, enabled=settings.enabled_tools)  # checked in build_policies
     registry.add_source(mcp)  # the MCP tools: the policy decides where they are active
     return Runtime(

@@ -28,6 +28,7 @@ from runtime.approval.notices import (
     rejection,
     transition_message,
 )
+from runtime.approval.questions import answered, not_yours, resolve, who
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore, Transition
 from runtime.audit import AuditLog
@@ -60,12 +61,13 @@ def refused(message: str) -> Decision:
 @dataclass(frozen=True, slots=True)
 class Decided:
     """A recorded decision: the record, its checkpoint, the window of the session's history
-    right after the decision, and for a rejection the result it recorded for the call."""
+    right after the decision, and for a rejection or an answer the result it recorded for
+    the call."""
 
     record: ApprovalRecord
     checkpoint: Checkpoint
     window: Window
-    rejection: ToolResult | None
+    result: ToolResult | None
     held: int  # messages held when a rejection released the session
     # The conversation's policy read for the decision, and when: the resumed run uses it.
     policy: EffectivePolicy
@@ -117,8 +119,11 @@ class Decisions:
         self, actor: Actor, record: ApprovalRecord
     ) -> tuple[str | None, EffectivePolicy]:
         """Why `actor` may not decide `record` under its conversation's policy (None if they
-        may), and that policy."""
+        may), and that policy. A question: only the requester answers it."""
         policy = await self.policies.effective(record.conversation.id)
+        if record.is_question:
+            mine = actor.key == record.requester.key
+            return (None if mine else "only the person who asked may answer it"), policy
         refusal = policy.approver_policy().refusal(actor, record)
         escalated = record.escalated and actor.key in record.escalate_to
         if refusal is not None and escalated and actor.key != record.requester.key:
@@ -135,11 +140,13 @@ class Decisions:
         always: GrantTerms | None,
         job: str = "",
         edit: str | None = None,
+        answer: str | None = None,
     ) -> Decision | Decided | Retaken:
         """Check who may decide, then run the decision script: a refusal, what was decided
         (audited), or for a retake of `job` (the deciding job) its earlier decision. `edit`:
-        the call's arguments as the approver changed them (JSON), approved as edited."""
-        attempt = "approve" if approve else "reject"
+        the call's arguments as the approver changed them (JSON), approved as edited.
+        `answer`: the words answering a question (an option's number or text, or their own)."""
+        attempt = "answer" if answer is not None else "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
             message = f"unknown approval id {approval_id!r}"
@@ -158,6 +165,12 @@ class Decisions:
             return refused(
                 await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
             )
+        if record.is_question != (answer is not None):
+            return refused(await self._mismatch(record, actor, attempt, checkpoint))
+        if answer is not None:
+            answer, why = resolve(record, answer)
+            if answer is None:
+                return refused(why)
         # Only a pending call is edited: anything else is refused by DECIDE as decided, or,
         # for this job delivered again, retaken with the edit it recorded.
         if edit is not None and approve and record.status is ApprovalStatus.PENDING:
@@ -166,7 +179,9 @@ class Decisions:
                 return edited
             record, checkpoint = edited.record, edited.checkpoint
         call = checkpoint.calls[checkpoint.index]
-        rejected = None if approve else rejection(call, actor, reason)
+        recorded = None if approve else rejection(call, actor, reason)
+        if answer is not None:
+            recorded, reason = answered(call, answer), redact_text(answer)
         transition, window = await self.approvals.decide(
             record,
             approve,
@@ -176,10 +191,11 @@ class Decisions:
             checkpoint_hash(checkpoint),
             self.worker_id,
             self.liveness_ttl,
-            rejection=encode_message(rejected.to_message()) if rejected else "",
+            rejection=encode_message(recorded.to_message()) if recorded else "",
             last=is_last(checkpoint),
             job=job,
             window=True,
+            answer=answer,
         )
         if transition.outcome == "retaken":
             return Retaken(record, checkpoint)
@@ -190,12 +206,31 @@ class Decisions:
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)
             )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-        await self.approvals.changes.reset(record.session)  # the approver saw that list
+        if answer is not None:
+            status = ApprovalStatus.ANSWERED
+        else:
+            await self.approvals.changes.reset(record.session)  # the approver saw that list
         APPROVALS.labels(status.value).inc()
         DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
         decided = record.model_copy(
-            update={"status": status, "decided_by": actor.key, "reason": reason}
+            update={"status": status, "decided_by": actor.key, "reason": reason, "answer": answer}
         )
+        assert window is not None  # read for every decision made
+        made = Decided(
+            decided, checkpoint, window, recorded, transition.held, policy, policy_read_at
+        )
+        if answer is not None:
+            await self.audit.record(
+                "question_answered",
+                actor.key,
+                approval=record.id,
+                answer=reason,  # redacted
+                tool=record.tool,
+                session=record.session,
+                conversation=record.conversation.id,
+                trace=checkpoint.trace_id,
+            )
+            return made
         granting = always is not None and record.always is not AlwaysCover.NEVER
         await self.audit.record(
             "approval_decided",
@@ -210,16 +245,23 @@ class Decisions:
             conversation=record.conversation.id,
             trace=checkpoint.trace_id,
         )
-        assert window is not None  # read for every decision made
-        return Decided(
-            decided,
-            checkpoint,
-            window,
-            rejected,
-            transition.held,
-            policy,
-            policy_read_at,
+        return made
+
+    async def _mismatch(
+        self, record: ApprovalRecord, actor: Actor, attempt: str, checkpoint: Checkpoint
+    ) -> str:
+        """An answer to an approval, or an approval or rejection of a question: refused."""
+        if record.is_question:
+            message = (
+                f"{record.id} is a question to {who(record)}: answer it with "
+                f"/answer {record.id} <number or words> (or /cancel it)."
+            )
+        else:
+            message = f"{record.id} is an approval, not a question: /approve or /reject it."
+        await self.audit_refusal(
+            record.id, actor, "wrong_kind", message, record, attempt, checkpoint.trace_id
         )
+        return message
 
     async def _edit(
         self,
@@ -375,6 +417,8 @@ class Decisions:
         await settle.close_batch(
             record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED
         )
+        if record.is_question:
+            return f"Question {record.id} withdrawn; the model is told it was not answered.", True
         return f"Approval {record.id} withdrawn; the call was not executed.", True
 
     async def unauthorized(
@@ -391,6 +435,8 @@ class Decisions:
         APPROVALS.labels("refused").inc()
         verb = "cancel" if attempt == "cancel" else "decide"
         message = f"You cannot {verb} approval {record.id}: {refusal}."
+        if record.is_question:
+            message = not_yours(record)
         await self.audit_refusal(record.id, actor, "unauthorized", message, record, attempt, trace)
         return message
 

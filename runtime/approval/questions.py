@@ -1,0 +1,63 @@
+"""Questions to the requester (the `clarify` tool) as approval records of another kind: they
+are stored, expire, are listed and resumed like approvals, but only the requester answers,
+with an option (its number or its text) or, when allowed, their own words; the answer is
+recorded with the decision as the call's result."""
+
+from __future__ import annotations
+
+import json
+
+from runtime.approval.models import ApprovalRecord
+from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.tools.clarify import ClarifyArgs
+
+MAX_ANSWER = 2_000  # characters of free text kept
+ASKED = "a question to the person who asked"
+EXPIRED = "no answer: the question expired before the person who asked answered it"
+
+
+def question_fields(call: ToolCall) -> dict[str, object]:
+    """The record fields of a clarify call (its arguments validated again: the record is
+    what people see)."""
+    args = ClarifyArgs.model_validate(json.loads(call.arguments or "{}"))
+    return {
+        "question": args.question,
+        "options": list(args.options),
+        "allow_other": args.allow_other,
+    }
+
+
+def who(record: ApprovalRecord) -> str:
+    return record.requester.name or record.requester.key
+
+
+def not_yours(record: ApprovalRecord) -> str:
+    """What someone else than the requester is told (privately)."""
+    return f"Only {who(record)} can answer this question ({record.id}); nothing was changed."
+
+
+def resolve(record: ApprovalRecord, text: str) -> tuple[str | None, str]:
+    """(the answer, "") for `text`: an option's number or its text (any case), or when the
+    question allows it the person's own words; else (None, what to tell them)."""
+    words = " ".join(text.split())
+    options = record.options
+    if words.isdigit() and 1 <= int(words) <= len(options):
+        return options[int(words) - 1], ""
+    for option in options:
+        if option.casefold() == words.casefold():
+            return option, ""
+    if record.allow_other and words:
+        return words[:MAX_ANSWER], ""
+    choices = ", ".join(f"{n}. {option}" for n, option in enumerate(options, 1))
+    return None, f"Answer question {record.id} with one of: {choices}."
+
+
+def answered(call: ToolCall, answer: str) -> ToolResult:
+    """The question's result, as the model reads it."""
+    return ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status=ToolStatus.COMPLETED,
+        model_text=f"The requester answered: {answer}",
+        display=f"answered: {answer}",
+    )
