@@ -25,11 +25,11 @@ from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.base import Tool
 from runtime.tools.bash import BashTool
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import Sandbox, SandboxUnavailable, probe
-from runtime.tools.clarify import ClarifyTool
 from runtime.tools.send_file import SendFileTool
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore

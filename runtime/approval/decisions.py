@@ -165,10 +165,8 @@ class Decisions:
             return refused(
                 await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
             )
-        if record.is_question != (answer is not None):
-            return refused(await self._mismatch(record, actor, attempt, checkpoint))
-        if answer is not None:
-            answer, why = resolve(record, answer)
+        if record.is_question or answer is not None:
+            answer, why = await self._answer(record, actor, answer, attempt, checkpoint)
             if answer is None:
                 return refused(why)
         # Only a pending call is edited: anything else is refused by DECIDE as decided, or,
@@ -179,9 +177,10 @@ class Decisions:
                 return edited
             record, checkpoint = edited.record, edited.checkpoint
         call = checkpoint.calls[checkpoint.index]
-        recorded = None if approve else rejection(call, actor, reason)
-        if answer is not None:
-            recorded, reason = answered(call, answer), redact_text(answer)
+        # A question's result holds the answer; people see it redacted.
+        rejected = None if approve else rejection(call, actor, reason)
+        recorded = rejected if answer is None else answered(call, answer)
+        reason = reason if answer is None else redact_text(answer)
         transition, window = await self.approvals.decide(
             record,
             approve,
@@ -206,51 +205,63 @@ class Decisions:
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)
             )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-        if answer is not None:
-            status = ApprovalStatus.ANSWERED
-        else:
-            await self.approvals.changes.reset(record.session)  # the approver saw that list
+        status = status if answer is None else ApprovalStatus.ANSWERED
         APPROVALS.labels(status.value).inc()
         DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
         decided = record.model_copy(
             update={"status": status, "decided_by": actor.key, "reason": reason, "answer": answer}
         )
+        await self._audit_decided(decided, checkpoint, actor, always)
         assert window is not None  # read for every decision made
-        made = Decided(
+        return Decided(
             decided, checkpoint, window, recorded, transition.held, policy, policy_read_at
         )
-        if answer is not None:
-            await self.audit.record(
-                "question_answered",
-                actor.key,
-                approval=record.id,
-                answer=reason,  # redacted
-                tool=record.tool,
-                session=record.session,
-                conversation=record.conversation.id,
-                trace=checkpoint.trace_id,
-            )
-            return made
+
+    async def _audit_decided(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: Actor,
+        always: GrantTerms | None,
+    ) -> None:
+        """A decision made, in the global trail (a question's answer redacted, as its
+        `reason`)."""
+        if not record.is_question:
+            await self.approvals.changes.reset(record.session)  # the approver saw that list
+        where = {
+            "approval": record.id,
+            "tool": record.tool,
+            "session": record.session,
+            "conversation": record.conversation.id,
+            "trace": checkpoint.trace_id,
+        }
+        if record.is_question:
+            await self.audit.record("question_answered", actor.key, answer=record.reason, **where)
+            return
+        approve = record.status is ApprovalStatus.APPROVED
         granting = always is not None and record.always is not AlwaysCover.NEVER
         await self.audit.record(
             "approval_decided",
             actor.key,
-            approval=record.id,
-            decision=status.value,
+            decision=record.status.value,
             scope=("always" if granting else "once") if approve else None,
             grant=always.scope if approve and granting and always else None,
-            reason=reason,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            trace=checkpoint.trace_id,
+            reason=record.reason,
+            **where,
         )
-        return made
 
-    async def _mismatch(
-        self, record: ApprovalRecord, actor: Actor, attempt: str, checkpoint: Checkpoint
-    ) -> str:
-        """An answer to an approval, or an approval or rejection of a question: refused."""
+    async def _answer(
+        self,
+        record: ApprovalRecord,
+        actor: Actor,
+        text: str | None,
+        attempt: str,
+        checkpoint: Checkpoint,
+    ) -> tuple[str | None, str]:
+        """(the answer, "") that `text` gives a question, or (None, why not): an answer to an
+        approval, an approval or rejection of a question, or no option chosen."""
+        if record.is_question and text is not None:
+            return resolve(record, text)
         if record.is_question:
             message = (
                 f"{record.id} is a question to {who(record)}: answer it with "
@@ -261,7 +272,7 @@ class Decisions:
         await self.audit_refusal(
             record.id, actor, "wrong_kind", message, record, attempt, checkpoint.trace_id
         )
-        return message
+        return None, message
 
     async def _edit(
         self,

@@ -56,9 +56,9 @@ class Versioned(BaseModel):
                 f"schema_version {version!r} was written by a newer clawgate "
                 f"(this one reads up to {SCHEMA_VERSION}); upgrade this process"
             )
-        # 1 -> 2 added only the version field; 3 -> 4 only fields with defaults (an approval). 2 -> 3: an MCP tool's signature moves out of
-        # the reasons into its own field; what an "always" would have covered was never
-        # shown, so such a record is approved once only.
+        # 1 -> 2 and 3 -> 4 added only fields with defaults. 2 -> 3: an MCP tool's signature
+        # moves out of the reasons into its own field; what an "always" would have covered
+        # was never shown, so such a record is approved once only.
         # (A record made in code names its `always`: only stored ones lack it.)
         if version < 3 and "always" not in data and "." in str(data.get("tool", "")):
             found = (_OLD_SIGNATURE.search(r) for r in map(str, data.get("reasons", ())))

@@ -289,8 +289,9 @@ class ApprovalStore:
         session's run (`retaken` when it already decided this approval). With `window`, a
         decision made also returns the window of history the resumed run goes on with, as
         it stood right after the decision. `answer`: a question answered (pending -> answered,
-        with `rejection` its result, recorded the same way). On approval the worker's liveness key and the
-        sweeper's hint travel along: recovery tells a crash by the liveness key's absence."""
+        with `rejection` its result, recorded the same way). On approval the worker's liveness
+        key and the sweeper's hint travel along: recovery tells a crash by the liveness key's
+        absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         if answer is not None:
             approve, status = False, ApprovalStatus.ANSWERED
