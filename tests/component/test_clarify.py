@@ -5,6 +5,7 @@ comes back to the model as the call's result, exactly once, in any process."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,13 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.console.channel import render_pending, render_request, render_update
+from adapters.console.channel import (
+    ConsoleChannel,
+    render_pending,
+    render_request,
+    render_update,
+)
+from adapters.console.chat import ConsoleChat
 from adapters.dispatch import dispatch
 from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
@@ -191,3 +198,24 @@ def test_the_arguments_are_checked() -> None:
         with pytest.raises(ValueError):
             ClarifyArgs(question="Which?", options=bad)
     assert not ClarifyTool.parallel_safe
+
+
+async def test_the_terminal_shows_a_numbered_prompt_and_the_number_typed_answers(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [calls(("call_q", "clarify", ASK)), reply("Deploying to prod.")]
+    runtime, _ = runtime_for(redis, workdir, fake_openai)
+    out = io.StringIO()
+    runtime.channel.channel = ConsoleChannel(out)  # the runtime's redacting channel, onto it
+    chat = ConsoleChat(runtime, "console:local", ALICE, io.StringIO(), out)
+
+    await chat.handle("deploy it")
+    shown = out.getvalue()
+    assert "[question for console:alice] Which environment?\n  1. staging\n  2. prod\n" in shown
+    question_id = shown.split("(id ", 1)[1][:13]
+    await chat.handle("2")
+
+    assert tool_results(fake_openai, 1) == ["The requester answered: prod"]
+    rest = out.getvalue()[len(shown) :]
+    assert f"[question {question_id} answered by console:alice: prod]" in rest
+    assert rest.rstrip().endswith("Deploying to prod.")
