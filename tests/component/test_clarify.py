@@ -4,6 +4,7 @@ comes back to the model as the call's result, exactly once, in any process."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import json
@@ -21,6 +22,7 @@ from adapters.console.channel import (
 )
 from adapters.console.chat import ConsoleChat
 from adapters.dispatch import dispatch
+from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
 from runtime.models import Actor, ConversationRef, StopReason
@@ -114,6 +116,13 @@ async def test_the_requesters_answer_resumes_the_run_with_it(
     assert answered.actor == ALICE.key and answered.fields["answer"] == "prod"
     refusals = [e for e in trail if e.event == "approval_refused"]
     assert {e.actor for e in refusals} == {BOB.key, ADMIN.key, ALICE.key}
+
+    shown_one = io.StringIO()
+    show = argparse.Namespace(verb="show", id=question_id, json=False)
+    assert await run_approvals_command(runtime, show, shown_one) == 0
+    fields = shown_one.getvalue()
+    assert "kind:" in fields and "question" in fields and "Which environment?" in fields
+    assert "answer:" in fields and "prod" in fields
 
     again = await runtime.answer(question_id, "1", ALICE, HERE)
     assert not again.accepted and "already" in again.message
