@@ -13,6 +13,8 @@ from adapters.policy_text import render_grant, render_policy
 from adapters.reading import Prompt
 from adapters.router import Router
 from runtime.agent import Runtime
+from runtime.approval.decisions import Answer
+from runtime.approval.questions import answered_by
 from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
@@ -75,7 +77,7 @@ async def dispatch(
     if command is None:
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
-        question = await runtime.answering(session, text, actor)
+        question = await answered_by(runtime.approvals, session, text, actor)
         if question is not None:  # the asker's next words answer the question they were asked
             command = Command(name="answer", approval_id=question, answer=text)
             async with runtime.audit.unit():
@@ -132,9 +134,8 @@ async def _command(
         return decision.run
     elif command.name == "answer":
         assert command.approval_id is not None and command.answer is not None
-        decision = await runtime.answer(
-            command.approval_id, command.answer, actor, conversation, job=job
-        )
+        answer = Answer(command.answer)
+        decision = await runtime.decide(command.approval_id, answer, actor, conversation, job=job)
         if not decision.accepted or decision.run is None:
             await say(decision.message)  # a refusal: told to them alone
         return decision.run

@@ -4,8 +4,6 @@
   for a decision, else it runs the agent loop (the same job again continues it: retake.py).
 - `decide(approval_id, approve, actor, conversation, ...)`: a human's answer; on approve the
   frozen call runs exactly once and the run continues from its checkpoint, in any process.
-- `answer(question_id, text, actor, conversation, ...)`: the requester's answer to a question
-  (the clarify tool), which resumes the run the same way with the answer as the call's result.
 - `cancel`, `pending`, `sweep` (expiry and crash recovery)."""
 
 from __future__ import annotations
@@ -21,13 +19,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from runtime.approval.decisions import Decided, Decision, Decisions, Retaken
+from runtime.approval.decisions import Answer, Decided, Decision, Decisions, Retaken
 from runtime.approval.edit import CallEditor
 from runtime.approval.execute import ApprovedCalls
 from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
 from runtime.approval.notices import is_last, open_notices
-from runtime.approval.questions import resolve
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
@@ -263,7 +260,7 @@ class Runtime:
     async def decide(
         self,
         approval_id: str,
-        approve: bool,
+        approve: bool | Answer,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None = None,
@@ -273,55 +270,25 @@ class Runtime:
     ) -> Decision:
         """`conversation` is where the decision was made; None only for the operator CLI.
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
-        failing is raised (the worker tries the job again)."""
+        failing is raised (the job is tried again). `Answer`: a question's, by its asker."""
         async with self.audit.unit():  # the decision's and the resumed run's records together
             return await self._decide(
                 approval_id, approve, actor, conversation, reason, always, job or new_job(), edit
             )
 
-    async def answer(
-        self,
-        question_id: str,
-        text: str,
-        actor: Actor,
-        conversation: ConversationRef | None,
-        job: str = "",
-    ) -> Decision:
-        """The requester's answer to a question (an option's number or text, or their own
-        words when the question allows them): recorded with the decision as the clarify call's
-        result, then the run goes on from its checkpoint, like after an approval."""
-        async with self.audit.unit():
-            return await self._decide(
-                question_id, False, actor, conversation, None, None, job or new_job(), answer=text
-            )
-
-    async def answering(self, session: str, text: str, actor: Actor) -> str | None:
-        """The id of the session's pending question that `text`, a plain message of
-        `actor`'s, answers: theirs, and an option (by number or text) or any words when it
-        allows them. None otherwise (the message is handled as usual: held while it waits)."""
-        question_id = await self.approvals.pending_id(session)
-        loaded = None if question_id is None else await self.approvals.load(question_id)
-        if loaded is None or not loaded[0].is_question:
-            return None
-        record = loaded[0]
-        if actor.key != record.requester.key or resolve(record, text)[0] is None:
-            return None
-        return record.id
-
     async def _decide(
         self,
         approval_id: str,
-        approve: bool,
+        approve: bool | Answer,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
         always: GrantTerms | None,
         job: str,
         edit: str | None = None,
-        answer: str | None = None,
     ) -> Decision:
         decided = await self.decisions.record(
-            approval_id, approve, actor, conversation, reason, always, job, edit, answer
+            approval_id, approve, actor, conversation, reason, always, job, edit
         )
         if isinstance(decided, Decision):
             return decided
@@ -343,9 +310,7 @@ class Runtime:
         await self.runs.finish(record.session, job)
         if held:
             await self.release_held(record.session)
-        if record.is_question:
-            return Decision(True, f"Question {record.id} answered: {record.reason}.", result)
-        verb = "approved" if approve else "rejected"
+        verb = "answered" if record.is_question else "approved" if approve else "rejected"
         if decided.checkpoint.edit:
             note = f" It ran with your edits ({decided.checkpoint.edit}).{note}"
         return Decision(True, f"Approval {record.id} {verb}.{note}", result)

@@ -54,6 +54,14 @@ class Decision:
     run: RunResult | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A question's answer by its asker, as given (an option's number or text, or their own
+    words): decided like an approval, it becomes the clarify call's result."""
+
+    text: str
+
+
 def refused(message: str) -> Decision:
     return Decision(False, message)
 
@@ -133,19 +141,20 @@ class Decisions:
     async def record(
         self,
         approval_id: str,
-        approve: bool,
+        decision: bool | Answer,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
         always: GrantTerms | None,
         job: str = "",
         edit: str | None = None,
-        answer: str | None = None,
     ) -> Decision | Decided | Retaken:
         """Check who may decide, then run the decision script: a refusal, what was decided
         (audited), or for a retake of `job` (the deciding job) its earlier decision. `edit`:
         the call's arguments as the approver changed them (JSON), approved as edited.
-        `answer`: the words answering a question (an option's number or text, or their own)."""
+        `decision`: approve (True), reject, or a question's `Answer`."""
+        answer = decision.text if isinstance(decision, Answer) else None
+        approve = decision is True
         attempt = "answer" if answer is not None else "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:

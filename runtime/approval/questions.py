@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 from runtime.approval.models import ApprovalRecord
-from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.approval.store import ApprovalStore
+from runtime.models import Actor, ToolCall, ToolResult, ToolStatus
 from runtime.tools.clarify import ClarifyArgs
 
 MAX_ANSWER = 2_000  # characters of free text kept
@@ -61,3 +62,19 @@ def answered(call: ToolCall, answer: str) -> ToolResult:
         model_text=f"The requester answered: {answer}",
         display=f"answered: {answer}",
     )
+
+
+async def answered_by(
+    approvals: ApprovalStore, session: str, text: str, actor: Actor
+) -> str | None:
+    """The id of the session's pending question that `text`, a plain message of `actor`'s,
+    answers: theirs, and an option (by number or text), or any words when it allows them.
+    None otherwise (the message is handled as usual: held while the session waits)."""
+    question_id = await approvals.pending_id(session)
+    loaded = None if question_id is None else await approvals.load(question_id)
+    if loaded is None or not loaded[0].is_question:
+        return None
+    record = loaded[0]
+    if actor.key != record.requester.key or resolve(record, text)[0] is None:
+        return None
+    return record.id

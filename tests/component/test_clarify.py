@@ -24,6 +24,7 @@ from adapters.console.chat import ConsoleChat
 from adapters.dispatch import dispatch
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
+from runtime.approval.decisions import Answer
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
 from runtime.models import Actor, ConversationRef, StopReason
 from runtime.providers.openai_provider import OpenAIProvider
@@ -83,7 +84,7 @@ async def test_the_requesters_answer_resumes_the_run_with_it(
 
     # Someone else, even an admin, is refused; nothing changes.
     for other in (BOB, ADMIN):
-        refused = await runtime.answer(question_id, "1", other, HERE)
+        refused = await runtime.decide(question_id, Answer("1"), other, HERE)
         assert not refused.accepted
         assert refused.message.startswith(f"Only {ALICE.key} can answer this question")
     approve = await runtime.decide(question_id, True, ADMIN, HERE)
@@ -92,10 +93,10 @@ async def test_the_requesters_answer_resumes_the_run_with_it(
     assert not approve.accepted and f"/answer {question_id}" in approve.message
     assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
     # Not an option, and no own words allowed: told which to choose.
-    wrong = await runtime.answer(question_id, "qa", ALICE, HERE)
+    wrong = await runtime.decide(question_id, Answer("qa"), ALICE, HERE)
     assert not wrong.accepted and "1. staging, 2. prod" in wrong.message
 
-    decision = await runtime.answer(question_id, "2", ALICE, HERE)
+    decision = await runtime.decide(question_id, Answer("2"), ALICE, HERE)
 
     assert decision.accepted, decision.message
     assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
@@ -124,7 +125,7 @@ async def test_the_requesters_answer_resumes_the_run_with_it(
     assert "kind:" in fields and "question" in fields and "Which environment?" in fields
     assert "answer:" in fields and "prod" in fields
 
-    again = await runtime.answer(question_id, "1", ALICE, HERE)
+    again = await runtime.decide(question_id, Answer("1"), ALICE, HERE)
     assert not again.accepted and "already" in again.message
     assert len(fake_openai.requests) == 2  # never asked, never resumed again
 
@@ -163,7 +164,7 @@ async def test_an_unanswered_question_expires_and_the_model_is_told(
     assert tool_results(fake_openai, 1) == [
         "no answer: the question expired before the person who asked answered it"
     ]
-    late = await runtime.answer(question_id, "1", ALICE, HERE)
+    late = await runtime.decide(question_id, Answer("1"), ALICE, HERE)
     assert not late.accepted and "expired" in late.message
 
 
@@ -179,11 +180,11 @@ async def test_an_answer_recorded_before_a_crash_is_resumed_with_never_asked_aga
 
     first.settlement.send = dies_on_update
     with pytest.raises(Crash):
-        await first.answer(question_id, "staging", ALICE, HERE, job="d1")
+        await first.decide(question_id, Answer("staging"), ALICE, HERE, job="d1")
     assert len(fake_openai.requests) == 1
 
     second, channel = runtime_for(redis, workdir, fake_openai)
-    decision = await second.answer(question_id, "staging", ALICE, HERE, job="d1")
+    decision = await second.decide(question_id, Answer("staging"), ALICE, HERE, job="d1")
 
     assert decision.accepted
     assert tool_results(fake_openai, 1) == ["The requester answered: staging"]
