@@ -1044,7 +1044,7 @@ async def test_admin_denies_bash_with_a_slash_command_and_the_model_no_longer_se
         lambda c: c.params.get("thread_ts") == ts and "not enabled here" in str(c.params["text"]),
         "the answer without bash",
     )
-    assert "(enabled: read, write, edit, send_file)" in answer.params["text"]
+    assert "(enabled: read, write, edit, send_file, clarify)" in answer.params["text"]
     await h.drained()
     assert (h.workdir / "victim.txt").read_text() == "precious"
 
