@@ -27,6 +27,7 @@ from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
 from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
 from runtime.models import Actor, ConversationRef, StopReason
+from runtime.policy.model import ApprovalRules, PolicyDocument, ToolRules
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.tools.clarify import ClarifyArgs, ClarifyTool
 from runtime.tools.files import ReadTool
@@ -68,7 +69,11 @@ async def asked(
 async def test_the_requesters_answer_resumes_the_run_with_it(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    runtime, channel, question_id = await asked(redis, workdir, fake_openai)
+    # Approval requests go to an approvers' channel and to approvers directly too: not questions.
+    rules = ApprovalRules(notify=["slack:T1:CAPPROVERS", "dm"], approvers=["slack:UCAROL"])
+    runtime, channel, question_id = await asked(
+        redis, workdir, fake_openai, document=PolicyDocument(approvals=rules)
+    )
 
     (requested,) = channel.of(ApprovalRequested)
     notice = requested.notice
@@ -229,3 +234,16 @@ async def test_the_terminal_shows_a_numbered_prompt_and_the_number_typed_answers
     rest = out.getvalue()[len(shown) :]
     assert f"[question {question_id} answered by console:alice: prod]" in rest
     assert rest.rstrip().endswith("Deploying to prod.")
+
+
+async def test_a_policy_deny_still_denies_a_question(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [calls(("call_q", "clarify", ASK)), reply("I will pick staging.")]
+    document = PolicyDocument(tools=ToolRules(deny=["clarify"]))
+    runtime, channel = runtime_for(redis, workdir, fake_openai, document=document)
+    result = await runtime.run("s1", "deploy it", ALICE, HERE)
+    assert result.stop_reason is StopReason.FINAL and result.approval_id is None
+    assert channel.of(ApprovalRequested) == []
+    (denied,) = tool_results(fake_openai, 1)
+    assert "denied" in denied
