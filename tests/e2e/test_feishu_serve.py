@@ -1179,9 +1179,7 @@ async def test_a_question_card_is_answered_by_the_requesters_click_alone(
 
         refused = await click(BOB)  # someone else: a toast for them alone, nothing queued
         assert refused["toast"]["type"] == "error"
-        assert (
-            f"Only feishu:{ALICE} can answer" in refused["toast"]["content"]
-        )
+        assert f"Only feishu:{ALICE} can answer" in refused["toast"]["content"]
         await h.drained()
         assert (await h.approval(question_id)).status == "pending"
         assert len(fake_openai.requests) == 1
