@@ -30,12 +30,8 @@ def question_blocks(notice: ApprovalNotice) -> list[Block]:
         for n, option in enumerate(notice.options, 1)
     ]
     blocks.append({"type": "actions", "block_id": QUESTION_BLOCK, "elements": buttons})
-    typed = (
-        f"or reply `/answer {i} <your words>`"
-        if notice.allow_other
-        else (f"or reply `/answer {i} <number>`")
-    )
-    hint = f"Only {person(notice.requester)} can answer; {typed}. (`{i}`)"
+    words = "<your words>" if notice.allow_other else "<number>"
+    hint = f"Only {person(notice.requester)} can answer; or reply `/answer {i} {words}`."
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
     return blocks
 
