@@ -36,10 +36,9 @@ def question_card(notice: ApprovalNotice) -> Card:
             }
             for n, option in enumerate(notice.options, 1)
         ]
-        own = f"or reply `/answer {i} <your words>`" if notice.allow_other else ""
-        elements.append(
-            {"tag": "markdown", "content": f"Only {person(notice.requester)} can answer {own}"}
-        )
+        words = "<your words>" if notice.allow_other else "<number>"
+        hint = f"Only {person(notice.requester)} can answer; or reply `/answer {i} {words}`"
+        elements.append({"tag": "markdown", "content": hint})
     elif notice.status == "answered":
         by = person(notice.decided_by) if notice.decided_by else "the requester"
         elements += [{"tag": "markdown", "content": f"💬 Answered by {by}:"}]
