@@ -11,6 +11,7 @@ from adapters.commands import decision_target
 from adapters.feishu.content import read_content
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
+from runtime.tools.clarify import option_number
 
 PLATFORM = "feishu"
 APPROVE_ONCE = "approve_once"
@@ -185,7 +186,7 @@ def card_click(data: Any) -> CardClick | None:
     ):
         return None
     option = str(value.get("option", ""))
-    if value["action"] == ANSWER and not option.isdigit():
+    if value["action"] == ANSWER and option_number(option) is None:
         return None
     form = event.action.form_value or {}
     arguments = form.get(ARGUMENTS) if isinstance(form, dict) else None

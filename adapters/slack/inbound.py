@@ -18,6 +18,7 @@ from adapters.slack.text import clean_text, mentions
 from runtime.attachments import stored_name
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Attachment, Inbound
+from runtime.tools.clarify import option_number
 
 PLATFORM = "slack"
 APPROVE_ONCE = "clawgate_approve_once"
@@ -185,7 +186,7 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
     question's option: `/answer <id> <n>`."""
     action = payload.actions[0]
     question_id, _, option = action.value.partition(":")
-    if action.action_id.startswith(CLARIFY_ANSWER) and option.isdigit():
+    if action.action_id.startswith(CLARIFY_ANSWER) and option_number(option) is not None:
         text = f"/answer {question_id} {option}"
     elif action.action_id in (APPROVE_ONCE, APPROVE_ALWAYS) and action.value:
         scope = " always" if action.action_id == APPROVE_ALWAYS else ""

@@ -10,7 +10,7 @@ import json
 from runtime.approval.models import ApprovalRecord
 from runtime.approval.store import ApprovalStore
 from runtime.models import Actor, ToolCall, ToolResult, ToolStatus
-from runtime.tools.clarify import ClarifyArgs
+from runtime.tools.clarify import ClarifyArgs, option_number
 
 MAX_ANSWER = 2_000  # characters of free text kept
 ASKED = "a question to the person who asked"
@@ -42,8 +42,9 @@ def resolve(record: ApprovalRecord, text: str) -> tuple[str | None, str]:
     question allows it the person's own words; else (None, what to tell them)."""
     words = " ".join(text.split())
     options = record.options
-    if words.isdigit() and 1 <= int(words) <= len(options):
-        return options[int(words) - 1], ""
+    number = option_number(words)
+    if number is not None and number <= len(options):
+        return options[number - 1], ""
     for option in options:
         if option.casefold() == words.casefold():
             return option, ""

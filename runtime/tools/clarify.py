@@ -5,6 +5,8 @@ an approval, and the answer becomes the call's result."""
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, field_validator
 
 from runtime.redact import one_line
@@ -13,6 +15,14 @@ from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutpu
 MAX_QUESTION = 500
 MAX_OPTION = 75  # a Slack button's text holds 75 characters
 MIN_OPTIONS, MAX_OPTIONS = 2, 6
+# An option's number as typed or clicked: ASCII digits only (`int` fails on "²" and on
+# thousands of digits, both `str.isdigit`).
+_NUMBER = re.compile(r"[1-9][0-9]?")
+
+
+def option_number(text: str) -> int | None:
+    """The option number `text` is (1-based, not checked against the options), else None."""
+    return int(text) if _NUMBER.fullmatch(text) else None
 
 
 class ClarifyArgs(ToolArgs):
@@ -45,6 +55,11 @@ class ClarifyArgs(ToolArgs):
             raise ValueError(f"an option is longer than {MAX_OPTION} characters")
         if len({option.casefold() for option in cleaned}) != len(cleaned):
             raise ValueError("the options are not distinct")
+        for n, option in enumerate(cleaned, 1):
+            # "2" answers with option 2: an option that reads as another's number is ambiguous.
+            number = option_number(option)
+            if number is not None and number != n and number <= len(cleaned):
+                raise ValueError(f"option {n} is {option!r}, another option's number: spell it out")
         return cleaned
 
 

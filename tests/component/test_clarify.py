@@ -209,10 +209,42 @@ async def test_cancel_withdraws_a_question(
 
 def test_the_arguments_are_checked() -> None:
     ClarifyArgs(question="Which?", options=["a", "b"])
-    for bad in (["a"], ["a", "A"], ["a", " "], [str(i) for i in range(7)], ["a", "x" * 76]):
+    ClarifyArgs(question="How many?", options=["1", "2", "10"])  # numbers in their own place
+    bad_options: list[Any] = [
+        ["a"],
+        ["a", "A"],
+        ["a", " "],
+        [str(i) for i in range(7)],
+        ["a", "x" * 76],
+        ["2", "1"],  # typing "1" would mean the second option, clicking it the first
+        ["a", "b", "1"],
+        [1, 2],
+        ["a", None],
+    ]
+    for bad in bad_options:
         with pytest.raises(ValueError):
             ClarifyArgs(question="Which?", options=bad)
+    with pytest.raises(ValueError):
+        ClarifyArgs(question=" \n ", options=["a", "b"])
     assert not ClarifyTool.parallel_safe
+
+
+async def test_digits_that_are_no_option_number_neither_answer_nor_crash(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    for odd in ("²", "\u0661", "9" * 5000, "0", "3"):  # `str.isdigit`, but no option's number
+        refused = await runtime.decide(question_id, Answer(odd), ALICE, HERE)
+        assert not refused.accepted and "1. staging, 2. prod" in refused.message
+        held = await dispatch(runtime, "s1", odd, ALICE, HERE, say)
+        assert held is not None and held.held  # a message like any other: it waits
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
 
 
 async def test_the_terminal_shows_a_numbered_prompt_and_the_number_typed_answers(
