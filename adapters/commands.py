@@ -1,8 +1,9 @@
 """Parsing chat commands, shared by every adapter.
 
 `/approve <id> [once|always [thread|here|everywhere] [for <duration>]|edit <json>]`, `/reject <id>
-[reason]`, `/cancel`, `/pending`, `/policy show|grants|allow <tool>|deny <tool>|reset
-<tool>|revoke <grant>`, `/help`; `/clawgate <cmd> ...` is the namespaced form of each.
+[reason]`, `/answer <id> <number or words>`, `/cancel`, `/pending`, `/policy show|grants|allow
+<tool>|deny <tool>|reset <tool>|revoke <grant>`, `/help`; `/clawgate <cmd> ...` is the namespaced
+form of each.
 """
 
 from __future__ import annotations
@@ -13,8 +14,17 @@ from pydantic import BaseModel
 
 from runtime.approval.grants import GrantScope, GrantTerms, parse_duration
 
-CommandName = Literal["approve", "reject", "cancel", "pending", "policy", "help"]
-NAMES: tuple[CommandName, ...] = ("approve", "reject", "cancel", "pending", "policy", "help")
+CommandName = Literal["approve", "reject", "answer", "cancel", "pending", "policy", "help"]
+NAMES: tuple[CommandName, ...] = (
+    "approve",
+    "reject",
+    "answer",
+    "cancel",
+    "pending",
+    "policy",
+    "help",
+)
+ANSWER_USAGE = "/answer <id> <option number or words>"
 POLICY_ACTIONS = ("show", "grants", "allow", "deny", "reset", "revoke")
 APPROVE_USAGE = (
     "/approve <id> [once|always [thread|here|everywhere] [for 30m|2h|7d]|edit <json arguments>]"
@@ -28,6 +38,7 @@ class Command(BaseModel):
     scope: Literal["once", "always"] = "once"
     grant: GrantTerms | None = None  # with "always": how far and how long
     edit: str | None = None  # `/approve <id> edit <json>`: the arguments as the approver wants
+    answer: str | None = None  # `/answer <id> <words>`: a question's answer
     reason: str | None = None
     policy_action: str | None = None
     tool: str | None = None  # the tool of allow/deny/reset, the grant id of revoke
@@ -58,6 +69,11 @@ def parse_command(text: str) -> Command | None:
     args = rest.split()
     if name in ("approve", "reject"):
         return _decision(name, rest)
+    if name == "answer":
+        parts = rest.split(maxsplit=1)
+        if len(parts) < 2:
+            raise CommandError(f"usage: {ANSWER_USAGE}")
+        return Command(name=name, approval_id=parts[0], answer=parts[1].strip())
     if name == "policy":
         return _policy(args)
     if args:
@@ -117,11 +133,11 @@ def _policy(args: list[str]) -> Command:
 
 
 def decision_target(text: str) -> str | None:
-    """The approval id of an `/approve` or `/reject` (also namespaced), else None."""
+    """The approval id of an `/approve`, `/reject` or `/answer` (also namespaced), else None."""
     try:
         command = parse_command(text)
     except CommandError:
         return None
-    if command is None or command.name not in ("approve", "reject"):
+    if command is None or command.name not in ("approve", "reject", "answer"):
         return None
     return command.approval_id

@@ -13,6 +13,8 @@ from adapters.policy_text import render_grant, render_policy
 from adapters.reading import Prompt
 from adapters.router import Router
 from runtime.agent import Runtime
+from runtime.approval.decisions import Answer
+from runtime.approval.questions import answered_by
 from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
@@ -30,9 +32,11 @@ HELP = """Commands:
   /approve <id> edit <json>     approve the call with its arguments changed, e.g.
                                 /approve k3x9 edit {"command": "rm -rf build/tmp"}
   /reject <id> [reason]         refuse it; the model is told who refused and why
-  /pending                      approvals waiting in this conversation
+  /answer <id> <n|words>        answer the assistant's question to you: an option's
+                                number or text, or your own words when it allows them
+  /pending                      approvals and questions waiting in this conversation
   /cancel                       stop this session's running request (at its next step)
-                                or withdraw its pending approval
+                                or withdraw its pending approval or question
   /policy show                  the tools and approval rules here, and where they come from
   /policy grants                what "approve always" allows here, by whom, until when
   /policy revoke <grant>        remove a grant (admins, or whoever granted it)
@@ -75,6 +79,13 @@ async def dispatch(
     if command is None:
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
+        question = await answered_by(runtime.approvals, session, text, actor)
+        if question is not None:  # the asker's next words answer the question they were asked
+            command = Command(name="answer", approval_id=question, answer=text)
+            async with runtime.audit.unit():
+                return await _command(
+                    runtime, command, session, actor, conversation, say, help_text, job
+                )
         prompt = Prompt(text) if read is None else await read()
         if not prompt.text.strip():
             return None  # nothing the model could read (a sticker, a refused file): told so
@@ -122,6 +133,13 @@ async def _command(
         )
         if not decision.accepted or command.grant or command.edit or decision.run is None:
             await say(decision.message)  # a refusal, a grant, an edit, a count toward a quorum
+        return decision.run
+    elif command.name == "answer":
+        assert command.approval_id is not None and command.answer is not None
+        answer = Answer(command.answer)
+        decision = await runtime.decide(command.approval_id, answer, actor, conversation, job=job)
+        if not decision.accepted or decision.run is None:
+            await say(decision.message)  # a refusal: told to them alone
         return decision.run
     elif command.name == "pending":
         # What waits here names commands and files: only for those who may use clawgate here.

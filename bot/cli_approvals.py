@@ -71,6 +71,7 @@ def _redacted(record: ApprovalRecord) -> dict[str, Any]:
         "reasons": [redact_text(reason) for reason in record.reasons],
         "reason": record.reason and redact_text(record.reason),
         "outcome": record.outcome and redact_text(record.outcome),
+        "answer": record.answer and redact_text(record.answer),  # a question's
     }
 
 

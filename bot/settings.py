@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     env_file: Path | None = Field(None, alias="CLAWGATE_ENV_FILE")
     policy_file: Path | None = Field(None, alias="CLAWGATE_POLICY_FILE")
     enabled_tools: CommaList = Field(
-        default_factory=lambda: ["read", "write", "edit", "bash", "send_file"],
+        default_factory=lambda: ["read", "write", "edit", "bash", "send_file", "clarify"],
         alias="CLAWGATE_ENABLED_TOOLS",
     )
     # The largest file send_file posts (Feishu takes files up to 30 MB, images up to 10 MB).

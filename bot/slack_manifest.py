@@ -61,6 +61,7 @@ COMMAND_SCOPE = "commands"
 _COMMAND_HELP: dict[str, tuple[str, str]] = {
     "/approve": ("Approve a tool call that waits for approval", "<id> [once|always]"),
     "/reject": ("Reject a tool call that waits for approval", "<id> [reason]"),
+    "/answer": ("Answer the assistant's question to you", "<id> <number or words>"),
     "/clawgate": ("clawgate: pending, cancel, policy, help", "pending | cancel | help"),
 }
 

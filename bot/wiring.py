@@ -26,6 +26,7 @@ from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.base import Tool
 from runtime.tools.bash import BashTool
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.explore import ExploreTool
 from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
@@ -90,6 +91,7 @@ TOOL_NAMES = (
     BashTool.name,
     ExploreTool.name,
     SendFileTool.name,
+    ClarifyTool.name,
 )
 
 
@@ -206,7 +208,7 @@ def build_runtime(
         context_budget=settings.context_budget,
     )
     # Not the explorer's: a child that only reads posts nothing.
-    tools += [ExploreTool(explorer), SendFileTool(settings.send_file_max_bytes)]
+    tools += [ExploreTool(explorer), SendFileTool(settings.send_file_max_bytes), ClarifyTool()]
     registry = ToolRegistry(tools, enabled=settings.enabled_tools)  # checked in build_policies
     registry.add_source(mcp)  # the MCP tools: the policy decides where they are active
     return Runtime(

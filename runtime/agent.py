@@ -19,11 +19,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from runtime.approval.decisions import Decided, Decision, Decisions, Retaken
+from runtime.approval.decisions import Answer, Decided, Decision, Decisions, Retaken
 from runtime.approval.edit import CallEditor
 from runtime.approval.execute import ApprovedCalls
 from runtime.approval.grants import GrantTerms
-from runtime.approval.models import ApprovalRecord, HeldMessage
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
 from runtime.approval.notices import is_last, open_notices
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
@@ -253,7 +253,7 @@ class Runtime:
     async def decide(
         self,
         approval_id: str,
-        approve: bool,
+        approve: bool | Answer,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None = None,
@@ -263,7 +263,7 @@ class Runtime:
     ) -> Decision:
         """`conversation` is where the decision was made; None only for the operator CLI.
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
-        failing is raised (the worker tries the job again)."""
+        failing is raised (the job is tried again). `Answer`: a question's, by its asker."""
         async with self.audit.unit():  # the decision's and the resumed run's records together
             return await self._decide(
                 approval_id, approve, actor, conversation, reason, always, job or new_job(), edit
@@ -272,7 +272,7 @@ class Runtime:
     async def _decide(
         self,
         approval_id: str,
-        approve: bool,
+        approve: bool | Answer,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
@@ -303,7 +303,7 @@ class Runtime:
         await self.runs.finish(record.session, job)
         if held:
             await self.release_held(record.session)
-        verb = "approved" if approve else "rejected"
+        verb = "answered" if record.is_question else "approved" if approve else "rejected"
         if decided.checkpoint.edit:
             note = f" It ran with your edits ({decided.checkpoint.edit}).{note}"
         return Decision(True, f"Approval {record.id} {verb}.{note}", result)
@@ -351,7 +351,7 @@ class Runtime:
         )
         call = checkpoint.calls[checkpoint.index]
         tracing.begin_step(checkpoint.step, resumed=record.id, call=(call.id, checkpoint.index))
-        first, held = decided.rejection, decided.held
+        first, held = decided.result, decided.held
         if first is None:
             self._cancels[state.session] = ctx.cancelled  # /cancel reaches the approved call
             try:
@@ -372,7 +372,7 @@ class Runtime:
                 return failed, 1
             first, held = executed
             state.history.append(first.to_message())
-        else:
+        elif record.status is ApprovalStatus.REJECTED:
             state.rejected[fingerprint(call)] = decider.key
         released = [held]
 

@@ -101,6 +101,13 @@ class ApprovalNotice:
     # The "approve always" button's label, saying what it covers; "" when not offered.
     always: str = "Approve always"
     notes: tuple[str, ...] = ()  # more lines for the approver (what changed unasked, …)
+    # A question to the requester (the clarify tool) instead of a call to approve: its
+    # options, whether other words may answer it, and the answer once given.
+    kind: str = "approval"
+    question: str = ""
+    options: tuple[str, ...] = ()
+    allow_other: bool = False
+    answer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +169,9 @@ def shown_notice(notice: ApprovalNotice) -> ApprovalNotice:
         editable=visible(notice.editable),
         always=visible(notice.always),
         notes=tuple(map(shown, notice.notes)),
+        question=shown(notice.question),
+        options=tuple(map(shown, notice.options)),
+        answer=notice.answer and shown(notice.answer),
     )
 
 

@@ -36,7 +36,22 @@ def _expiry(notice: ApprovalNotice) -> str:
     return when.strftime("%H:%M:%S UTC")
 
 
+def render_question(notice: ApprovalNotice) -> str:
+    """A question to the requester as a numbered prompt: their next line answers it."""
+    own = ", or your own words" if notice.allow_other else ""
+    return "\n".join(
+        [
+            f"[question for {notice.requester}] {notice.question}",
+            *(f"  {n}. {option}" for n, option in enumerate(notice.options, 1)),
+            f"  answer with a number (1-{len(notice.options)}){own}; /cancel withdraws it "
+            f"(id {notice.approval_id}, expires {_expiry(notice)})",
+        ]
+    )
+
+
 def render_request(notice: ApprovalNotice) -> str:
+    if notice.kind == "question":
+        return render_question(notice)
     i = notice.approval_id
     quorum = quorum_line(notice)
     return "\n".join(
@@ -53,7 +68,9 @@ def render_request(notice: ApprovalNotice) -> str:
 
 
 def render_update(notice: ApprovalNotice) -> str:
-    head = f"[approval {notice.approval_id} {notice.status.replace('_', ' ')}"
+    head = f"[{notice.kind} {notice.approval_id} {notice.status.replace('_', ' ')}"
+    if notice.answer:
+        return f"{head} by {notice.decided_by}: {notice.answer}]"
     if notice.decided_by:
         head += f" by {notice.decided_by}"
     if notice.reason:
@@ -65,6 +82,11 @@ def render_update(notice: ApprovalNotice) -> str:
 
 def render_pending(notice: ApprovalNotice) -> str:
     quorum = quorum_line(notice)
+    if notice.kind == "question":
+        return (
+            f"{notice.approval_id}  {notice.status:<9} question: {notice.question}  "
+            f"(to {notice.requester}, expires {_expiry(notice)})"
+        )
     return (
         f"{notice.approval_id}  {notice.status:<9} {notice.tool}: {notice.arguments}  "
         f"(by {notice.requester}, expires {_expiry(notice)})" + (f"  [{quorum}]" if quorum else "")

@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 from adapters.feishu.channel import FeishuChannel
 from adapters.feishu.crypto import DecryptError, decrypt, signature_ok
 from adapters.feishu.inbound import (
+    ANSWER,
     REJECT,
     CardClick,
     FeishuIdentity,
@@ -163,7 +164,7 @@ class FeishuAdapter:
             return _toast("error", refusal)
         assert session is not None
         await self.ingest(click.inbound(session))
-        verb = "Rejecting" if click.action == REJECT else "Approving"
+        verb = {REJECT: "Rejecting", ANSWER: "Answering"}.get(click.action, "Approving")
         return _toast("info", f"{verb} {click.approval_id}…")
 
     def _failed(self, exc: Exception) -> Exception:

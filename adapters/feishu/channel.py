@@ -33,8 +33,8 @@ from lark_oapi.api.im.v1 import (
 from lark_oapi.core.token.manager import TokenManager
 
 from adapters.feishu.answers import answer_card, answer_pieces
-from adapters.feishu.cards import approval_card
 from adapters.feishu.inbound import FeishuIdentity
+from adapters.feishu.questions import notice_card
 from adapters.long_answer import DEFAULT_FILE_CHARS, as_file
 from adapters.progress import Progress, ProgressEvent, Style
 from adapters.split import split_text
@@ -119,7 +119,7 @@ class FeishuChannel:
         elif isinstance(event, Notice):
             await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
         elif isinstance(event, ApprovalRequested):
-            card = approval_card(event.notice, copy=event.copy)
+            card = notice_card(event.notice, copy=event.copy)
             where = conversation.data or _addressed(conversation.id)
             key = (
                 f"approval/{event.notice.approval_id}/{where.get('chat_id', where.get('open_id'))}"
@@ -127,7 +127,7 @@ class FeishuChannel:
             message_id = await self._say(where, "interactive", card, key)
             return {"message_id": message_id} if message_id else None
         elif isinstance(event, ApprovalUpdated):
-            card = approval_card(event.notice, copy=event.notice.conversation != conversation.id)
+            card = notice_card(event.notice, copy=event.notice.conversation != conversation.id)
             if event.notice.message.get("message_id"):
                 await self._patch(event.notice.message["message_id"], card)
             else:  # the card was never posted: post it now

@@ -11,6 +11,7 @@ from adapters.commands import decision_target
 from adapters.feishu.content import read_content
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
+from runtime.tools.clarify import option_number
 
 PLATFORM = "feishu"
 APPROVE_ONCE = "approve_once"
@@ -18,6 +19,7 @@ APPROVE_ALWAYS = "approve_always"
 REJECT = "reject"
 EDIT = "edit"  # the edit form's submit button; the form's input is `ARGUMENTS`
 ARGUMENTS = "arguments"
+ANSWER = "answer"  # a question's option: the button's value names it (`option`, 1-based)
 _MENTION_KEY = re.compile(r"@_user_\d+")
 
 
@@ -144,9 +146,12 @@ class CardClick:
     conversation: ConversationRef
     card_message_id: str
     arguments: str = ""
+    option: str = ""  # a question's option chosen
 
     @property
     def text(self) -> str:
+        if self.action == ANSWER:
+            return f"/answer {self.approval_id} {self.option}"
         if self.action == REJECT:
             return f"/reject {self.approval_id}"
         if self.action == EDIT:
@@ -177,7 +182,11 @@ def card_click(data: Any) -> CardClick | None:
         APPROVE_ALWAYS,
         REJECT,
         EDIT,
+        ANSWER,
     ):
+        return None
+    option = str(value.get("option", ""))
+    if value["action"] == ANSWER and option_number(option) is None:
         return None
     form = event.action.form_value or {}
     arguments = form.get(ARGUMENTS) if isinstance(form, dict) else None
@@ -196,4 +205,5 @@ def card_click(data: Any) -> CardClick | None:
         conversation=conversation(tenant, context.open_chat_id, context.open_message_id, True),
         card_message_id=context.open_message_id,
         arguments=arguments if isinstance(arguments, str) else "",
+        option=option,
     )

@@ -30,6 +30,7 @@ from adapters.slack.blocks import edit_modal, reject_modal
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
+    CLARIFY_ANSWER,
     COMMANDS,
     EDIT,
     EDIT_VIEW,
@@ -192,6 +193,7 @@ class SlackAdapter:
             app.command(command)(on_command)
         app.action(APPROVE_ONCE)(on_approve)
         app.action(APPROVE_ALWAYS)(on_approve)
+        app.action(re.compile(f"^{CLARIFY_ANSWER}_[0-9]+$"))(on_approve)  # a question's option
         app.action(REJECT)(on_reject_click)
         app.action(EDIT)(on_edit_click)
         app.view(REJECT_VIEW)(on_submit)

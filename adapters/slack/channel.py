@@ -23,7 +23,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.long_answer import DEFAULT_FILE_CHARS, as_file
 from adapters.progress import Progress, ProgressEvent, Style
 from adapters.slack.answers import answer_message, answer_pieces
-from adapters.slack.blocks import approval_blocks, fallback_text
+from adapters.slack.questions import notice_blocks, notice_text
 from adapters.slack.text import MAX_TEXT, escape
 from adapters.split import split_text
 from runtime.channel import (
@@ -127,8 +127,8 @@ class SlackChannel:
                 where,
                 key=f"approval/{notice.approval_id}/{where['channel']}",
                 again=event.again,
-                text=fallback_text(notice),
-                blocks=approval_blocks(notice, copy=event.copy),
+                text=notice_text(notice),
+                blocks=notice_blocks(notice, copy=event.copy),
             )
             return {"channel": where["channel"], "ts": ts} if ts else None
         elif isinstance(event, ApprovalUpdated):
@@ -137,11 +137,11 @@ class SlackChannel:
                 await self._update(
                     notice.message["channel"],
                     notice.message["ts"],
-                    text=fallback_text(notice),
-                    blocks=approval_blocks(notice, copy=notice.conversation != conversation.id),
+                    text=notice_text(notice),
+                    blocks=notice_blocks(notice, copy=notice.conversation != conversation.id),
                 )
             else:  # the notice was never posted: say it anew
-                await self._post(where, text=fallback_text(notice), blocks=approval_blocks(notice))
+                await self._post(where, text=notice_text(notice), blocks=notice_blocks(notice))
         elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
             await self._report(where, event)
         elif isinstance(event, FileShared):

@@ -18,6 +18,7 @@ from adapters.slack.text import clean_text, mentions
 from runtime.attachments import stored_name
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Attachment, Inbound
+from runtime.tools.clarify import option_number
 
 PLATFORM = "slack"
 APPROVE_ONCE = "clawgate_approve_once"
@@ -30,7 +31,9 @@ EDIT = "clawgate_edit"  # the button; its value is `<approval id>\n<arguments to
 EDIT_VIEW = "clawgate_edit"
 ARGUMENTS_BLOCK = "arguments"
 ARGUMENTS_INPUT = "arguments"
-COMMANDS = ("/approve", "/reject", "/clawgate")
+# A question's option buttons: `clarify_answer_<n>`, value `<question id>:<n>` (1-based).
+CLARIFY_ANSWER = "clarify_answer"
+COMMANDS = ("/approve", "/reject", "/answer", "/clawgate")
 # Message subtypes that are people talking; edits, joins, deletions and the like are not.
 _SPOKEN_SUBTYPES = (None, "thread_broadcast", "file_share")
 
@@ -179,11 +182,17 @@ def action_thread(payload: BlockActions) -> str | None:
 
 
 def action_inbound(payload: BlockActions) -> Inbound | None:
-    """An Approve button: the same as typing `/approve <id> [always]` in the thread."""
+    """An Approve button: the same as typing `/approve <id> [always]` in the thread; a
+    question's option: `/answer <id> <n>`."""
     action = payload.actions[0]
-    if action.action_id not in (APPROVE_ONCE, APPROVE_ALWAYS) or not action.value:
+    question_id, _, option = action.value.partition(":")
+    if action.action_id.startswith(CLARIFY_ANSWER) and option_number(option) is not None:
+        text = f"/answer {question_id} {option}"
+    elif action.action_id in (APPROVE_ONCE, APPROVE_ALWAYS) and action.value:
+        scope = " always" if action.action_id == APPROVE_ALWAYS else ""
+        text, question_id = f"/approve {action.value}{scope}", action.value
+    else:
         return None
-    scope = " always" if action.action_id == APPROVE_ALWAYS else ""
     team, channel, thread = payload.team.id, payload.channel.id, action_thread(payload)
     return Inbound(
         platform=PLATFORM,
@@ -192,8 +201,8 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
         session=session_of(team, channel, thread),
         conversation=conversation(team, channel, thread, _private_name(payload.channel.name)),
         actor=_actor(payload.user.id),
-        text=f"/approve {action.value}{scope}",
-        approval_id=action.value,
+        text=text,
+        approval_id=question_id,
     )
 
 

@@ -28,6 +28,7 @@ from runtime.approval.notices import (
     rejection,
     transition_message,
 )
+from runtime.approval.questions import answered, not_yours, resolve, who
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore, Transition
 from runtime.audit import AuditLog
@@ -53,6 +54,14 @@ class Decision:
     run: RunResult | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A question's answer by its asker, as given (an option's number or text, or their own
+    words): decided like an approval, it becomes the clarify call's result."""
+
+    text: str
+
+
 def refused(message: str) -> Decision:
     return Decision(False, message)
 
@@ -60,12 +69,13 @@ def refused(message: str) -> Decision:
 @dataclass(frozen=True, slots=True)
 class Decided:
     """A recorded decision: the record, its checkpoint, the window of the session's history
-    right after the decision, and for a rejection the result it recorded for the call."""
+    right after the decision, and for a rejection or an answer the result it recorded for
+    the call."""
 
     record: ApprovalRecord
     checkpoint: Checkpoint
     window: Window
-    rejection: ToolResult | None
+    result: ToolResult | None
     held: int  # messages held when a rejection released the session
     # The conversation's policy read for the decision, and when: the resumed run uses it.
     policy: EffectivePolicy
@@ -117,8 +127,11 @@ class Decisions:
         self, actor: Actor, record: ApprovalRecord
     ) -> tuple[str | None, EffectivePolicy]:
         """Why `actor` may not decide `record` under its conversation's policy (None if they
-        may), and that policy."""
+        may), and that policy. A question: only the requester answers it."""
         policy = await self.policies.effective(record.conversation.id)
+        if record.is_question:
+            mine = actor.key == record.requester.key
+            return (None if mine else "only the person who asked may answer it"), policy
         refusal = policy.approver_policy().refusal(actor, record)
         escalated = record.escalated and actor.key in record.escalate_to
         if refusal is not None and escalated and actor.key != record.requester.key:
@@ -128,7 +141,7 @@ class Decisions:
     async def record(
         self,
         approval_id: str,
-        approve: bool,
+        decision: bool | Answer,
         actor: Actor,
         conversation: ConversationRef | None,
         reason: str | None,
@@ -138,8 +151,11 @@ class Decisions:
     ) -> Decision | Decided | Retaken:
         """Check who may decide, then run the decision script: a refusal, what was decided
         (audited), or for a retake of `job` (the deciding job) its earlier decision. `edit`:
-        the call's arguments as the approver changed them (JSON), approved as edited."""
-        attempt = "approve" if approve else "reject"
+        the call's arguments as the approver changed them (JSON), approved as edited.
+        `decision`: approve (True), reject, or a question's `Answer`."""
+        answer = decision.text if isinstance(decision, Answer) else None
+        approve = decision is True
+        attempt = "answer" if answer is not None else "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
             message = f"unknown approval id {approval_id!r}"
@@ -158,6 +174,10 @@ class Decisions:
             return refused(
                 await self.unauthorized(record, actor, refusal, attempt, checkpoint.trace_id)
             )
+        if record.is_question or answer is not None:
+            answer, why = await self._answer(record, actor, answer, attempt, checkpoint)
+            if answer is None:
+                return refused(why)
         # Only a pending call is edited: anything else is refused by DECIDE as decided, or,
         # for this job delivered again, retaken with the edit it recorded.
         if edit is not None and approve and record.status is ApprovalStatus.PENDING:
@@ -166,7 +186,10 @@ class Decisions:
                 return edited
             record, checkpoint = edited.record, edited.checkpoint
         call = checkpoint.calls[checkpoint.index]
+        # A question's result holds the answer; people see it redacted.
         rejected = None if approve else rejection(call, actor, reason)
+        recorded = rejected if answer is None else answered(call, answer)
+        reason = reason if answer is None else redact_text(answer)
         transition, window = await self.approvals.decide(
             record,
             approve,
@@ -176,10 +199,11 @@ class Decisions:
             checkpoint_hash(checkpoint),
             self.worker_id,
             self.liveness_ttl,
-            rejection=encode_message(rejected.to_message()) if rejected else "",
+            rejection=encode_message(recorded.to_message()) if recorded else "",
             last=is_last(checkpoint),
             job=job,
             window=True,
+            answer=answer,
         )
         if transition.outcome == "retaken":
             return Retaken(record, checkpoint)
@@ -190,36 +214,74 @@ class Decisions:
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)
             )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-        await self.approvals.changes.reset(record.session)  # the approver saw that list
+        status = status if answer is None else ApprovalStatus.ANSWERED
         APPROVALS.labels(status.value).inc()
         DECISION_SECONDS.observe(max(0.0, time.time() - record.created_at / 1000))
         decided = record.model_copy(
-            update={"status": status, "decided_by": actor.key, "reason": reason}
+            update={"status": status, "decided_by": actor.key, "reason": reason, "answer": answer}
         )
+        await self._audit_decided(decided, checkpoint, actor, always)
+        assert window is not None  # read for every decision made
+        return Decided(
+            decided, checkpoint, window, recorded, transition.held, policy, policy_read_at
+        )
+
+    async def _audit_decided(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: Actor,
+        always: GrantTerms | None,
+    ) -> None:
+        """A decision made, in the global trail (a question's answer redacted, as its
+        `reason`)."""
+        if not record.is_question:
+            await self.approvals.changes.reset(record.session)  # the approver saw that list
+        where = {
+            "approval": record.id,
+            "tool": record.tool,
+            "session": record.session,
+            "conversation": record.conversation.id,
+            "trace": checkpoint.trace_id,
+        }
+        if record.is_question:
+            await self.audit.record("question_answered", actor.key, answer=record.reason, **where)
+            return
+        approve = record.status is ApprovalStatus.APPROVED
         granting = always is not None and record.always is not AlwaysCover.NEVER
         await self.audit.record(
             "approval_decided",
             actor.key,
-            approval=record.id,
-            decision=status.value,
+            decision=record.status.value,
             scope=("always" if granting else "once") if approve else None,
             grant=always.scope if approve and granting and always else None,
-            reason=reason,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            trace=checkpoint.trace_id,
+            reason=record.reason,
+            **where,
         )
-        assert window is not None  # read for every decision made
-        return Decided(
-            decided,
-            checkpoint,
-            window,
-            rejected,
-            transition.held,
-            policy,
-            policy_read_at,
+
+    async def _answer(
+        self,
+        record: ApprovalRecord,
+        actor: Actor,
+        text: str | None,
+        attempt: str,
+        checkpoint: Checkpoint,
+    ) -> tuple[str | None, str]:
+        """(the answer, "") that `text` gives a question, or (None, why not): an answer to an
+        approval, an approval or rejection of a question, or no option chosen."""
+        if record.is_question and text is not None:
+            return resolve(record, text)
+        if record.is_question:
+            message = (
+                f"{record.id} is a question to {who(record)}: answer it with "
+                f"/answer {record.id} <number or words> (or /cancel it)."
+            )
+        else:
+            message = f"{record.id} is an approval, not a question: /approve or /reject it."
+        await self.audit_refusal(
+            record.id, actor, "wrong_kind", message, record, attempt, checkpoint.trace_id
         )
+        return None, message
 
     async def _edit(
         self,
@@ -375,6 +437,8 @@ class Decisions:
         await settle.close_batch(
             record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED
         )
+        if record.is_question:
+            return f"Question {record.id} withdrawn; the model is told it was not answered.", True
         return f"Approval {record.id} withdrawn; the call was not executed.", True
 
     async def unauthorized(
@@ -391,6 +455,8 @@ class Decisions:
         APPROVALS.labels("refused").inc()
         verb = "cancel" if attempt == "cancel" else "decide"
         message = f"You cannot {verb} approval {record.id}: {refusal}."
+        if record.is_question:
+            message = not_yours(record)
         await self.audit_refusal(record.id, actor, "unauthorized", message, record, attempt, trace)
         return message
 

@@ -1,6 +1,6 @@
 """The approval status machine, one Lua script per kind of transition (atomic, server time).
 
-    pending -> approved | rejected | expired
+    pending -> approved | rejected | answered | expired
     approved -> executing -> consumed     (approved -> executing in the deciding script)
     executing -> outcome_unknown          (the executing process died)
 
@@ -51,13 +51,14 @@ return {'ok', tostring(now), tostring(expires)}
 )
 
 # KEYS: approval, pending, session audit, history, held, run, summary
-# ARGV: id, 'approved'|'rejected', actor, reason, conversation id ('' = operator), call hash,
-#       worker, rejection result message json ('' = none), '1' = last call of its batch,
-#       the deciding job ('' = none)
+# ARGV: id, 'approved'|'rejected'|'answered', actor, reason, conversation id ('' = operator),
+#       call hash, worker, the call's result message json when rejected or answered ('' =
+#       none), '1' = last call of its batch, the deciding job ('' = none), a question's answer
 # An approval goes straight on to `executing` (both transitions audited) under the deciding
 # worker: there is no window in which it is approved but owned by nobody. A rejection records
-# the call's result in history at once. The deciding job is kept with the decision and becomes
-# the session's run (see runtime/store/runs.py): delivered again, it is told {'retaken',
+# the call's result in history at once; so does an answer (the result holds it: the answer is
+# never lost nor asked again after a crash). The deciding job is kept with the decision and
+# becomes the session's run (see runtime/store/runs.py): delivered again, it is told {'retaken',
 # status} and continues what it began. A decision answers with the history's length as it now
 # stands and the session's context summary: the resumed run reads its window right after, with
 # a plain LRANGE (see runtime/store/history.py), never through this script.
@@ -110,6 +111,7 @@ if ARGV[2] == 'approved' then
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', decided_by, 'decided_at', now,
   'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
+if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'answer', ARGV[11]) end
 audit(ARGV[2], decided_by, ARGV[2], {'reason', ARGV[4]})
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[6], 'job', ARGV[10], 'done', '0') end
 if ARGV[2] == 'approved' then

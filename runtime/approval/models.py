@@ -23,10 +23,11 @@ def new_approval_id() -> str:
 
 
 # The shape of stored checkpoints and records. 1: wave 1 (no version field). 2: the version
-# field itself. 3: a record's tool signature and what its "approve always" covers. A reader
+# field itself. 3: a record's tool signature and what its "approve always" covers. 4: a
+# record's kind (a question to the requester, with its options, and its answer). A reader
 # upgrades older versions and refuses newer ones (a rolling deploy must not let an old
 # process misread what a new one wrote).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # How a version-2 record of an MCP tool named its signature: in its risk reasons.
 _OLD_SIGNATURE = re.compile(r"tool signature ([0-9a-f]{10})\b")
 LEGACY_NO_ALWAYS = "requested before this clawgate version named what an always would cover"
@@ -55,9 +56,9 @@ class Versioned(BaseModel):
                 f"schema_version {version!r} was written by a newer clawgate "
                 f"(this one reads up to {SCHEMA_VERSION}); upgrade this process"
             )
-        # 1 -> 2 added only the version field. 2 -> 3: an MCP tool's signature moves out of
-        # the reasons into its own field; what an "always" would have covered was never
-        # shown, so such a record is approved once only.
+        # 1 -> 2 and 3 -> 4 added only fields with defaults. 2 -> 3: an MCP tool's signature
+        # moves out of the reasons into its own field; what an "always" would have covered
+        # was never shown, so such a record is approved once only.
         # (A record made in code names its `always`: only stored ones lack it.)
         if version < 3 and "always" not in data and "." in str(data.get("tool", "")):
             found = (_OLD_SIGNATURE.search(r) for r in map(str, data.get("reasons", ())))
@@ -75,6 +76,15 @@ class ApprovalStatus(StrEnum):
     EXECUTING = "executing"
     CONSUMED = "consumed"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    ANSWERED = "answered"  # a question's: its answer is the call's result
+
+
+class Kind(StrEnum):
+    """An approval of a call, or a question to the requester (the `clarify` tool), which
+    waits, expires and resumes the same way but is answered by the requester alone."""
+
+    APPROVAL = "approval"
+    QUESTION = "question"
 
 
 class Checkpoint(Versioned):
@@ -137,6 +147,15 @@ class ApprovalRecord(Versioned):
     version: int = 1
     notice: dict[str, str] = Field(default_factory=dict)  # the adapter's ref to the notice
     notified: bool = False  # the notice was posted (a retaken run posts it otherwise)
+    kind: Kind = Kind.APPROVAL
+    question: str = ""  # a question's, with its options and whether other words may answer it
+    options: list[str] = Field(default_factory=list)
+    allow_other: bool = False
+    answer: str | None = None  # a question's answer, recorded with the decision
+
+    @property
+    def is_question(self) -> bool:
+        return self.kind is Kind.QUESTION
 
 
 def call_hash(tool: str, arguments: str, call_id: str, session: str, checkpoint_id: str) -> str:

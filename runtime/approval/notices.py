@@ -95,7 +95,12 @@ def _notice(record: ApprovalRecord) -> ApprovalNotice:
         approved_by=tuple(record.approved_by),
         editable=form,
         always=LABELS[record.always],
-        notes=notes_of(record),
+        notes=() if record.is_question else notes_of(record),
+        kind=record.kind.value,
+        question=record.question,
+        options=tuple(record.options),
+        allow_other=record.allow_other,
+        answer=record.answer,
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.notices import copies_of, notice_of, unanswered
+from runtime.approval.questions import EXPIRED
 from runtime.approval.remind import Reminders
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
@@ -86,9 +87,8 @@ class Settlement:
         )
         await self.trace_ending("approval.expired", record, checkpoint)
         await self.update_notice(record)
-        await self.close_batch(
-            record, checkpoint, "not executed: the approval request expired", ToolStatus.CANCELLED
-        )
+        expired = EXPIRED if record.is_question else "not executed: the approval request expired"
+        await self.close_batch(record, checkpoint, expired, ToolStatus.CANCELLED)
         await self.release(record)
 
     async def after_outcome_unknown(

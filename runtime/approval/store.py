@@ -48,6 +48,10 @@ IMMUTABLE_FIELDS = {
     "remind_after_ms",
     "escalate_after_ms",
     "escalate_to",
+    "kind",
+    "question",
+    "options",
+    "allow_other",
 }
 SESSION_CACHE_SIZE = 4096
 MAX_PENDING_PER_USER = 20  # default of CLAWGATE_MAX_PENDING_PER_USER
@@ -229,6 +233,7 @@ class ApprovalStore:
             decided_by=raw.get("decided_by") or None,
             decided_at=int(raw["decided_at"]) if raw.get("decided_at") else None,
             reason=raw.get("reason") or None,
+            answer=raw.get("answer") or None,
             outcome=raw.get("outcome") or None,
             worker=raw.get("worker") or None,
             notified=raw.get("notified") == "1",
@@ -276,15 +281,20 @@ class ApprovalStore:
         last: bool = False,
         job: str = "",
         window: bool = False,
+        answer: str | None = None,
     ) -> tuple[Transition, Window | None]:
         """pending -> rejected (with `rejection`, the call's result message, recorded in history
         and the session released when `last`), or pending -> approved -> executing under
         `worker` (or expired, when found overdue); `job`, the deciding job, becomes the
         session's run (`retaken` when it already decided this approval). With `window`, a
         decision made also returns the window of history the resumed run goes on with, as
-        it stood right after the decision. On approval the worker's liveness key and the
-        sweeper's hint travel along: recovery tells a crash by the liveness key's absence."""
+        it stood right after the decision. `answer`: a question answered (pending -> answered,
+        with `rejection` its result, recorded the same way). On approval the worker's liveness
+        key and the sweeper's hint travel along: recovery tells a crash by the liveness key's
+        absence."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+        if answer is not None:
+            approve, status = False, ApprovalStatus.ANSWERED
         keys = self._session_keys(record.session, record.id)
         pipe = self._pipeline()
         if approve:
@@ -304,6 +314,7 @@ class ApprovalStore:
             rejection,
             "1" if last else "0",
             job,
+            answer or "",
         )
         reply = (await pipe.execute())[-1]
         transition = _transition(reply)

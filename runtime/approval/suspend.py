@@ -10,19 +10,29 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from runtime.approval.always import cover_of
-from runtime.approval.models import ApprovalRecord, Checkpoint, call_hash, new_approval_id
+from runtime.approval.models import (
+    AlwaysCover,
+    ApprovalRecord,
+    Checkpoint,
+    Kind,
+    call_hash,
+    new_approval_id,
+)
 from runtime.approval.notices import notice_of, routed, unanswered
+from runtime.approval.questions import ASKED, question_fields
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import ApprovalRequested, Reply, Send
 from runtime.metrics import APPROVALS
-from runtime.models import RunResult, StopReason, ToolStatus
+from runtime.models import RunResult, StopReason, ToolCall, ToolStatus
 from runtime.policy.model import DIRECT
 from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
 from runtime.store.connection import OUTAGES
 from runtime.store.history import HistoryStore, encode_message
+from runtime.tools.base import Tool
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
 from runtime.trace_context import current_trace_id
 from runtime.tracing import hooks as tracing
@@ -31,6 +41,7 @@ if TYPE_CHECKING:  # the loop's own types: the loop never imports approvals
     from runtime.loop import RunState, Suspension
 
 log = logging.getLogger(__name__)
+Fields = dict[str, Any]
 
 
 def _routes(policy: EffectivePolicy | None, requester: str) -> list[str]:
@@ -57,6 +68,17 @@ def _reminders(policy: EffectivePolicy | None) -> dict[str, Any]:
         "remind_after_ms": None if remind is None else int(remind * 1000),
         "escalate_after_ms": None if escalate is None else int(escalate * 1000),
         "escalate_to": sorted(policy.escalate_to),
+    }
+
+
+def _question(call: ToolCall) -> Fields:
+    """A question's record fields: asked of the requester alone (no copies, no quorum, no
+    reminders), never "approved always"."""
+    return {
+        "kind": Kind.QUESTION,
+        "always": AlwaysCover.NEVER,
+        "no_always": ASKED,
+        **question_fields(call),
     }
 
 
@@ -120,8 +142,6 @@ class Suspender:
             )
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
         tool = self.registry.resolve(call.name) if self.registry else None
-        always, no_always = cover_of(call.name, tool, ctx.policy)
-        changed = await self.approvals.changes.read(state.session)
         arguments = canonical_arguments(call)
         record = ApprovalRecord(
             id=new_approval_id(),
@@ -133,15 +153,11 @@ class Suspender:
             call_id=call.id,
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
             reasons=suspension.result.reasons,
-            quorum=ctx.policy.quorum(call.name, suspension.result.reasons) if ctx.policy else 1,
-            signature=None if tool is None else tool.signature,
-            always=always,
-            no_always=no_always,
-            unapproved_changes=list(changed.paths),
-            unapproved_more=changed.more,
-            runs_with=None if tool is None else tool.approved_view(),
-            routes=_routes(ctx.policy, ctx.actor.key),
-            **_reminders(ctx.policy),
+            **(
+                _question(call)
+                if isinstance(tool, ClarifyTool)
+                else await self._approval(state, call, tool, suspension.result.reasons)
+            ),
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
@@ -167,7 +183,7 @@ class Suspender:
         APPROVALS.labels("requested").inc()
         tracing.approval_paused(call.id, record.id, checkpoint.id, call.name, record.reasons)
         await self.audit.record(
-            "approval_requested",
+            "question_asked" if record.is_question else "approval_requested",
             ctx.actor.key,
             approval=record.id,
             tool=record.tool,
@@ -179,6 +195,27 @@ class Suspender:
         )
         await self.notify(record)
         return result.model_copy(update={"approval_id": record.id})
+
+    async def _approval(
+        self, state: RunState, call: ToolCall, tool: Tool[Any] | None, reasons: list[str]
+    ) -> Fields:
+        """An approval record's own fields: who must approve, what an "always" covers, where
+        else it is posted, what changed unasked since the last one."""
+        policy = state.ctx.policy
+        assert state.ctx.actor is not None
+        always, no_always = cover_of(call.name, tool, policy)
+        changed = await self.approvals.changes.read(state.session)
+        return {
+            "quorum": policy.quorum(call.name, reasons) if policy else 1,
+            "signature": None if tool is None else tool.signature,
+            "always": always,
+            "no_always": no_always,
+            "unapproved_changes": list(changed.paths),
+            "unapproved_more": changed.more,
+            "runs_with": None if tool is None else tool.approved_view(),
+            "routes": _routes(policy, state.ctx.actor.key),
+            **_reminders(policy),
+        }
 
     async def notify(self, record: ApprovalRecord, again: bool = False) -> None:
         """Post the approval notice to its conversation and to the policy's approvers'

@@ -9,6 +9,7 @@ from collections.abc import Awaitable
 
 from runtime.approval.always import rule_for_call
 from runtime.approval.changes import WRITING_TOOLS
+from runtime.approval.questions import ASKED
 from runtime.approval.rejudge import rejudged
 from runtime.approval.store import ApprovalStore
 from runtime.mcp.tool import McpTool
@@ -18,6 +19,7 @@ from runtime.models import ToolResult, ToolStatus
 from runtime.policy.service import PolicyService
 from runtime.redact import one_line
 from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.sandbox import Access
 
 
@@ -44,6 +46,16 @@ class HumanApprovalMiddleware:
         self.policies = policies
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
+        if isinstance(invocation.tool, ClarifyTool):
+            # A question is always asked (runtime/approval/questions.py): no risk rule, grant
+            # or "approve always" answers for the requester.
+            return stop_here(
+                invocation,
+                ToolStatus.SUSPENDED,
+                "waiting for the requester's answer",
+                "clarify: waiting for the requester's answer",
+                (ASKED,),
+            )
         arguments = invocation.args.model_dump(mode="json")
         name = invocation.tool.name
         risk, always_ask = self.policy, None

@@ -438,7 +438,7 @@ async def test_cli_changes_and_shows_the_policy(
     code = await asyncio.to_thread(main, ["policy", "show", "--json", "--conversation", CHAT.id])
     shown = json.loads(capsys.readouterr().out)
     assert shown["tools"]["bash"]["state"] == "deny"
-    assert shown["offered"] == ["edit", "read", "send_file", "write"]  # bash denied
+    assert shown["offered"] == ["clarify", "edit", "read", "send_file", "write"]  # bash denied
 
     code = await asyncio.to_thread(main, ["policy", "show"])
     assert code == 0 and "Policy for global" in capsys.readouterr().out

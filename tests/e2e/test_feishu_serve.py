@@ -46,7 +46,7 @@ from tests.fake_feishu import (
     post,
     signed_headers,
 )
-from tests.fake_openai import FakeOpenAI, streamed
+from tests.fake_openai import FakeOpenAI, calls, reply, streamed
 from tests.processes import CLAWGATE, clean_env
 from tests.serving import (
     Served,
@@ -1133,3 +1133,70 @@ async def test_a_streamed_answer_shows_in_the_working_message_and_is_sent_once(
         assert len(shown) - 1 <= min(MAX_EDITS, PREVIEW_EDITS + 1)
         gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
         assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps
+
+
+# ---------------------------------------------------------------------------------------------
+# A question back to the asker (the clarify tool)
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_question_card_is_answered_by_the_requesters_click_alone(
+    fake: FakeFeishu, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    ask = {"question": "Which environment?", "options": ["staging", "prod"]}
+    fake_openai.script = [calls(("call_q", "clarify", ask)), reply("Deploying to staging.")]
+    url = fake_openai.base_url
+    async with serving(fake, workdir, redis_url, OPENAI_BASE_URL=url, OPENAI_API_KEY="k") as h:
+        said = await h.say("deploy it")
+        call = await h.fake.await_for(
+            lambda: next(
+                (c for c in h.fake.replies(said.message_id) if c.msg_type == "interactive"), None
+            ),
+            15,
+            what="the question card",
+        )
+        content = call.content
+        assert content["schema"] == "2.0"
+        elements = content["body"]["elements"]
+        assert f"<at id={ALICE}></at> asks you:" in elements[0]["content"]
+        assert elements[1]["text"]["content"] == "Which environment?"
+        options = [e for e in elements if e["tag"] == "button"]
+        assert [b["text"]["content"] for b in options] == ["staging", "prod"]
+        (behavior,) = options[0]["behaviors"]
+        assert behavior["type"] == "callback"
+        value = behavior["value"]
+        question_id = value["approval_id"]
+        assert value == {"action": "answer", "approval_id": question_id, "option": "1"}
+        await h.drained()
+
+        async def click(operator: str) -> Any:
+            event = card_action_event(
+                value, operator_open_id=operator, open_message_id=str(call.message_id)
+            )
+            status, text = await h.send(event_envelope(CARD, event, token=TOKEN))
+            assert status == 200
+            return json.loads(text)
+
+        refused = await click(BOB)  # someone else: a toast for them alone, nothing queued
+        assert refused["toast"]["type"] == "error"
+        assert f"Only feishu:{ALICE} can answer" in refused["toast"]["content"]
+        await h.drained()
+        assert (await h.approval(question_id)).status == "pending"
+        assert len(fake_openai.requests) == 1
+
+        accepted = await click(ALICE)
+        assert accepted == {"toast": {"type": "info", "content": f"Answering {question_id}…"}}
+        await h.fake.await_for(
+            lambda: any("Deploying to staging." in t for t in h.texts(said.message_id)),
+            15,
+            what="the answer",
+        )
+        await h.drained()
+        tool = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+        assert [m["content"] for m in tool] == ["The requester answered: staging"]
+        record = await h.approval(question_id)
+        assert record.status == "answered" and record.answer == "staging"
+        patched = h.fake.message(str(call.message_id))
+        assert patched is not None
+        shown = json.dumps(patched.content, ensure_ascii=False)
+        assert "Answered by" in shown and "staging" in shown and '"button"' not in shown

@@ -41,7 +41,7 @@ from bot.settings import Settings
 from runtime.audit import AuditLog
 from runtime.store.keys import Keys
 from tests.conftest import free_port
-from tests.fake_openai import FakeOpenAI, streamed
+from tests.fake_openai import FakeOpenAI, calls, reply, streamed
 from tests.fake_slack import (
     BOT_ID,
     BOT_USER_ID,
@@ -1044,7 +1044,7 @@ async def test_admin_denies_bash_with_a_slash_command_and_the_model_no_longer_se
         lambda c: c.params.get("thread_ts") == ts and "not enabled here" in str(c.params["text"]),
         "the answer without bash",
     )
-    assert "(enabled: read, write, edit, send_file)" in answer.params["text"]
+    assert "(enabled: read, write, edit, send_file, clarify)" in answer.params["text"]
     await h.drained()
     assert (h.workdir / "victim.txt").read_text() == "precious"
 
@@ -1286,3 +1286,67 @@ async def test_a_streamed_answer_shows_in_the_working_message_and_is_posted_once
         # Never two changes of the message within the throttle interval.
         gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
         assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps
+
+
+# ---------------------------------------------------------------------------------------------
+# A question back to the asker (the clarify tool)
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_question_is_answered_by_the_requesters_click_alone(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+) -> None:
+    ask = {"question": "Which environment?", "options": ["staging", "prod"]}
+    fake_openai.script = [calls(("call_q", "clarify", ask)), reply("Deploying to prod.")]
+    url = fake_openai.base_url
+    async with serving(fake, workdir, redis_url, OPENAI_BASE_URL=url, OPENAI_API_KEY="k") as h:
+        ts = next_ts()
+        assert (await h.post(event_body(mention_event("deploy it", ts=ts))))[0] == 200
+        notice = await h.await_post(lambda c: c.is_notice, "the question")
+        assert notice.params["thread_ts"] == ts  # in the thread that asked, nowhere else
+        blocks = blocks_of(notice)
+        assert f"<@{ALICE}> *Which environment?*" in block_text(blocks)
+        options = buttons(blocks)
+        assert [b["text"]["text"] for b in options] == ["staging", "prod"]
+        question_id = str(options[0]["value"]).partition(":")[0]
+        pending = Pending(ts, notice, question_id)
+        await h.drained()
+
+        # Someone else's click: told privately, nothing resumes, the refusal is audited.
+        body = block_action_body(
+            options[1]["action_id"],
+            str(options[1]["value"]),
+            user=BOB,
+            message_ts=pending.notice_ts,
+            thread_ts=ts,
+            message_blocks=blocks,
+        )
+        assert (await h.post(body))[0] == 200
+        (told,) = await h.fake.await_for(lambda: h.fake.ephemerals(CHANNEL, BOB), 15, what="no")
+        assert f"Only slack:{ALICE} can answer this question" in told.params["text"]
+        await h.drained()
+        assert await h.approval_status(pending.session, question_id) == "pending"
+        assert len(fake_openai.requests) == 1 and h.fake.updates(CHANNEL, pending.notice_ts) == []
+
+        body = block_action_body(
+            options[1]["action_id"],
+            str(options[1]["value"]),
+            user=ALICE,
+            message_ts=pending.notice_ts,
+            thread_ts=ts,
+            message_blocks=blocks,
+        )
+        assert (await h.post(body))[0] == 200
+        await h.await_post(lambda c: c.params.get("text") == "Deploying to prod.", "the answer")
+        await h.drained()
+
+        tool = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+        assert [m["content"] for m in tool] == ["The requester answered: prod"]
+        updated = h.fake.message(CHANNEL, pending.notice_ts)
+        assert updated is not None and buttons(updated.blocks or []) == []
+        assert f"Answered by <@{ALICE}>: *prod*" in block_text(updated.blocks)
+        assert await h.approval_status(pending.session, question_id) == "answered"
+        trail = await AuditLog(h.redis, Keys(h.prefix)).newest(200)
+        refusals = [e for e in trail if e.event == "approval_refused"]
+        assert [e.actor for e in refusals] == [f"slack:{BOB}"]
+        assert h.fake.ephemerals(CHANNEL, ALICE) == []

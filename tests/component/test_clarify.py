@@ -1,0 +1,281 @@
+"""The clarify tool end to end on a real Redis with the real OpenAI client against the fake:
+a question suspends the run like an approval, only the requester answers it, and the answer
+comes back to the model as the call's result, exactly once, in any process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.console.channel import (
+    ConsoleChannel,
+    render_pending,
+    render_request,
+    render_update,
+)
+from adapters.console.chat import ConsoleChat
+from adapters.dispatch import dispatch
+from bot.cli_approvals import run_approvals_command
+from runtime.agent import Runtime
+from runtime.approval.decisions import Answer
+from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
+from runtime.models import Actor, ConversationRef, StopReason
+from runtime.policy.model import ApprovalRules, PolicyDocument, ToolRules
+from runtime.providers.openai_provider import OpenAIProvider
+from runtime.tools.clarify import ClarifyArgs, ClarifyTool
+from runtime.tools.files import ReadTool
+from runtime.tools.registry import ToolRegistry
+from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
+
+BOB = Actor(platform="console", user_id="bob")
+ASK = {"question": "Which environment?", "options": ["staging", "prod"]}
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+def runtime_for(
+    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, **kwargs: Any
+) -> tuple[Runtime, RecordingChannel]:
+    provider = OpenAIProvider("fake", api_key="sk-test", base_url=fake.base_url, max_retries=0)
+    registry = ToolRegistry([ReadTool(), ClarifyTool()])
+    return make_runtime(redis, workdir, provider, registry=registry, **kwargs)
+
+
+def tool_results(fake: FakeOpenAI, request: int) -> list[str]:
+    messages = fake.requests[request]["messages"]
+    return [str(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+async def asked(
+    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, args: dict[str, Any] = ASK, **kw: Any
+) -> tuple[Runtime, RecordingChannel, str]:
+    fake.script = [calls(("call_q", "clarify", args)), reply("Deploying to the chosen one.")]
+    runtime, channel = runtime_for(redis, workdir, fake, **kw)
+    result = await runtime.run("s1", "deploy it", ALICE, HERE)
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and result.approval_id
+    return runtime, channel, result.approval_id
+
+
+async def test_the_requesters_answer_resumes_the_run_with_it(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    # Approval requests go to an approvers' channel and to approvers directly too: not questions.
+    rules = ApprovalRules(notify=["slack:T1:CAPPROVERS", "dm"], approvers=["slack:UCAROL"])
+    runtime, channel, question_id = await asked(
+        redis, workdir, fake_openai, document=PolicyDocument(approvals=rules)
+    )
+
+    (requested,) = channel.of(ApprovalRequested)
+    notice = requested.notice
+    assert notice.kind == "question" and notice.question == "Which environment?"
+    assert notice.options == ("staging", "prod") and not notice.allow_other
+    assert [c for c, e in channel.events if isinstance(e, ApprovalRequested)] == [HERE]
+    shown = render_request(notice)
+    assert "1. staging" in shown and "2. prod" in shown and "answer with a number (1-2)" in shown
+    assert question_id in render_pending(notice) and "Which environment?" in render_pending(notice)
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    record = json.loads(str(await redis.hget(key, "record")))
+    assert record["kind"] == "question" and record["options"] == ["staging", "prod"]
+
+    # Someone else, even an admin, is refused; nothing changes.
+    for other in (BOB, ADMIN):
+        refused = await runtime.decide(question_id, Answer("1"), other, HERE)
+        assert not refused.accepted
+        assert refused.message.startswith(f"Only {ALICE.key} can answer this question")
+    approve = await runtime.decide(question_id, True, ADMIN, HERE)
+    assert not approve.accepted and approve.message.startswith("Only")
+    approve = await runtime.decide(question_id, True, ALICE, HERE)
+    assert not approve.accepted and f"/answer {question_id}" in approve.message
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+    # Not an option, and no own words allowed: told which to choose.
+    wrong = await runtime.decide(question_id, Answer("qa"), ALICE, HERE)
+    assert not wrong.accepted and "1. staging, 2. prod" in wrong.message
+
+    decision = await runtime.decide(question_id, Answer("2"), ALICE, HERE)
+
+    assert decision.accepted, decision.message
+    assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
+    assert tool_results(fake_openai, 1) == ["The requester answered: prod"]
+    assert channel.of(Reply)[-1].text == "Deploying to the chosen one."
+    (updated,) = channel.of(ApprovalUpdated)
+    assert updated.notice.status == "answered" and updated.notice.answer == "prod"
+    assert (
+        render_update(updated.notice) == f"[question {question_id} answered by {ALICE.key}: prod]"
+    )
+    assert (
+        await redis.hget(key, "status") == "answered" and await redis.hget(key, "answer") == "prod"
+    )
+    stream = await runtime.approvals.audit_entries("s1")
+    assert [e["event"] for e in stream] == ["requested", *["refused"] * 3, "answered"]
+    trail = await runtime.audit.newest(100)
+    (answered,) = [e for e in trail if e.event == "question_answered"]
+    assert answered.actor == ALICE.key and answered.fields["answer"] == "prod"
+    refusals = [e for e in trail if e.event == "approval_refused"]
+    assert {e.actor for e in refusals} == {BOB.key, ADMIN.key, ALICE.key}
+
+    shown_one = io.StringIO()
+    show = argparse.Namespace(verb="show", id=question_id, json=False)
+    assert await run_approvals_command(runtime, show, shown_one) == 0
+    fields = shown_one.getvalue()
+    assert "kind:" in fields and "question" in fields and "Which environment?" in fields
+    assert "answer:" in fields and "prod" in fields
+
+    again = await runtime.decide(question_id, Answer("1"), ALICE, HERE)
+    assert not again.accepted and "already" in again.message
+    assert len(fake_openai.requests) == 2  # never asked, never resumed again
+
+
+async def test_a_plain_message_of_the_requester_answers_others_are_held(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    args = {**ASK, "allow_other": True}
+    runtime, channel, _ = await asked(redis, workdir, fake_openai, args)
+    fake_openai.script.append(reply("Noted, Bob."))
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    held = await dispatch(runtime, "s1", "what about qa?", BOB, HERE, say)
+    assert held is not None and held.held  # someone else's words wait, as during an approval
+    result = await dispatch(runtime, "s1", "the qa cluster, please", ALICE, HERE, say)
+
+    assert result is not None and result.stop_reason is StopReason.FINAL
+    assert tool_results(fake_openai, 1) == ["The requester answered: the qa cluster, please"]
+    assert [r.text for r in channel.of(Reply)] == ["Deploying to the chosen one.", "Noted, Bob."]
+    assert told == []
+
+
+async def test_an_unanswered_question_expires_and_the_model_is_told(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, channel, question_id = await asked(redis, workdir, fake_openai, timeout_s=0.2)
+    await asyncio.sleep(0.3)
+    assert await runtime.sweep() == 1
+    (updated,) = channel.of(ApprovalUpdated)
+    assert updated.notice.status == "expired"
+    fake_openai.script = [reply("Nobody answered, so I did nothing.")]
+    await runtime.run("s1", "well?", ALICE, HERE)
+    assert tool_results(fake_openai, 1) == [
+        "no answer: the question expired before the person who asked answered it"
+    ]
+    late = await runtime.decide(question_id, Answer("1"), ALICE, HERE)
+    assert not late.accepted and "expired" in late.message
+
+
+async def test_an_answer_recorded_before_a_crash_is_resumed_with_never_asked_again(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    first, first_channel, question_id = await asked(redis, workdir, fake_openai)
+
+    async def dies_on_update(conversation: ConversationRef, event: Event) -> None:
+        if isinstance(event, ApprovalUpdated):
+            raise Crash  # after the decision script, before the run goes on
+        await RecordingChannel.send(first_channel, conversation, event)
+
+    first.settlement.send = dies_on_update
+    with pytest.raises(Crash):
+        await first.decide(question_id, Answer("staging"), ALICE, HERE, job="d1")
+    assert len(fake_openai.requests) == 1
+
+    second, channel = runtime_for(redis, workdir, fake_openai)
+    decision = await second.decide(question_id, Answer("staging"), ALICE, HERE, job="d1")
+
+    assert decision.accepted
+    assert tool_results(fake_openai, 1) == ["The requester answered: staging"]
+    assert [r.text for r in channel.of(Reply)] == ["Deploying to the chosen one."]
+    assert len(fake_openai.requests) == 2
+
+
+async def test_cancel_withdraws_a_question(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    said = await runtime.cancel("s1", ALICE, HERE)
+    assert f"Question {question_id} withdrawn" in said
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "rejected"
+
+
+def test_the_arguments_are_checked() -> None:
+    ClarifyArgs(question="Which?", options=["a", "b"])
+    ClarifyArgs(question="How many?", options=["1", "2", "10"])  # numbers in their own place
+    bad_options: list[Any] = [
+        ["a"],
+        ["a", "A"],
+        ["a", " "],
+        [str(i) for i in range(7)],
+        ["a", "x" * 76],
+        ["2", "1"],  # typing "1" would mean the second option, clicking it the first
+        ["a", "b", "1"],
+        [1, 2],
+        ["a", None],
+    ]
+    for bad in bad_options:
+        with pytest.raises(ValueError):
+            ClarifyArgs(question="Which?", options=bad)
+    with pytest.raises(ValueError):
+        ClarifyArgs(question=" \n ", options=["a", "b"])
+    assert not ClarifyTool.parallel_safe
+
+
+async def test_digits_that_are_no_option_number_neither_answer_nor_crash(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    for odd in ("²", "\u0661", "9" * 5000, "0", "3"):  # `str.isdigit`, but no option's number
+        refused = await runtime.decide(question_id, Answer(odd), ALICE, HERE)
+        assert not refused.accepted and "1. staging, 2. prod" in refused.message
+        held = await dispatch(runtime, "s1", odd, ALICE, HERE, say)
+        assert held is not None and held.held  # a message like any other: it waits
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+
+
+async def test_the_terminal_shows_a_numbered_prompt_and_the_number_typed_answers(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [calls(("call_q", "clarify", ASK)), reply("Deploying to prod.")]
+    runtime, _ = runtime_for(redis, workdir, fake_openai)
+    out = io.StringIO()
+    runtime.channel.channel = ConsoleChannel(out)  # the runtime's redacting channel, onto it
+    chat = ConsoleChat(runtime, "console:local", ALICE, io.StringIO(), out)
+
+    await chat.handle("deploy it")
+    shown = out.getvalue()
+    assert "[question for console:alice] Which environment?\n  1. staging\n  2. prod\n" in shown
+    question_id = shown.split("(id ", 1)[1][:13]
+    await chat.handle("2")
+
+    assert tool_results(fake_openai, 1) == ["The requester answered: prod"]
+    rest = out.getvalue()[len(shown) :]
+    assert f"[question {question_id} answered by console:alice: prod]" in rest
+    assert rest.rstrip().endswith("Deploying to prod.")
+
+
+async def test_a_policy_deny_still_denies_a_question(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script = [calls(("call_q", "clarify", ASK)), reply("I will pick staging.")]
+    document = PolicyDocument(tools=ToolRules(deny=["clarify"]))
+    runtime, channel = runtime_for(redis, workdir, fake_openai, document=document)
+    result = await runtime.run("s1", "deploy it", ALICE, HERE)
+    assert result.stop_reason is StopReason.FINAL and result.approval_id is None
+    assert channel.of(ApprovalRequested) == []
+    (denied,) = tool_results(fake_openai, 1)
+    assert "denied" in denied
