@@ -34,3 +34,27 @@ def answer_message(piece: str) -> dict[str, Any]:
         "blocks": [{"type": "markdown", "text": markdown_text(piece)}],
         "instead": {"text": escape(piece)},
     }
+
+
+FEEDBACK = "clawgate_feedback"  # the action id of the 👍/👎 buttons under a final answer
+GOOD, BAD = "good", "bad"
+
+
+def feedback_blocks(key: str) -> list[dict[str, Any]]:
+    """👍/👎 under a final answer (Block Kit's feedback buttons); each button's value is
+    `good|bad <answer key>`, what the click records."""
+
+    def button(emoji: str, label: str, value: str) -> dict[str, Any]:
+        return {
+            "text": {"type": "plain_text", "text": emoji},
+            "accessibility_label": label,
+            "value": f"{value} {key}",
+        }
+
+    buttons = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK,
+        "positive_button": button("👍", "A good answer", GOOD),
+        "negative_button": button("👎", "Not a good answer", BAD),
+    }
+    return [{"type": "context_actions", "elements": [buttons]}]

@@ -45,13 +45,16 @@ class SlackIdentity:
 
 
 def conversation(
-    team: str, channel: str, thread_ts: str | None, private: bool = False
+    team: str, channel: str, thread_ts: str | None, private: bool = False, user: str = ""
 ) -> ConversationRef:
     """`private`: the payload says it is a direct message or a group DM (mpim), which the
-    policy's `direct_messages` opens or closes like a DM."""
+    policy's `direct_messages` opens or closes like a DM. `user`: who asked (an answer is
+    streamed to them: Slack needs the recipient of a stream outside a DM)."""
     data = {"channel": channel}
     if thread_ts:
         data["thread_ts"] = thread_ts
+    if user:
+        data["user"] = user
     direct = private or channel.startswith("D")  # D…: Slack's direct-message channels
     return ConversationRef(
         platform=PLATFORM, id=f"slack:{team}:{channel}", data=data, direct=direct
@@ -139,7 +142,7 @@ def message_inbound(
         dedupe_keys=(f"slack:event:{event_id}", f"slack:message:{event.channel}:{event.ts}"),
         session=session_of(team, event.channel, thread),
         conversation=conversation(
-            team, event.channel, thread, event.channel_type in ("im", "mpim")
+            team, event.channel, thread, event.channel_type in ("im", "mpim"), event.user
         ),
         actor=_actor(event.user),
         text=text,

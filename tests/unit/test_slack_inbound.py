@@ -56,7 +56,7 @@ def test_top_level_mention_starts_a_thread_session() -> None:
     assert inbound is not None
     assert inbound.session == "slack:T1:C1:10.1"
     assert inbound.conversation.id == "slack:T1:C1"
-    assert inbound.conversation.data == {"channel": "C1", "thread_ts": "10.1"}
+    assert inbound.conversation.data == {"channel": "C1", "thread_ts": "10.1", "user": "U1"}
     assert inbound.text == "hi"
     assert inbound.actor.key == "slack:U1"
     assert not inbound.needs_session
