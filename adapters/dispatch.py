@@ -13,6 +13,7 @@ from adapters.policy_text import render_grant, render_policy
 from adapters.reading import Prompt
 from adapters.router import Router
 from runtime.agent import Runtime
+from runtime.feedback import THANKS, record_feedback
 from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
@@ -192,6 +193,14 @@ async def _grants(
         return "Cannot reach Redis, so grants were neither read nor changed; try again."
 
 
+async def _feedback(runtime: Runtime, router: Router, inbound: Inbound) -> None:
+    answer, message = inbound.source.get("answer", ""), inbound.message
+    model = runtime.provider.name
+    args = (inbound.actor, inbound.conversation, inbound.text, answer, message)
+    if await record_feedback(runtime.audit, model, *args):
+        await router.tell(inbound.conversation, inbound.actor, THANKS, inbound.reply)
+
+
 async def handle_inbound(
     runtime: Runtime, router: Router, inbound: Inbound, job: str
 ) -> RunResult | None:
@@ -199,6 +208,9 @@ async def handle_inbound(
     alone go through `router`."""
     if inbound.kind == "release":
         return await runtime.release_held(inbound.session)
+    if inbound.kind == "feedback":
+        await _feedback(runtime, router, inbound)
+        return None
     if inbound.needs_session and not await runtime.knows(inbound.session):
         return None  # a thread the bot was never part of
 

@@ -305,8 +305,10 @@ def block_action_payload(
     message_blocks: list[dict[str, Any]] | None = None,
     response_url: str = DEFAULT_RESPONSE_URL,
     trigger_id: str | None = None,
+    action_type: str = "button",
 ) -> dict[str, Any]:
-    """A `block_actions` payload for a button click on the message at `message_ts`.
+    """A `block_actions` payload for a button click on the message at `message_ts`
+    (`action_type` "feedback_buttons": a 👍/👎 under an answer, the clicked one's value).
 
     bolt reads user from `user.id`, team from `team.id`, channel from `channel.id` and the thread
     from `message.thread_ts` (there is no top-level thread_ts in real payloads).
@@ -344,10 +346,14 @@ def block_action_payload(
         "response_url": response_url,
         "actions": [
             {
-                "type": "button",
+                "type": action_type,
                 "action_id": action_id,
                 "block_id": block_id,
-                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                **(
+                    {"text": {"type": "plain_text", "text": action_id, "emoji": True}}
+                    if action_type == "button"
+                    else {}
+                ),
                 "value": value,
                 "action_ts": next_ts(),
             }
@@ -705,27 +711,7 @@ class FakeSlack(ThreadedServer):
             }
             return {"ok": True, "channel": channel, "ts": ts, "message": message}
         if method == "chat.update":
-            channel, ts = params.get("channel", ""), params.get("ts", "")
-            stored = self._messages.get((channel, ts))
-            if stored is None:
-                return {"ok": False, "error": "message_not_found"}
-            if stored.streaming:  # a stream is finished by chat.stopStream first
-                return {"ok": False, "error": "cant_update_message"}
-            metadata = params.get("metadata")
-            self._messages[(channel, ts)] = replace(
-                stored,
-                text=params.get("text", stored.text),
-                blocks=params.get("blocks", stored.blocks),
-                edits=stored.edits + 1,
-                metadata=metadata if isinstance(metadata, dict) else stored.metadata,
-            )
-            return {
-                "ok": True,
-                "channel": channel,
-                "ts": ts,
-                "text": params.get("text", stored.text or ""),
-                "message": {"text": params.get("text", stored.text or ""), "ts": ts},
-            }
+            return self._update(params)
         if method == "chat.delete":
             channel, ts = params.get("channel", ""), params.get("ts", "")
             self._messages.pop((channel, ts), None)
@@ -734,15 +720,35 @@ class FakeSlack(ThreadedServer):
             return self._read(method, params)
         if method in _STREAMS:
             return self._stream_call(method, params)
-        if method.startswith("assistant.threads."):
-            if not params.get("channel_id") or not params.get("thread_ts"):
-                return {"ok": False, "error": "invalid_arguments"}
-            return {"ok": True}
         if method == "files.getUploadURLExternal":
             return self._upload_url(params)
         if method == "files.completeUploadExternal":
             return self._complete_upload(params)
         return _simple(method, params)
+
+    def _update(self, params: dict[str, Any]) -> dict[str, Any]:
+        """chat.update: text, blocks and metadata replaced."""
+        channel, ts = params.get("channel", ""), params.get("ts", "")
+        stored = self._messages.get((channel, ts))
+        if stored is None:
+            return {"ok": False, "error": "message_not_found"}
+        if stored.streaming:  # a stream is finished by chat.stopStream first
+            return {"ok": False, "error": "cant_update_message"}
+        metadata = params.get("metadata")
+        self._messages[(channel, ts)] = replace(
+            stored,
+            text=params.get("text", stored.text),
+            blocks=params.get("blocks", stored.blocks),
+            edits=stored.edits + 1,
+            metadata=metadata if isinstance(metadata, dict) else stored.metadata,
+        )
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": params.get("text", stored.text or ""),
+            "message": {"text": params.get("text", stored.text or ""), "ts": ts},
+        }
 
     def _stream_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """chat.startStream (a reply in a thread; outside a DM for a named recipient),
@@ -751,10 +757,8 @@ class FakeSlack(ThreadedServer):
         if self.refuse_streaming:
             return {"ok": False, "error": self.refuse_streaming}
         channel, text = str(params.get("channel", "")), str(params.get("markdown_text") or "")
-        chunks = params.get("chunks") if isinstance(params.get("chunks"), list) else []
-        text += "".join(
-            str(c.get("text", "")) for c in chunks if c.get("type") == "markdown_text"
-        )
+        chunks: list[Any] = params["chunks"] if isinstance(params.get("chunks"), list) else []
+        text += "".join(str(c.get("text", "")) for c in chunks if c.get("type") == "markdown_text")
         if method == "chat.startStream":
             thread_ts = params.get("thread_ts")
             named = params.get("recipient_user_id") and params.get("recipient_team_id")
@@ -785,7 +789,7 @@ class FakeSlack(ThreadedServer):
             self._messages[(channel, ts)] = replace(stored, text=grown, appends=stored.appends + 1)
             return {"ok": True, "channel": channel, "ts": ts}
         metadata = params.get("metadata")
-        below = params.get("blocks") if isinstance(params.get("blocks"), list) else []
+        below: list[Any] = params["blocks"] if isinstance(params.get("blocks"), list) else []
         self._messages[(channel, ts)] = replace(
             stored,
             text=grown,
@@ -1282,6 +1286,15 @@ class FakeSlack(ThreadedServer):
         """The bot's messages in a thread now, oldest first."""
         return [m for m in self.messages(channel, thread_ts) if m.user == self.bot_user_id]
 
+    def answers(self, channel: str, thread_ts: str) -> list[StoredMessage]:
+        """The bot's answers in a thread as they stand (streamed or posted): its messages
+        with a markdown block, or still streaming."""
+        return [
+            m
+            for m in self.bot_messages(channel, thread_ts)
+            if m.streaming or any(b.get("type") == "markdown" for b in m.blocks or [])
+        ]
+
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[Call]:
         """Successful chat.postEphemeral calls."""
         return self._ok_calls("chat.postEphemeral", channel=channel, user=user)
@@ -1385,6 +1398,10 @@ def _simple(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return _open_dm(params)
     if method == "views.open":
         return {"ok": True, "view": {"id": "V1"}}
+    if method.startswith("assistant.threads.") and not (
+        params.get("channel_id") and params.get("thread_ts")
+    ):
+        return {"ok": False, "error": "invalid_arguments"}
     return {"ok": True}
 
 

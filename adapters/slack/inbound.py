@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapters.commands import decision_target
+from adapters.slack.answers import BAD, FEEDBACK, GOOD
 from adapters.slack.payloads import (
     BlockActions,
     MessageEvent,
@@ -197,6 +198,28 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
         actor=_actor(payload.user.id),
         text=f"/approve {action.value}{scope}",
         approval_id=action.value,
+    )
+
+
+def feedback_inbound(payload: BlockActions) -> Inbound | None:
+    """👍 or 👎 under an answer (`answers.feedback_blocks`): recorded by the worker, once."""
+    action = payload.actions[0]
+    value, _, key = action.value.partition(" ")
+    if action.action_id != FEEDBACK or value not in (GOOD, BAD):
+        return None
+    team, channel, thread = payload.team.id, payload.channel.id, action_thread(payload)
+    return Inbound(
+        platform=PLATFORM,
+        event_id=payload.trigger_id,
+        dedupe_keys=(f"slack:trigger:{payload.trigger_id}",),
+        session=session_of(team, channel, thread),
+        conversation=conversation(team, channel, thread, _private_name(payload.channel.name)),
+        actor=_actor(payload.user.id),
+        text=value,
+        message=payload.container.message_ts or "",
+        source={"answer": key},
+        reply={"response_url": payload.response_url or ""},
+        kind="feedback",
     )
 
 

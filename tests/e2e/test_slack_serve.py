@@ -25,7 +25,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.progress import PREVIEW_INTERVAL
+from adapters.slack.answers import FEEDBACK
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
@@ -248,18 +248,48 @@ async def test_mention_is_answered_in_its_thread(h: Harness) -> None:
     assert answer.params["channel"] == CHANNEL and answer.params["thread_ts"] == ts
     await h.drained()
 
-    in_thread = h.fake.posts(CHANNEL, ts)
     assert all(c.params.get("thread_ts") == ts for c in h.fake.posts())  # nothing elsewhere
-    working = [c for c in in_thread if str(c.params["text"]).startswith("_Working…_")]
-    assert len(working) == 1, h.fake.describe()
-    assert "`read`" in working[0].params["text"] and "notes.txt" in working[0].params["text"]
-    progress_ts = str(working[0].response["ts"])
-    assert h.fake.updates(CHANNEL, progress_ts), "the progress message was never updated"
-    final = h.fake.message(CHANNEL, progress_ts)
-    assert final is not None and final.text is not None
-    assert ":white_check_mark: `read`" in final.text and "_Done_" in final.text
-    assert [c for c in in_thread if "lazy dog" in str(c.params["text"])] == [answer]
+    # One message: the answer, no "Working…" above it; the tool shown as the thread's status
+    # while it ran, cleared at the end; 👍/👎 under the answer.
+    said = [m for m in h.fake.bot_messages(CHANNEL, ts) if "demo model" not in str(m.text)]
+    assert [m.ts for m in said] == [answer.response["ts"]], h.fake.describe()
+    assert h.fake.statuses(CHANNEL, ts) == ["Running read…", ""]
+    assert [b["type"] for b in blocks_of(answer)] == ["markdown", "context_actions"]
     assert await h.history_length(session_of(ts)) > 0
+
+
+async def test_feedback_on_an_answer_is_audited_and_thanked(h: Harness) -> None:
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+    answer = await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    (feedback,) = blocks_of(answer)[1]["elements"]
+    assert feedback["type"] == "feedback_buttons" and feedback["action_id"] == FEEDBACK
+    bad = feedback["negative_button"]["value"]
+    assert bad == f"bad answer/{session_of(ts)}/{bad.rsplit('/', 1)[1]}"
+    url = h.fake.new_response_url()
+    _, before = await h.get("/metrics")
+    body = block_action_body(
+        FEEDBACK,
+        bad,
+        user=BOB,
+        message_ts=str(answer.response["ts"]),
+        thread_ts=ts,
+        action_type="feedback_buttons",
+        response_url=url,
+    )
+    assert (await h.post(body))[0] == 200
+    (thanks,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="the thanks")
+    assert thanks.body["text"] == "Thanks for the feedback."
+    assert thanks.body["response_type"] == "ephemeral"
+    entries = await AuditLog(h.redis, Keys(h.prefix)).newest(20)
+    (entry,) = [e for e in entries if e.event == "feedback"]
+    assert entry.actor == f"slack:{BOB}"
+    assert entry.fields["value"] == "bad" and entry.fields["answer"] == bad.split(" ", 1)[1]
+    assert entry.fields["message"] == answer.response["ts"]
+    assert entry.fields["model"] == "demo"
+    _, after = await h.get("/metrics")
+    counted = "clawgate_feedback_total", {"model": "demo", "value": "bad"}
+    assert sample(after, counted[0], **counted[1]) == sample(before, counted[0], **counted[1]) + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1253,36 +1283,44 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_a_dm(
 
 
 # ---------------------------------------------------------------------------------------------
-# An answer streamed into the working message
+# An answer streamed into one message
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_streamed_answer_shows_in_the_working_message_and_is_posted_once(
-    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+@pytest.mark.parametrize("streams", [True, False], ids=["streamed", "streaming refused"])
+async def test_a_streamed_answer_is_one_message_that_grows(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI, streams: bool
 ) -> None:
+    """The answer grows in one message as the model writes it: a stream with at least
+    three appends, or, where the workspace refuses streaming, a post edited as it grows
+    (about once a second); either way no other message, and it ends as the whole answer."""
+    fake.refuse_streaming = None if streams else "not_allowed"
     answer = "Here is the story: " + " ".join(f"word{i}" for i in range(40)) + ". The end."
-    fake_openai.script = [streamed(answer, chunks=12, delay=0.4)]  # about 4.4 s of writing
+    fake_openai.script = [streamed(answer, chunks=12, delay=0.3)]  # about 3.3 s of writing
     url = fake_openai.base_url
     async with serving(fake, workdir, redis_url, OPENAI_BASE_URL=url, OPENAI_API_KEY="k") as h:
         ts = next_ts()
         assert (await h.post(event_body(mention_event("tell me a story", ts=ts))))[0] == 200
-        final = await h.await_post(lambda c: c.params.get("text") == answer, "the answer")
+
+        def finished() -> bool:
+            return any(m.metadata for m in h.fake.answers(CHANNEL, ts))
+
+        await h.fake.await_for(finished, 15, what="the answer")
         await h.drained()
         assert fake_openai.requests[0]["stream"] is True
-
-        in_thread = h.fake.posts(CHANNEL, ts)
-        working = [c for c in in_thread if str(c.params["text"]).startswith("_Working…_")]
-        assert len(working) == 1, h.fake.describe()
-        assert in_thread == [working[0], final]  # the answer posted once, whole
-        shown = [working[0], *h.fake.updates(CHANNEL, str(working[0].response["ts"]))]
-        # The preview: growing beginnings of the answer, in a post and at least two edits.
-        previews = [str(c.params["text"]).removeprefix("_Working…_\n") for c in shown[:-1]]
-        assert len(previews) >= 3, previews
-        assert all(answer.startswith(p) and 0 < len(p) < len(answer) for p in previews)
-        assert all(len(a) < len(b) for a, b in itertools.pairwise(previews))
-        assert shown[-2].at < final.at < shown[-1].at
-        # Its end: how the run stopped, the preview gone (the answer is right below).
-        assert shown[-1].params["text"] == "_Done_"
-        # Never two changes of the message within the throttle interval.
-        gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
-        assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps
+        (message,) = h.fake.bot_messages(CHANNEL, ts)
+        assert message.blocks is not None and message.blocks[0]["text"] == answer
+        assert message.blocks[1]["type"] == "context_actions"
+        if streams:
+            assert message.appends >= 3 and h.fake.posts(CHANNEL, ts) == []
+            assert len(h.fake.calls("chat.stopStream")) == 1
+        else:
+            (posted,) = h.fake.posts(CHANNEL, ts)
+            edits = h.fake.updates(CHANNEL, message.ts)
+            grown = [str(c.params["text"]) for c in [posted, *edits]]
+            assert len(grown) >= 3 and grown[-1] == answer, grown
+            assert all(answer.startswith(text) for text in grown)
+            assert not any("Working" in text for text in grown)
+            # Never two edits while written within a second of each other.
+            gaps = [b.at - a.at for a, b in itertools.pairwise([posted, *edits[:-1]])]
+            assert min(gaps) >= 0.99, gaps
