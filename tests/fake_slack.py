@@ -458,11 +458,11 @@ class Call:
 
     @property
     def is_notice(self) -> bool:
-        """Block Kit blocks other than an answer's (its markdown block, its feedback buttons):
-        an approval notice."""
+        """Block Kit blocks other than an answer's (its markdown block, the tool calls that
+        led to it, its feedback buttons): an approval notice."""
         blocks = self.params.get("blocks")
         return isinstance(blocks, list) and any(
-            isinstance(b, dict) and b.get("type") not in ("markdown", "context_actions")
+            isinstance(b, dict) and b.get("type") not in ("markdown", "context", "context_actions")
             for b in blocks
         )
 

@@ -25,7 +25,13 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.long_answer import DEFAULT_FILE_CHARS, as_file
-from adapters.slack.answers import answer_message, answer_pieces, feedback_blocks, markdown_text
+from adapters.slack.answers import (
+    answer_message,
+    answer_pieces,
+    feedback_blocks,
+    markdown_text,
+    steps_blocks,
+)
 from adapters.slack.blocks import approval_blocks, fallback_text
 from adapters.slack.text import MAX_TEXT, escape
 from adapters.split import split_text
@@ -71,6 +77,13 @@ NO_STREAMING = frozenset(
     }
 )
 WAITING = "Waiting for approval from an approver…"
+MARKS = {
+    ToolStatus.COMPLETED: ":white_check_mark:",
+    ToolStatus.DENIED: ":no_entry:",
+    ToolStatus.SUSPENDED: ":lock:",
+    ToolStatus.ERROR: ":x:",
+    ToolStatus.CANCELLED: ":heavy_minus_sign:",
+}
 
 
 def web_client(token: str, base_url: str, session: ClientSession | None = None) -> AsyncWebClient:
@@ -121,6 +134,8 @@ class SlackChannel:
         self.client = client
         self.file_chars = file_chars
         self._writing: dict[tuple[str, str], _Writing] = {}  # (channel, thread) -> its answer
+        # The tool calls of a thread's run so far, one line each: listed under its answer.
+        self._steps: dict[tuple[str, str], list[str]] = {}
         # Threads where a process may have died writing an answer (a retake says so with a
         # Notice first): the next answer there looks for the message it left.
         self._suspect: set[tuple[str, str]] = set()
@@ -216,7 +231,9 @@ class SlackChannel:
         text = filed.message if filed else reply.text
         pieces = answer_pieces(text)
         first = f"{reply.key}/0" if reply.key else ""
-        below = feedback_blocks(reply.key) if reply.key else []
+        below = []
+        if reply.key:  # the final answer: what the run did, and how the answer was
+            below = [*steps_blocks(self._steps.pop(_place(where), [])), *feedback_blocks(reply.key)]
         writing = self._writing.pop(_place(where), None)
         if writing is None and (reply.again or _place(where) in self._suspect):
             if first and await self._tagged(where, first):
@@ -250,6 +267,8 @@ class SlackChannel:
         elif isinstance(event, ToolStarted):
             await self._status(where, f"Running {event.tool}…")
         elif isinstance(event, ToolFinished):
+            line = f"{MARKS.get(event.status, '')} `{event.tool}` {escape(event.display[:120])}"
+            self._steps.setdefault(_place(where), []).append(line)
             if event.status == ToolStatus.SUSPENDED:
                 await self._status(where, WAITING)
         else:
@@ -424,6 +443,7 @@ class SlackChannel:
         is finished as it is, and the thread's status cleared."""
         writing = self._writing.pop(_place(where), None)
         self._suspect.discard(_place(where))
+        self._steps.pop(_place(where), None)
         if writing is not None and writing.streaming:
             await self._try(
                 "chat.stopStream",

@@ -250,11 +250,13 @@ async def test_mention_is_answered_in_its_thread(h: Harness) -> None:
 
     assert all(c.params.get("thread_ts") == ts for c in h.fake.posts())  # nothing elsewhere
     # One message: the answer, no "Working…" above it; the tool shown as the thread's status
-    # while it ran, cleared at the end; 👍/👎 under the answer.
+    # while it ran, cleared at the end; under the answer what ran, and 👍/👎.
     said = [m for m in h.fake.bot_messages(CHANNEL, ts) if "demo model" not in str(m.text)]
     assert [m.ts for m in said] == [answer.response["ts"]], h.fake.describe()
     assert h.fake.statuses(CHANNEL, ts) == ["Running read…", ""]
-    assert [b["type"] for b in blocks_of(answer)] == ["markdown", "context_actions"]
+    assert [b["type"] for b in blocks_of(answer)] == ["markdown", "context", "context_actions"]
+    (steps,) = blocks_of(answer)[1]["elements"]
+    assert steps["text"].startswith(":white_check_mark: `read` ") and "1 line" in steps["text"]
     assert await h.history_length(session_of(ts)) > 0
 
 
@@ -262,7 +264,7 @@ async def test_feedback_on_an_answer_is_audited_and_thanked(h: Harness) -> None:
     ts = next_ts()
     assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
     answer = await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
-    (feedback,) = blocks_of(answer)[1]["elements"]
+    (feedback,) = blocks_of(answer)[-1]["elements"]
     assert feedback["type"] == "feedback_buttons" and feedback["action_id"] == FEEDBACK
     bad = feedback["negative_button"]["value"]
     assert bad == f"bad answer/{session_of(ts)}/{bad.rsplit('/', 1)[1]}"
