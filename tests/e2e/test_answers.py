@@ -19,7 +19,7 @@ from tests.e2e.takeover import serve_then_worker, settled
 from tests.e2e.test_chat_terminal import COLS, ROWS, PtyChat
 from tests.e2e.test_slack_serve import CHANNEL, serving
 from tests.fake_feishu import FakeFeishu, event_envelope, event_request, message_event, post
-from tests.fake_openai import FakeOpenAI, reply
+from tests.fake_openai import FakeOpenAI, reply, streamed
 from tests.fake_slack import FakeSlack, StoredMessage, event_body, mention_event, next_ts
 from tests.processes import clean_env
 
@@ -181,6 +181,42 @@ async def test_slack_a_worker_killed_mid_upload_posts_the_answer_and_its_file_on
             assert shared.name in markdown_blocks(answers[0])[0]
             assert len(fake.calls("files.getUploadURLExternal")) == 2  # the first never shared
             assert len(fake_openai.requests) == 1  # the answer was not asked for again
+
+
+async def test_slack_a_worker_killed_mid_stream_finishes_that_message_never_a_second(
+    redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 of `clawgate serve` between two appends of a streamed answer: the `clawgate
+    worker` that retakes the run has the model write the answer anew and finishes the
+    half-written message with it (found by its mark: the bot's one message with no
+    metadata, a stream never stopped); no second answer message, none left half-written."""
+    story = "Once upon a time " + " ".join(f"word{i}" for i in range(60)) + ". The end."
+    fake_openai.script = [streamed(story, chunks=30, delay=0.4), streamed(story, chunks=6, delay=0)]
+    settings = fake_openai.settings()
+    async with FakeSlack() as fake, serve_then_worker(fake, redis_url, workdir, **settings) as run:
+        event = mention_event("tell me a story", channel=CHANNEL)
+        await run.post_to_slack(event)
+
+        def streaming() -> bool:
+            return any(m.streaming and m.appends >= 2 for m in fake.answers(CHANNEL, event["ts"]))
+
+        await fake.await_for(streaming, 30, what="the answer streaming")
+        await run.kill_serve()
+        (left,) = fake.answers(CHANNEL, event["ts"])
+        assert left.streaming and story.startswith(str(left.text)) and left.text != story
+        await run.start_worker()
+
+        def finished() -> bool:
+            return any(m.metadata for m in fake.answers(CHANNEL, event["ts"]))
+
+        await settled(fake, finished, "the answer finished")
+        (answer,) = fake.answers(CHANNEL, event["ts"])
+        assert answer.ts == left.ts and not answer.streaming, fake.describe()
+        assert markdown_blocks(answer) == [story]
+        assert (answer.blocks or [])[-1]["type"] == "context_actions"  # 👍/👎
+        others = [m for m in fake.bot_messages(CHANNEL, event["ts"]) if m.ts != answer.ts]
+        assert ["Continuing" in str(m.text) for m in others] == [True], fake.describe()
+        assert len(fake_openai.requests) == 2  # the answer was never recorded: asked again
 
 
 # ---------------------------------------------------------------------------------------------
