@@ -483,6 +483,7 @@ class StoredMessage:
     user: str | None = None  # who wrote it (the bot's user id for its own posts)
     bot_id: str | None = None
     streaming: bool = False  # started by chat.startStream and not stopped yet
+    streamed: bool = False  # started by chat.startStream
     appends: int = 0  # chat.appendStream calls that grew it
 
 
@@ -774,6 +775,7 @@ class FakeSlack(ThreadedServer):
                 user=self.bot_user_id,
                 bot_id=self.bot_id,
                 streaming=True,
+                streamed=True,
             )
             return {"ok": True, "channel": channel, "ts": ts}
         ts = str(params.get("ts", ""))
@@ -1285,6 +1287,20 @@ class FakeSlack(ThreadedServer):
     def bot_messages(self, channel: str, thread_ts: str) -> list[StoredMessage]:
         """The bot's messages in a thread now, oldest first."""
         return [m for m in self.messages(channel, thread_ts) if m.user == self.bot_user_id]
+
+    def said(self, channel: str | None = None, thread_ts: str | None = None) -> list[str]:
+        """What the bot said, oldest first: the text of each post as posted, and each
+        streamed answer as it ended (one still streaming is not said yet)."""
+        said = [
+            (str(c.response.get("ts")), str(c.params.get("text", "")))
+            for c in self.posts(channel, thread_ts)
+        ]
+        said += [
+            (m.ts, str(m.text or ""))
+            for m in self.messages(channel, thread_ts)
+            if m.streamed and not m.streaming
+        ]
+        return [text for _, text in sorted(said, key=lambda pair: float(pair[0]))]
 
     def answers(self, channel: str, thread_ts: str) -> list[StoredMessage]:
         """The bot's answers in a thread as they stand (streamed or posted): its messages

@@ -109,7 +109,12 @@ class Harness(Served[FakeSlack]):
     # --- what was posted -----------------------------------------------------------------
 
     def texts(self, channel: str = CHANNEL, thread_ts: str | None = None) -> list[str]:
-        return [str(c.params.get("text", "")) for c in self.fake.posts(channel, thread_ts)]
+        """What the bot posted (as posted) and streamed (as it ended)."""
+        return self.fake.said(channel, thread_ts)
+
+    async def await_said(self, text: str, channel: str = CHANNEL) -> None:
+        """Until the bot said `text` (posted it, or ended a streamed answer as it)."""
+        await self.fake.await_for(lambda: text in self.texts(channel), 15, what=repr(text))
 
     async def await_post(
         self, predicate: Callable[[Call], bool], what: str, channel: str = CHANNEL
