@@ -223,6 +223,30 @@ def message_event(
     return event
 
 
+def assistant_thread_event(
+    channel: str,
+    thread_ts: str,
+    *,
+    kind: str = "assistant_thread_started",
+    user: str = "U_ALICE",
+    context_channel: str = "C111",
+    team_id: str = TEAM_ID,
+) -> dict[str, Any]:
+    """`assistant_thread_started` (or `assistant_thread_context_changed`): a person opened the
+    assistant view, a thread in their DM with the bot (`channel`), while looking at
+    `context_channel`."""
+    return {
+        "type": kind,
+        "assistant_thread": {
+            "user_id": user,
+            "context": {"channel_id": context_channel, "team_id": team_id, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        },
+        "event_ts": next_ts(),
+    }
+
+
 def event_payload(
     event: dict[str, Any],
     *,

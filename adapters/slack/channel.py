@@ -48,7 +48,7 @@ from runtime.channel import (
     ToolStarted,
     Writing,
 )
-from runtime.models import Actor, ConversationRef, ToolStatus
+from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class _Writing:
     ts: str
     streaming: bool
     shown: str = ""  # the Markdown it holds so far
+    text: str = ""  # the answer as written that it shows
     broken: bool = False  # the answer no longer extends what is shown: set right at the end
     at: float = -math.inf  # when it last grew
 
@@ -129,8 +130,11 @@ def _where(conversation: ConversationRef) -> dict[str, str]:
 
 
 class SlackChannel:
-    def __init__(self, client: AsyncWebClient, file_chars: int = DEFAULT_FILE_CHARS) -> None:
-        """`file_chars`: an answer longer than this comes as a message plus a file."""
+    def __init__(
+        self, client: AsyncWebClient, file_chars: int = DEFAULT_FILE_CHARS, bot_id: str = ""
+    ) -> None:
+        """`file_chars`: an answer longer than this comes as a message plus a file. `bot_id`:
+        the bot's, which its messages carry (asked of auth.test when needed, if not given)."""
         self.client = client
         self.file_chars = file_chars
         self._writing: dict[tuple[str, str], _Writing] = {}  # (channel, thread) -> its answer
@@ -141,7 +145,7 @@ class SlackChannel:
         self._suspect: set[tuple[str, str]] = set()
         self._streams = True  # False once the workspace refused chat.startStream
         self._statuses = True  # False once it refused assistant.threads.setStatus
-        self._bot_id: str | None = None
+        self._bot_id: str | None = bot_id or None
         # Edits and appends of an answer being written, and statuses, are tried once: a rate
         # limit pauses them (the final answer waits it out as slack_sdk's retry handler says).
         self._quick = AsyncWebClient(
@@ -272,12 +276,13 @@ class SlackChannel:
             if event.status == ToolStatus.SUSPENDED:
                 await self._status(where, WAITING)
         else:
-            await self._finished(where)
+            await self._finished(where, event.stop_reason)
 
     async def _grow(self, conversation: ConversationRef, where: dict[str, str], text: str) -> None:
         """The answer so far into its message: appended to the stream, or (no streaming) the
         message edited at most once per EDIT_INTERVAL; started at its first words."""
-        shown = markdown_text(text[:STREAM_CHARS])
+        text = text[:STREAM_CHARS]
+        shown = markdown_text(text)
         if not shown.strip():
             return
         place = _place(where)
@@ -286,19 +291,19 @@ class SlackChannel:
             if place in self._suspect:
                 self._suspect.discard(place)
                 writing = await self._left(where)
-            writing = writing or await self._start(conversation, where, shown)
+            writing = writing or await self._start(conversation, where, text)
             if writing is not None:
                 writing.at = time.monotonic()
                 self._writing[place] = writing
                 if writing.shown != shown and not writing.streaming:
-                    await self._edit(where, writing, shown)
+                    await self._edit(where, writing, text)
             return
         if writing.broken or shown == writing.shown:
             return
         now = time.monotonic()
         if not writing.streaming:
             if now - writing.at >= EDIT_INTERVAL:
-                await self._edit(where, writing, shown)
+                await self._edit(where, writing, text)
             return
         if not shown.startswith(writing.shown):  # rewritten: the final answer sets it right
             writing.broken = True
@@ -313,19 +318,21 @@ class SlackChannel:
                 ),
             )
             if appended:
-                writing.shown = shown
+                writing.shown, writing.text = shown, text
             else:
                 writing.broken = True
 
     async def _start(
-        self, conversation: ConversationRef, where: dict[str, str], shown: str
+        self, conversation: ConversationRef, where: dict[str, str], text: str
     ) -> _Writing | None:
         """A stream for the answer where the workspace streams (in a thread, for the person
         who asked); else the answer posted now, tagged as still being written."""
         channel, thread_ts = where["channel"], where.get("thread_ts")
-        if self._streams and thread_ts:
-            team = conversation.id.split(":")[1] if conversation.id.count(":") >= 2 else None
-            user = conversation.data.get("user")
+        team = conversation.id.split(":")[1] if conversation.id.count(":") >= 2 else None
+        user = conversation.data.get("user")
+        # Outside a DM Slack streams only to a named recipient: the person who asked.
+        if self._streams and thread_ts and (user or channel.startswith("D")):
+            shown = markdown_text(text)
             try:
                 started = await self.client.chat_startStream(
                     channel=channel,
@@ -334,7 +341,7 @@ class SlackChannel:
                     recipient_team_id=team if user else None,
                     recipient_user_id=user,
                 )
-                return _Writing(str(started["ts"]), streaming=True, shown=shown)
+                return _Writing(str(started["ts"]), streaming=True, shown=shown, text=text)
             except SlackApiError as exc:
                 error = str(exc.response.get("error", "?")) if hasattr(exc.response, "get") else "?"
                 if error in NO_STREAMING:
@@ -343,20 +350,20 @@ class SlackChannel:
             except (ClientError, TimeoutError) as exc:
                 log.warning("chat.startStream failed (%s)", type(exc).__name__)
                 return None  # it may have started: the final answer is posted once instead
-        fields = answer_message(shown)
+        fields = answer_message(text)
         fields.pop("instead")
         ts = await self._post(where, key=f"{OPEN}{uuid.uuid4().hex}", **fields)
-        return _Writing(ts, streaming=False, shown=shown) if ts else None
+        return _Writing(ts, False, markdown_text(text), text) if ts else None
 
-    async def _edit(self, where: dict[str, str], writing: _Writing, shown: str) -> None:
+    async def _edit(self, where: dict[str, str], writing: _Writing, text: str) -> None:
         writing.at = time.monotonic()
-        fields = answer_message(shown)
+        fields = answer_message(text)
         fields.pop("instead")
         if await self._once_quietly(
             "chat.update",
             lambda: self._quick.chat_update(channel=where["channel"], ts=writing.ts, **fields),
         ):
-            writing.shown = shown
+            writing.shown, writing.text = markdown_text(text), text
 
     async def _finish(
         self,
@@ -438,9 +445,10 @@ class SlackChannel:
                 self._bot_id = str(response.get("bot_id") or "") or None
         return self._bot_id
 
-    async def _finished(self, where: dict[str, str]) -> None:
+    async def _finished(self, where: dict[str, str], stop: StopReason) -> None:
         """The run stopped: an answer still being written (cancelled, stopped by an error)
-        is finished as it is, and the thread's status cleared."""
+        is finished as it is, and the thread's status cleared, unless it says the run waits
+        for an approval (Slack clears it at the bot's next message in the thread)."""
         writing = self._writing.pop(_place(where), None)
         self._suspect.discard(_place(where))
         self._steps.pop(_place(where), None)
@@ -457,11 +465,12 @@ class SlackChannel:
                 ),
             )
         elif writing is not None:
-            fields = answer_message(writing.shown)
+            fields = answer_message(writing.text)
             fields.pop("instead")
             done = {"event_type": POST_EVENT, "event_payload": {"post": uuid.uuid4().hex}}
             await self._update(where["channel"], writing.ts, metadata=done, **fields)
-        await self._status(where, "")
+        if stop != StopReason.APPROVAL_REQUIRED:
+            await self._status(where, "")
 
     async def _status(self, where: dict[str, str], status: str) -> None:
         """The thread's assistant status ("" clears it); where Slack refuses it (not an

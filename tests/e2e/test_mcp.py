@@ -96,16 +96,15 @@ async def slash(h: Harness, text: str, user: str) -> str:
 
 
 async def said(h: Harness, ts: str, part: str) -> str:
-    """Wait for a post or an edit in the thread that contains `part`; its text."""
+    """Wait for a post, an edit or a streamed answer in the thread that contains `part`; its
+    text."""
 
     def found() -> str | None:
-        for call in h.fake.posts(CHANNEL, ts):
-            if part in str(call.params.get("text")):
-                return str(call.params.get("text"))
-            message = h.fake.message(CHANNEL, str(call.response.get("ts")))
-            if message is not None and part in (message.text or ""):
-                return message.text
-        return None
+        said = [
+            *h.fake.said(CHANNEL, ts),
+            *(m.text or "" for m in h.fake.bot_messages(CHANNEL, ts)),
+        ]
+        return next((text for text in said if part in text), None)
 
     return await h.fake.await_for(found, 30, what=repr(part))
 

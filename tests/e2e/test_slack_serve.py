@@ -48,6 +48,7 @@ from tests.fake_slack import (
     TEAM_ID,
     Call,
     FakeSlack,
+    assistant_thread_event,
     block_action_body,
     command_body,
     event_body,
@@ -265,6 +266,36 @@ async def test_mention_is_answered_in_its_thread(h: Harness) -> None:
     assert await h.history_length(session_of(ts)) > 0
 
 
+async def test_the_assistant_view_suggests_prompts_names_the_thread_and_keeps_its_session(
+    h: Harness,
+) -> None:
+    """The assistant view: a thread opened in the DM gets the suggested prompts, its first
+    message becomes its title, and it is a session of its own (the DM's other threads are
+    others); a context change is acknowledged and changes nothing."""
+    dm, thread = "D_ALICE", next_ts()
+    assert (await h.post(event_body(assistant_thread_event(dm, thread))))[0] == 200
+    (prompts,) = await h.fake.await_for(
+        lambda: h.fake.calls("assistant.threads.setSuggestedPrompts"), 15, what="the prompts"
+    )
+    assert prompts.params["channel_id"] == dm and prompts.params["thread_ts"] == thread
+    assert len(prompts.params["prompts"]) == 3
+    assert prompts.params["prompts"][0]["title"] == "What can you do?"
+    changed = assistant_thread_event(dm, thread, kind="assistant_thread_context_changed")
+    assert (await h.post(event_body(changed)))[0] == 200
+
+    asked = message_event("read   notes.txt", channel=dm, thread_ts=thread, channel_type="im")
+    assert (await h.post(event_body(asked)))[0] == 200
+    await h.fake.await_for(lambda: any("lazy dog" in t for t in h.texts(dm)), 15, what="answer")
+    (title,) = h.fake.calls("assistant.threads.setTitle")
+    assert title.params == {"channel_id": dm, "thread_ts": thread, "title": "read notes.txt"}
+    second = message_event("thanks", channel=dm, thread_ts=thread, channel_type="im")
+    assert (await h.post(event_body(second)))[0] == 200
+    await h.drained()
+    assert len(h.fake.calls("assistant.threads.setTitle")) == 1  # only the first names it
+    assert await h.history_length(session_of(thread, channel=dm)) >= 4
+    assert h.fake.statuses(dm, thread)[0] == "Running read…"
+
+
 async def test_feedback_on_an_answer_is_audited_and_thanked(h: Harness) -> None:
     ts = next_ts()
     assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
@@ -339,6 +370,12 @@ async def test_risky_call_waits_for_approve_button_then_runs_once(h: Harness) ->
     await h.drained()
 
     assert log.read_text() == "ran\n"  # ran exactly once
+    # In the thread: the notice and the one answer; the status said the run waited, and
+    # was cleared once it ended.
+    said = [m for m in h.fake.bot_messages(CHANNEL, pending.thread_ts) if "demo" not in str(m.text)]
+    assert [m.ts for m in said] == [pending.notice_ts, said[-1].ts] and len(said) == 2
+    statuses = h.fake.statuses(CHANNEL, pending.thread_ts)
+    assert "Waiting for approval from an approver…" in statuses and statuses[-1] == ""
     updated = h.fake.message(CHANNEL, pending.notice_ts)
     assert updated is not None and updated.edits >= 1
     assert buttons(updated.blocks or []) == []
