@@ -429,13 +429,16 @@ class SlackChannel:
         return _Writing(ts, streaming=False)
 
     async def _tagged(self, where: dict[str, str], key: str) -> bool:
+        """Whether the message tagged `key` is in the thread (a thread that cannot be read
+        counts as without it, as `_once` counts it before a post `again`)."""
+
         def tagged(message: Mapping[str, Any]) -> bool:
             return bool(
                 ((message.get("metadata") or {}).get("event_payload") or {}).get("post") == key
             )
 
-        checked, ts = await self._find_post(where["channel"], where.get("thread_ts"), tagged)
-        return ts is not None or not checked  # cannot tell: never twice
+        _, ts = await self._find_post(where["channel"], where.get("thread_ts"), tagged)
+        return ts is not None
 
     async def _me(self) -> str | None:
         """The bot's id (auth.test, once), which its own messages in a thread carry."""
