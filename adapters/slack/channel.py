@@ -343,17 +343,28 @@ class SlackChannel:
                 )
                 return _Writing(str(started["ts"]), streaming=True, shown=shown, text=text)
             except SlackApiError as exc:
-                error = str(exc.response.get("error", "?")) if hasattr(exc.response, "get") else "?"
+                answer = exc.response
+                error = str(answer.get("error", "?")) if hasattr(answer, "get") else "?"
+                status = int(getattr(answer, "status_code", 0) or 0)
+                if error in _TRANSIENT or status >= 500:
+                    self._maybe_started(where, error)
+                    return None
                 if error in NO_STREAMING:
                     self._streams = False
                 log.warning("chat.startStream failed (%s): the answer is edited instead", error)
             except (ClientError, TimeoutError) as exc:
-                log.warning("chat.startStream failed (%s)", type(exc).__name__)
-                return None  # it may have started: the final answer is posted once instead
+                self._maybe_started(where, type(exc).__name__)
+                return None
         fields = answer_message(text)
         fields.pop("instead")
         ts = await self._post(where, key=f"{OPEN}{uuid.uuid4().hex}", **fields)
         return _Writing(ts, False, markdown_text(text), text) if ts else None
+
+    def _maybe_started(self, where: dict[str, str], error: str) -> None:
+        """chat.startStream failed in a way Slack may have acted on: whatever comes next in
+        the thread (more of the answer, the answer) first looks for the stream it left."""
+        log.warning("chat.startStream failed (%s)", error)
+        self._suspect.add(_place(where))
 
     async def _edit(self, where: dict[str, str], writing: _Writing, text: str) -> None:
         writing.at = time.monotonic()

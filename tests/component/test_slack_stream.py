@@ -128,3 +128,19 @@ async def test_a_retake_finishes_the_stream_a_dead_process_left(
     assert len(slack.bot_messages("C111", THREAD)) == 2
     stored = slack.message("C111", left.ts)
     assert stored is not None and stored.edits == edits
+
+
+async def test_a_stream_slack_started_but_answered_with_an_error_is_the_one_finished(
+    slack: FakeSlack,
+) -> None:
+    """chat.startStream acted on, its answer an internal error: the next words look for the
+    stream first and go on in it; the answer ends there, not in a second message."""
+    slack.error_next("chat.startStream", "internal_error", after=True)
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    await channel.send(HERE, Writing("The file says"))
+    await channel.send(HERE, Writing("The file says the deploy"))
+    await channel.send(HERE, Reply(ANSWER, key="answer/s1/3"))
+    (answer,) = slack.bot_messages("C111", THREAD)
+    assert not answer.streaming and answer.blocks is not None
+    assert answer.blocks[0]["text"] == markdown_text(ANSWER)
+    assert len(slack.attempts("chat.startStream")) == 1 and slack.posts("C111") == []
