@@ -211,8 +211,8 @@ class SlackAdapter:
             return self._on_error(error)
 
         async def on_thread_started(body: dict[str, Any], ack: AsyncAck) -> None:
+            self._thread_started(body)  # its calls go out after the answer
             await ack()
-            self._thread_started(body)
 
         for event_type in MESSAGE_EVENTS:
             app.event(event_type)(on_message)
