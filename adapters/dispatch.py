@@ -15,6 +15,7 @@ from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
 from runtime.approval.questions import answered_by
+from runtime.feedback import THANKS, record_feedback
 from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
@@ -212,6 +213,14 @@ async def _grants(
         return "Cannot reach Redis, so grants were neither read nor changed; try again."
 
 
+async def _feedback(runtime: Runtime, router: Router, inbound: Inbound) -> None:
+    answer, message = inbound.source.get("answer", ""), inbound.message
+    model = runtime.provider.name
+    args = (inbound.actor, inbound.conversation, inbound.text, answer, message)
+    if await record_feedback(runtime.audit, model, *args):
+        await router.tell(inbound.conversation, inbound.actor, THANKS, inbound.reply)
+
+
 def steering_kind(inbound: Inbound) -> Kind:
     """What a queued input is to the running run it waits behind (runtime/queue/steering.py):
     a plain message with text (no command, no file for the reader to fetch) may join it, a
@@ -234,6 +243,9 @@ async def handle_inbound(
     alone go through `router`."""
     if inbound.kind == "release":
         return await runtime.release_held(inbound.session)
+    if inbound.kind == "feedback":
+        await _feedback(runtime, router, inbound)
+        return None
     if inbound.needs_session and not await runtime.knows(inbound.session):
         return None  # a thread the bot was never part of
 

@@ -282,7 +282,8 @@ async def _build(
             client, identity, ingest, secret.get_secret_value() if secret else None
         )
         reader = _slack_reader(settings, client, identity, http, runtime, router)
-        router.add("slack", SlackChannel(client, settings.answer_file_chars), reader)
+        answers = SlackChannel(client, settings.answer_file_chars, identity.bot_id)
+        router.add("slack", answers, reader)
     if settings.feishu_enabled:
         feishu = await _feishu(settings, ingest, runtime)
         router.add("feishu", feishu.channel, _feishu_reader(settings, feishu, runtime, router))

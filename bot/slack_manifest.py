@@ -25,8 +25,16 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "auth.test": (),  # who the bot is, at start
     # Socket Mode's token checked at start: the app-level token's connections:write, no bot scope.
     "apps.connections.open": (),
-    "chat.postMessage": ("chat:write",),  # answers, the working message, approval notices
-    "chat.update": ("chat:write",),  # the working message and notices updated in place
+    "chat.postMessage": ("chat:write",),  # answers, approval notices
+    "chat.update": ("chat:write",),  # answers set right at their end, notices updated in place
+    # An answer streamed into one message as the model writes it.
+    "chat.startStream": ("chat:write",),
+    "chat.appendStream": ("chat:write",),
+    "chat.stopStream": ("chat:write",),
+    # The assistant view: a thread's status while tools run, its prompts and its title.
+    "assistant.threads.setStatus": ("assistant:write",),
+    "assistant.threads.setSuggestedPrompts": ("assistant:write",),
+    "assistant.threads.setTitle": ("assistant:write",),
     "chat.postEphemeral": ("chat:write",),  # answers only the asker sees
     "conversations.open": ("im:write",),  # an approver's DM with the bot
     # Reading a thread or a channel back: the messages before a mention (thread context), and
@@ -43,13 +51,18 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "files.completeUploadExternal": ("files:write",),
 }
 
-# What clawgate's listeners take (adapters/slack/app.py MESSAGE_EVENTS) → the bot events to
-# subscribe to, each with its scope. `message` comes in one event per kind of conversation.
+# What clawgate's listeners take (adapters/slack/app.py MESSAGE_EVENTS, ASSISTANT_EVENTS) →
+# the bot events to subscribe to, each with its scope. `message` comes in one event per kind
+# of conversation (message.im also brings the assistant view's threads).
 EVENT_SUBSCRIPTIONS: dict[str, tuple[str, ...]] = {
     "app_mention": ("app_mention",),
     "message": ("message.channels", "message.groups", "message.im", "message.mpim"),
+    "assistant_thread_started": ("assistant_thread_started",),
+    "assistant_thread_context_changed": ("assistant_thread_context_changed",),
 }
 EVENT_SCOPES: dict[str, str] = {
+    "assistant_thread_started": "assistant:write",
+    "assistant_thread_context_changed": "assistant:write",
     "app_mention": "app_mentions:read",
     "message.channels": "channels:history",
     "message.groups": "groups:history",
@@ -120,6 +133,10 @@ def manifest(url: str | None, socket_mode: bool = False) -> dict[str, Any]:
                 "messages_tab_read_only_enabled": False,
             },
             "bot_user": {"display_name": APP_NAME, "always_online": True},
+            # The split-pane assistant: threads with a status, suggested prompts and a title.
+            "assistant_view": {
+                "assistant_description": "Ask clawgate; risky tool calls wait for approval.",
+            },
             "slash_commands": commands,
         },
         "oauth_config": {"scopes": {"bot": bot_scopes()}},

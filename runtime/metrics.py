@@ -47,3 +47,8 @@ MCP_UP = Gauge("clawgate_mcp_server_up", "1 while an MCP server is connected", [
 MCP_RESTARTS = Counter(
     "clawgate_mcp_server_restarts", "Times an MCP server was started again", ["server"]
 )
+FEEDBACK = Counter(
+    "clawgate_feedback",
+    "👍 (good) and 👎 (bad) clicks on answers, by the model that wrote them",
+    ["model", "value"],
+)

@@ -223,6 +223,30 @@ def message_event(
     return event
 
 
+def assistant_thread_event(
+    channel: str,
+    thread_ts: str,
+    *,
+    kind: str = "assistant_thread_started",
+    user: str = "U_ALICE",
+    context_channel: str = "C111",
+    team_id: str = TEAM_ID,
+) -> dict[str, Any]:
+    """`assistant_thread_started` (or `assistant_thread_context_changed`): a person opened the
+    assistant view, a thread in their DM with the bot (`channel`), while looking at
+    `context_channel`."""
+    return {
+        "type": kind,
+        "assistant_thread": {
+            "user_id": user,
+            "context": {"channel_id": context_channel, "team_id": team_id, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        },
+        "event_ts": next_ts(),
+    }
+
+
 def event_payload(
     event: dict[str, Any],
     *,
@@ -305,8 +329,10 @@ def block_action_payload(
     message_blocks: list[dict[str, Any]] | None = None,
     response_url: str = DEFAULT_RESPONSE_URL,
     trigger_id: str | None = None,
+    action_type: str = "button",
 ) -> dict[str, Any]:
-    """A `block_actions` payload for a button click on the message at `message_ts`.
+    """A `block_actions` payload for a button click on the message at `message_ts`
+    (`action_type` "feedback_buttons": a 👍/👎 under an answer, the clicked one's value).
 
     bolt reads user from `user.id`, team from `team.id`, channel from `channel.id` and the thread
     from `message.thread_ts` (there is no top-level thread_ts in real payloads).
@@ -344,10 +370,14 @@ def block_action_payload(
         "response_url": response_url,
         "actions": [
             {
-                "type": "button",
+                "type": action_type,
                 "action_id": action_id,
                 "block_id": block_id,
-                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                **(
+                    {"text": {"type": "plain_text", "text": action_id, "emoji": True}}
+                    if action_type == "button"
+                    else {}
+                ),
                 "value": value,
                 "action_ts": next_ts(),
             }
@@ -452,10 +482,12 @@ class Call:
 
     @property
     def is_notice(self) -> bool:
-        """Block Kit blocks other than an answer's markdown block: an approval notice."""
+        """Block Kit blocks other than an answer's (its markdown block, the tool calls that
+        led to it, its feedback buttons): an approval notice."""
         blocks = self.params.get("blocks")
         return isinstance(blocks, list) and any(
-            isinstance(b, dict) and b.get("type") != "markdown" for b in blocks
+            isinstance(b, dict) and b.get("type") not in ("markdown", "context", "context_actions")
+            for b in blocks
         )
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -474,6 +506,9 @@ class StoredMessage:
     files: tuple[dict[str, Any], ...] = ()  # a file share: the files' objects
     user: str | None = None  # who wrote it (the bot's user id for its own posts)
     bot_id: str | None = None
+    streaming: bool = False  # started by chat.startStream and not stopped yet
+    streamed: bool = False  # started by chat.startStream
+    appends: int = 0  # chat.appendStream calls that grew it
 
 
 @dataclass(frozen=True)
@@ -537,7 +572,8 @@ class _Fault:
 
 
 _READS = ("conversations.replies", "conversations.history", "users.info", "files.info")
-_JSON_PARAMS = ("blocks", "attachments", "metadata", "view", "files")
+_JSON_PARAMS = ("blocks", "attachments", "metadata", "view", "files", "chunks", "prompts")
+_STREAMS = ("chat.startStream", "chat.appendStream", "chat.stopStream")
 
 
 class FakeSlack(ThreadedServer):
@@ -581,6 +617,9 @@ class FakeSlack(ThreadedServer):
         self._users: dict[str, dict[str, Any]] = {}
         self._hosted: dict[str, HostedFile] = {}
         self._downloads: list[Download] = []
+        # The error chat.startStream/appendStream/stopStream answer with, as a workspace that
+        # does not offer streaming does (None: streaming works).
+        self.refuse_streaming: str | None = None
 
     # -- addresses and routes -----------------------------------------------------------------
 
@@ -697,34 +736,95 @@ class FakeSlack(ThreadedServer):
             }
             return {"ok": True, "channel": channel, "ts": ts, "message": message}
         if method == "chat.update":
-            channel, ts = params.get("channel", ""), params.get("ts", "")
-            stored = self._messages.get((channel, ts))
-            if stored is None:
-                return {"ok": False, "error": "message_not_found"}
-            self._messages[(channel, ts)] = replace(
-                stored,
-                text=params.get("text", stored.text),
-                blocks=params.get("blocks", stored.blocks),
-                edits=stored.edits + 1,
-            )
-            return {
-                "ok": True,
-                "channel": channel,
-                "ts": ts,
-                "text": params.get("text", stored.text or ""),
-                "message": {"text": params.get("text", stored.text or ""), "ts": ts},
-            }
+            return self._update(params)
         if method == "chat.delete":
             channel, ts = params.get("channel", ""), params.get("ts", "")
             self._messages.pop((channel, ts), None)
             return {"ok": True, "channel": channel, "ts": ts}
         if method in _READS:
             return self._read(method, params)
+        if method in _STREAMS:
+            return self._stream_call(method, params)
         if method == "files.getUploadURLExternal":
             return self._upload_url(params)
         if method == "files.completeUploadExternal":
             return self._complete_upload(params)
         return _simple(method, params)
+
+    def _update(self, params: dict[str, Any]) -> dict[str, Any]:
+        """chat.update: text, blocks and metadata replaced."""
+        channel, ts = params.get("channel", ""), params.get("ts", "")
+        stored = self._messages.get((channel, ts))
+        if stored is None:
+            return {"ok": False, "error": "message_not_found"}
+        if stored.streaming:  # a stream is finished by chat.stopStream first
+            return {"ok": False, "error": "cant_update_message"}
+        metadata = params.get("metadata")
+        self._messages[(channel, ts)] = replace(
+            stored,
+            text=params.get("text", stored.text),
+            blocks=params.get("blocks", stored.blocks),
+            edits=stored.edits + 1,
+            metadata=metadata if isinstance(metadata, dict) else stored.metadata,
+        )
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": params.get("text", stored.text or ""),
+            "message": {"text": params.get("text", stored.text or ""), "ts": ts},
+        }
+
+    def _stream_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """chat.startStream (a reply in a thread; outside a DM for a named recipient),
+        chat.appendStream (its text grows) and chat.stopStream (the last text, blocks under
+        it, metadata): one message that grows, listed as it is so far."""
+        if self.refuse_streaming:
+            return {"ok": False, "error": self.refuse_streaming}
+        channel, text = str(params.get("channel", "")), str(params.get("markdown_text") or "")
+        chunks: list[Any] = params["chunks"] if isinstance(params.get("chunks"), list) else []
+        text += "".join(str(c.get("text", "")) for c in chunks if c.get("type") == "markdown_text")
+        if method == "chat.startStream":
+            thread_ts = params.get("thread_ts")
+            named = params.get("recipient_user_id") and params.get("recipient_team_id")
+            if not channel or not thread_ts or not (named or channel.startswith("D")):
+                return {"ok": False, "error": "invalid_arguments"}
+            ts = next_ts()
+            self._messages[(channel, ts)] = StoredMessage(
+                channel,
+                ts,
+                text,
+                None,
+                str(thread_ts),
+                user=self.bot_user_id,
+                bot_id=self.bot_id,
+                streaming=True,
+                streamed=True,
+            )
+            return {"ok": True, "channel": channel, "ts": ts}
+        ts = str(params.get("ts", ""))
+        stored = self._messages.get((channel, ts))
+        if stored is None:
+            return {"ok": False, "error": "message_not_found"}
+        if not stored.streaming:
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        grown = (stored.text or "") + text
+        if method == "chat.appendStream":
+            if not text:
+                return {"ok": False, "error": "invalid_arguments"}
+            self._messages[(channel, ts)] = replace(stored, text=grown, appends=stored.appends + 1)
+            return {"ok": True, "channel": channel, "ts": ts}
+        metadata = params.get("metadata")
+        below: list[Any] = params["blocks"] if isinstance(params.get("blocks"), list) else []
+        self._messages[(channel, ts)] = replace(
+            stored,
+            text=grown,
+            blocks=[{"type": "markdown", "text": grown}, *below],
+            metadata=metadata if isinstance(metadata, dict) else None,
+            streaming=False,
+        )
+        message = {"ts": ts, "text": grown, "user": self.bot_user_id, "bot_id": self.bot_id}
+        return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
     def _read(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """What was said (conversations.*), who someone is (users.info of an `add_user`),
@@ -1199,6 +1299,42 @@ class FakeSlack(ThreadedServer):
                 and (thread_ts is None or f.thread_ts == thread_ts)
             ]
 
+    def statuses(self, channel: str | None = None, thread_ts: str | None = None) -> list[str]:
+        """The assistant thread statuses set (assistant.threads.setStatus), in order."""
+        calls = self._ok_calls("assistant.threads.setStatus", channel_id=channel)
+        return [
+            str(c.params.get("status", ""))
+            for c in calls
+            if thread_ts is None or c.params.get("thread_ts") == thread_ts
+        ]
+
+    def bot_messages(self, channel: str, thread_ts: str) -> list[StoredMessage]:
+        """The bot's messages in a thread now, oldest first."""
+        return [m for m in self.messages(channel, thread_ts) if m.user == self.bot_user_id]
+
+    def said(self, channel: str | None = None, thread_ts: str | None = None) -> list[str]:
+        """What the bot said, oldest first: the text of each post as posted, and each
+        streamed answer as it ended (one still streaming is not said yet)."""
+        said = [
+            (str(c.response.get("ts")), str(c.params.get("text", "")))
+            for c in self.posts(channel, thread_ts)
+        ]
+        said += [
+            (m.ts, str(m.text or ""))
+            for m in self.messages(channel, thread_ts)
+            if m.streamed and not m.streaming
+        ]
+        return [text for _, text in sorted(said, key=lambda pair: float(pair[0]))]
+
+    def answers(self, channel: str, thread_ts: str) -> list[StoredMessage]:
+        """The bot's answers in a thread as they stand (streamed or posted): its messages
+        with a markdown block, or still streaming."""
+        return [
+            m
+            for m in self.bot_messages(channel, thread_ts)
+            if m.streaming or any(b.get("type") == "markdown" for b in m.blocks or [])
+        ]
+
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[Call]:
         """Successful chat.postEphemeral calls."""
         return self._ok_calls("chat.postEphemeral", channel=channel, user=user)
@@ -1253,6 +1389,7 @@ class FakeSlack(ThreadedServer):
             self._users.clear()
             self._hosted.clear()
             self._downloads.clear()
+            self.refuse_streaming = None
 
     def describe(self) -> str:
         """Human-readable log of what the fake saw (used in timeout messages)."""
@@ -1301,6 +1438,10 @@ def _simple(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return _open_dm(params)
     if method == "views.open":
         return {"ok": True, "view": {"id": "V1"}}
+    if method.startswith("assistant.threads.") and not (
+        params.get("channel_id") and params.get("thread_ts")
+    ):
+        return {"ok": False, "error": "invalid_arguments"}
     return {"ok": True}
 
 

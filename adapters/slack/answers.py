@@ -34,3 +34,43 @@ def answer_message(piece: str) -> dict[str, Any]:
         "blocks": [{"type": "markdown", "text": markdown_text(piece)}],
         "instead": {"text": escape(piece)},
     }
+
+
+STEPS_SHOWN = 10  # tool calls listed under an answer; more are counted
+STEPS_CHARS = 2_900  # of that list (a context block's text holds 3,000)
+
+
+def steps_blocks(lines: list[str]) -> list[dict[str, Any]]:
+    """A compact context block under an answer: the tool calls its run made (already
+    escaped, one line each), the last STEPS_SHOWN of them."""
+    if not lines:
+        return []
+    shown = lines[-STEPS_SHOWN:]
+    if len(lines) > len(shown):
+        shown.insert(0, f"… {len(lines) - len(shown)} more before")
+    text = "\n".join(shown)[:STEPS_CHARS]
+    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}]
+
+
+FEEDBACK = "clawgate_feedback"  # the action id of the 👍/👎 buttons under a final answer
+GOOD, BAD = "good", "bad"
+
+
+def feedback_blocks(key: str) -> list[dict[str, Any]]:
+    """👍/👎 under a final answer (Block Kit's feedback buttons); each button's value is
+    `good|bad <answer key>`, what the click records."""
+
+    def button(emoji: str, label: str, value: str) -> dict[str, Any]:
+        return {
+            "text": {"type": "plain_text", "text": emoji},
+            "accessibility_label": label,
+            "value": f"{value} {key}",
+        }
+
+    buttons = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK,
+        "positive_button": button("👍", "A good answer", GOOD),
+        "negative_button": button("👎", "Not a good answer", BAD),
+    }
+    return [{"type": "context_actions", "elements": [buttons]}]

@@ -6,10 +6,12 @@ The same app serves Socket Mode (`socket_mode_handler`), so both feed one pipeli
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.http import NotJson, json_object, read_body
+from adapters.slack.answers import FEEDBACK
 from adapters.slack.blocks import edit_modal, reject_modal
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
@@ -40,6 +43,7 @@ from adapters.slack.inbound import (
     action_inbound,
     action_thread,
     command_inbound,
+    feedback_inbound,
     message_inbound,
     modal_inbound,
 )
@@ -54,10 +58,21 @@ from adapters.slack.payloads import (
 from runtime.metrics import INBOUND
 from runtime.queue.inbound import Inbound
 from runtime.queue.ingest import IngestUnavailable
+from runtime.redact import shown
 
 log = logging.getLogger(__name__)
 
 MESSAGE_EVENTS = ("app_mention", "message")  # the events `on_message` takes
+# The assistant view's: a thread opened (prompts suggested), the channel viewed beside it.
+ASSISTANT_EVENTS = ("assistant_thread_started", "assistant_thread_context_changed")
+# What the assistant view (the app's split pane) offers at a new thread's start.
+SUGGESTED_PROMPTS = (
+    {"title": "What can you do?", "message": "What can you do, and what needs approval?"},
+    {"title": "Look at the repository", "message": "Summarize what is in the work directory."},
+    {"title": "What waits for approval?", "message": "/clawgate pending"},
+)
+TITLE_CHARS = 60  # of an assistant thread's first message, as its title
+UNTITLED = 1_000  # assistant threads remembered until their first message names them
 # The payloads checked before bolt routes them (by the top-level or interactive `type`).
 _SHAPES: dict[str, type[Any]] = {
     "event_callback": EventCallback,
@@ -133,6 +148,10 @@ class SlackAdapter:
         self._prompt = AsyncWebClient(
             token=client.token, base_url=client.base_url, session=client.session, retry_handlers=[]
         )
+        # Assistant threads started here whose first message will be their title (a thread
+        # started while another process served Slack keeps Slack's own title).
+        self._untitled: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
 
         async def authorize() -> AuthorizeResult:
             return self._authorization
@@ -174,6 +193,12 @@ class SlackAdapter:
         async def on_approve(body: dict[str, Any], ack: AsyncAck) -> None:
             await self._on_approve(body, ack)
 
+        async def on_feedback(body: dict[str, Any], ack: AsyncAck) -> None:
+            inbound = feedback_inbound(_validate(BlockActions, body))
+            if inbound is not None:
+                await self._ingest(inbound)
+            await ack()
+
         async def on_reject_click(body: dict[str, Any], ack: AsyncAck) -> None:
             await self._on_reject_click(body, ack)
 
@@ -186,8 +211,16 @@ class SlackAdapter:
         async def on_error(error: Exception) -> BoltResponse:
             return self._on_error(error)
 
+        async def on_thread_started(body: dict[str, Any], ack: AsyncAck) -> None:
+            self._thread_started(body)  # its calls go out after the answer
+            await ack()
+
         for event_type in MESSAGE_EVENTS:
             app.event(event_type)(on_message)
+        started, context_changed = ASSISTANT_EVENTS
+        app.event(started)(on_thread_started)
+        # The channel the person looks at beside the assistant: clawgate reads nothing from it.
+        app.event(context_changed)(on_other_event)
         app.event(re.compile(".*"))(on_other_event)
         for command in COMMANDS:
             app.command(command)(on_command)
@@ -195,6 +228,7 @@ class SlackAdapter:
         app.action(APPROVE_ALWAYS)(on_approve)
         app.action(re.compile(f"^{CLARIFY_ANSWER}_[0-9]+$"))(on_approve)  # a question's option
         app.action(REJECT)(on_reject_click)
+        app.action(FEEDBACK)(on_feedback)
         app.action(EDIT)(on_edit_click)
         app.view(REJECT_VIEW)(on_submit)
         app.view(EDIT_VIEW)(on_submit)
@@ -206,7 +240,54 @@ class SlackAdapter:
         inbound = message_inbound(event, envelope.event_id, envelope.team_id, self.identity)
         if inbound is not None:
             await self._ingest(inbound)
+            if self._untitled and event.thread_ts:
+                self._name_thread(event.channel, event.thread_ts, inbound.text)
         await ack()
+
+    # --- the assistant view ----------------------------------------------------------------
+
+    def _thread_started(self, body: dict[str, Any]) -> None:
+        """A person opened a new assistant thread: suggest prompts; its first message will
+        be its title."""
+        thread = (body.get("event") or {}).get("assistant_thread") or {}
+        channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
+        if not isinstance(channel, str) or not isinstance(thread_ts, str):
+            raise Malformed("assistant_thread: expected channel_id and thread_ts")
+        self._untitled[(channel, thread_ts)] = None
+        while len(self._untitled) > UNTITLED:
+            self._untitled.popitem(last=False)
+        self._later(
+            "assistant.threads.setSuggestedPrompts",
+            self._prompt.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, thread_ts=thread_ts, prompts=list(SUGGESTED_PROMPTS)
+            ),
+        )
+
+    def _name_thread(self, channel: str, thread_ts: str, text: str) -> None:
+        if (channel, thread_ts) not in self._untitled or not text.strip():
+            return
+        del self._untitled[(channel, thread_ts)]
+        title = shown(" ".join(text.split()))[:TITLE_CHARS]
+        self._later(
+            "assistant.threads.setTitle",
+            self._prompt.assistant_threads_setTitle(
+                channel_id=channel, thread_ts=thread_ts, title=title
+            ),
+        )
+
+    def _later(self, method: str, call: Coroutine[Any, Any, Any]) -> None:
+        """A call that adorns the thread, made after the request is answered (within Slack's
+        3 s): a failure is only logged."""
+
+        async def run() -> None:
+            try:
+                await call
+            except (SlackApiError, ClientError, TimeoutError) as exc:
+                log.warning("slack: %s failed (%s)", method, type(exc).__name__)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _on_command(self, body: dict[str, Any], ack: AsyncAck) -> None:
         await self._ingest(command_inbound(_validate(SlashCommand, body)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapters.commands import decision_target
+from adapters.slack.answers import BAD, FEEDBACK, GOOD
 from adapters.slack.payloads import (
     BlockActions,
     MessageEvent,
@@ -48,13 +49,16 @@ class SlackIdentity:
 
 
 def conversation(
-    team: str, channel: str, thread_ts: str | None, private: bool = False
+    team: str, channel: str, thread_ts: str | None, private: bool = False, user: str = ""
 ) -> ConversationRef:
     """`private`: the payload says it is a direct message or a group DM (mpim), which the
-    policy's `direct_messages` opens or closes like a DM."""
+    policy's `direct_messages` opens or closes like a DM. `user`: who asked (an answer is
+    streamed to them: Slack needs the recipient of a stream outside a DM)."""
     data = {"channel": channel}
     if thread_ts:
         data["thread_ts"] = thread_ts
+    if user:
+        data["user"] = user
     direct = private or channel.startswith("D")  # D…: Slack's direct-message channels
     return ConversationRef(
         platform=PLATFORM, id=f"slack:{team}:{channel}", data=data, direct=direct
@@ -142,7 +146,7 @@ def message_inbound(
         dedupe_keys=(f"slack:event:{event_id}", f"slack:message:{event.channel}:{event.ts}"),
         session=session_of(team, event.channel, thread),
         conversation=conversation(
-            team, event.channel, thread, event.channel_type in ("im", "mpim")
+            team, event.channel, thread, event.channel_type in ("im", "mpim"), event.user
         ),
         actor=_actor(event.user),
         text=text,
@@ -203,6 +207,28 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
         actor=_actor(payload.user.id),
         text=text,
         approval_id=question_id,
+    )
+
+
+def feedback_inbound(payload: BlockActions) -> Inbound | None:
+    """👍 or 👎 under an answer (`answers.feedback_blocks`): recorded by the worker, once."""
+    action = payload.actions[0]
+    value, _, key = action.value.partition(" ")
+    if action.action_id != FEEDBACK or value not in (GOOD, BAD):
+        return None
+    team, channel, thread = payload.team.id, payload.channel.id, action_thread(payload)
+    return Inbound(
+        platform=PLATFORM,
+        event_id=payload.trigger_id,
+        dedupe_keys=(f"slack:trigger:{payload.trigger_id}",),
+        session=session_of(team, channel, thread),
+        conversation=conversation(team, channel, thread, _private_name(payload.channel.name)),
+        actor=_actor(payload.user.id),
+        text=value,
+        message=payload.container.message_ts or "",
+        source={"answer": key},
+        reply={"response_url": payload.response_url or ""},
+        kind="feedback",
     )
 
 

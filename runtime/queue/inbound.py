@@ -54,6 +54,7 @@ class Inbound(BaseModel):
     # The approval a decision (button, /approve, /reject) is about: it is queued in that
     # approval's session, so it never runs beside that session's own messages.
     approval_id: str | None = None
-    # "release": run the messages a session held while it waited (after an expiry).
-    kind: Literal["input", "release"] = "input"
+    # "release": run the messages a session held while it waited (after an expiry);
+    # "feedback": 👍/👎 on an answer (`text` "good" or "bad", `source["answer"]` its key).
+    kind: Literal["input", "release", "feedback"] = "input"
     received_at: float = Field(default_factory=time.time)

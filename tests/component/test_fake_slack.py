@@ -216,3 +216,65 @@ async def test_a_shared_file_downloads_with_the_bot_token_only(fake: FakeSlack) 
         (302, False),
         (302, False),
     ]
+
+
+async def test_streams_and_assistant_threads_as_slack_sdk_calls_them(fake: FakeSlack) -> None:
+    """chat.startStream/appendStream/stopStream (also through slack_sdk's `chat_stream`
+    helper) grow one message; assistant.threads.* are recorded; a workspace without
+    streaming refuses them."""
+    client = AsyncWebClient(token="xoxb-test", base_url=fake.base_url)
+    started = await client.chat_startStream(
+        channel="C111",
+        thread_ts="1.000001",
+        recipient_team_id="T111",
+        recipient_user_id="U_ALICE",
+        markdown_text="Hel",
+    )
+    ts = started["ts"]
+    await client.chat_appendStream(channel="C111", ts=ts, markdown_text="lo")
+    with pytest.raises(SlackApiError) as streaming:  # a stream is stopped, not updated
+        await client.chat_update(channel="C111", ts=ts, text="x")
+    assert streaming.value.response["error"] == "cant_update_message"
+    feedback = [{"type": "context_actions", "elements": []}]
+    meta = {"event_type": "clawgate_post", "event_payload": {"post": "k"}}
+    await client.chat_stopStream(
+        channel="C111", ts=ts, markdown_text="!", blocks=feedback, metadata=meta
+    )
+    stored = fake.message("C111", ts)
+    assert stored is not None and stored.text == "Hello!" and not stored.streaming
+    assert stored.appends == 1 and stored.metadata == meta and stored.blocks is not None
+    assert stored.blocks[1:] == feedback
+    with pytest.raises(SlackApiError) as stopped:
+        await client.chat_appendStream(channel="C111", ts=ts, markdown_text="more")
+    assert stopped.value.response["error"] == "message_not_in_streaming_state"
+
+    stream = await client.chat_stream(
+        channel="D111", thread_ts="1.000002", buffer_size=4
+    )  # a DM: no recipient needed
+    for piece in ("one ", "two ", "three"):
+        await stream.append(markdown_text=piece)
+    await stream.stop()
+    (helper,) = fake.bot_messages("D111", "1.000002")
+    assert helper.text == "one two three" and helper.appends >= 1
+
+    with pytest.raises(SlackApiError) as unnamed:  # in a channel Slack needs the recipient
+        await client.chat_startStream(channel="C111", thread_ts="1.000001")
+    assert unnamed.value.response["error"] == "invalid_arguments"
+
+    await client.assistant_threads_setStatus(
+        channel_id="D111", thread_ts="1.000002", status="Running bash…"
+    )
+    await client.assistant_threads_setStatus(channel_id="D111", thread_ts="1.000002", status="")
+    await client.assistant_threads_setSuggestedPrompts(
+        channel_id="D111", thread_ts="1.000002", prompts=[{"title": "a", "message": "b"}]
+    )
+    await client.assistant_threads_setTitle(channel_id="D111", thread_ts="1.000002", title="T")
+    assert fake.statuses("D111", "1.000002") == ["Running bash…", ""]
+    (prompts,) = fake.calls("assistant.threads.setSuggestedPrompts")
+    assert prompts.params["prompts"] == [{"title": "a", "message": "b"}]
+    assert fake.calls("assistant.threads.setTitle")[0].params["title"] == "T"
+
+    fake.refuse_streaming = "not_allowed"
+    with pytest.raises(SlackApiError) as refused:
+        await client.chat_startStream(channel="D111", thread_ts="1.000003")
+    assert refused.value.response["error"] == "not_allowed"

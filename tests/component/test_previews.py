@@ -8,12 +8,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from adapters.console.channel import ConsoleChannel
 from adapters.feishu.channel import MAX_EDITS, PREVIEW_EDITS, FeishuChannel, feishu_client
 from adapters.slack.channel import SlackChannel, web_client
-from runtime.channel import Channel, RunFinished, ToolStarted, Writing
+from runtime.channel import Channel, Reply, RunFinished, ToolStarted, Writing
 from runtime.models import ConversationRef, StopReason
 from runtime.providers.openai_provider import OpenAIProvider
 from tests import support
@@ -25,7 +26,7 @@ THREAD = "1700000000.000001"
 SLACK_HERE = ConversationRef(
     platform="slack",
     id=f"slack:T111:C111:{THREAD}",
-    data={"channel": "C111", "thread_ts": THREAD},
+    data={"channel": "C111", "thread_ts": THREAD, "user": "U_ALICE"},
 )
 FEISHU_HERE = ConversationRef(
     platform="feishu", id="feishu:tenant:oc_chat1", data={"chat_id": "oc_chat1"}
@@ -33,22 +34,26 @@ FEISHU_HERE = ConversationRef(
 DONE = RunFinished(StopReason.FINAL, 2)
 
 
-async def test_slack_previews_pause_when_rate_limited_and_the_end_still_shows(
-    slack: FakeSlack,
+async def test_slack_edits_pause_when_rate_limited_and_the_end_still_shows(
+    slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A workspace without streaming: the answer is posted at its first words and edited as
+    it grows, each edit tried once; the final answer waits a rate limit out."""
+    monkeypatch.setattr("adapters.slack.channel.EDIT_INTERVAL", 0.0)
+    slack.refuse_streaming = "not_allowed"
     channel = SlackChannel(web_client("xoxb-test", slack.base_url))
-    channel._progress.interval = 0.0
-    await channel.send(SLACK_HERE, Writing("Once"))  # posts the working message
-    (working,) = slack.posts("C111", THREAD)
-    ts = str(working.response["ts"])
-    slack.fail_next("chat.update", status=429, retry_after=30)
+    await channel.send(SLACK_HERE, Writing("Once"))  # posts the answer's message
+    (posted,) = slack.posts("C111", THREAD)
+    ts = str(posted.response["ts"])
+    slack.fail_next("chat.update", status=429, retry_after=1)
     await channel.send(SLACK_HERE, Writing("Once upon"))  # rate limited: tried once
-    await channel.send(SLACK_HERE, Writing("Once upon a time"))  # previews paused: not tried
-    await channel.send(SLACK_HERE, DONE)  # the end is no preview: it goes through
+    await channel.send(SLACK_HERE, Writing("Once upon a time"))  # edits paused: not tried
+    await channel.send(SLACK_HERE, Reply("Once upon a time, the end."))  # goes through
+    await channel.send(SLACK_HERE, DONE)
     assert [a.status for a in slack.attempts("chat.update")] == [429, 200]
     stored = slack.message("C111", ts)
-    assert stored is not None and stored.text == "_Done_"
-    assert working.params["text"] == "_Working…_\nOnce"
+    assert stored is not None and stored.text == "Once upon a time, the end."
+    assert posted.params["text"] == "Once" and slack.posts("C111", THREAD) == [posted]
 
 
 async def test_feishu_previews_keep_edits_for_the_tools_and_the_end(feishu: FakeFeishu) -> None:
@@ -115,15 +120,25 @@ def assert_redacted(texts: list[str]) -> None:
 
 
 async def test_a_secret_in_a_streamed_answer_is_redacted_on_slack(
-    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
+    redis: aioredis.Redis,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    slack: FakeSlack,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr("adapters.slack.channel.APPEND_INTERVAL", 0.0)
     channel = SlackChannel(web_client("xoxb-test", slack.base_url))
-    channel._progress.interval = 0.0
     await streamed_run(redis, workdir, fake_openai, channel, SLACK_HERE)
-    working, answer = slack.posts("C111", THREAD)
-    previews = [str(c.params["text"]) for c in [working, *slack.updates("C111")]]
-    assert sum("https://[redacted]@" in text for text in previews) >= 3, previews
-    assert_redacted([*previews, str(answer.params["text"])])
+    streamed = [
+        str(c.params.get("markdown_text") or "")
+        for c in slack.calls()
+        if c.method in ("chat.startStream", "chat.appendStream", "chat.stopStream")
+    ]
+    assert len(streamed) >= 4, slack.describe()
+    (answer,) = slack.bot_messages("C111", THREAD)
+    texts = ["".join(streamed[: i + 1]) for i in range(len(streamed))]
+    assert sum("https://[redacted]@" in text for text in texts) >= 3, texts
+    assert_redacted([*texts, str(answer.text)])
 
 
 async def test_a_secret_in_a_streamed_answer_is_redacted_on_feishu(

@@ -19,8 +19,8 @@ from tests.e2e.takeover import serve_then_worker, settled
 from tests.e2e.test_chat_terminal import COLS, ROWS, PtyChat
 from tests.e2e.test_slack_serve import CHANNEL, serving
 from tests.fake_feishu import FakeFeishu, event_envelope, event_request, message_event, post
-from tests.fake_openai import FakeOpenAI, reply
-from tests.fake_slack import Call, FakeSlack, event_body, mention_event, next_ts
+from tests.fake_openai import FakeOpenAI, reply, streamed
+from tests.fake_slack import FakeSlack, StoredMessage, event_body, mention_event, next_ts
 from tests.processes import clean_env
 
 pytestmark = pytest.mark.e2e  # real servers and processes: the slow tier
@@ -70,9 +70,8 @@ def code_lines(texts: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def markdown_blocks(call: Call) -> list[str]:
-    blocks = call.params.get("blocks") or []
-    return [str(b["text"]) for b in blocks if b.get("type") == "markdown"]
+def markdown_blocks(message: StoredMessage) -> list[str]:
+    return [str(b["text"]) for b in message.blocks or [] if b.get("type") == "markdown"]
 
 
 async def slack_answers(
@@ -82,24 +81,24 @@ async def slack_answers(
     fake_openai: FakeOpenAI,
     text: str,
     **more: str,
-) -> tuple[str, list[Call]]:
+) -> tuple[str, list[StoredMessage]]:
     """Serve Slack (with `more` settings) and mention the bot; once the run is done, the
-    thread's ts and its answer posts (those with a markdown block)."""
+    thread's ts and its answer messages as they stand (streamed, or posted)."""
     async with serving(fake, workdir, redis_url, **fake_openai.settings(**more)) as h:
         ts = next_ts()
         status, _ = await h.post(event_body(mention_event(text, ts=ts)))
         assert status == 200
-        await fake.await_for(lambda: [c for c in fake.posts(CHANNEL, ts) if markdown_blocks(c)], 15)
+        await fake.await_for(lambda: fake.answers(CHANNEL, ts), 15)
         await h.drained()
-        return ts, [c for c in fake.posts(CHANNEL, ts) if markdown_blocks(c)]
+        return ts, fake.answers(CHANNEL, ts)
 
 
 async def test_slack_a_markdown_answer_arrives_as_a_markdown_block(
     fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script = [reply(ANSWER)]
-    ts, (answer,) = await slack_answers(
-        fake, workdir, redis_url, fake_openai, "why did the deploy fail?"
+    ts, (answer,) = await slack_answers(  # posted whole (unstreamed): with its plain text
+        fake, workdir, redis_url, fake_openai, "why did the deploy fail?", CLAWGATE_STREAM="false"
     )
     (block,) = markdown_blocks(answer)
     # Standard Markdown, as written: Slack renders it. Only `<` is escaped (no mention, no
@@ -109,9 +108,9 @@ async def test_slack_a_markdown_answer_arrives_as_a_markdown_block(
     )
     assert "## Why the deploy failed" in block and "**registry token**" in block
     assert "| prod | failed |" in block and "```bash\n" in block and "1. renew" in block
-    assert "[redacted]@github.com" in block and TOKEN[12:30] not in str(answer.params)
+    assert "[redacted]@github.com" in block and TOKEN[12:30] not in str(answer)
     # The notification text: the answer as plain message text, escaped.
-    text = str(answer.params["text"])
+    text = str(answer.text)
     assert text.startswith("## Why the deploy failed") and "&lt;@U_CAROL&gt;" in text
     assert not fake.files(CHANNEL, ts)  # short: no file
 
@@ -153,8 +152,8 @@ async def test_slack_a_40_kb_answer_is_one_message_and_the_whole_of_it_as_a_file
         f"_The full answer ({len(FORTY_KB):,} characters) is in the attached file {shared.name}._"
     )
     assert code_lines([block])  # its beginning ends between blocks, no code block left open
-    said = [c for c in fake.posts(CHANNEL, ts) if not str(c.params["text"]).startswith("_Work")]
-    assert said == [answer]  # one message, then the file
+    said = [m for m in fake.bot_messages(CHANNEL, ts) if not m.files]
+    assert said == [answer]  # one message (streamed, then set to its beginning), and the file
 
 
 async def test_slack_a_worker_killed_mid_upload_posts_the_answer_and_its_file_once(
@@ -177,11 +176,47 @@ async def test_slack_a_worker_killed_mid_upload_posts_the_answer_and_its_file_on
             await settled(fake, lambda: fake.files(CHANNEL, event["ts"]), "the file")
             (shared,) = fake.files(CHANNEL, event["ts"])
             assert shared.data.decode() == FORTY_KB
-            answers = [c for c in fake.posts(CHANNEL, event["ts"]) if markdown_blocks(c)]
+            answers = fake.answers(CHANNEL, event["ts"])
             assert len(answers) == 1, fake.describe()
             assert shared.name in markdown_blocks(answers[0])[0]
             assert len(fake.calls("files.getUploadURLExternal")) == 2  # the first never shared
             assert len(fake_openai.requests) == 1  # the answer was not asked for again
+
+
+async def test_slack_a_worker_killed_mid_stream_finishes_that_message_never_a_second(
+    redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 of `clawgate serve` between two appends of a streamed answer: the `clawgate
+    worker` that retakes the run has the model write the answer anew and finishes the
+    half-written message with it (found by its mark: the bot's one message with no
+    metadata, a stream never stopped); no second answer message, none left half-written."""
+    story = "Once upon a time " + " ".join(f"word{i}" for i in range(60)) + ". The end."
+    fake_openai.script = [streamed(story, chunks=30, delay=0.4), streamed(story, chunks=6, delay=0)]
+    settings = fake_openai.settings()
+    async with FakeSlack() as fake, serve_then_worker(fake, redis_url, workdir, **settings) as run:
+        event = mention_event("tell me a story", channel=CHANNEL)
+        await run.post_to_slack(event)
+
+        def streaming() -> bool:
+            return any(m.streaming and m.appends >= 2 for m in fake.answers(CHANNEL, event["ts"]))
+
+        await fake.await_for(streaming, 30, what="the answer streaming")
+        await run.kill_serve()
+        (left,) = fake.answers(CHANNEL, event["ts"])
+        assert left.streaming and story.startswith(str(left.text)) and left.text != story
+        await run.start_worker()
+
+        def finished() -> bool:
+            return any(m.metadata for m in fake.answers(CHANNEL, event["ts"]))
+
+        await settled(fake, finished, "the answer finished")
+        (answer,) = fake.answers(CHANNEL, event["ts"])
+        assert answer.ts == left.ts and not answer.streaming, fake.describe()
+        assert markdown_blocks(answer) == [story]
+        assert (answer.blocks or [])[-1]["type"] == "context_actions"  # 👍/👎
+        others = [m for m in fake.bot_messages(CHANNEL, event["ts"]) if m.ts != answer.ts]
+        assert ["Continuing" in str(m.text) for m in others] == [True], fake.describe()
+        assert len(fake_openai.requests) == 2  # the answer was never recorded: asked again
 
 
 # ---------------------------------------------------------------------------------------------

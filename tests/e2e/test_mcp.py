@@ -96,16 +96,15 @@ async def slash(h: Harness, text: str, user: str) -> str:
 
 
 async def said(h: Harness, ts: str, part: str) -> str:
-    """Wait for a post or an edit in the thread that contains `part`; its text."""
+    """Wait for a post, an edit or a streamed answer in the thread that contains `part`; its
+    text."""
 
     def found() -> str | None:
-        for call in h.fake.posts(CHANNEL, ts):
-            if part in str(call.params.get("text")):
-                return str(call.params.get("text"))
-            message = h.fake.message(CHANNEL, str(call.response.get("ts")))
-            if message is not None and part in (message.text or ""):
-                return message.text
-        return None
+        said = [
+            *h.fake.said(CHANNEL, ts),
+            *(m.text or "" for m in h.fake.bot_messages(CHANNEL, ts)),
+        ]
+        return next((text for text in said if part in text), None)
 
     return await h.fake.await_for(found, 30, what=repr(part))
 
@@ -306,13 +305,12 @@ async def test_results_are_capped_for_the_model_redacted_in_chat_and_attributed(
     server = 'no_approval = ["leak"]'
     async with with_server("stdio", fake, workdir, redis_url, server=server) as (h, log, _):
         ts = await mention(h, "call test.leak {}")
-        await said(h, ts, "_Done_")
         await h.drained()
         assert calls_in(log) == ["leak -"]
-        working = [c for c in h.fake.posts(CHANNEL, ts) if "Working" in str(c.params["text"])]
-        progress = h.fake.message(CHANNEL, str(working[0].response["ts"]))
-        assert progress is not None and progress.text is not None
-        assert "test.leak: token [redacted]" in progress.text and "ghp_" not in progress.text
+        # What ran, listed under the answer: the tool's result redacted there too.
+        (answer,) = h.fake.answers(CHANNEL, ts)
+        steps = str(answer.blocks)
+        assert "test.leak: token [redacted]" in steps and "ghp_" not in str(h.fake.calls())
         history = await h.service.runtime.history.load(session_of(ts))
         (result,) = [m for m in history if isinstance(m, ToolMessage)]
         assert "[output cut at 16000 of 36047 characters; the whole output is in " in result.content

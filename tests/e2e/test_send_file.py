@@ -74,7 +74,7 @@ async def test_slack_a_work_dir_file_arrives_in_the_thread_and_its_hash_is_audit
     ]
     async with serving(fake, workdir, redis_url, **fake_openai.settings()) as h:
         ts = await mention(h, "send me the build report")
-        await h.await_post(lambda c: c.params.get("text") == "Posted the report.", "the answer")
+        await h.await_said("Posted the report.")
         await h.drained()
         (shared,) = fake.files(CHANNEL, ts)
         assert (shared.name, shared.title, shared.data) == ("report.txt", "Build 41 report", REPORT)
@@ -112,7 +112,9 @@ async def test_slack_an_env_file_and_paths_outside_are_refused_and_nothing_uploa
     ]
     async with serving(fake, workdir, redis_url, **fake_openai.settings()) as h:
         await mention(h, "send me the env and the outside file")
-        await h.await_post(lambda c: "could not post" in str(c.params.get("text")), "the answer")
+        await h.fake.await_for(
+            lambda: any("could not post" in text for text in h.texts()), 15, what="the answer"
+        )
         await h.drained()
         said = told(fake_openai)
         assert said["c1"].startswith("refused by the risk policy: posts a secret"), said
@@ -155,7 +157,7 @@ async def test_slack_a_policy_that_asks_for_send_file_posts_only_after_approve(
         assert "report.txt" in json.dumps(pending.notice.params.get("blocks"))
 
         assert (await click(h, pending, APPROVE_ONCE, APPROVER))[0] == 200
-        await h.await_post(lambda c: c.params.get("text") == "Posted it once approved.", "answer")
+        await h.await_said("Posted it once approved.")
         await h.drained()
         (shared,) = fake.files(CHANNEL, pending.thread_ts)
         assert shared.data == REPORT and shared.title == "report.txt"
@@ -264,7 +266,7 @@ async def test_a_worker_killed_mid_upload_posts_the_file_once_after_the_retake(
             await run.start_worker()
 
             def answers() -> list[str]:
-                said = [str(c.params.get("text")) for c in fake.posts(CHANNEL, event["ts"])]
+                said = fake.said(CHANNEL, event["ts"])
                 return [t for t in said if t == "Here is the table."]
 
             await settled(fake, answers, "the answer after the takeover")

@@ -331,7 +331,7 @@ async def test_a_worker_killed_mid_download_answers_once_with_the_file_whole(
             await run.start_worker()
 
             def answers() -> list[str]:
-                said = [str(c.params.get("text")) for c in fake.posts(CHANNEL, event["ts"])]
+                said = fake.said(CHANNEL, event["ts"])
                 return [t for t in said if "offline demo model. I understand" in t]
 
             await settled(fake, answers, "the answer after the takeover")

@@ -25,7 +25,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.progress import PREVIEW_INTERVAL
+from adapters.slack.answers import FEEDBACK
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
@@ -48,6 +48,7 @@ from tests.fake_slack import (
     TEAM_ID,
     Call,
     FakeSlack,
+    assistant_thread_event,
     block_action_body,
     command_body,
     event_body,
@@ -109,7 +110,12 @@ class Harness(Served[FakeSlack]):
     # --- what was posted -----------------------------------------------------------------
 
     def texts(self, channel: str = CHANNEL, thread_ts: str | None = None) -> list[str]:
-        return [str(c.params.get("text", "")) for c in self.fake.posts(channel, thread_ts)]
+        """What the bot posted (as posted) and streamed (as it ended)."""
+        return self.fake.said(channel, thread_ts)
+
+    async def await_said(self, text: str, channel: str = CHANNEL) -> None:
+        """Until the bot said `text` (posted it, or ended a streamed answer as it)."""
+        await self.fake.await_for(lambda: text in self.texts(channel), 15, what=repr(text))
 
     async def await_post(
         self, predicate: Callable[[Call], bool], what: str, channel: str = CHANNEL
@@ -248,18 +254,80 @@ async def test_mention_is_answered_in_its_thread(h: Harness) -> None:
     assert answer.params["channel"] == CHANNEL and answer.params["thread_ts"] == ts
     await h.drained()
 
-    in_thread = h.fake.posts(CHANNEL, ts)
     assert all(c.params.get("thread_ts") == ts for c in h.fake.posts())  # nothing elsewhere
-    working = [c for c in in_thread if str(c.params["text"]).startswith("_Working…_")]
-    assert len(working) == 1, h.fake.describe()
-    assert "`read`" in working[0].params["text"] and "notes.txt" in working[0].params["text"]
-    progress_ts = str(working[0].response["ts"])
-    assert h.fake.updates(CHANNEL, progress_ts), "the progress message was never updated"
-    final = h.fake.message(CHANNEL, progress_ts)
-    assert final is not None and final.text is not None
-    assert ":white_check_mark: `read`" in final.text and "_Done_" in final.text
-    assert [c for c in in_thread if "lazy dog" in str(c.params["text"])] == [answer]
+    # One message: the answer, no "Working…" above it; the tool shown as the thread's status
+    # while it ran, cleared at the end; under the answer what ran, and 👍/👎.
+    said = [m for m in h.fake.bot_messages(CHANNEL, ts) if "demo model" not in str(m.text)]
+    assert [m.ts for m in said] == [answer.response["ts"]], h.fake.describe()
+    assert h.fake.statuses(CHANNEL, ts) == ["Running read…", ""]
+    assert [b["type"] for b in blocks_of(answer)] == ["markdown", "context", "context_actions"]
+    (steps,) = blocks_of(answer)[1]["elements"]
+    assert steps["text"].startswith(":white_check_mark: `read` ") and "1 line" in steps["text"]
     assert await h.history_length(session_of(ts)) > 0
+
+
+async def test_the_assistant_view_suggests_prompts_names_the_thread_and_keeps_its_session(
+    h: Harness,
+) -> None:
+    """The assistant view: a thread opened in the DM gets the suggested prompts, its first
+    message becomes its title, and it is a session of its own (the DM's other threads are
+    others); a context change is acknowledged and changes nothing."""
+    dm, thread = "D_ALICE", next_ts()
+    assert (await h.post(event_body(assistant_thread_event(dm, thread))))[0] == 200
+    (prompts,) = await h.fake.await_for(
+        lambda: h.fake.calls("assistant.threads.setSuggestedPrompts"), 15, what="the prompts"
+    )
+    assert prompts.params["channel_id"] == dm and prompts.params["thread_ts"] == thread
+    assert len(prompts.params["prompts"]) == 3
+    assert prompts.params["prompts"][0]["title"] == "What can you do?"
+    changed = assistant_thread_event(dm, thread, kind="assistant_thread_context_changed")
+    assert (await h.post(event_body(changed)))[0] == 200
+
+    asked = message_event("read   notes.txt", channel=dm, thread_ts=thread, channel_type="im")
+    assert (await h.post(event_body(asked)))[0] == 200
+    await h.fake.await_for(lambda: any("lazy dog" in t for t in h.texts(dm)), 15, what="answer")
+    (title,) = h.fake.calls("assistant.threads.setTitle")
+    assert title.params == {"channel_id": dm, "thread_ts": thread, "title": "read notes.txt"}
+    second = message_event("thanks", channel=dm, thread_ts=thread, channel_type="im")
+    assert (await h.post(event_body(second)))[0] == 200
+    await h.drained()
+    assert len(h.fake.calls("assistant.threads.setTitle")) == 1  # only the first names it
+    assert await h.history_length(session_of(thread, channel=dm)) >= 4
+    assert h.fake.statuses(dm, thread)[0] == "Running read…"
+
+
+async def test_feedback_on_an_answer_is_audited_and_thanked(h: Harness) -> None:
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+    answer = await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    (feedback,) = blocks_of(answer)[-1]["elements"]
+    assert feedback["type"] == "feedback_buttons" and feedback["action_id"] == FEEDBACK
+    bad = feedback["negative_button"]["value"]
+    assert bad == f"bad answer/{session_of(ts)}/{bad.rsplit('/', 1)[1]}"
+    url = h.fake.new_response_url()
+    _, before = await h.get("/metrics")
+    body = block_action_body(
+        FEEDBACK,
+        bad,
+        user=BOB,
+        message_ts=str(answer.response["ts"]),
+        thread_ts=ts,
+        action_type="feedback_buttons",
+        response_url=url,
+    )
+    assert (await h.post(body))[0] == 200
+    (thanks,) = await h.fake.await_for(lambda: h.fake.responses(url), 15, what="the thanks")
+    assert thanks.body["text"] == "Thanks for the feedback."
+    assert thanks.body["response_type"] == "ephemeral"
+    entries = await AuditLog(h.redis, Keys(h.prefix)).newest(20)
+    (entry,) = [e for e in entries if e.event == "feedback"]
+    assert entry.actor == f"slack:{BOB}"
+    assert entry.fields["value"] == "bad" and entry.fields["answer"] == bad.split(" ", 1)[1]
+    assert entry.fields["message"] == answer.response["ts"]
+    assert entry.fields["model"] == "demo"
+    _, after = await h.get("/metrics")
+    counted = "clawgate_feedback_total", {"model": "demo", "value": "bad"}
+    assert sample(after, counted[0], **counted[1]) == sample(before, counted[0], **counted[1]) + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +370,12 @@ async def test_risky_call_waits_for_approve_button_then_runs_once(h: Harness) ->
     await h.drained()
 
     assert log.read_text() == "ran\n"  # ran exactly once
+    # In the thread: the notice and the one answer; the status said the run waited, and
+    # was cleared once it ended.
+    said = [m for m in h.fake.bot_messages(CHANNEL, pending.thread_ts) if "demo" not in str(m.text)]
+    assert [m.ts for m in said] == [pending.notice_ts, said[-1].ts] and len(said) == 2
+    statuses = h.fake.statuses(CHANNEL, pending.thread_ts)
+    assert "Waiting for approval from an approver…" in statuses and statuses[-1] == ""
     updated = h.fake.message(CHANNEL, pending.notice_ts)
     assert updated is not None and updated.edits >= 1
     assert buttons(updated.blocks or []) == []
@@ -1253,39 +1327,47 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_a_dm(
 
 
 # ---------------------------------------------------------------------------------------------
-# An answer streamed into the working message
+# An answer streamed into one message
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_streamed_answer_shows_in_the_working_message_and_is_posted_once(
-    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
+@pytest.mark.parametrize("streams", [True, False], ids=["streamed", "streaming refused"])
+async def test_a_streamed_answer_is_one_message_that_grows(
+    fake: FakeSlack, workdir: Path, redis_url: str, fake_openai: FakeOpenAI, streams: bool
 ) -> None:
+    """The answer grows in one message as the model writes it: a stream with at least
+    three appends, or, where the workspace refuses streaming, a post edited as it grows
+    (about once a second); either way no other message, and it ends as the whole answer."""
+    fake.refuse_streaming = None if streams else "not_allowed"
     answer = "Here is the story: " + " ".join(f"word{i}" for i in range(40)) + ". The end."
-    fake_openai.script = [streamed(answer, chunks=12, delay=0.4)]  # about 4.4 s of writing
+    fake_openai.script = [streamed(answer, chunks=12, delay=0.3)]  # about 3.3 s of writing
     url = fake_openai.base_url
     async with serving(fake, workdir, redis_url, OPENAI_BASE_URL=url, OPENAI_API_KEY="k") as h:
         ts = next_ts()
         assert (await h.post(event_body(mention_event("tell me a story", ts=ts))))[0] == 200
-        final = await h.await_post(lambda c: c.params.get("text") == answer, "the answer")
+
+        def finished() -> bool:
+            return any(m.metadata for m in h.fake.answers(CHANNEL, ts))
+
+        await h.fake.await_for(finished, 15, what="the answer")
         await h.drained()
         assert fake_openai.requests[0]["stream"] is True
-
-        in_thread = h.fake.posts(CHANNEL, ts)
-        working = [c for c in in_thread if str(c.params["text"]).startswith("_Working…_")]
-        assert len(working) == 1, h.fake.describe()
-        assert in_thread == [working[0], final]  # the answer posted once, whole
-        shown = [working[0], *h.fake.updates(CHANNEL, str(working[0].response["ts"]))]
-        # The preview: growing beginnings of the answer, in a post and at least two edits.
-        previews = [str(c.params["text"]).removeprefix("_Working…_\n") for c in shown[:-1]]
-        assert len(previews) >= 3, previews
-        assert all(answer.startswith(p) and 0 < len(p) < len(answer) for p in previews)
-        assert all(len(a) < len(b) for a, b in itertools.pairwise(previews))
-        assert shown[-2].at < final.at < shown[-1].at
-        # Its end: how the run stopped, the preview gone (the answer is right below).
-        assert shown[-1].params["text"] == "_Done_"
-        # Never two changes of the message within the throttle interval.
-        gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
-        assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps
+        (message,) = h.fake.bot_messages(CHANNEL, ts)
+        assert message.blocks is not None and message.blocks[0]["text"] == answer
+        assert message.blocks[1]["type"] == "context_actions"
+        if streams:
+            assert message.appends >= 3 and h.fake.posts(CHANNEL, ts) == []
+            assert len(h.fake.calls("chat.stopStream")) == 1
+        else:
+            (posted,) = h.fake.posts(CHANNEL, ts)
+            edits = h.fake.updates(CHANNEL, message.ts)
+            grown = [str(c.params["text"]) for c in [posted, *edits]]
+            assert len(grown) >= 3 and grown[-1] == answer, grown
+            assert all(answer.startswith(text) for text in grown)
+            assert not any("Working" in text for text in grown)
+            # Never two edits while written within a second of each other.
+            gaps = [b.at - a.at for a, b in itertools.pairwise([posted, *edits[:-1]])]
+            assert min(gaps) >= 0.99, gaps
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import MESSAGE_EVENTS
+from adapters.slack.app import ASSISTANT_EVENTS, MESSAGE_EVENTS
 from adapters.slack.inbound import COMMANDS
 from bot.cli import main
 from bot.feishu_checklist import (
@@ -90,19 +90,25 @@ def test_the_manifest_scopes_cover_every_slack_method_clawgate_calls() -> None:
 
 
 def test_the_events_are_those_the_adapter_handles_each_with_its_scope() -> None:
-    assert set(EVENT_SUBSCRIPTIONS) == set(MESSAGE_EVENTS)
+    assert set(EVENT_SUBSCRIPTIONS) == {*MESSAGE_EVENTS, *ASSISTANT_EVENTS}
     settings = manifest(None)["settings"]["event_subscriptions"]
     subscribed = [event for events in EVENT_SUBSCRIPTIONS.values() for event in events]
     assert settings["bot_events"] == subscribed
     # Mentions, then `message` from every kind of conversation: DMs (im) are sessions of
     # their own, and replies in the bot's threads in channels, private channels and group
-    # DMs need no mention.
-    assert set(subscribed) == {"app_mention"} | {
+    # DMs need no mention; the assistant view's threads (in the DM) start and change.
+    assert set(subscribed) == {"app_mention", *ASSISTANT_EVENTS} | {
         f"message.{kind}" for kind in ("channels", "groups", "im", "mpim")
     }
     scopes = set(manifest(None)["oauth_config"]["scopes"]["bot"])
     assert {"app_mentions:read", "channels:history", "groups:history", "im:history"} <= scopes
-    assert "mpim:history" in scopes and "commands" in scopes
+    assert {"mpim:history", "commands", "assistant:write"} <= scopes
+
+
+def test_the_assistant_view_is_on() -> None:
+    features = manifest(None)["features"]
+    assert features["assistant_view"]["assistant_description"]
+    assert features["app_home"]["messages_tab_enabled"]  # its threads live in the DM
 
 
 def test_the_slash_commands_are_those_the_adapter_registers() -> None:

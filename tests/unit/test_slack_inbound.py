@@ -7,12 +7,14 @@ from typing import Any
 import pytest
 
 from adapters.commands import parse_command
+from adapters.slack.answers import FEEDBACK
 from adapters.slack.inbound import (
     APPROVE_ALWAYS,
     APPROVE_ONCE,
     SlackIdentity,
     action_inbound,
     command_inbound,
+    feedback_inbound,
     message_inbound,
     modal_inbound,
 )
@@ -25,6 +27,7 @@ from adapters.slack.payloads import (
 )
 from adapters.slack.text import clean_text, escape
 from adapters.split import split_text
+from tests.fake_slack import block_action_payload
 
 ME = SlackIdentity(team_id="T1", bot_user_id="UBOT", bot_id="BBOT")
 
@@ -56,7 +59,7 @@ def test_top_level_mention_starts_a_thread_session() -> None:
     assert inbound is not None
     assert inbound.session == "slack:T1:C1:10.1"
     assert inbound.conversation.id == "slack:T1:C1"
-    assert inbound.conversation.data == {"channel": "C1", "thread_ts": "10.1"}
+    assert inbound.conversation.data == {"channel": "C1", "thread_ts": "10.1", "user": "U1"}
     assert inbound.text == "hi"
     assert inbound.actor.key == "slack:U1"
     assert not inbound.needs_session
@@ -244,3 +247,22 @@ def test_a_file_shared_without_text_is_a_message_in_a_dm() -> None:
     inbound = message_inbound(MessageEvent.model_validate(shared), "Ev2", "T1", ME)
     assert inbound is not None and inbound.text == "" and len(inbound.attachments) == 1
     assert message_inbound(MessageEvent.model_validate(raw), "Ev3", "T1", ME) is None
+
+
+def test_a_feedback_click_is_feedback_on_that_answer_in_its_thread() -> None:
+    body = block_action_payload(
+        FEEDBACK,
+        "good answer/slack:T111:C111:10.1/3",
+        user="U_BOB",
+        message_ts="10.5",
+        thread_ts="10.1",
+        action_type="feedback_buttons",
+    )
+    inbound = feedback_inbound(BlockActions.model_validate(body))
+    assert inbound is not None and inbound.kind == "feedback"
+    assert inbound.text == "good" and inbound.source == {"answer": "answer/slack:T111:C111:10.1/3"}
+    assert inbound.session == "slack:T111:C111:10.1" and inbound.message == "10.5"
+    assert inbound.actor.key == "slack:U_BOB" and inbound.reply["response_url"]
+    forged = {**body, "actions": [{**body["actions"][0], "value": "great answer/x"}]}
+    assert feedback_inbound(BlockActions.model_validate(forged)) is None
+    assert action_inbound(BlockActions.model_validate(body)) is None  # approves nothing

@@ -1,0 +1,146 @@
+"""A Slack answer as people see it: one message, streamed as the model writes it, the
+assistant status while tools run, feedback buttons at the end; where the workspace refuses
+streaming, the same message posted early and edited; a retake finishing the message a dead
+process left. The real runtime, openai client and slack_sdk against the fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.slack.answers import FEEDBACK, markdown_text
+from adapters.slack.channel import SlackChannel, web_client
+from adapters.slack.text import escape
+from runtime.channel import Notice, Reply, Writing
+from runtime.models import ConversationRef
+from runtime.providers.openai_provider import OpenAIProvider
+from tests import support
+from tests.fake_openai import FakeOpenAI, calls, streamed
+from tests.fake_slack import FakeSlack
+
+THREAD = "1700000000.000001"
+HERE = ConversationRef(
+    platform="slack",
+    id="slack:T111:C111",
+    data={"channel": "C111", "thread_ts": THREAD, "user": "U_ALICE"},
+)
+ANSWER = (
+    "The file **notes.txt** says the deploy is on Friday, after the review; "
+    "the staging check runs on Thursday night and the numbers come on Monday."
+)
+
+
+async def tool_using_answer(
+    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, channel: SlackChannel
+) -> None:
+    """A read of notes.txt, then ANSWER written in 8 pieces 0.25 s apart."""
+    (workdir / "notes.txt").write_text("deploy on Friday\n")
+    fake.script = [
+        calls(("call_1", "read", {"path": "notes.txt"})),
+        streamed(ANSWER, chunks=8, delay=0.25),
+    ]
+    provider = OpenAIProvider("fake-model", api_key="sk-test", base_url=fake.base_url, stream=True)
+    runtime, _ = support.make_runtime(redis, workdir, provider)
+    runtime.channel.channel = channel  # the runtime's redacting channel, onto this adapter
+    result = await runtime.run("s1", "when is the deploy?", support.ALICE, HERE)
+    assert result.final_text == ANSWER
+
+
+def feedback_of(blocks: list[dict[str, object]] | None) -> list[object]:
+    return [
+        element
+        for block in blocks or []
+        if block.get("type") == "context_actions"
+        for element in block.get("elements", [])  # type: ignore[attr-defined]
+        if element.get("action_id") == FEEDBACK
+    ]
+
+
+async def test_a_tool_using_answer_is_one_message_streamed_with_the_status_meanwhile(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
+) -> None:
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    await tool_using_answer(redis, workdir, fake_openai, channel)
+    (answer,) = slack.bot_messages("C111", THREAD)  # no "Working…", no second copy
+    assert answer.text == markdown_text(ANSWER) and not answer.streaming
+    assert answer.appends >= 3, slack.describe()
+    (start,) = slack.calls("chat.startStream")
+    assert start.params["recipient_user_id"] == "U_ALICE"
+    assert start.params["recipient_team_id"] == "T111"
+    assert len(feedback_of(answer.blocks)) == 1
+    assert answer.metadata is not None
+    assert slack.posts("C111") == [] and slack.updates("C111") == []
+    assert slack.statuses("C111", THREAD) == ["Running read…", ""]
+
+
+async def test_where_streaming_is_refused_the_answer_is_posted_once_and_edited(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
+) -> None:
+    slack.refuse_streaming = "not_allowed"
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    await tool_using_answer(redis, workdir, fake_openai, channel)
+    (answer,) = slack.bot_messages("C111", THREAD)
+    assert answer.text == escape(ANSWER)
+    assert answer.blocks is not None and answer.blocks[0]["text"] == markdown_text(ANSWER)
+    assert len(feedback_of(answer.blocks)) == 1
+    assert answer.edits >= 2, slack.describe()  # grew while written, then the final answer
+    assert not any("Working" in str(c.params.get("text")) for c in slack.posts("C111"))
+    assert slack.statuses("C111", THREAD) == ["Running read…", ""]
+    # Refused once: the next answer in this process does not ask again.
+    await channel.send(HERE, Writing("A second answer is being written"))
+    await channel.send(HERE, Reply("A second answer is being written here.", key="k2"))
+    assert len(slack.attempts("chat.startStream")) == 1
+    assert [m.text for m in slack.bot_messages("C111", THREAD)][1] == (
+        "A second answer is being written here."
+    )
+
+
+@pytest.mark.parametrize("again", [True, False], ids=["answer recorded", "model asked again"])
+async def test_a_retake_finishes_the_stream_a_dead_process_left(
+    slack: FakeSlack, again: bool
+) -> None:
+    """A process died mid-stream; the retake (another process) either posts the recorded
+    answer `again` or has the model write it anew after its Notice: either way the one
+    message is finished as the whole answer, never posted twice."""
+    dead = SlackChannel(web_client("xoxb-test", slack.base_url))
+    await dead.send(HERE, Writing("The file says the deploy"))
+    await dead.send(HERE, Writing("The file says the deploy is on"))
+    (left,) = slack.bot_messages("C111", THREAD)
+    assert left.streaming
+
+    retake = SlackChannel(web_client("xoxb-test", slack.base_url))
+    await retake.send(HERE, Notice("Continuing where I stopped"))
+    if not again:
+        await retake.send(HERE, Writing("The file says"))
+    await retake.send(HERE, Reply(ANSWER, key="answer/s1/3", again=again))
+    answer, notice = slack.bot_messages("C111", THREAD)  # the answer began before
+    assert "Continuing" in str(notice.text)
+    assert answer.ts == left.ts and not answer.streaming
+    assert answer.blocks is not None and answer.blocks[0]["text"] == markdown_text(ANSWER)
+    assert len(feedback_of(answer.blocks)) == 1
+    # Delivered once more (the retake retaken): found by its tag, nothing changes.
+    edits = answer.edits
+    await SlackChannel(web_client("xoxb-test", slack.base_url)).send(
+        HERE, Reply(ANSWER, key="answer/s1/3", again=True)
+    )
+    assert len(slack.bot_messages("C111", THREAD)) == 2
+    stored = slack.message("C111", left.ts)
+    assert stored is not None and stored.edits == edits
+
+
+async def test_a_stream_slack_started_but_answered_with_an_error_is_the_one_finished(
+    slack: FakeSlack,
+) -> None:
+    """chat.startStream acted on, its answer an internal error: the next words look for the
+    stream first and go on in it; the answer ends there, not in a second message."""
+    slack.error_next("chat.startStream", "internal_error", after=True)
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    await channel.send(HERE, Writing("The file says"))
+    await channel.send(HERE, Writing("The file says the deploy"))
+    await channel.send(HERE, Reply(ANSWER, key="answer/s1/3"))
+    (answer,) = slack.bot_messages("C111", THREAD)
+    assert not answer.streaming and answer.blocks is not None
+    assert answer.blocks[0]["text"] == markdown_text(ANSWER)
+    assert len(slack.attempts("chat.startStream")) == 1 and slack.posts("C111") == []
