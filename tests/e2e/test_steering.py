@@ -46,6 +46,11 @@ async def while_the_tool_runs(
     return ts
 
 
+async def answered(h: Harness, ts: str, text: str) -> None:
+    """Wait until the thread shows `text` as an answer (posted, or streamed to its end)."""
+    await h.fake.await_for(lambda: text in h.texts(thread_ts=ts), 15, what=repr(text))
+
+
 def users(request: dict[str, Any]) -> list[str]:
     return [str(m["content"]) for m in request["messages"] if m["role"] == "user"]
 
@@ -55,7 +60,7 @@ async def test_the_requesters_message_reaches_the_model_in_the_same_turn(
 ) -> None:
     h, model = served
     ts = await while_the_tool_runs(h, model, [SLOW_TOOL, reply(ANSWER)], "not prod!")
-    await h.await_post(lambda c: c.params.get("text") == ANSWER, "the answer")
+    await answered(h, ts, ANSWER)
     await h.drained()
 
     assert len(model.requests) == 2  # one run: no second one for the message
@@ -72,7 +77,7 @@ async def test_someone_elses_message_waits_for_its_own_run(
     h, model = served
     script = [SLOW_TOOL, reply(ANSWER), reply("Bob's answer")]
     ts = await while_the_tool_runs(h, model, script, "me too", user=BOB)
-    await h.await_post(lambda c: c.params.get("text") == "Bob's answer", "Bob's answer")
+    await answered(h, ts, "Bob's answer")
     await h.drained()
 
     assert len(model.requests) == 3
@@ -88,8 +93,8 @@ async def test_queue_mode_runs_the_requesters_message_after_the_run(
     settings = fake_openai.settings(CLAWGATE_STEERING="queue")
     async with serving(fake, workdir, redis_url, **settings) as h:
         script = [SLOW_TOOL, reply(ANSWER), reply("Noted.")]
-        await while_the_tool_runs(h, fake_openai, script, "not prod!")
-        await h.await_post(lambda c: c.params.get("text") == "Noted.", "the second answer")
+        ts = await while_the_tool_runs(h, fake_openai, script, "not prod!")
+        await answered(h, ts, "Noted.")
         await h.drained()
 
     assert len(fake_openai.requests) == 3
