@@ -77,6 +77,7 @@ NO_STREAMING = frozenset(
     }
 )
 WAITING = "Waiting for approval from an approver…"
+ASKING = "Waiting for an answer from the person who asked…"  # a clarify question
 MARKS = {
     ToolStatus.COMPLETED: ":white_check_mark:",
     ToolStatus.DENIED: ":no_entry:",
@@ -274,7 +275,7 @@ class SlackChannel:
             line = f"{MARKS.get(event.status, '')} `{event.tool}` {escape(event.display[:120])}"
             self._steps.setdefault(_place(where), []).append(line)
             if event.status == ToolStatus.SUSPENDED:
-                await self._status(where, WAITING)
+                await self._status(where, ASKING if event.tool == "clarify" else WAITING)
         else:
             await self._finished(where, event.stop_reason)
 

@@ -1393,6 +1393,8 @@ async def test_a_question_is_answered_by_the_requesters_click_alone(
         question_id = str(options[0]["value"]).partition(":")[0]
         pending = Pending(ts, notice, question_id)
         await h.drained()
+        status = "Waiting for an answer from the person who asked…"
+        assert h.fake.statuses(CHANNEL, ts)[-1] == status
 
         # Someone else's click: told privately, nothing resumes, the refusal is audited.
         body = block_action_body(
