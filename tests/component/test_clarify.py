@@ -197,6 +197,34 @@ async def test_an_answer_recorded_before_a_crash_is_resumed_with_never_asked_aga
     assert len(fake_openai.requests) == 2
 
 
+async def test_the_operator_cli_shows_a_question_redacted_and_cannot_answer_it(
+    redis: aioredis.Redis,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    secret = "sk-" + "a1b2c3d4" * 4
+    args = {"question": "Use token=hunter2hunter2 here?", "options": [secret, "no"]}
+    runtime, _, question_id = await asked(redis, workdir, fake_openai, args)
+
+    for as_json in (True, False):
+        out = io.StringIO()
+        show = argparse.Namespace(verb="show", id=question_id, json=as_json)
+        assert await run_approvals_command(runtime, show, out) == 0
+        assert "hunter2" not in out.getvalue() and secret not in out.getvalue()
+        assert "token=[redacted]" in out.getvalue()
+        if as_json:
+            assert json.loads(out.getvalue())["options"] == ["[redacted]", "no"]
+
+    # The operator is not the requester: neither answer nor withdrawal, and it says so.
+    for verb in ("approve", "reject"):
+        decide = argparse.Namespace(verb=verb, id=question_id, always=False, reason=[])
+        assert await run_approvals_command(runtime, decide, io.StringIO()) == 1
+        assert f"Only {ALICE.key} can answer this question" in capsys.readouterr().err
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+
+
 async def test_cancel_withdraws_a_question(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
