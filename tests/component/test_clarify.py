@@ -21,7 +21,8 @@ from adapters.console.channel import (
     render_update,
 )
 from adapters.console.chat import ConsoleChat
-from adapters.dispatch import dispatch
+from adapters.dispatch import dispatch, handle_inbound
+from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
@@ -29,6 +30,7 @@ from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
 from runtime.models import Actor, ConversationRef, StopReason
 from runtime.policy.model import ApprovalRules, PolicyDocument, ToolRules
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.queue.inbound import Attachment, Inbound
 from runtime.tools.clarify import ClarifyArgs, ClarifyTool
 from runtime.tools.files import ReadTool
 from runtime.tools.registry import ToolRegistry
@@ -154,6 +156,67 @@ async def test_a_plain_message_of_the_requester_answers_others_are_held(
     assert tool_results(fake_openai, 1) == ["The requester answered: the qa cluster, please"]
     assert [r.text for r in channel.of(Reply)] == ["Deploying to the chosen one.", "Noted, Bob."]
     assert told == []
+
+
+async def test_a_message_with_files_is_never_an_answer_it_is_held(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    args = {**ASK, "allow_other": True}
+    runtime, _, question_id = await asked(redis, workdir, fake_openai, args)
+    inbound = Inbound(
+        platform=HERE.platform,
+        event_id="e1",
+        dedupe_keys=("e1",),
+        session="s1",
+        conversation=HERE,
+        actor=ALICE,
+        text="prod, and here is the log",
+        attachments=(Attachment(key="F1", name="deploy.log"),),
+    )
+
+    result = await handle_inbound(runtime, Router(), inbound, "j1")
+
+    assert result is not None and result.held  # the words and the file run after the answer
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+
+
+async def test_after_the_answer_the_requesters_words_wait_for_the_batch_to_finish(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The question answered (and its process gone) before the rest of its batch ran: the
+    session still waits, and the requester's "1" is a message held for after it, not a
+    second answer refused as "already decided" and lost."""
+    fake_openai.script = [
+        calls(("call_q", "clarify", ASK), ("call_r", "read", {"path": "notes.txt"})),
+        reply("Deploying to staging."),
+        reply("You said 1."),
+    ]
+    first, first_channel = runtime_for(redis, workdir, fake_openai)
+    asked_run = await first.run("s1", "deploy it", ALICE, HERE)
+    question_id = asked_run.approval_id
+    assert question_id is not None
+
+    async def dies_on_update(conversation: ConversationRef, event: Event) -> None:
+        if isinstance(event, ApprovalUpdated):
+            raise Crash
+        await RecordingChannel.send(first_channel, conversation, event)
+
+    first.settlement.send = dies_on_update
+    with pytest.raises(Crash):
+        await first.decide(question_id, Answer("1"), ALICE, HERE, job="d1")
+    second, channel = runtime_for(redis, workdir, fake_openai)
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    held = await dispatch(second, "s1", "1", ALICE, HERE, say)
+
+    assert held is not None and held.held and told == []
+    await second.decide(question_id, Answer("1"), ALICE, HERE, job="d1")  # the retake
+    assert tool_results(fake_openai, 1)[0] == "The requester answered: staging"
+    assert [r.text for r in channel.of(Reply)] == ["Deploying to staging.", "You said 1."]
 
 
 async def test_an_unanswered_question_expires_and_the_model_is_told(
