@@ -219,6 +219,60 @@ async def test_after_the_answer_the_requesters_words_wait_for_the_batch_to_finis
     assert [r.text for r in channel.of(Reply)] == ["Deploying to staging.", "You said 1."]
 
 
+async def test_two_answers_at_once_one_wins_the_other_is_told(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    first, second = await asyncio.gather(
+        runtime.decide(question_id, Answer("1"), ALICE, HERE),
+        runtime.decide(question_id, Answer("2"), ALICE, HERE),
+    )
+    (won,) = [d for d in (first, second) if d.accepted]
+    (lost,) = [d for d in (first, second) if not d.accepted]
+    assert lost.message == f"question {question_id} was already decided by {ALICE.key} (answered)"
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    answer = str(await redis.hget(key, "answer"))
+    assert tool_results(fake_openai, 1) == [f"The requester answered: {answer}"]
+    assert len(fake_openai.requests) == 2 and won.run is not None
+
+
+async def test_an_answer_approves_nothing_the_next_risky_call_still_waits_for_approval(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """clarify then a call the policy gates, in one batch: the answer resumes the batch, the
+    gated call still asks the approvers, and an answer is no decision on it."""
+    ask = {"question": "Approve reading notes.txt?", "options": ["Approve", "Reject"]}
+    fake_openai.script = [
+        calls(("call_q", "clarify", ask), ("call_r", "read", {"path": "notes.txt"})),
+        reply("Read it."),
+    ]
+    rules = ApprovalRules(approvers=[ADMIN.key], requester_may_approve=False)
+    document = PolicyDocument(tools=ToolRules(ask=["read"]), approvals=rules)
+    runtime, channel = runtime_for(redis, workdir, fake_openai, document=document)
+    question_id = (await runtime.run("s1", "read my notes", ALICE, HERE)).approval_id
+    assert question_id is not None
+
+    answered = await runtime.decide(question_id, Answer("Approve"), ALICE, HERE)
+
+    assert answered.accepted and answered.run is not None
+    approval_id = answered.run.approval_id
+    assert answered.run.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert approval_id is not None and approval_id != question_id
+    kinds = [e.notice.kind for e in channel.of(ApprovalRequested)]
+    assert kinds == ["question", "approval"]
+    # Neither the question's id nor an answer decides the approval.
+    for actor in (ALICE, ADMIN):
+        refused = await runtime.decide(approval_id, Answer("1"), actor, HERE)
+        assert not refused.accepted
+    again = await runtime.decide(question_id, True, ADMIN, HERE)
+    assert not again.accepted
+    key = f"{PREFIX}:{{s1}}:approval:{approval_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+    approved = await runtime.decide(approval_id, True, ADMIN, HERE)
+    assert approved.accepted and approved.run is not None
+    assert approved.run.stop_reason is StopReason.FINAL and len(fake_openai.requests) == 2
+
+
 async def test_an_unanswered_question_expires_and_the_model_is_told(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
