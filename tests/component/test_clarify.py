@@ -374,6 +374,31 @@ def test_the_arguments_are_checked() -> None:
     assert not ClarifyTool.parallel_safe
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"question": "Which?", "options": [str(n) for n in range(1, 8)]},
+        {"question": "Which?", "options": ["prod", "Prod"]},
+        {"question": "Which?", "options": ["prod", "  "]},
+        {"question": "Which?", "options": ["prod", 2]},
+        {"question": "Which?", "options": ["prod", "x" * 76]},
+        {"question": "", "options": ["a", "b"]},
+        {"question": "Which?", "options": ["a", "b"], "approve": True},
+    ],
+)
+async def test_bad_arguments_post_nothing_and_the_model_is_told_why(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, args: dict[str, Any]
+) -> None:
+    fake_openai.script = [calls(("call_q", "clarify", args)), reply("I will decide myself.")]
+    runtime, channel = runtime_for(redis, workdir, fake_openai)
+    result = await runtime.run("s1", "deploy it", ALICE, HERE)
+    assert result.stop_reason is StopReason.FINAL and result.approval_id is None
+    assert channel.of(ApprovalRequested) == []
+    (told,) = tool_results(fake_openai, 1)
+    assert told.startswith("invalid arguments for clarify: ")
+    assert await runtime.pending() == []
+
+
 async def test_digits_that_are_no_option_number_neither_answer_nor_crash(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
