@@ -26,7 +26,7 @@ from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
-from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
+from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply, RunFinished
 from runtime.models import Actor, ConversationRef, StopReason
 from runtime.policy.model import ApprovalRules, PolicyDocument, ToolRules
 from runtime.providers.openai_provider import OpenAIProvider
@@ -340,6 +340,36 @@ async def test_the_operator_cli_shows_a_question_redacted_and_cannot_answer_it(
         assert f"Only {ALICE.key} can answer this question" in capsys.readouterr().err
     key = f"{PREFIX}:{{s1}}:approval:{question_id}"
     assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+
+
+@pytest.mark.parametrize("dies_at", [ApprovalRequested, RunFinished])
+async def test_a_retake_after_the_question_was_posted_asks_nothing_again(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, dies_at: type[Event]
+) -> None:
+    """The process dies as it posts the question (not known to be posted: posted again only
+    if it is not there) or after it (known: not posted again); the model is not asked again."""
+    fake_openai.script = [calls(("call_q", "clarify", ASK)), reply("Deploying to prod.")]
+    first, first_channel = runtime_for(redis, workdir, fake_openai)
+
+    async def dies(conversation: ConversationRef, event: Event) -> None:
+        await RecordingChannel.send(first_channel, conversation, event)
+        if isinstance(event, dies_at):
+            raise Crash
+
+    first.channel.channel.send = dies  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await first.run("s1", "deploy it", ALICE, HERE, job="j1")
+    (posted,) = first_channel.of(ApprovalRequested)
+
+    second, channel = runtime_for(redis, workdir, fake_openai)
+    retaken = await second.run("s1", "deploy it", ALICE, HERE, job="j1")
+
+    assert retaken.approval_id == posted.notice.approval_id
+    again = [e.again for e in channel.of(ApprovalRequested)]
+    assert again == ([True] if dies_at is ApprovalRequested else [])
+    assert len(fake_openai.requests) == 1
+    decision = await second.decide(posted.notice.approval_id, Answer("2"), ALICE, HERE)
+    assert decision.accepted and tool_results(fake_openai, 1) == ["The requester answered: prod"]
 
 
 async def test_cancel_withdraws_a_question(
