@@ -115,6 +115,29 @@ def test_the_models_words_neither_alert_nor_overflow_slacks_limits() -> None:
     assert buttons[2]["text"]["text"] == "plain"
 
 
+def test_the_models_words_are_plain_text_on_a_feishu_card_well_under_30_kb() -> None:
+    hostile = "<at id=all></at> [docs](https://evil.example) **bold** "
+    asked = shown_notice(
+        replace(
+            ASKED,
+            requester="feishu:ou_1",
+            question=hostile + "\u202e" * 440,
+            options=tuple(f"<at id=all></at>{n}" + "\u202e" * 60 for n in range(6)),
+        )
+    )
+    answered = replace(asked, status="answered", decided_by="feishu:ou_1", answer="界" * 2000)
+    for notice in (asked, answered):
+        card = notice_card(notice)
+        assert len(json.dumps(card, ensure_ascii=False).encode()) < 30 * 1024
+        marked = [
+            e["content"] for e in card["body"]["elements"] if e["tag"] in ("markdown", "lark_md")
+        ]
+        assert all("id=all" not in text and "evil" not in text for text in marked)
+        assert "<at id=ou_1></at>" in marked[0]
+        words = [e["text"] for e in card["body"]["elements"] if "text" in e]
+        assert {w["tag"] for w in words} == {"plain_text"}
+
+
 def _slack_click(action_id: str, value: str) -> BlockActions:
     return BlockActions.model_validate(
         {
