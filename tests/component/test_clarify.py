@@ -219,6 +219,28 @@ async def test_after_the_answer_the_requesters_words_wait_for_the_batch_to_finis
     assert [r.text for r in channel.of(Reply)] == ["Deploying to staging.", "You said 1."]
 
 
+async def test_the_requester_answers_only_where_the_question_was_asked(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    elsewhere = ConversationRef(platform="console", id="console:elsewhere")
+    refused = await runtime.decide(question_id, Answer("1"), ALICE, elsewhere)
+    assert not refused.accepted
+    assert refused.message == (
+        f"question {question_id} can only be decided in the conversation that requested it"
+    )
+    # Their words in another session are a message there, not an answer here.
+    fake_openai.script.insert(0, reply("Hello."))
+    said = await dispatch(runtime, "s2", "1", ALICE, elsewhere, _ignore)
+    assert said is not None and said.final_text == "Hello."
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending"
+
+
+async def _ignore(text: str) -> None:
+    """Nothing is said privately in these tests' conversations."""
+
+
 async def test_two_answers_at_once_one_wins_the_other_is_told(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
