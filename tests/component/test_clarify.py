@@ -295,6 +295,27 @@ async def test_an_answer_approves_nothing_the_next_risky_call_still_waits_for_ap
     assert approved.run.stop_reason is StopReason.FINAL and len(fake_openai.requests) == 2
 
 
+async def test_a_secret_in_the_answer_reaches_the_model_alone(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    args = {**ASK, "allow_other": True}
+    runtime, channel, question_id = await asked(redis, workdir, fake_openai, args)
+    words = "qa, with password=hunter2hunter2"
+
+    decision = await runtime.decide(question_id, Answer(words), ALICE, HERE)
+
+    assert decision.accepted
+    assert tool_results(fake_openai, 1) == [f"The requester answered: {words}"]
+    (updated,) = channel.of(ApprovalUpdated)
+    assert updated.notice.answer == "qa, with password=[redacted]"
+    trail = await runtime.audit.newest(100)
+    (answered,) = [e for e in trail if e.event == "question_answered"]
+    assert answered.fields["answer"] == "qa, with password=[redacted]"
+    stream = await runtime.approvals.audit_entries("s1")
+    assert all("hunter2" not in json.dumps(entry) for entry in stream)
+    assert "hunter2" not in json.dumps([e.fields for e in trail])
+
+
 async def test_an_unanswered_question_expires_and_the_model_is_told(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
