@@ -415,14 +415,30 @@ async def test_a_retake_after_the_question_was_posted_asks_nothing_again(
     assert decision.accepted and tool_results(fake_openai, 1) == ["The requester answered: prod"]
 
 
-async def test_cancel_withdraws_a_question(
+async def test_commands_of_the_requester_are_commands_not_answers(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    runtime, _, question_id = await asked(redis, workdir, fake_openai)
-    said = await runtime.cancel("s1", ALICE, HERE)
-    assert f"Question {question_id} withdrawn" in said
+    """Even when any words answer: /pending lists the question, /cancel withdraws it, and an
+    answer after that is refused as already decided."""
+    runtime, channel, question_id = await asked(
+        redis, workdir, fake_openai, {**ASK, "allow_other": True}
+    )
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    await dispatch(runtime, "s1", "/pending", ALICE, HERE, say)
+    assert question_id in told[-1] and "question: Which environment?" in told[-1]
+    await dispatch(runtime, "s1", "/cancel", ALICE, HERE, say)
+    assert f"Question {question_id} withdrawn" in told[-1]
     key = f"{PREFIX}:{{s1}}:approval:{question_id}"
     assert await redis.hget(key, "status") == "rejected"
+    (updated,) = channel.of(ApprovalUpdated)
+    assert updated.notice.status == "rejected"
+    await dispatch(runtime, "s1", f"/answer {question_id} 1", ALICE, HERE, say)
+    assert told[-1] == f"question {question_id} was already decided by {ALICE.key} (rejected)"
+    assert len(fake_openai.requests) == 1
 
 
 def test_the_arguments_are_checked() -> None:
