@@ -79,7 +79,11 @@ async def dispatch(
     if command is None:
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
-        question = None if attached else await answered_by(runtime.approvals, session, text, actor)
+        question, how = (
+            (None, "") if attached else await answered_by(runtime.approvals, session, text, actor)
+        )
+        if how:  # the asker's words answer nothing: held, and they are told how to answer
+            await say(how)
         if question is not None:  # the asker's next words answer the question they were asked
             command = Command(name="answer", approval_id=question, answer=text)
             async with runtime.audit.unit():

@@ -502,6 +502,10 @@ async def test_digits_that_are_no_option_number_neither_answer_nor_crash(
         assert not refused.accepted and "1. staging, 2. prod" in refused.message
         held = await dispatch(runtime, "s1", odd, ALICE, HERE, say)
         assert held is not None and held.held  # a message like any other: it waits
+        assert told.pop() == (  # and the asker hears how to answer, privately
+            f"Answer question {question_id} with one of: 1. staging, 2. prod. "
+            "This message runs after the answer."
+        )
     key = f"{PREFIX}:{{s1}}:approval:{question_id}"
     assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
 
