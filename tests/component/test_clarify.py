@@ -444,6 +444,7 @@ async def test_commands_of_the_requester_are_commands_not_answers(
 def test_the_arguments_are_checked() -> None:
     ClarifyArgs(question="Which?", options=["a", "b"])
     ClarifyArgs(question="How many?", options=["1", "2", "10"])  # numbers in their own place
+    ClarifyArgs(question="How many?", options=["1", "0"])
     bad_options: list[Any] = [
         ["a"],
         ["a", "A"],
@@ -452,6 +453,7 @@ def test_the_arguments_are_checked() -> None:
         ["a", "x" * 76],
         ["2", "1"],  # typing "1" would mean the second option, clicking it the first
         ["a", "b", "1"],
+        ["0", "1"],
         [1, 2],
         ["a", None],
     ]
