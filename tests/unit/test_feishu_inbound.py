@@ -290,30 +290,53 @@ def notice(**changes: Any) -> ApprovalNotice:
     return ApprovalNotice(**values)
 
 
-def test_pending_card_has_three_buttons_and_is_shared() -> None:
+def buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a JSON 2.0 card, the form's too, in order."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("tag") == "button":
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(card)
+    return found
+
+
+def test_pending_card_is_json_2_with_three_callback_buttons_and_is_shared() -> None:
     card = approval_card(notice())
-    assert card["config"]["update_multi"] is True
-    (actions,) = [e for e in card["elements"] if e["tag"] == "action"]
-    assert [b["value"] for b in actions["actions"]] == [
-        {"action": a, "approval_id": "ab12cd"} for a in (APPROVE_ONCE, APPROVE_ALWAYS, REJECT)
+    assert card["schema"] == "2.0" and card["config"]["update_multi"] is True
+    elements = card["body"]["elements"]
+    assert [b["behaviors"] for b in buttons(card)] == [
+        [{"type": "callback", "value": {"action": a, "approval_id": "ab12cd"}}]
+        for a in (APPROVE_ONCE, APPROVE_ALWAYS, REJECT)
     ]
-    texts = [e["text"] for e in card["elements"] if e["tag"] == "div"]
-    markdown = " ".join(t["content"] for t in texts if t["tag"] == "lark_md")
+    markdown = " ".join(e["content"] for e in elements if e["tag"] == "markdown")
+    plain = [e["text"] for e in elements if e["tag"] == "div"]
     assert "<at id=ou_alice></at>" in markdown and "2023-11-14 22:13 UTC" in markdown
     # The arguments are plain text: they cannot mention everyone, link or start markup.
     assert "<at id=all>" not in markdown and "bold" not in markdown
-    assert {"tag": "plain_text", "content": "rm -f `x` <at id=all></at> *bold*"} in texts
+    assert {"tag": "plain_text", "content": "rm -f `x` <at id=all></at> *bold*"} in plain
     assert "/approve ab12cd" in json.dumps(card)
     assert len(json.dumps(card).encode()) < 30 * 1024
 
 
 def test_the_edit_form_is_offered_only_with_arguments_safe_to_show_whole() -> None:
     arguments = '{\n  "command": "rm -f x"\n}'
-    (form,) = [
-        e for e in approval_card(notice(editable=arguments))["elements"] if e["tag"] == "form"
+    card = approval_card(notice(editable=arguments))
+    (form,) = [e for e in card["body"]["elements"] if e["tag"] == "form"]
+    field, submit = form["elements"]
+    assert (field["tag"], field["name"], field["default_value"]) == ("input", ARGUMENTS, arguments)
+    assert submit["form_action_type"] == "submit"
+    assert submit["behaviors"] == [
+        {"type": "callback", "value": {"action": EDIT, "approval_id": "ab12cd"}}
     ]
-    assert form["elements"][0]["default_value"] == arguments
-    assert [e for e in approval_card(notice())["elements"] if e["tag"] == "form"] == []
+    assert [e for e in approval_card(notice())["body"]["elements"] if e["tag"] == "form"] == []
 
 
 @pytest.mark.parametrize(
@@ -329,13 +352,13 @@ def test_the_edit_form_is_offered_only_with_arguments_safe_to_show_whole() -> No
 def test_decided_cards_show_the_outcome_without_buttons(changes: dict[str, Any], line: str) -> None:
     decided = notice(**changes)
     card = approval_card(decided)
-    assert all(e["tag"] != "action" for e in card["elements"])
-    assert card["config"]["update_multi"] is True
-    (note,) = [e for e in card["elements"] if e["tag"] == "note"]
-    assert note["elements"] == outcome(decided)
-    assert any(line in e["content"] for e in note["elements"])
-    reasons = [e for e in note["elements"] if e["tag"] == "plain_text"]
-    assert all(e["content"] in (decided.reason, decided.outcome) for e in reasons)
+    elements = card["body"]["elements"]
+    assert buttons(card) == [] and card["config"]["update_multi"] is True
+    note = outcome(decided)
+    assert elements[-len(note) :] == note
+    assert any(line in json.dumps(e, ensure_ascii=False) for e in note)
+    reasons = [e["text"]["content"] for e in note if e["tag"] == "div"]
+    assert all(r in (decided.reason, decided.outcome) for r in reasons)
 
 
 def test_person() -> None:
