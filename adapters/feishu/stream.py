@@ -39,6 +39,7 @@ THINKING = "💭 Thinking…"
 WAITING = "🔒 Waiting for approval"
 MAX_LINES = 30  # tool lines shown, the last ones: the card must stay under 30 KB
 SLOTS = 4096  # places whose card count is remembered
+TAKEOVER_JUMP = 1000  # sequence numbers a taken-over card skips when the clock's are taken
 Place = tuple[str, str]
 Say = Callable[[Mapping[str, str], str, Any, str], Awaitable[str | None]]
 Recall = Callable[[str], Awaitable[bool]]
@@ -161,7 +162,11 @@ class Streams:
         if shown is not None and shown != card_id:
             log.info("feishu: taking over the card of message %s", message_id)
             live.card_id = shown
-            if not await self._finish(live, card, streaming=bool(card["config"]["streaming_mode"])):
+            streaming = bool(card["config"]["streaming_mode"])
+            # The dead process may have numbered its last updates past this clock tick.
+            if not await self._finish(live, card, streaming) and not await self._finish(
+                live, card, streaming, jump=TAKEOVER_JUMP
+            ):
                 return None
         if card["config"]["streaming_mode"]:
             self._live[place] = live
@@ -229,9 +234,12 @@ class Streams:
         if not waiting:
             self._done(place)
 
-    async def _finish(self, live: Live, card: dict[str, Any], streaming: bool = False) -> bool:
-        """Streaming mode set (off, to finish) and the card replaced whole."""
-        live.sequence = next_sequence(live.sequence)
+    async def _finish(
+        self, live: Live, card: dict[str, Any], streaming: bool = False, jump: int = 0
+    ) -> bool:
+        """Streaming mode set (off, to finish) and the card replaced whole; `jump`: numbers
+        skipped first."""
+        live.sequence = next_sequence(live.sequence) + jump
         if not await self.kit.streaming(live.card_id, streaming, live.sequence):
             return False
         live.sequence = next_sequence(live.sequence)
