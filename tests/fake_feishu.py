@@ -333,8 +333,11 @@ def card_action_event(
     tag: str = "button",
     tenant_key: str = TENANT_KEY,
     form_value: Mapping[str, Any] | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """The `event` of a `card.action.trigger` callback (button click on a card message).
+    """The `event` of a `card.action.trigger` callback (button click on a card message):
+    `value` is the clicked button's callback behaviour's (JSON 2.0), `name` the button's,
+    `form_value` its form's inputs by name when it submits one.
 
     `token` is the callback's own `event.token` ("c-..."), used for delayed card updates; the
     verification token goes into `event_envelope(..., token=...)`. A handler answers with
@@ -343,6 +346,8 @@ def card_action_event(
     action: dict[str, Any] = {"value": dict(value), "tag": tag}
     if form_value is not None:
         action["form_value"] = dict(form_value)
+    if name is not None:
+        action["name"] = name
     return {
         "operator": {"tenant_key": tenant_key, **_user_id(operator_open_id)},
         "token": token or f"c-{uuid.uuid4().hex}",
@@ -534,14 +539,14 @@ class CardEntity:
         return isinstance(config, dict) and config.get("streaming_mode") is True
 
     def element(self, element_id: str) -> dict[str, Any] | None:
-        return _find_element(self.card, element_id)
+        return find_element(self.card, element_id)
 
     def content(self, element_id: str) -> str | None:
         found = self.element(element_id)
         return None if found is None else str(found.get("content", ""))
 
 
-def _find_element(card: Any, element_id: str) -> dict[str, Any] | None:
+def find_element(card: Any, element_id: str) -> dict[str, Any] | None:
     """The element of a JSON 2.0 card with that `element_id`, at any depth."""
     if isinstance(card, dict):
         if card.get("element_id") == element_id:
@@ -552,7 +557,7 @@ def _find_element(card: Any, element_id: str) -> dict[str, Any] | None:
     else:
         return None
     for child in children:
-        found = _find_element(child, element_id)
+        found = find_element(child, element_id)
         if found is not None:
             return found
     return None
@@ -594,7 +599,7 @@ def _changed_card(
     """The card after a CardKit update, or why Feishu refuses it."""
     card: dict[str, Any] = json.loads(json.dumps(current))
     if kind == "card_content":
-        element = _find_element(card, element_id)
+        element = find_element(card, element_id)
         if element is None or element.get("tag") not in ("markdown", "plain_text"):
             return f"no text element {element_id}"
         if not isinstance(body.get("content"), str):

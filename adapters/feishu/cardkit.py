@@ -52,10 +52,25 @@ def stream_card(steps: str, answer: str) -> dict[str, Any]:
     }
 
 
-def final_card(steps: str, answer: str) -> dict[str, Any]:
-    """The finished card: streaming off, the steps (when any) above the answer as said."""
-    elements = ([_steps(steps)] if steps else []) + [_answer(answer)]
-    summary = " ".join(answer.split())[:60] or "Done"
+def final_card(lines: list[str], status: str, answer: str) -> dict[str, Any]:
+    """The finished card, streaming off: the tool lines (when any) folded in a panel, how
+    the run stopped (when it says more than the answer), the answer as said."""
+    elements: list[dict[str, Any]] = []
+    if lines:
+        calls = f"{len(lines)} tool call{'s' if len(lines) > 1 else ''}"
+        elements.append(
+            {
+                "tag": "collapsible_panel",
+                "expanded": False,
+                "header": {"title": {"tag": "markdown", "content": calls}},
+                "elements": [_steps("\n".join(lines))],
+            }
+        )
+    if status:
+        elements.append({"tag": "markdown", "content": status})
+    if answer or not elements:
+        elements.append(_answer(answer))
+    summary = " ".join((answer or status).split())[:60] or "Done"
     return {
         "schema": "2.0",
         "config": {"update_multi": True, "streaming_mode": False, "summary": {"content": summary}},

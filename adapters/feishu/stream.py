@@ -123,13 +123,13 @@ class Streams:
             return False
         if live is None:  # answered without streaming, or retaken: the card is made whole
             again = self._answers.get(reply.key)  # this process posted it: that card again
-            live = await self._open(where, place, final_card("", piece), again)
+            live = await self._open(where, place, final_card([], "", piece), again)
             if live is None:
                 return False
             if again is None:
                 self._done(place, reply.key)
             return True
-        if not await self._finish(live, final_card(self._steps(live), piece)):
+        if not await self._finish(live, final_card(self._lines(live), "", piece)):
             await self._give_up(place, live)
             return False
         self._done(place, reply.key)
@@ -188,8 +188,11 @@ class Streams:
             live.lines[event.call_id] = style.line(mark, event.tool, text)
             live.running.discard(event.call_id)
 
-    def _steps(self, live: Live, status: str = "") -> str:
-        return "\n".join([*list(live.lines.values())[-MAX_LINES:], *([status] if status else [])])
+    def _lines(self, live: Live) -> list[str]:
+        return list(live.lines.values())[-MAX_LINES:]
+
+    def _steps(self, live: Live, status: str) -> str:
+        return "\n".join([*self._lines(live), *([status] if status else [])])
 
     async def _flush(self, live: Live, urgent: bool) -> None:
         """Send what changed; within `interval` of the last update a preview is left for the
@@ -225,7 +228,7 @@ class Streams:
             status = self.style.footer(STOPS[event.stop_reason])
             if event.error:
                 status += f": {self.style.escape(event.error[:300])}"
-        card = final_card(self._steps(live, status), live.answer[:PIECE])
+        card = final_card(self._lines(live), status, live.answer[:PIECE])
         if not await self._finish(live, card):
             await self._give_up(place, live)
             self._text.discard(place)  # the run is over: its place's next run tries cards

@@ -18,7 +18,7 @@ from runtime.channel import Reply, RunFinished, ToolFinished, ToolStarted, Writi
 from runtime.models import ConversationRef, StopReason, ToolStatus
 from runtime.providers.openai_provider import OpenAIProvider
 from tests import support
-from tests.fake_feishu import CARDKIT_PATH, CardEntity, FakeFeishu, _find_element
+from tests.fake_feishu import CARDKIT_PATH, CardEntity, FakeFeishu, find_element
 from tests.fake_openai import FakeOpenAI, calls, reply
 
 HERE = ConversationRef(
@@ -42,7 +42,7 @@ def channels(feishu: FakeFeishu, count: int = 1, cards: bool = True) -> list[Fei
 
 
 def element(card: dict[str, Any], element_id: str) -> str | None:
-    found = _find_element(card, element_id)
+    found = find_element(card, element_id)
     return None if found is None else str(found["content"])
 
 
@@ -97,7 +97,8 @@ async def test_waiting_for_approval_closes_the_card_and_the_resumed_part_goes_on
     await first.send(HERE, RunFinished(StopReason.APPROVAL_REQUIRED, 1))
     card, entity = shown_card(feishu)
     assert not entity.streaming
-    assert element(card, STEPS) == "🔒 bash: waits for ab12\n🔒 Waiting for approval"
+    assert element(card, STEPS) == "🔒 bash: waits for ab12"  # folded under "1 tool call"
+    assert {"tag": "markdown", "content": "🔒 Waiting for approval"} in card["body"]["elements"]
     # Approved; the run goes on in another process, in the same card.
     await other.send(HERE, ToolFinished("c1", "bash", ToolStatus.COMPLETED, "removed"))
     await other.send(HERE, Writing("Removed"))
