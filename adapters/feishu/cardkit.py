@@ -30,6 +30,7 @@ from adapters.feishu.answers import markdown_text
 
 STEPS = "steps"  # element ids
 ANSWER = "answer"
+STEPS_CHARS = 2_000
 _EPOCH = 1_767_225_600  # 2026-01-01: sequences (int32) last until 2032 at ten a second
 Call = Callable[[Callable[[], Any], str], Awaitable[Any]]
 
@@ -67,7 +68,7 @@ def final_card(lines: list[str], status: str, answer: str) -> dict[str, Any]:
             }
         )
     if status:
-        elements.append({"tag": "markdown", "content": status})
+        elements.append({"tag": "markdown", "content": markdown_text(status)})
     if answer or not elements:
         elements.append(_answer(answer))
     summary = " ".join((answer or status).split())[:60] or "Done"
@@ -79,7 +80,16 @@ def final_card(lines: list[str], status: str, answer: str) -> dict[str, Any]:
 
 
 def _steps(text: str) -> dict[str, Any]:
-    return {"tag": "markdown", "element_id": STEPS, "content": text, "text_size": "notation"}
+    content = steps_text(text)
+    return {"tag": "markdown", "element_id": STEPS, "content": content, "text_size": "notation"}
+
+
+def steps_text(text: str) -> str:
+    """Tool lines as the card shows them: their last `STEPS_CHARS` (the answer needs the
+    card's 30 KB), escaped like an answer (a tool's summary must not mention anyone)."""
+    if len(text) > STEPS_CHARS:
+        text = "…" + text[-STEPS_CHARS:].partition("\n")[2]
+    return markdown_text(text)
 
 
 def _answer(text: str) -> dict[str, Any]:

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.feishu.answers import PIECE, markdown_text
-from adapters.feishu.cardkit import ANSWER, STEPS, CardKit, final_card, next_sequence, stream_card
+from adapters.feishu.cardkit import (
+    ANSWER,
+    STEPS,
+    CardKit,
+    final_card,
+    next_sequence,
+    steps_text,
+    stream_card,
+)
 from adapters.progress import STOPS, ProgressEvent, Style
 from runtime.channel import Reply, RunFinished, ToolFinished, ToolStarted, Writing
 from runtime.models import StopReason
@@ -199,7 +207,7 @@ class Streams:
         next one to carry, anything else waits the rest out."""
         thinking = not live.running and not live.answer.strip()
         wanted = {
-            STEPS: self._steps(live, THINKING if thinking else ""),
+            STEPS: steps_text(self._steps(live, THINKING if thinking else "")),
             ANSWER: markdown_text(live.answer[:PIECE]),
         }
         changed = {k: v for k, v in wanted.items() if live.shown.get(k) != v}

@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,12 @@ async def test_a_card_that_cannot_be_finished_is_recalled_and_the_answer_posted(
     (answer,) = feishu.messages(root_id="om_question")  # the half-written card was recalled
     assert answer.markdown == markdown_text(ANSWER_TEXT)
     assert len(feishu.messages(root_id="om_question", include_deleted=True)) == 2
+
+
+async def test_tool_lines_cannot_mention_anyone(feishu: FakeFeishu) -> None:
+    (channel,) = channels(feishu)
+    await channel.send(HERE, ToolStarted("c1", "bash", "echo <at id=all></at>"))
+    await channel.send(HERE, Reply("Done.", key="answer/s/2"))
+    card, _ = shown_card(feishu)
+    assert element(card, STEPS) == "⏳ bash: echo &lt;at id=all>&lt;/at>"
+    assert "<at" not in json.dumps(card)
