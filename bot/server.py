@@ -401,9 +401,7 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
         runtime.precheck,
         key.get_secret_value() if key else None,
         token.get_secret_value() if token else None,
-        FeishuChannel(
-            client, app_id, settings.answer_file_chars, settings.feishu_streaming_cards
-        ),
+        FeishuChannel(client, app_id, settings.answer_file_chars, settings.feishu_streaming_cards),
     )
     adapter.bind(asyncio.get_running_loop())
     return adapter

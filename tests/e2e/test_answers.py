@@ -360,7 +360,8 @@ async def test_feishu_a_worker_killed_mid_stream_leaves_one_finished_card(
         said = fake.messages(root_id=asked)
         (card,) = [m for m in said if m.msg_type == "interactive"]  # the dead process's card
         assert [m.msg_type for m in said] == ["interactive", "text"]  # and "Continuing…"
-        assert card.msg_type == "interactive" and card.content == fake.card(dead.card_id).card
+        assert card.msg_type == "interactive" and card.content == finished()[0].card
+        assert finished()[0].card_id == dead.card_id
         assert card.markdown == story
         assert len(fake_openai.requests) == 2  # the answer was asked for again
 
