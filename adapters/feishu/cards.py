@@ -54,8 +54,10 @@ def outcome(notice: ApprovalNotice) -> list[Card]:
     return note
 
 
-def approval_card(notice: ApprovalNotice, copy: bool = False) -> Card:
-    """`copy`: posted in another chat than the one that asked (it names that one)."""
+def approval_card(notice: ApprovalNotice, copy: bool = False, deciding: str = "") -> Card:
+    """`copy`: posted in another chat than the one that asked (it names that one);
+    `deciding`: a click that decides it was taken (what it does, by whom), the decision not
+    recorded yet: the buttons go, the card says so until it is updated with the outcome."""
     i = notice.approval_id
     when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
     reasons = "\n".join(f"- {r}" for r in notice.reasons) or "- risky call"
@@ -78,7 +80,9 @@ def approval_card(notice: ApprovalNotice, copy: bool = False) -> Card:
     if copy:
         elements.append(_md(f"**Asked in:** {notice.conversation} (the run continues there)"))
     elements.append({"tag": "hr"})
-    if pending:
+    if pending and deciding:
+        elements.append(_md(f"⏳ {deciding}…"))
+    elif pending:
         always = [_button(notice.always, APPROVE_ALWAYS, i, "default")] if notice.always else []
         buttons = [_button("Approve once", APPROVE_ONCE, i, "primary"), *always]
         buttons.append(_button("Reject", REJECT, i, "danger"))

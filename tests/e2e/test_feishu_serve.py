@@ -502,7 +502,11 @@ async def test_risky_call_card_refusals_then_admin_click_runs_once(h: Harness) -
     # An admin approves: accepted at once, runs once, the card is patched, the answer follows.
     status, answer = await h.click("approve_once", card, ADMIN)
     assert status == 200
-    assert answer == {"toast": {"type": "info", "content": f"Approving {card.approval_id}…"}}
+    assert answer["toast"] == {"type": "info", "content": f"Approving {card.approval_id}…"}
+    # This click decides: the card (JSON 2.0) loses its buttons at once, saying so.
+    assert answer["card"]["type"] == "raw" and answer["card"]["data"]["schema"] == "2.0"
+    assert buttons(answer["card"]["data"]) == []
+    assert f"⏳ Approving by <at id={ADMIN}></at>…" in card_text(answer["card"]["data"])
     await h.fake.await_for(lambda: not victim.exists(), 15, what="the approved rm to run")
     await h.drained()
     assert await h.enqueued() == before + 1
@@ -535,7 +539,8 @@ async def test_reject_button_patches_the_card_and_runs_nothing(h: Harness) -> No
 
     status, answer = await h.click("reject", card, APPROVER)
     assert status == 200
-    assert answer == {"toast": {"type": "info", "content": f"Rejecting {card.approval_id}…"}}
+    assert answer["toast"] == {"type": "info", "content": f"Rejecting {card.approval_id}…"}
+    assert f"Rejecting by <at id={APPROVER}></at>" in card_text(answer["card"]["data"])
     await h.fake.await_for(
         lambda: h.fake.patches(card.message_id), 15, what="the card to be patched"
     )
@@ -970,7 +975,8 @@ async def test_long_connection_acks_answers_redeliveries_once_and_stops(
         )
         ack = await fake.await_ack(await fake.asend_event(event_envelope(CARD, click, token="")))
         assert ack.code == 200
-        assert ack.data == {"toast": {"type": "info", "content": f"Approving {approval_id}…"}}
+        assert ack.data["toast"] == {"type": "info", "content": f"Approving {approval_id}…"}
+        assert buttons(ack.data["card"]["data"]) == []  # the deciding click's card
         await fake.await_for(lambda: not victim.exists(), 15, what="the approved rm")
         await fake.await_for(lambda: fake.patches(card_id), 15, what="the card patch")
         await asyncio.sleep(1.5)  # longer than the reclaim idle time

@@ -12,7 +12,9 @@ import pytest
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
+from adapters.feishu.app import FeishuAdapter
 from adapters.feishu.cards import approval_card, outcome, person
+from adapters.feishu.channel import FeishuChannel, feishu_client
 from adapters.feishu.content import Content, read_content
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
@@ -391,3 +393,43 @@ def test_text_keeps_its_lines_and_code_its_indentation() -> None:
 )
 def test_a_download_is_typed_by_its_first_bytes(head: bytes, kind: str) -> None:
     assert sniff(head) == kind
+
+
+@pytest.mark.parametrize(
+    ("action", "changes", "answered"),
+    [
+        (APPROVE_ONCE, {}, "⏳ Approving by <at id=ou_admin></at>…"),
+        (REJECT, {"quorum": 2}, "⏳ Rejecting by <at id=ou_admin></at>…"),
+        (APPROVE_ONCE, {"quorum": 2, "approved_by": ("feishu:ou_b",)}, "⏳ Approving by"),
+        (APPROVE_ONCE, {"quorum": 2}, None),  # one more approver needed: the buttons stay
+        (EDIT, {}, None),  # judged again, maybe refused: the buttons stay
+        (APPROVE_ONCE, {"status": "approved"}, None),
+    ],
+)
+async def test_a_click_that_decides_is_answered_with_the_card_without_buttons(
+    action: str, changes: dict[str, Any], answered: str | None
+) -> None:
+    async def shown(approval_id: str) -> ApprovalNotice:
+        return notice(conversation=f"feishu:{TENANT_KEY}:{CHAT}", **changes)
+
+    async def unused(*_: Any) -> Any:
+        raise AssertionError("not called")
+
+    client = feishu_client("cli_x", "secret", "http://127.0.0.1:9")
+    channel = FeishuChannel(client, "cli_x")
+    adapter = FeishuAdapter(FeishuIdentity("ou_bot"), unused, unused, "k", "t", channel, shown)
+    value = {"action": action, "approval_id": "ab12cd"}
+    click = card_click(
+        typed_click(value, operator_open_id="ou_admin", form_value={ARGUMENTS: "{}"})
+    )
+    assert click is not None
+    card = await adapter._deciding(click, "Rejecting" if action == REJECT else "Approving")
+    if answered is None:
+        assert card is None
+    else:
+        assert (
+            card is not None
+            and buttons(card) == []
+            and answered in json.dumps(card, ensure_ascii=False)
+        )
+        assert "Asked in" not in json.dumps(card)  # the card of the chat that asked
