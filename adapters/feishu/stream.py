@@ -175,6 +175,7 @@ class Streams:
             if not await self._finish(live, card, streaming) and not await self._finish(
                 live, card, streaming, jump=TAKEOVER_JUMP
             ):
+                await self.recall(message_id)  # no half-written card stays: text instead
                 return None
         if card["config"]["streaming_mode"]:
             self._live[place] = live

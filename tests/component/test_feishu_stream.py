@@ -189,3 +189,16 @@ async def test_tool_lines_cannot_mention_anyone(feishu: FakeFeishu) -> None:
     card, _ = shown_card(feishu)
     assert element(card, STEPS) == "⏳ bash: echo &lt;at id=all>&lt;/at>"
     assert "<at" not in json.dumps(card)
+
+
+async def test_a_card_that_cannot_be_taken_over_is_recalled_and_the_answer_posted(
+    feishu: FakeFeishu,
+) -> None:
+    dead, retake = channels(feishu, 2)
+    await dead.send(HERE, Writing("The notes"))  # killed while the model wrote
+    for _ in range(2):  # the takeover's first try, and the one that skips numbers
+        feishu.fail_next("card_settings", code=300309, http_status=400, msg="card closed")
+    await retake.send(HERE, Reply(ANSWER_TEXT, key="answer/s/3", again=True))
+    (answer,) = feishu.messages(root_id="om_question")  # the dead card recalled
+    assert answer.markdown == markdown_text(ANSWER_TEXT) and answer.msg_type == "interactive"
+    assert len(feishu.messages(root_id="om_question", include_deleted=True)) == 2
