@@ -7,7 +7,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.feishu.inbound import APPROVE_ALWAYS, APPROVE_ONCE, ARGUMENTS, EDIT, REJECT
+from adapters.feishu.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    ARGUMENTS,
+    EDIT,
+    REJECT,
+    edit_button,
+)
 from runtime.approval.notices import EDITABLE_CHARS, quorum_line
 from runtime.channel import ApprovalNotice
 
@@ -145,6 +152,6 @@ def _edit_form(notice: ApprovalNotice) -> Card:
                     "content": "Or change the arguments (JSON) and approve:",
                 },
             },
-            submit | {"form_action_type": "submit", "name": "clawgate_edit_submit"},
+            submit | {"form_action_type": "submit", "name": edit_button(notice.approval_id)},
         ],
     }

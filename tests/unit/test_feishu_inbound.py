@@ -25,6 +25,7 @@ from adapters.feishu.inbound import (
     FeishuIdentity,
     card_click,
     clean_text,
+    edit_button,
     message_inbound,
 )
 from adapters.feishu.resources import sniff
@@ -258,6 +259,10 @@ def test_edit_form_submitted_approves_the_edited_arguments() -> None:
     click = card_click(typed_click(value, form_value={ARGUMENTS: edited}))
     assert click is not None and click.text == f"/approve ab12 edit {edited}"
     assert card_click(typed_click(value)) is None  # an edit without its form: not ours
+    # A submit that carries only the button's name (no callback value): the same edit.
+    named = typed_click({}, form_value={ARGUMENTS: edited}, name=edit_button("ab12"))
+    by_name = card_click(named)
+    assert by_name is not None and by_name.text == f"/approve ab12 edit {edited}"
 
 
 @pytest.mark.parametrize(
@@ -334,7 +339,7 @@ def test_the_edit_form_is_offered_only_with_arguments_safe_to_show_whole() -> No
     (form,) = [e for e in card["body"]["elements"] if e["tag"] == "form"]
     field, submit = form["elements"]
     assert (field["tag"], field["name"], field["default_value"]) == ("input", ARGUMENTS, arguments)
-    assert submit["form_action_type"] == "submit"
+    assert (submit["form_action_type"], submit["name"]) == ("submit", edit_button("ab12cd"))
     assert submit["behaviors"] == [
         {"type": "callback", "value": {"action": EDIT, "approval_id": "ab12cd"}}
     ]
