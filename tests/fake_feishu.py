@@ -413,7 +413,8 @@ class Call:
     """One HTTP request to the fake.
 
     `kind` is "token", "app_token", "bot_info", "send", "reply", "patch", "update", "delete",
-    "endpoint" or "other"; `target_id` the message id in the path (reply/patch/update/delete);
+    "endpoint", a read's, an upload's, "card_create", "card_update", "card_settings",
+    "card_content", "card_id_convert" or "other"; `target_id` the message id in the path (reply/patch/update/delete);
     `body` the decoded JSON body. `duplicate` marks a send/reply answered from the uuid memory.
     """
 

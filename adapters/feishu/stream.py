@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 INTERVAL = 0.3  # seconds between updates of a card, at least
 THINKING = "💭 Thinking…"
+WRITING = "✍️ Writing…"
 WAITING = "🔒 Waiting for approval"
 MAX_LINES = 30  # tool lines shown, the last ones: the card must stay under 30 KB
 SLOTS = 4096  # places whose card count is remembered
@@ -206,9 +207,9 @@ class Streams:
     async def _flush(self, live: Live, urgent: bool) -> None:
         """Send what changed; within `interval` of the last update a preview is left for the
         next one to carry, anything else waits the rest out."""
-        thinking = not live.running and not live.answer.strip()
+        status = "" if live.running else WRITING if live.answer.strip() else THINKING
         wanted = {
-            STEPS: steps_text(self._steps(live, THINKING if thinking else "")),
+            STEPS: steps_text(self._steps(live, status)),
             ANSWER: markdown_text(live.answer[:PIECE]),
         }
         changed = {k: v for k, v in wanted.items() if live.shown.get(k) != v}
