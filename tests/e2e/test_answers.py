@@ -334,6 +334,7 @@ async def test_feishu_a_worker_killed_mid_stream_leaves_one_finished_card(
         FEISHU_ENCRYPT_KEY=feishu.KEY,
         FEISHU_VERIFICATION_TOKEN=feishu.TOKEN,
         FEISHU_DOMAIN=fake.url,
+        CLAWGATE_RECLAIM_IDLE="1",  # the worker takes the job over at once
     )
     async with serve_then_worker(None, redis_url, workdir, **env) as run:
         event = message_event("@_user_1 tell me a story", mentions=feishu.MENTION)
