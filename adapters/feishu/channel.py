@@ -121,7 +121,7 @@ class FeishuChannel:
         self.file_chars = file_chars
         self._progress = Progress(STYLE)
         kit = CardKit(client, self._call)
-        self._streams = Streams(kit, self._say, self._recall, STYLE) if cards else None
+        self._streams = Streams(kit, self._say, self._recall, self._patch, STYLE) if cards else None
         # lark-oapi's calls block: they get threads of their own, more than asyncio's default
         # pool (CPUs + 4) so slow API calls of many sessions do not queue behind each other.
         self._calls = ThreadPoolExecutor(API_THREADS, thread_name_prefix="feishu-api")

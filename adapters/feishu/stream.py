@@ -52,6 +52,7 @@ TAKEOVER_JUMP = 1000  # sequence numbers a taken-over card skips when the clock'
 Place = tuple[str, str]
 Say = Callable[[Mapping[str, str], str, Any, str], Awaitable[str | None]]
 Recall = Callable[[str], Awaitable[bool]]
+Patch = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass
@@ -66,6 +67,9 @@ class Live:
     answer: str = ""  # the answer being written, as the model wrote it so far
     shown: dict[str, str] = field(default_factory=dict)  # element id -> content last sent
     updated_at: float = -math.inf
+    # The message's card could not be looked up (`cardkit:card:read` missing): it may be a
+    # dead process's, so the finished card is also patched into the message whole.
+    unverified: bool = False
 
 
 class Streams:
@@ -74,6 +78,7 @@ class Streams:
         kit: CardKit,
         say: Say,
         recall: Recall,
+        patch: Patch,
         style: Style,
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
@@ -81,6 +86,7 @@ class Streams:
         self.kit = kit
         self.say = say
         self.recall = recall
+        self.patch = patch
         self.style = style
         self.interval = interval
         self.clock = clock
@@ -167,7 +173,9 @@ class Streams:
         if message_id is None:
             return None
         shown = await self.kit.card_of(message_id)
-        live = Live(card_id, message_id)
+        live = Live(card_id, message_id, unverified=shown is None)
+        if live.unverified and not card["config"]["streaming_mode"]:
+            await self.patch(message_id, card)
         if shown is not None and shown != card_id:
             log.info("feishu: taking over the card of message %s", message_id)
             live.card_id = shown
@@ -259,6 +267,8 @@ class Streams:
         if not await self.kit.replace(live.card_id, card, live.sequence):
             return False
         live.updated_at = self.clock()
+        if live.unverified and not streaming:
+            await self.patch(live.message_id, card)
         return True
 
     async def _give_up(self, place: Place, live: Live) -> None:

@@ -202,3 +202,16 @@ async def test_a_card_that_cannot_be_taken_over_is_recalled_and_the_answer_poste
     (answer,) = feishu.messages(root_id="om_question")  # the dead card recalled
     assert answer.markdown == markdown_text(ANSWER_TEXT) and answer.msg_type == "interactive"
     assert len(feishu.messages(root_id="om_question", include_deleted=True)) == 2
+
+
+async def test_without_the_card_read_permission_a_retake_patches_the_message_whole(
+    feishu: FakeFeishu,
+) -> None:
+    dead, retake = channels(feishu, 2)
+    await dead.send(HERE, Writing("The notes"))  # killed while the model wrote
+    feishu.fail_next("card_id_convert", code=99991672, http_status=400, msg="no cardkit:card:read")
+    await retake.send(HERE, Reply(ANSWER_TEXT, key="answer/s/3", again=True))
+    (message,) = feishu.messages(root_id="om_question")
+    assert message.markdown == markdown_text(ANSWER_TEXT)
+    assert message.content["config"]["streaming_mode"] is False
+    assert [c.target_id for c in feishu.patches()] == [message.message_id]
