@@ -414,7 +414,8 @@ class Call:
 
     `kind` is "token", "app_token", "bot_info", "send", "reply", "patch", "update", "delete",
     "endpoint", a read's, an upload's, "card_create", "card_update", "card_settings",
-    "card_content", "card_id_convert" or "other"; `target_id` the message id in the path (reply/patch/update/delete);
+    "card_content", "card_id_convert" or "other"; `target_id` the message id in the path
+    (reply/patch/update/delete; a CardKit call's card id, `card_id/element_id` for content);
     `body` the decoded JSON body. `duplicate` marks a send/reply answered from the uuid memory.
     """
 
