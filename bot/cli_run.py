@@ -111,7 +111,12 @@ def _decision_channels(settings: Settings, redis: Redis, http: ClientSession) ->
 
         secret = settings.feishu_app_secret.get_secret_value()
         client = feishu_client(settings.feishu_app_id, secret, settings.feishu_domain)
-        channel = FeishuChannel(client, settings.feishu_app_id, settings.answer_file_chars)
+        channel = FeishuChannel(
+            client,
+            settings.feishu_app_id,
+            settings.answer_file_chars,
+            settings.feishu_streaming_cards,
+        )
         router.add("feishu", channel)
     return router
 

@@ -15,6 +15,8 @@ PLACEHOLDER_HOST = "https://YOUR-HOST"
 SEND_AS_BOT = "im:message:send_as_bot"
 READ = "im:message:readonly"
 NAMES = "contact:user.base:readonly"
+CARDS = "cardkit:card:write"
+CARDS_READ = "cardkit:card:read"
 
 # Every Open API call clawgate makes (adapters/feishu) and the permissions it needs; Feishu's
 # API reference lists im:message:send_as_bot among the ones that suffice for each IM call.
@@ -25,6 +27,13 @@ API_SCOPES: dict[str, tuple[str, ...]] = {
     "im.v1.message.reply": (SEND_AS_BOT,),  # answers, in the asker's thread
     "im.v1.message.update": (SEND_AS_BOT,),  # the "Working…" message edited
     "im.v1.message.patch": (SEND_AS_BOT,),  # approval cards updated after the decision
+    "im.v1.message.delete": (SEND_AS_BOT,),  # a streamed card that could not be finished
+    # The answer streamed into a CardKit card (adapters/feishu/cardkit.py).
+    "cardkit.v1.card.create": (CARDS,),  # the card entity, sent as a card message
+    "cardkit.v1.card_element.content": (CARDS,),  # its steps and answer, typed out
+    "cardkit.v1.card.settings": (CARDS,),  # streaming mode switched off at the end
+    "cardkit.v1.card.update": (CARDS,),  # the finished card, whole
+    "cardkit.v1.card.id_convert": (CARDS_READ,),  # the card a retaken run's message shows
     "/open-apis/bot/v3/info": (),  # the bot's own open_id, at start: needs the Bot feature
     "im.v1.file.create": ("im:resource",),  # a file uploaded to post (a long answer's text)
     "im.v1.image.create": ("im:resource",),  # an image uploaded to post (send_file)
@@ -56,6 +65,8 @@ _WHY = {
     "im:message.group_at_msg:readonly": "receive group messages that @mention the bot",
     READ: "read the thread before a mention, and the files people send",
     NAMES: "name the people of that thread (else their open_ids)",
+    CARDS: "stream answers into one card (else a text working message)",
+    CARDS_READ: "find the card a restarted run left, to finish it",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -31,7 +32,8 @@ from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
 from runtime.agent import Release, Runtime
-from runtime.channel import Notice
+from runtime.approval.notices import notice_of
+from runtime.channel import ApprovalNotice, Notice
 from runtime.mcp.supervisor import McpServers
 from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
@@ -404,10 +406,17 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
         runtime.precheck,
         key.get_secret_value() if key else None,
         token.get_secret_value() if token else None,
-        FeishuChannel(client, app_id, settings.answer_file_chars),
+        FeishuChannel(client, app_id, settings.answer_file_chars, settings.feishu_streaming_cards),
+        functools.partial(_notice, runtime),
     )
     adapter.bind(asyncio.get_running_loop())
     return adapter
+
+
+async def _notice(runtime: Runtime, approval_id: str) -> ApprovalNotice | None:
+    """An approval as the chats show it (redacted), for the card a click is answered with."""
+    loaded = await runtime.approvals.load(approval_id)
+    return notice_of(loaded[0]) if loaded is not None else None
 
 
 def _feishu_reader(

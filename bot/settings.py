@@ -177,6 +177,8 @@ class Settings(BaseSettings):
     feishu_encrypt_key: SecretStr | None = Field(None, alias="FEISHU_ENCRYPT_KEY")
     feishu_domain: str = Field("https://open.feishu.cn", alias="FEISHU_DOMAIN")
     feishu_mode: Literal["webhook", "websocket"] = Field("webhook", alias="FEISHU_MODE")
+    # Answers streamed into a CardKit card; false: a text working message and the answer apart.
+    feishu_streaming_cards: bool = Field(True, alias="FEISHU_STREAMING_CARDS")
 
     @field_validator("enabled_tools", "admins", "approvers", "attachment_types", mode="before")
     @classmethod

@@ -24,6 +24,14 @@ Open API (every answer is JSON with a `code`; errors use HTTP 400 like Feishu, o
   GET   /open-apis/im/v1/messages, /messages/{id}, /messages/{id}/resources/{key},
         /open-apis/contact/v3/users/{id}                 reads: see tests/fake_feishu_history.py
   POST  /open-apis/im/v1/images                           upload (multipart) -> image_key
+  POST  /open-apis/cardkit/v1/cards                       card entity {type: card_json, data}
+  PUT   /open-apis/cardkit/v1/cards/{id}                  whole card {card: {type, data}, sequence}
+  PATCH /open-apis/cardkit/v1/cards/{id}/settings         {settings: '{"config": ...}', sequence}
+  PUT   /open-apis/cardkit/v1/cards/{id}/elements/{e}/content  {content, sequence}
+  POST  /open-apis/cardkit/v1/cards/id_convert            {message_id} -> the card_id it shows
+CardKit calls carry a `sequence` that must grow per card (else code 300317, as Feishu); a card
+message may reference an entity (`{"type": "card", "data": {"card_id": ...}}`): `shown()` is
+the card such a message shows now, `card()` an entity with every state it went through.
 A `file` / `image` message must name a key uploaded here (`uploads()` holds them).
 Everything under /open-apis/ needs `Authorization: Bearer <token this fake issued>`
 (missing: code 99991661, unknown/expired: 99991663).
@@ -90,6 +98,9 @@ CODE_CHAT_RATE_LIMITED = 230020  # "This operation triggers the frequency limit.
 CODE_INVALID_PARAM = 230001
 CODE_MESSAGE_RECALLED = 230011
 CODE_CONTENT_TOO_LONG = 230025
+CODE_CARD_INVALID = 300301  # the card JSON / card id / element id is not one Feishu takes
+CODE_CARD_SEQUENCE = 300317  # a CardKit sequence not above the card's last one
+CARDKIT_PATH = "/open-apis/cardkit/v1/cards"
 
 TEXT_LIMIT_BYTES = 150 * 1024  # text / post request body
 CARD_LIMIT_BYTES = 30 * 1024  # interactive
@@ -322,8 +333,11 @@ def card_action_event(
     tag: str = "button",
     tenant_key: str = TENANT_KEY,
     form_value: Mapping[str, Any] | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """The `event` of a `card.action.trigger` callback (button click on a card message).
+    """The `event` of a `card.action.trigger` callback (button click on a card message):
+    `value` is the clicked button's callback behaviour's (JSON 2.0), `name` the button's,
+    `form_value` its form's inputs by name when it submits one.
 
     `token` is the callback's own `event.token` ("c-..."), used for delayed card updates; the
     verification token goes into `event_envelope(..., token=...)`. A handler answers with
@@ -332,6 +346,8 @@ def card_action_event(
     action: dict[str, Any] = {"value": dict(value), "tag": tag}
     if form_value is not None:
         action["form_value"] = dict(form_value)
+    if name is not None:
+        action["name"] = name
     return {
         "operator": {"tenant_key": tenant_key, **_user_id(operator_open_id)},
         "token": token or f"c-{uuid.uuid4().hex}",
@@ -397,7 +413,9 @@ class Call:
     """One HTTP request to the fake.
 
     `kind` is "token", "app_token", "bot_info", "send", "reply", "patch", "update", "delete",
-    "endpoint" or "other"; `target_id` the message id in the path (reply/patch/update/delete);
+    "endpoint", a read's, an upload's, "card_create", "card_update", "card_settings",
+    "card_content", "card_id_convert" or "other"; `target_id` the message id in the path
+    (reply/patch/update/delete; a CardKit call's card id, `card_id/element_id` for content);
     `body` the decoded JSON body. `duplicate` marks a send/reply answered from the uuid memory.
     """
 
@@ -508,6 +526,134 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class CardEntity:
+    """A CardKit card entity: its JSON 2.0 card now, the last sequence, every state so far."""
+
+    card_id: str
+    app_id: str
+    card: dict[str, Any]
+    sequence: int = 0
+    history: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def streaming(self) -> bool:
+        config = self.card.get("config")
+        return isinstance(config, dict) and config.get("streaming_mode") is True
+
+    def element(self, element_id: str) -> dict[str, Any] | None:
+        return find_element(self.card, element_id)
+
+    def content(self, element_id: str) -> str | None:
+        found = self.element(element_id)
+        return None if found is None else str(found.get("content", ""))
+
+
+def find_element(card: Any, element_id: str) -> dict[str, Any] | None:
+    """The element of a JSON 2.0 card with that `element_id`, at any depth."""
+    if isinstance(card, dict):
+        if card.get("element_id") == element_id:
+            return card
+        children = [v for k, v in card.items() if k in ("body", "elements", "columns")]
+    elif isinstance(card, list):
+        children = list(card)
+    else:
+        return None
+    for child in children:
+        found = find_element(child, element_id)
+        if found is not None:
+            return found
+    return None
+
+
+def _card_reference(content: Any) -> str | None:
+    """The card_id of a message content sending a card entity, else None."""
+    if isinstance(content, dict) and content.get("type") == "card":
+        data = content.get("data")
+        if isinstance(data, dict) and isinstance(data.get("card_id"), str):
+            return str(data["card_id"])
+    return None
+
+
+def _classify_cardkit(method: str, path: str) -> tuple[str, str | None]:
+    """CardKit's kinds; the target is `card_id`, or `card_id/element_id` for an element."""
+    parts = path[len(CARDKIT_PATH) :].strip("/").split("/") if path != CARDKIT_PATH else []
+    shapes = {
+        ("POST", 0): "card_create",
+        ("PUT", 1): "card_update",
+        ("PATCH", 2): "card_settings",
+        ("PUT", 4): "card_content",
+    }
+    if parts == ["id_convert"] and method == "POST":
+        return "card_id_convert", None
+    kind = shapes.get((method, len(parts)), "other")
+    if kind == "card_settings" and parts[1] != "settings":
+        return "other", None
+    if kind == "card_content":
+        if parts[1] != "elements" or parts[3] != "content":
+            return "other", None
+        return kind, f"{parts[0]}/{parts[2]}"
+    return kind, parts[0] if parts else None
+
+
+def _changed_card(
+    kind: str, current: dict[str, Any], element_id: str, body: dict[str, Any]
+) -> dict[str, Any] | str:
+    """The card after a CardKit update, or why Feishu refuses it."""
+    card: dict[str, Any] = json.loads(json.dumps(current))
+    if kind == "card_content":
+        element = find_element(card, element_id)
+        if element is None or element.get("tag") not in ("markdown", "plain_text"):
+            return f"no text element {element_id}"
+        if not isinstance(body.get("content"), str):
+            return "content is required"
+        element["content"] = body["content"]
+    elif kind == "card_settings":
+        try:
+            settings = json.loads(str(body.get("settings")))
+        except ValueError:
+            return "settings is not a JSON string"
+        if not isinstance(settings, dict) or not isinstance(settings.get("config"), dict):
+            return "settings.config is required"
+        card["config"] = {**card.get("config", {}), **settings["config"]}
+    else:  # card_update
+        whole = body.get("card")
+        if not isinstance(whole, dict) or whole.get("type") != "card_json":
+            return "card.type must be card_json"
+        try:
+            card = json.loads(str(whole.get("data")))
+        except ValueError:
+            return "card.data is not a JSON string"
+    return card
+
+
+def _card_problem(card: Any) -> str | None:
+    """Why CardKit refuses a card JSON, or None: JSON 2.0 only, unique element ids."""
+    if not isinstance(card, dict) or str(card.get("schema", "")) != "2.0":
+        return "cardkit takes card JSON 2.0 only"
+    body = card.get("body")
+    if not isinstance(body, dict) or not isinstance(body.get("elements"), list):
+        return "card body.elements is required"
+    ids: list[str] = []
+
+    def collect(node: Any) -> None:
+        if isinstance(node, dict):
+            if "element_id" in node:
+                ids.append(str(node["element_id"]))
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    collect(body)
+    if len(ids) != len(set(ids)):
+        return "element_id must be unique in a card"
+    if len(json.dumps(card, ensure_ascii=False).encode()) > CARD_LIMIT_BYTES:
+        return "card is too large"
+    return None
+
+
+@dataclass(frozen=True)
 class Upload:
     """A file (im/v1/files: `file_type`, `file_name`) or image (im/v1/images: `image_type`)
     uploaded; `key` is the file_key / image_key handed back."""
@@ -567,6 +713,11 @@ _FAULT_KINDS = frozenset(
         "resource",
         "file_upload",
         "image_upload",
+        "card_create",
+        "card_update",
+        "card_settings",
+        "card_content",
+        "card_id_convert",
         "any",
     }
 )
@@ -575,8 +726,8 @@ _FAULT_KINDS = frozenset(
 def _is_shared_card(card: Any) -> bool:
     if not isinstance(card, dict):
         return False
-    if str(card.get("schema", "")) == "2.0":
-        return True  # JSON 2.0 cards are always shared
+    if str(card.get("schema", "")) == "2.0" or _card_reference(card):
+        return True  # JSON 2.0 cards (card entities are 2.0) are always shared
     config = card.get("config")
     return isinstance(config, dict) and config.get("update_multi") is True
 
@@ -639,6 +790,7 @@ class FakeFeishu(ThreadedServer):
         self._messages: dict[str, StoredMessage] = {}
         self._by_uuid: dict[str, str] = {}
         self._uploads: dict[str, Upload] = {}
+        self._cards: dict[str, CardEntity] = {}
         self.upload_delay = 0.0  # seconds an upload takes to answer (to kill a process during)
         self.uploading = 0  # uploads under way (received, not answered yet)
         self._patch_times: dict[str, deque[float]] = {}
@@ -808,6 +960,8 @@ class FakeFeishu(ThreadedServer):
             return "send", None
         if path in UPLOAD_PATHS and method == "POST":
             return UPLOAD_PATHS[path], None
+        if path.startswith(CARDKIT_PATH):
+            return _classify_cardkit(method, path)
         prefix = MESSAGES_PATH + "/"
         if path.startswith(prefix):
             rest = path[len(prefix) :]
@@ -892,6 +1046,8 @@ class FakeFeishu(ThreadedServer):
         if kind in ("patch", "update", "delete"):
             assert target is not None
             return self._modify(kind, target, call)
+        if kind.startswith("card_"):
+            return self._cardkit(kind, target, call, app_id)
         return 404, {"code": 404, "msg": f"FakeFeishu: {call.method} {call.path} not faked"}, False
 
     def _upload(self, kind: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], bool]:
@@ -918,6 +1074,9 @@ class FakeFeishu(ThreadedServer):
             return "too long"
         if msg_type == "text" and not (isinstance(decoded, dict) and "text" in decoded):
             return 'text content must be {"text": ...}'
+        card_id = _card_reference(decoded) if msg_type == "interactive" else None
+        if card_id is not None and card_id not in self._cards:
+            return f"card_id {card_id} is not a card entity"
         if msg_type in ("file", "image"):
             key = decoded.get(f"{msg_type}_key") if isinstance(decoded, dict) else None
             upload = self._uploads.get(key) if isinstance(key, str) else None
@@ -1069,6 +1228,53 @@ class FakeFeishu(ThreadedServer):
         self._messages[target] = updated
         data: dict[str, Any] = {} if kind == "patch" else self._data(updated)
         return 200, {"code": 0, "msg": "success", "data": data}, False
+
+    # -- CardKit ------------------------------------------------------------------------------
+
+    def _cardkit(
+        self, kind: str, target: str | None, call: Call, app_id: str
+    ) -> tuple[int, dict[str, Any], bool]:
+        body = call.body
+        if kind == "card_create":
+            if body.get("type") != "card_json" or not isinstance(body.get("data"), str):
+                return self._error(CODE_CARD_INVALID, "type must be card_json, data a string")
+            return self._new_card(str(body["data"]), app_id)
+        if kind == "card_id_convert":
+            stored = self._messages.get(str(body.get("message_id", "")))
+            card_id = _card_reference(stored.content) if stored is not None else None
+            if card_id is None:
+                return self._error(CODE_CARD_INVALID, "the message does not show a card entity")
+            return 200, {"code": 0, "msg": "success", "data": {"card_id": card_id}}, False
+        assert target is not None
+        card_id, _, element_id = target.partition("/")
+        entity = self._cards.get(card_id)
+        if entity is None or entity.app_id != app_id:
+            return self._error(CODE_CARD_INVALID, f"card {card_id} not found")
+        sequence = body.get("sequence")
+        if not isinstance(sequence, int) or sequence <= entity.sequence:
+            return self._error(CODE_CARD_SEQUENCE, "sequence number compare failed")
+        card = _changed_card(kind, entity.card, element_id, body)
+        if isinstance(card, str):
+            return self._error(CODE_CARD_INVALID, card)
+        problem = _card_problem(card)
+        if problem is not None:
+            return self._error(CODE_CARD_INVALID, problem)
+        self._cards[card_id] = replace(
+            entity, card=card, sequence=sequence, history=(*entity.history, card)
+        )
+        return 200, {"code": 0, "msg": "success", "data": {}}, False
+
+    def _new_card(self, data: str, app_id: str) -> tuple[int, dict[str, Any], bool]:
+        try:
+            card = json.loads(data)
+        except ValueError:
+            return self._error(CODE_CARD_INVALID, "data is not a JSON string")
+        problem = _card_problem(card)
+        if problem is not None:
+            return self._error(CODE_CARD_INVALID, problem)
+        card_id = str(7_300_000_000_000_000_000 + _next_id())
+        self._cards[card_id] = CardEntity(card_id, app_id, card, history=(card,))
+        return 200, {"code": 0, "msg": "success", "data": {"card_id": card_id}}, False
 
     # -- long connection ----------------------------------------------------------------------
 
@@ -1389,7 +1595,28 @@ class FakeFeishu(ThreadedServer):
 
     def message(self, message_id: str) -> StoredMessage | None:
         with self._lock:
-            return self._messages.get(message_id)
+            stored = self._messages.get(message_id)
+            return None if stored is None else self._resolved(stored)
+
+    def _resolved(self, message: StoredMessage) -> StoredMessage:
+        """A message sending a card entity, with that card's current JSON as its content."""
+        card_id = _card_reference(message.content)
+        return message if card_id is None else replace(message, content=self._cards[card_id].card)
+
+    def card(self, card_id: str) -> CardEntity | None:
+        with self._lock:
+            return self._cards.get(card_id)
+
+    def cards(self) -> list[CardEntity]:
+        """Card entities created, in creation order."""
+        with self._lock:
+            return list(self._cards.values())
+
+    def shown(self, message_id: str) -> Any:
+        """The card (or other content) a message shows now: a card entity's current JSON for
+        a message that sends one."""
+        stored = self.message(message_id)
+        return None if stored is None else stored.content
 
     def uploads(self, key: str | None = None) -> list[Upload]:
         """Files and images uploaded (im/v1/files, im/v1/images), in upload order."""
@@ -1407,7 +1634,7 @@ class FakeFeishu(ThreadedServer):
         """Messages the bot sent (one per uuid), in creation order, with current content."""
         with self._lock:
             return [
-                m
+                self._resolved(m)
                 for m in self._messages.values()
                 if (chat_id is None or m.chat_id == chat_id)
                 and (root_id is None or m.root_id == root_id)
@@ -1423,6 +1650,7 @@ class FakeFeishu(ThreadedServer):
             self._messages.clear()
             self._by_uuid.clear()
             self._uploads.clear()
+            self._cards.clear()
             self._patch_times.clear()
             self._faults.clear()
             self._acks.clear()

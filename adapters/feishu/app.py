@@ -26,10 +26,12 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTr
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from redis.exceptions import RedisError
 
+from adapters.feishu.cards import approval_card, person
 from adapters.feishu.channel import FeishuChannel
 from adapters.feishu.crypto import DecryptError, decrypt, signature_ok
 from adapters.feishu.inbound import (
     ANSWER,
+    EDIT,
     REJECT,
     CardClick,
     FeishuIdentity,
@@ -38,6 +40,7 @@ from adapters.feishu.inbound import (
 )
 from adapters.feishu.payloads import CardEnvelope, MessageEnvelope
 from adapters.http import NotJson, json_object, read_body
+from runtime.channel import ApprovalNotice
 from runtime.metrics import INBOUND
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Inbound
@@ -57,6 +60,7 @@ Ingest = Callable[[Inbound], Coroutine[Any, Any, bool]]
 Precheck = Callable[
     [str, Actor, ConversationRef], Coroutine[Any, Any, tuple[str | None, str | None]]
 ]
+NoticeOf = Callable[[str], Coroutine[Any, Any, ApprovalNotice | None]]
 
 
 class Malformed(Exception):
@@ -99,8 +103,11 @@ class FeishuAdapter:
         encrypt_key: str | None,
         verification_token: str | None,
         channel: FeishuChannel,
+        notice: NoticeOf | None = None,
     ) -> None:
+        """`notice`: an approval as the chat shows it, for the card a decisive click answers."""
         self.identity = identity
+        self.notice = notice
         self.channel = channel
         self.ingest = ingest
         self.precheck = precheck
@@ -158,14 +165,32 @@ class FeishuAdapter:
 
     async def _take_click(self, click: CardClick) -> dict[str, Any]:
         """A toast at once: a refusal (who may not decide, already decided) for the clicker
-        alone, nothing queued; or "approving", and the card is updated once it is decided."""
+        alone, nothing queued, the card untouched; or "approving", with the card (JSON 2.0)
+        without its buttons when this click decides, and updated again with the outcome."""
         refusal, session = await self.precheck(click.approval_id, click.actor, click.conversation)
         if refusal is not None:
             return _toast("error", refusal)
         assert session is not None
         await self.ingest(click.inbound(session))
         verb = {REJECT: "Rejecting", ANSWER: "Answering"}.get(click.action, "Approving")
-        return _toast("info", f"{verb} {click.approval_id}…")
+        answer = _toast("info", f"{verb} {click.approval_id}…")
+        card = await self._deciding(click, verb)
+        return answer | ({"card": {"type": "raw", "data": card}} if card else {})
+
+    async def _deciding(self, click: CardClick, verb: str) -> dict[str, Any] | None:
+        """The card as the click leaves it, when the click decides: a rejection, or the
+        approval that completes the quorum. Not for an edit, which the policy judges again
+        (refused, the card must keep its buttons), nor for an approval that needs more."""
+        # A question's card is updated with its answer once recorded (its own look).
+        if self.notice is None or click.action in (EDIT, ANSWER):
+            return None
+        notice = await self.notice(click.approval_id)
+        if notice is None or notice.status != "pending":
+            return None
+        if click.action != REJECT and notice.quorum - len(notice.approved_by) > 1:
+            return None
+        copy = notice.conversation != click.conversation.id
+        return approval_card(notice, copy, deciding=f"{verb} by {person(click.actor.key)}")
 
     def _failed(self, exc: Exception) -> Exception:
         self._local.error = exc

@@ -1,12 +1,20 @@
-"""Interactive cards for approval notices: buttons while pending, the outcome afterwards.
-`update_multi` lets the card be updated for everyone who sees it."""
+"""Approval notices as Card JSON 2.0: buttons (callback behaviours) and the edit form while
+pending, the outcome afterwards. JSON 2.0 cards are shared (`update_multi`), so a patch after
+the decision updates the card for everyone who sees it."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.feishu.inbound import APPROVE_ALWAYS, APPROVE_ONCE, ARGUMENTS, EDIT, REJECT
+from adapters.feishu.inbound import (
+    APPROVE_ALWAYS,
+    APPROVE_ONCE,
+    ARGUMENTS,
+    EDIT,
+    REJECT,
+    edit_button,
+)
 from runtime.approval.notices import EDITABLE_CHARS, quorum_line
 from runtime.channel import ApprovalNotice
 
@@ -23,17 +31,20 @@ def person(key: str) -> str:
 REASON_LIMIT = 500  # characters of a rejection reason shown: cards must stay under 30 KB
 
 
-def _plain(text: str) -> Card:
+def _plain(text: str, grey: bool = False) -> Card:
     """Untrusted text (arguments, reasons) as plain text: no markup, no hidden links."""
-    return {"tag": "plain_text", "content": text}
+    text_part: Card = {"tag": "plain_text", "content": text}
+    if grey:
+        text_part |= {"text_size": "notation", "text_color": "grey"}
+    return {"tag": "div", "text": text_part}
 
 
 def _md(text: str) -> Card:
-    return {"tag": "lark_md", "content": text}
+    return {"tag": "markdown", "content": text}
 
 
 def outcome(notice: ApprovalNotice) -> list[Card]:
-    """The note of a decided card: who decided (a mention), then any reason as plain text."""
+    """The lines of a decided card: who decided (a mention), then any reason as plain text."""
     by = f" by {person(notice.decided_by)}" if notice.decided_by else ""
     heads = {
         "approved": f"✅ Approved{by}",
@@ -50,73 +61,80 @@ def outcome(notice: ApprovalNotice) -> list[Card]:
     return note
 
 
-def approval_card(notice: ApprovalNotice, copy: bool = False) -> Card:
-    """`copy`: posted in another chat than the one that asked (it names that one)."""
+def approval_card(notice: ApprovalNotice, copy: bool = False, deciding: str = "") -> Card:
+    """`copy`: posted in another chat than the one that asked (it names that one);
+    `deciding`: a click that decides it was taken (what it does, by whom), the decision not
+    recorded yet: the buttons go, the card says so until it is updated with the outcome."""
     i = notice.approval_id
     when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
     reasons = "\n".join(f"- {r}" for r in notice.reasons) or "- risky call"
     pending = notice.status == "pending"
     elements: list[Card] = [
-        {"tag": "div", "text": _md(f"**Tool:** {notice.tool}    **ID:** {i}")},
-        {"tag": "div", "text": _md("**Arguments:**")},
-        {"tag": "div", "text": _plain(notice.arguments)},
-        {"tag": "div", "text": _md("**Why it needs approval:**")},
-        {"tag": "div", "text": _plain(reasons)},
-        {
-            "tag": "div",
-            "text": _md(
-                f"**Requested by:** {person(notice.requester)}    "
-                f"**Expires:** {when.strftime('%Y-%m-%d %H:%M UTC')}"
-            ),
-        },
+        _md(f"**Tool:** {notice.tool}    **ID:** {i}"),
+        _md("**Arguments:**"),
+        _plain(notice.arguments),
+        _md("**Why it needs approval:**"),
+        _plain(reasons),
+        _md(
+            f"**Requested by:** {person(notice.requester)}    "
+            f"**Expires:** {when.strftime('%Y-%m-%d %H:%M UTC')}"
+        ),
     ]
     quorum = quorum_line(notice, person)
     if quorum:
-        elements.append({"tag": "div", "text": _md(f"**Approvals:** {quorum}")})
-    elements += [{"tag": "div", "text": _plain(f"Note: {note}")} for note in notice.notes]
+        elements.append(_md(f"**Approvals:** {quorum}"))
+    elements += [_plain(f"Note: {note}") for note in notice.notes]
     if copy:
-        asked = f"**Asked in:** {notice.conversation} (the run continues there)"
-        elements.append({"tag": "div", "text": _md(asked)})
-    if pending:
+        elements.append(_md(f"**Asked in:** {notice.conversation} (the run continues there)"))
+    elements.append({"tag": "hr"})
+    if pending and deciding:
+        elements.append(_md(f"⏳ {deciding}…"))
+    elif pending:
         always = [_button(notice.always, APPROVE_ALWAYS, i, "default")] if notice.always else []
+        buttons = [_button("Approve once", APPROVE_ONCE, i, "primary"), *always]
+        buttons.append(_button("Reject", REJECT, i, "danger"))
         elements.append(
             {
-                "tag": "action",
-                "actions": [
-                    _button("Approve once", APPROVE_ONCE, i, "primary"),
-                    *always,
-                    _button("Reject", REJECT, i, "danger"),
+                "tag": "column_set",
+                "flex_mode": "flow",
+                "columns": [
+                    {"tag": "column", "width": "auto", "elements": [button]} for button in buttons
                 ],
             }
         )
         if notice.editable:
             elements.append(_edit_form(notice))
-        note = [_plain(f"or type /approve {i}, /approve {i} edit <json> or /reject {i} <reason>")]
+        hint = f"or type /approve {i}, /approve {i} edit <json> or /reject {i} <reason>"
+        elements.append(_plain(hint, grey=True))
     else:
-        note = outcome(notice)
-    elements.append({"tag": "note", "elements": note})
+        elements += outcome(notice)
     return {
-        "config": {"update_multi": True, "wide_screen_mode": True},
+        "schema": "2.0",
+        "config": {"update_multi": True, "width_mode": "fill"},
         "header": {
             "title": {"tag": "plain_text", "content": "Approval needed" if pending else "Approval"},
             "template": _TEMPLATES.get(notice.status, "red"),
         },
-        "elements": elements,
+        "body": {"elements": elements},
     }
 
 
 def _button(label: str, action: str, approval_id: str, kind: str) -> Card:
+    """A button whose click calls back (`card.action.trigger`) with the decision."""
     return {
         "tag": "button",
         "text": {"tag": "plain_text", "content": label},
         "type": kind,
-        "value": {"action": action, "approval_id": approval_id},
+        "behaviors": [
+            {"type": "callback", "value": {"action": action, "approval_id": approval_id}}
+        ],
     }
 
 
 def _edit_form(notice: ApprovalNotice) -> Card:
-    """The arguments prefilled in a form: submitted, it is `/approve <id> edit <json>` (the
-    edited call is judged again before it runs)."""
+    """The arguments prefilled in a form: submitted, the callback carries the input in
+    `action.form_value` and it is `/approve <id> edit <json>` (the edited call is judged again
+    before it runs)."""
     submit = _button("Edit and approve", EDIT, notice.approval_id, "default")
     return {
         "tag": "form",
@@ -129,8 +147,11 @@ def _edit_form(notice: ApprovalNotice) -> Card:
                 "rows": 4,
                 "max_length": EDITABLE_CHARS,
                 "default_value": notice.editable,
-                "label": _plain("Or change the arguments (JSON) and approve:"),
+                "label": {
+                    "tag": "plain_text",
+                    "content": "Or change the arguments (JSON) and approve:",
+                },
             },
-            submit | {"action_type": "form_submit", "name": "clawgate_edit_submit"},
+            submit | {"form_action_type": "submit", "name": edit_button(notice.approval_id)},
         ],
     }

@@ -1,7 +1,9 @@
 """Runtime events to Feishu: answers as replies to the originating message (in its thread in
-groups), one "Working…" message edited as tools run, approval cards patched after the
-decision. lark-oapi's client blocks (also its token fetch), so every call runs in a thread;
-sends carry Feishu's `uuid` idempotency key, so a retried send never posts twice."""
+groups), streamed into one CardKit card (adapters/feishu/stream.py) or, where cards are
+refused or turned off, one "Working…" text message edited as tools run and the answer as its
+own card; approval cards (JSON 2.0) patched after the decision. lark-oapi's client blocks
+(also its token fetch), so every call runs in a thread; sends carry Feishu's `uuid`
+idempotency key, so a retried send never posts twice."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from lark_oapi.api.im.v1 import (
     CreateImageRequestBody,
     CreateMessageRequest,
     CreateMessageRequestBody,
+    DeleteMessageRequest,
     PatchMessageRequest,
     PatchMessageRequestBody,
     ReplyMessageRequest,
@@ -33,8 +36,10 @@ from lark_oapi.api.im.v1 import (
 from lark_oapi.core.token.manager import TokenManager
 
 from adapters.feishu.answers import answer_card, answer_pieces
+from adapters.feishu.cardkit import CardKit
 from adapters.feishu.inbound import FeishuIdentity
 from adapters.feishu.questions import notice_card
+from adapters.feishu.stream import Streams
 from adapters.long_answer import DEFAULT_FILE_CHARS, as_file
 from adapters.progress import Progress, ProgressEvent, Style
 from adapters.split import split_text
@@ -102,12 +107,21 @@ def _addressed(conversation_id: str) -> dict[str, str]:
 
 
 class FeishuChannel:
-    def __init__(self, client: Any, app_id: str, file_chars: int = DEFAULT_FILE_CHARS) -> None:
-        """`file_chars`: an answer longer than this comes as a message plus a file."""
+    def __init__(
+        self,
+        client: Any,
+        app_id: str,
+        file_chars: int = DEFAULT_FILE_CHARS,
+        cards: bool = True,
+    ) -> None:
+        """`file_chars`: an answer longer than this comes as a message plus a file; `cards`:
+        answers streamed into a CardKit card (False: a text working message, as before)."""
         self.client = client
         self.app_id = app_id
         self.file_chars = file_chars
         self._progress = Progress(STYLE)
+        kit = CardKit(client, self._call)
+        self._streams = Streams(kit, self._say, self._recall, self._patch, STYLE) if cards else None
         # lark-oapi's calls block: they get threads of their own, more than asyncio's default
         # pool (CPUs + 4) so slow API calls of many sessions do not queue behind each other.
         self._calls = ThreadPoolExecutor(API_THREADS, thread_name_prefix="feishu-api")
@@ -133,7 +147,9 @@ class FeishuChannel:
             else:  # the card was never posted: post it now
                 await self._say(conversation.data, "interactive", card)
         elif isinstance(event, ToolStarted | ToolFinished | Writing | RunFinished):
-            await self._report(conversation.data, event)
+            streams = self._streams
+            if streams is None or not await streams.progress(conversation.data, event):
+                await self._report(conversation.data, event)
         elif isinstance(event, FileShared):
             if is_image(event.data) and len(event.data) <= MAX_IMAGE_BYTES:  # shown inline
                 return await self.upload_image(conversation, event.data, key=event.key)
@@ -217,11 +233,17 @@ class FeishuChannel:
 
     async def _answer(self, conversation: ConversationRef, reply: Reply) -> None:
         """The answer as Markdown cards, as few as fit, or, longer than `file_chars`, its
-        beginning plus the whole of it as a file in the thread. Each send carries a uuid
-        made from the answer's key, so a retake posts only what is missing. A card Feishu
-        refuses (a tag it will not take) is said as plain text instead: never lost."""
+        beginning plus the whole of it as a file in the thread; the first in the card that
+        streamed it when there is one. Each send carries a uuid made from the answer's key,
+        so a retake posts only what is missing. A card Feishu refuses (a tag it will not
+        take) is said as plain text instead: never lost."""
         filed = as_file(reply.text, reply.key, self.file_chars)
-        for i, piece in enumerate(answer_pieces(filed.message if filed else reply.text)):
+        pieces = answer_pieces(filed.message if filed else reply.text)
+        streams = self._streams
+        streamed = streams is not None and await streams.answer(conversation.data, reply, pieces[0])
+        for i, piece in enumerate(pieces):
+            if i == 0 and streamed:
+                continue
             key = f"{reply.key}/{i}" if reply.key else ""
             if not await self._say(conversation.data, "interactive", answer_card(piece), key):
                 await self._say(conversation.data, "text", {"text": piece}, key and f"{key}/text")
@@ -317,10 +339,16 @@ class FeishuChannel:
         )
         await self._call(lambda: self.client.im.v1.message.patch(request), "patch")
 
+    async def _recall(self, message_id: str) -> bool:
+        request = DeleteMessageRequest.builder().message_id(message_id).build()
+        return bool(await self._call(lambda: self.client.im.v1.message.delete(request), "recall"))
+
     async def _call(self, call: Callable[[], Any], what: str, attempts: int = ATTEMPTS) -> Any:
-        """Run a blocking lark call off the event loop. Every call here is safe to repeat
-        (sends carry their uuid), so rate limits, expired tokens and network errors are
-        retried; other failures are logged and dropped: the run's state is in Redis."""
+        """Run a blocking lark call off the event loop: its `data`, True for a call that
+        answers none, None when it failed. Every call here is safe to repeat (sends carry
+        their uuid, CardKit updates their sequence), so rate limits, expired tokens and
+        network errors are retried; other failures are logged and dropped: the run's state
+        is in Redis."""
         for attempt in range(1, attempts + 1):
             try:
                 response = await asyncio.get_running_loop().run_in_executor(self._calls, call)
@@ -330,7 +358,7 @@ class FeishuChannel:
                 continue
             if response.success():
                 # A PATCH answers no `data` (PatchMessageResponse has no such attribute).
-                return getattr(response, "data", None)
+                return getattr(response, "data", True)
             code = int(response.code or 0)
             if code in _TOKEN_CODES:
                 # lark-oapi keeps a rejected token until it would expire: forget it.

@@ -20,6 +20,15 @@ REJECT = "reject"
 EDIT = "edit"  # the edit form's submit button; the form's input is `ARGUMENTS`
 ARGUMENTS = "arguments"
 ANSWER = "answer"  # a question's option: the button's value names it (`option`, 1-based)
+EDIT_BUTTON = "clawgate_edit_"  # + the approval id: the submit button's name
+
+
+def edit_button(approval_id: str) -> str:
+    """The edit form's submit button's name, which a submit calls back with (`action.name`)
+    whether or not it carries the button's callback value too."""
+    return EDIT_BUTTON + approval_id
+
+
 _MENTION_KEY = re.compile(r"@_user_\d+")
 
 
@@ -177,6 +186,9 @@ def card_click(data: Any) -> CardClick | None:
     """`card.action.trigger` of one of our buttons; None for anything else."""
     header, event = data.header, data.event
     value = event.action.value if event.action else None
+    name = event.action.name if event.action else None
+    if not value and isinstance(name, str) and name.startswith(EDIT_BUTTON):
+        value = {"action": EDIT, "approval_id": name.removeprefix(EDIT_BUTTON)}
     if not isinstance(value, dict) or value.get("action") not in (
         APPROVE_ONCE,
         APPROVE_ALWAYS,

@@ -30,6 +30,7 @@ class _MessageEvent(_Shape):
 class _Action(_Shape):
     value: dict[str, Any] | None = None
     form_value: dict[str, Any] | None = None
+    name: str | None = None
 
 
 class _Context(_Shape):

@@ -41,6 +41,7 @@ FEISHU_BOT = "ou_bench_bot"
 FEISHU_TENANT = "tenant_bench"
 FEISHU_TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"  # noqa: S105
 FEISHU_MESSAGES = "/open-apis/im/v1/messages"
+FEISHU_CARDS = "/open-apis/cardkit/v1/cards"
 QUESTION = "hello"  # the demo model answers it at once, without tools
 ANSWER = GRAMMAR.splitlines()[0]  # how its answer starts (no characters Slack escapes)
 
@@ -157,10 +158,18 @@ class _FakeSlack(_FakeApi):
 
 
 class _FakeFeishu(_FakeApi):
-    """The tenant token (expire 7200 s), /bot/v3/info, message create / reply / update / patch;
-    an answer is a Markdown card (or a text) sent or replied into a chat, counted for that
-    chat (the bench's message ids end with their chat id: `om_<n>_<chat id>`). Calls are
-    counted by kind: token, bot_info, send, reply, update, patch."""
+    """The tenant token (expire 7200 s), /bot/v3/info, message create / reply / update /
+    patch, CardKit's card entities (create, id_convert, content, settings, update); an answer
+    is a Markdown card (or a text) sent or replied into a chat, or a card entity's answer
+    once it is sent there, counted for that chat once (the bench's message ids end with
+    their chat id: `om_<n>_<chat id>`). Calls are counted by kind: token, bot_info, send,
+    reply, update, patch, card_create, card_id_convert, card_content, card_settings,
+    card_update."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cards: dict[str, str] = {}  # card_id -> its answer's text, as it is now
+        self._sent: dict[str, tuple[str, str]] = {}  # card_id / message id -> the other, chat
 
     def routes(self, router: web.UrlDispatcher) -> None:
         router.add_post(FEISHU_TOKEN_PATH, self.token)
@@ -170,6 +179,11 @@ class _FakeFeishu(_FakeApi):
             ("POST", f"{FEISHU_MESSAGES}/{{id}}/reply", "reply"),
             ("PUT", f"{FEISHU_MESSAGES}/{{id}}", "update"),
             ("PATCH", f"{FEISHU_MESSAGES}/{{id}}", "patch"),
+            ("POST", FEISHU_CARDS, "card_create"),
+            ("POST", f"{FEISHU_CARDS}/id_convert", "card_id_convert"),
+            ("PUT", f"{FEISHU_CARDS}/{{id}}/elements/{{element}}/content", "card_content"),
+            ("PATCH", f"{FEISHU_CARDS}/{{id}}/settings", "card_settings"),
+            ("PUT", f"{FEISHU_CARDS}/{{id}}", "card_update"),
         ):
             router.add_route(method, path, functools.partial(self.open_api, kind))
 
@@ -192,17 +206,63 @@ class _FakeFeishu(_FakeApi):
             return web.json_response({"code": 0, "msg": "ok", "bot": bot})
         body = json.loads(await request.read() or b"{}")
         message_id = request.match_info.get("id", "")
+        if kind.startswith("card_"):
+            return web.json_response(
+                {"code": 0, "msg": "success", "data": self._card(kind, body, request, arrived)}
+            )
         if kind in ("send", "reply"):
             chat = str(body.get("receive_id", "")) if kind == "send" else _chat_of(message_id)
-            if chat and _feishu_text(body).startswith(ANSWER):
-                self._answered(chat, arrived)
             message_id = f"om_{next(self._ids)}_{chat}"
+            card_id = _card_id(body)
+            if card_id is not None:
+                self._sent[card_id] = self._sent[message_id] = (card_id, chat)
+            text = self._cards.get(card_id, "") if card_id else _feishu_text(body)
+            if chat and text.startswith(ANSWER):
+                self._answered(chat, arrived)
         return web.json_response({"code": 0, "msg": "success", "data": {"message_id": message_id}})
+
+    def _card(
+        self, kind: str, body: dict[str, Any], request: web.Request, arrived: float
+    ) -> dict[str, str]:
+        """A card entity's call: made, found, its answer changed (counted once it shows the
+        demo answer in a chat)."""
+        if kind == "card_id_convert":
+            return {"card_id": self._sent.get(str(body.get("message_id")), ("", ""))[0]}
+        card_id = request.match_info.get("id") or f"{next(self._ids):019d}"
+        before = self._cards.get(card_id, "")
+        if kind == "card_create":
+            self._cards[card_id] = _card_answer(str(body.get("data", "")))
+        elif kind == "card_update":
+            self._cards[card_id] = _card_answer(str((body.get("card") or {}).get("data", "")))
+        elif kind == "card_content" and request.match_info.get("element") == "answer":
+            self._cards[card_id] = str(body.get("content", ""))
+        chat = self._sent.get(card_id, ("", ""))[1]
+        if chat and not before.startswith(ANSWER) and self._cards[card_id].startswith(ANSWER):
+            self._answered(chat, arrived)
+        return {"card_id": card_id} if kind == "card_create" else {}
 
 
 def _chat_of(message_id: str) -> str:
     """The chat of a message id of the bench's or this fake's: `om_<n>_<chat id>`."""
     return message_id.split("_", 2)[2] if message_id.count("_") >= 2 else ""
+
+
+def _card_id(body: dict[str, Any]) -> str | None:
+    """The card entity a card message sends, if it sends one."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+        content = json.loads(body["content"])
+        if content.get("type") == "card":
+            return str(content["data"]["card_id"])
+    return None
+
+
+def _card_answer(data: str) -> str:
+    """What a card entity's JSON says in its answer element (adapters/feishu/cardkit.py)."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+        for element in json.loads(data)["body"]["elements"]:
+            if element.get("element_id") == "answer":
+                return str(element["content"])
+    return ""
 
 
 def _feishu_text(body: dict[str, Any]) -> str:

@@ -54,19 +54,25 @@ def feishu_channel(feishu: FakeFeishu) -> FeishuChannel:
 async def test_feishu_a_retaken_long_answer_posts_neither_card_nor_file_again(
     feishu: FakeFeishu,
 ) -> None:
-    channel = feishu_channel(feishu)
+    app_id, secret = feishu.new_app()
+    channel = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id)
     await channel.send(FEISHU_HERE, ANSWER)
     await channel.send(FEISHU_HERE, RETAKEN)
+    other = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id)
+    await other.send(FEISHU_HERE, RETAKEN)  # and by another process
     card, filed = feishu.messages("oc_chat1")
     assert card.msg_type == "interactive" and filed.msg_type == "file"
     assert card.markdown is not None and card.markdown.startswith("# Report")
+    assert card.content["config"]["streaming_mode"] is False
     uploads = feishu.uploads()
     assert filed.content == {"file_key": uploads[0].key}
     assert all(u.data.decode() == LONG for u in uploads)  # uploaded again, never sent again
-    assert [c.duplicate for c in feishu.sends("oc_chat1")] == [False, False, True, True]
+    duplicates = [False, False, True, True, True, True]  # the card and the file, each time
+    assert [c.duplicate for c in feishu.sends("oc_chat1")] == duplicates
 
 
 async def test_feishu_a_card_feishu_refuses_is_said_as_text(feishu: FakeFeishu) -> None:
+    feishu.fail_next("card_create", code=200850, http_status=400, msg="card disabled")
     feishu.fail_next("send", code=230099, http_status=400, msg="Failed to create card content")
     text = "## Done\n\nThe **deploy** went through."
     await feishu_channel(feishu).send(FEISHU_HERE, Reply(text, key="run-8/answer"))

@@ -12,6 +12,19 @@ import lark_oapi as lark
 import lark_oapi.ws.client as lark_ws_client
 import pytest
 from aiohttp import web
+from lark_oapi.api.cardkit.v1 import (
+    Card,
+    ContentCardElementRequest,
+    ContentCardElementRequestBody,
+    CreateCardRequest,
+    CreateCardRequestBody,
+    IdConvertCardRequest,
+    IdConvertCardRequestBody,
+    SettingsCardRequest,
+    SettingsCardRequestBody,
+    UpdateCardRequest,
+    UpdateCardRequestBody,
+)
 from lark_oapi.api.im.v1 import (
     CreateMessageRequest,
     CreateMessageRequestBody,
@@ -30,6 +43,8 @@ from lark_oapi.ws.exception import ClientException
 
 from adapters.feishu.crypto import encrypt
 from tests.fake_feishu import (
+    CODE_CARD_INVALID,
+    CODE_CARD_SEQUENCE,
     CODE_INVALID_PARAM,
     CODE_RATE_LIMITED,
     CODE_TOKEN_INVALID,
@@ -174,6 +189,71 @@ def test_send_is_idempotent_by_uuid_reply_patch_and_edit(fake: FakeFeishu) -> No
     assert edited is not None and edited.text == "edited"
     assert len(fake.updates(root)) == 1
     assert len(fake.token_fetches(app_id)) == 1  # one tenant token for all of the above
+
+
+STREAMING = {
+    "schema": "2.0",
+    "config": {"update_multi": True, "streaming_mode": True},
+    "body": {"elements": [{"tag": "markdown", "element_id": "answer", "content": ""}]},
+}
+
+
+def content_request(card_id: str, element: str, text: str, sequence: int) -> Any:
+    body = ContentCardElementRequestBody.builder().content(text).sequence(sequence).build()
+    return (
+        ContentCardElementRequest.builder()
+        .card_id(card_id)
+        .element_id(element)
+        .request_body(body)
+        .build()
+    )
+
+
+def test_cardkit_cards_stream_in_sequence_and_messages_show_them(fake: FakeFeishu) -> None:
+    app_id, secret = fake.new_app()
+    client = lark_client(fake, app_id, secret)
+    create = CreateCardRequestBody.builder().type("card_json").data(json.dumps(STREAMING))
+    created = client.cardkit.v1.card.create(
+        CreateCardRequest.builder().request_body(create.build()).build()
+    )
+    assert created.success(), created.msg
+    card_id = created.data.card_id
+    content = {"type": "card", "data": {"card_id": card_id}}
+    sent = client.im.v1.message.create(send_request("oc_chat1", "interactive", content, "k-c"))
+    assert sent.success()
+    message_id = sent.data.message_id
+
+    first = client.cardkit.v1.card_element.content(content_request(card_id, "answer", "Hel", 5))
+    stale = client.cardkit.v1.card_element.content(content_request(card_id, "answer", "He", 5))
+    missing = client.cardkit.v1.card_element.content(content_request(card_id, "steps", "x", 6))
+    assert first.success() and (stale.code, missing.code) == (CODE_CARD_SEQUENCE, CODE_CARD_INVALID)
+    settings = json.dumps({"config": {"streaming_mode": False}})
+    closed = client.cardkit.v1.card.settings(
+        SettingsCardRequest.builder()
+        .card_id(card_id)
+        .request_body(SettingsCardRequestBody.builder().settings(settings).sequence(7).build())
+        .build()
+    )
+    final = STREAMING | {"config": {"update_multi": True, "streaming_mode": False}}
+    final["body"] = {"elements": [{"tag": "markdown", "element_id": "answer", "content": "Hi"}]}
+    whole = Card.builder().type("card_json").data(json.dumps(final)).build()
+    replaced = client.cardkit.v1.card.update(
+        UpdateCardRequest.builder()
+        .card_id(card_id)
+        .request_body(UpdateCardRequestBody.builder().card(whole).sequence(8).build())
+        .build()
+    )
+    convert = IdConvertCardRequestBody.builder().message_id(message_id).build()
+    converted = client.cardkit.v1.card.id_convert(
+        IdConvertCardRequest.builder().request_body(convert).build()
+    )
+    assert closed.success() and replaced.success() and converted.data.card_id == card_id
+    entity = fake.card(card_id)
+    assert entity is not None and not entity.streaming and entity.sequence == 8
+    states = [card["body"]["elements"][0]["content"] for card in entity.history]
+    assert states == ["", "Hel", "Hel", "Hi"]  # created, streamed, streaming off, replaced
+    (shown,) = fake.messages("oc_chat1")  # the message shows the card as it is now
+    assert shown.markdown == "Hi" and fake.shown(message_id) == final
 
 
 def test_tokens_cache_expiry_and_bad_credentials(fake: FakeFeishu) -> None:

@@ -18,7 +18,7 @@ from runtime.channel import Channel, Reply, RunFinished, ToolStarted, Writing
 from runtime.models import ConversationRef, StopReason
 from runtime.providers.openai_provider import OpenAIProvider
 from tests import support
-from tests.fake_feishu import FakeFeishu
+from tests.fake_feishu import CARDKIT_PATH, FakeFeishu
 from tests.fake_openai import FakeOpenAI, reply
 from tests.fake_slack import FakeSlack
 
@@ -57,8 +57,9 @@ async def test_slack_edits_pause_when_rate_limited_and_the_end_still_shows(
 
 
 async def test_feishu_previews_keep_edits_for_the_tools_and_the_end(feishu: FakeFeishu) -> None:
+    """Without streaming cards (FEISHU_STREAMING_CARDS=false, or refused): a text message."""
     app_id, secret = feishu.new_app()
-    channel = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id)
+    channel = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id, cards=False)
     channel._progress.interval = 0.0
     text = ""
     for i in range(30):
@@ -146,12 +147,14 @@ async def test_a_secret_in_a_streamed_answer_is_redacted_on_feishu(
 ) -> None:
     app_id, secret = feishu.new_app()
     channel = FeishuChannel(feishu_client(app_id, secret, feishu.url), app_id)
-    channel._progress.interval = 0.0
+    assert channel._streams is not None
+    channel._streams.interval = 0.0
     await streamed_run(redis, workdir, fake_openai, channel, FEISHU_HERE)
-    working, answer = feishu.sends("oc_chat1")
-    assert working.message_id is not None
-    previews = [str(c.text) for c in [working, *feishu.updates(working.message_id)]]
-    assert any("https://[redacted]@" in text for text in previews), previews
+    (answer,) = feishu.messages("oc_chat1")  # one card, streamed
+    previews = [
+        str(c.get("content")) for c in feishu.calls(CARDKIT_PATH) if c.kind == "card_content"
+    ]
+    assert sum("https://[redacted]@" in text for text in previews) >= 3, previews
     assert answer.msg_type == "interactive"  # the answer is a card of Markdown
     assert_redacted([*previews, str(answer.markdown)])
 

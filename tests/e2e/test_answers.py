@@ -14,11 +14,19 @@ from typing import Any
 
 import pytest
 
+from adapters.feishu.cardkit import ANSWER as ANSWER_ID
 from tests.e2e import test_feishu_serve as feishu
 from tests.e2e.takeover import serve_then_worker, settled
 from tests.e2e.test_chat_terminal import COLS, ROWS, PtyChat
 from tests.e2e.test_slack_serve import CHANNEL, serving
-from tests.fake_feishu import FakeFeishu, event_envelope, event_request, message_event, post
+from tests.fake_feishu import (
+    CARDKIT_PATH,
+    FakeFeishu,
+    event_envelope,
+    event_request,
+    message_event,
+    post,
+)
 from tests.fake_openai import FakeOpenAI, reply, streamed
 from tests.fake_slack import FakeSlack, StoredMessage, event_body, mention_event, next_ts
 from tests.processes import clean_env
@@ -342,6 +350,56 @@ async def test_feishu_a_worker_killed_mid_upload_sends_the_card_and_the_file_onc
         assert upload.data.decode() == FORTY_KB and upload.name in str(card.markdown)
         assert any(c.duplicate for c in fake.replies(asked))  # the card, sent again, dropped
         assert len(fake_openai.requests) == 1
+
+
+async def test_feishu_a_worker_killed_mid_stream_leaves_one_finished_card(
+    fake_feishu: FakeFeishu, redis_url: str, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """kill -9 of `clawgate serve` while the answer streams into its card (between two
+    updates): the `clawgate worker` retaking the run sends the card again with its uuid, gets
+    the dead process's message back and finishes that card: one card, the whole answer,
+    streaming off."""
+    story = "Once upon a time " + " ".join(f"word{i}" for i in range(30)) + ". The end."
+    fake_openai.script = [streamed(story, chunks=20, delay=0.3), streamed(story, 4, 0.05)]
+    fake = fake_feishu
+    app_id, secret = fake.new_app()
+    env = fake_openai.settings(
+        FEISHU_APP_ID=app_id,
+        FEISHU_APP_SECRET=secret,
+        FEISHU_ENCRYPT_KEY=feishu.KEY,
+        FEISHU_VERIFICATION_TOKEN=feishu.TOKEN,
+        FEISHU_DOMAIN=fake.url,
+        CLAWGATE_RECLAIM_IDLE="1",  # the worker takes the job over at once
+    )
+    async with serve_then_worker(None, redis_url, workdir, **env) as run:
+        event = message_event("@_user_1 tell me a story", mentions=feishu.MENTION)
+        asked = str(event["message"]["message_id"])
+        envelope = event_envelope(feishu.MESSAGE, event, token=feishu.TOKEN)
+        status, _ = await post(
+            f"{run.url}/feishu/events", *event_request(envelope, encrypt_key=feishu.KEY)
+        )
+        assert status == 200
+
+        def typed() -> list[Any]:
+            return [c for c in fake.calls(CARDKIT_PATH) if c.path.endswith("/answer/content")]
+
+        await fake.await_for(lambda: len(typed()) >= 2, 30, what="the answer streaming")
+        await run.kill_serve()
+        (dead,) = fake.cards()
+        assert dead.streaming and 0 < len(str(dead.content(ANSWER_ID))) < len(story)
+        await run.start_worker()
+
+        def finished() -> list[Any]:
+            return [c for c in fake.cards() if not c.streaming and c.content(ANSWER_ID) == story]
+
+        await settled(fake, finished, "the card finished")
+        said = fake.messages(root_id=asked)
+        (card,) = [m for m in said if m.msg_type == "interactive"]  # the dead process's card
+        assert [m.msg_type for m in said] == ["interactive", "text"]  # and "Continuing…"
+        assert card.msg_type == "interactive" and card.content == finished()[0].card
+        assert finished()[0].card_id == dead.card_id
+        assert card.markdown == story
+        assert len(fake_openai.requests) == 2  # the answer was asked for again
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ async def test_tiny_feishu_ingest_bench_completes(redis_url: str, split: bool) -
     # 25 warm-up + 25 measured + 2 x (1 + 2) end-to-end messages: each answered with a reply
     # to it (and the first message of each chat with the demo notice too)
     assert report.fake_calls["reply"] >= 25 + 25 + 6
+    assert report.fake_calls["card_create"] >= 25 + 25 + 6  # each answer a CardKit card
     assert "send" not in report.fake_calls  # p2p messages are answered as replies
 
 

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from adapters.feishu.channel import MAX_EDITS, PREVIEW_EDITS
+from adapters.feishu.cardkit import ANSWER as ANSWER_ID
+from adapters.feishu.cardkit import STEPS
 from adapters.feishu.crypto import encrypt
-from adapters.progress import PREVIEW_INTERVAL
+from adapters.feishu.stream import INTERVAL as STREAM_INTERVAL
 from bot.settings import Settings
 from runtime.approval.models import ApprovalRecord
 from runtime.models import UserMessage
@@ -31,6 +32,7 @@ from tests.conftest import free_port
 from tests.e2e.test_worker_processes import Clawgate
 from tests.fake_feishu import (
     BOT_OPEN_ID,
+    CARDKIT_PATH,
     CODE_RATE_LIMITED,
     CODE_TOKEN_INVALID,
     TENANT_KEY,
@@ -41,6 +43,7 @@ from tests.fake_feishu import (
     challenge_body,
     event_envelope,
     event_request,
+    find_element,
     message_event,
     new_message_id,
     post,
@@ -156,14 +159,21 @@ class Harness(Served[FakeFeishu]):
         chat_id: str = CHAT,
         form_value: dict[str, Any] | None = None,
     ) -> tuple[int, Any]:
-        """A button click on an approval card (with `form_value`: its edit form submitted);
-        returns (HTTP status, decoded JSON answer)."""
+        """A click on the approval card's button for `action` (with `form_value`: its edit
+        form submitted), calling back as Feishu does with the button's callback value and
+        name; returns (HTTP status, decoded JSON answer)."""
+        button: dict[str, Any] = {}  # a card we never sent: a value of our shape
+        value = {"action": action, "approval_id": card.approval_id}
+        if card.call.content is not None:
+            (button,) = [b for b in buttons(card.call.content) if value_of(b)["action"] == action]
+            value = value_of(button)
         event = card_action_event(
-            {"action": action, "approval_id": card.approval_id},
+            value,
             operator_open_id=operator,
             open_message_id=card.message_id,
             open_chat_id=chat_id,
             form_value=form_value,
+            name=button.get("name"),
         )
         status, text = await self.send(event_envelope(CARD, event, token=TOKEN))
         return status, json.loads(text) if status == 200 else text
@@ -262,24 +272,40 @@ class Card:
         return session_of(self.root_id)
 
 
+def components(node: Any) -> Iterator[dict[str, Any]]:
+    """Every component of a JSON 2.0 card, nested ones too, in order."""
+    if isinstance(node, dict):
+        if "tag" in node:
+            yield node
+        for value in node.values():
+            yield from components(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from components(value)
+
+
 def buttons(card: Any) -> list[dict[str, Any]]:
-    return [
-        action
-        for element in card.get("elements", [])
-        if element.get("tag") == "action"
-        for action in element["actions"]
-    ]
+    return [c for c in components(card) if c["tag"] == "button"]
+
+
+def value_of(button: dict[str, Any]) -> dict[str, Any]:
+    """What a button's click calls back with (its callback behaviour's value)."""
+    (behaviour,) = [b for b in button["behaviors"] if b["type"] == "callback"]
+    return dict(behaviour["value"])
 
 
 def card_text(card: Any) -> str:
-    parts = []
-    for element in card.get("elements", []):
-        text = element.get("text")
-        if isinstance(text, dict):
-            parts.append(str(text.get("content", "")))
-        for inner in element.get("elements", []):
-            parts.append(str(inner.get("content", "")))
-    return "\n".join(parts)
+    texts = (c.get("content") for c in components(card) if c["tag"] in ("markdown", "plain_text"))
+    return "\n".join(str(t) for t in texts)
+
+
+def element(card: dict[str, Any], element_id: str) -> str | None:
+    found = find_element(card, element_id)
+    return None if found is None else str(found["content"])
+
+
+def is_approval_card(content: Any) -> bool:
+    return isinstance(content, dict) and content.get("schema") == "2.0" and "header" in content
 
 
 async def request_risky(h: Harness, text: str, sender: str = ALICE) -> Card:
@@ -292,7 +318,7 @@ async def request_risky(h: Harness, text: str, sender: str = ALICE) -> Card:
             (
                 c
                 for c in h.fake.replies(said.message_id)
-                if c.msg_type == "interactive" and not c.duplicate
+                if is_approval_card(c.content) and not c.duplicate
             ),
             None,
         )
@@ -300,7 +326,7 @@ async def request_risky(h: Harness, text: str, sender: str = ALICE) -> Card:
     call = await h.fake.await_for(card, 15, what="the approval card")
     (button, *_) = buttons(call.content)
     assert call.message_id is not None
-    return Card(call.message_id, str(button["value"]["approval_id"]), said.message_id, call)
+    return Card(call.message_id, value_of(button)["approval_id"], said.message_id, call)
 
 
 def current_card(h: Harness, card: Card) -> Any:
@@ -342,10 +368,12 @@ async def test_p2p_message_is_answered_with_a_plain_reply(h: Harness) -> None:
     assert h.fake.sends() == []  # everything is a reply to the user's message
     assert all(c.uuid for c in replies)  # Feishu's idempotency key on every send
     assert len({c.uuid for c in replies}) == len(replies)
-    # The "Working…" message was edited in place as the tool ran.
-    (working,) = [m for m in h.fake.messages(DM) if m.edits]
-    assert working.history[0]["text"].startswith("Working…")
-    assert working.text is not None and "read" in working.text and "Done" in working.text
+    # One card, streamed: thinking, the tool's line, the answer; finished, streaming off.
+    (card,) = [m for m in h.fake.messages(DM) if m.msg_type == "interactive"]  # and a notice
+    (entity,) = h.fake.cards()
+    assert card.content == entity.card and not entity.streaming
+    steps = [str(element(c, STEPS)) for c in entity.history if element(c, STEPS)]
+    assert steps[0] == "💭 Thinking…" and any(s.startswith("✅ read") for s in steps), steps
     assert [t for t in h.texts(said.message_id) if "lazy dog" in t] == [ANSWER]
     assert await h.history_length(session_of(None, DM)) > 0
 
@@ -440,11 +468,11 @@ async def test_risky_call_card_refusals_then_admin_click_runs_once(h: Harness) -
 
     assert card.call.reply_in_thread and card.call.uuid
     content = card.call.content
-    assert content["config"]["update_multi"] is True
-    assert [b["value"] for b in buttons(content)] == [
+    assert content["schema"] == "2.0" and content["config"]["update_multi"] is True
+    assert [value_of(b) for b in buttons(content)] == [
         {"action": action, "approval_id": card.approval_id}
-        for action in ("approve_once", "approve_always", "reject")
-    ]
+        for action in ("approve_once", "approve_always", "reject", "edit")
+    ]  # the last, the edit form's submit button
     details = card_text(content)
     assert card.approval_id in details and "rm -f victim.txt" in details
     assert f"<at id={ALICE}></at>" in details  # the requester
@@ -474,7 +502,11 @@ async def test_risky_call_card_refusals_then_admin_click_runs_once(h: Harness) -
     # An admin approves: accepted at once, runs once, the card is patched, the answer follows.
     status, answer = await h.click("approve_once", card, ADMIN)
     assert status == 200
-    assert answer == {"toast": {"type": "info", "content": f"Approving {card.approval_id}…"}}
+    assert answer["toast"] == {"type": "info", "content": f"Approving {card.approval_id}…"}
+    # This click decides: the card (JSON 2.0) loses its buttons at once, saying so.
+    assert answer["card"]["type"] == "raw" and answer["card"]["data"]["schema"] == "2.0"
+    assert buttons(answer["card"]["data"]) == []
+    assert f"⏳ Approving by <at id={ADMIN}></at>…" in card_text(answer["card"]["data"])
     await h.fake.await_for(lambda: not victim.exists(), 15, what="the approved rm to run")
     await h.drained()
     assert await h.enqueued() == before + 1
@@ -484,12 +516,8 @@ async def test_risky_call_card_refusals_then_admin_click_runs_once(h: Harness) -
     assert patched["config"]["update_multi"] is True
     record = await h.approval(card.approval_id)
     assert record.status == "consumed" and record.decided_by == f"feishu:{ADMIN}"
-    answers = [
-        c
-        for c in h.fake.replies(card.root_id)
-        if c.msg_type == "interactive" and c.text and "exit code" in c.text
-    ]
-    assert len(answers) == 1 and answers[0].reply_in_thread
+    answers = [m for m in h.fake.messages(root_id=card.root_id) if "exit code" in str(m.text)]
+    assert len(answers) == 1 and answers[0].thread_id is not None
 
     # A second click (by an admin, even) is refused: already decided.
     victim.write_text("new")
@@ -511,7 +539,8 @@ async def test_reject_button_patches_the_card_and_runs_nothing(h: Harness) -> No
 
     status, answer = await h.click("reject", card, APPROVER)
     assert status == 200
-    assert answer == {"toast": {"type": "info", "content": f"Rejecting {card.approval_id}…"}}
+    assert answer["toast"] == {"type": "info", "content": f"Rejecting {card.approval_id}…"}
+    assert f"Rejecting by <at id={APPROVER}></at>" in card_text(answer["card"]["data"])
     await h.fake.await_for(
         lambda: h.fake.patches(card.message_id), 15, what="the card to be patched"
     )
@@ -533,11 +562,15 @@ async def test_the_edit_form_on_the_card_approves_the_edited_call(h: Harness) ->
     keep.write_text("keep")
     drop.write_text("drop")
     card = await request_risky(h, "run: rm -f keep.txt")
-    (form,) = [e for e in card.call.content["elements"] if e.get("tag") == "form"]
+    (form,) = [e for e in card.call.content["body"]["elements"] if e.get("tag") == "form"]
     field, submit = form["elements"]
     assert json.loads(field["default_value"]) == {"command": "rm -f keep.txt"}
-    assert submit["action_type"] == "form_submit"
-    assert submit["value"] == {"action": "edit", "approval_id": card.approval_id}
+    assert (field["tag"], field["name"], submit["form_action_type"]) == (
+        "input",
+        "arguments",
+        "submit",
+    )
+    assert value_of(submit) == {"action": "edit", "approval_id": card.approval_id}
 
     status, answer = await h.click(
         "edit", card, APPROVER, form_value={"arguments": '{"command": "rm -rf /"}'}
@@ -563,7 +596,7 @@ async def test_the_edit_form_on_the_card_approves_the_edited_call(h: Harness) ->
         "command": "rm -f drop.txt"
     }
     patched = current_card(h, card)
-    assert buttons(patched) == [] and not [e for e in patched["elements"] if e["tag"] == "form"]
+    assert buttons(patched) == [] and not [c for c in components(patched) if c["tag"] == "form"]
     assert f"Approved by <at id={APPROVER}></at>" in card_text(patched)
 
 
@@ -661,7 +694,7 @@ async def test_redelivered_event_runs_once(h: Harness) -> None:
     )
     assert again.status == 200 and again.event_id != said.event_id
     card_calls = await h.fake.await_for(
-        lambda: [c for c in h.fake.replies(said.message_id) if c.msg_type == "interactive"],
+        lambda: [c for c in h.fake.replies(said.message_id) if is_approval_card(c.content)],
         15,
         what="the card",
     )
@@ -670,7 +703,7 @@ async def test_redelivered_event_runs_once(h: Harness) -> None:
     assert await h.enqueued() == 1
     messages = h.fake.messages(DM)
     assert len(card_calls) == 1
-    assert [m.msg_type for m in messages].count("interactive") == 1
+    assert len([m for m in messages if is_approval_card(m.content)]) == 1
     texts = [m.text for m in messages if m.text]
     assert len(texts) == len(set(texts)), texts  # the notice and working message once each
     # Both event ids and the message id are remembered: any of them comes back, it is known.
@@ -807,6 +840,11 @@ def reply_attempts(fake: FakeFeishu) -> list[Call]:
     return [c for c in fake.attempts() if c.kind == "reply"]
 
 
+def api_attempts(fake: FakeFeishu) -> list[Call]:
+    """Every Open API call tried, tokens aside (cards and messages)."""
+    return [c for c in fake.attempts("/open-apis/") if c.kind not in ("token", "app_token")]
+
+
 async def test_rate_limited_reply_is_retried_with_the_same_uuid(h: Harness) -> None:
     first = await h.say("hello", chat_type="p2p", chat_id=DM, mention=False)
     await h.fake.await_for(lambda: h.texts(first.message_id), 15, what="the first reply")
@@ -836,16 +874,16 @@ async def test_expired_token_is_fetched_again(h: Harness) -> None:
     await h.drained()
     assert len(h.fake.token_fetches(h.app_id)) == 1
 
-    before, messages = len(reply_attempts(h.fake)), len(h.fake.messages(DM))
+    before, messages = len(api_attempts(h.fake)), len(h.fake.messages(DM))
 
     h.fake.expire_tokens(h.app_id)  # lark-oapi would keep using its cached token
     again = await h.say("hello again", chat_type="p2p", chat_id=DM, mention=False)
     await h.fake.await_for(lambda: h.texts(again.message_id), 15, what="the second reply")
     await h.drained()
     assert len(h.fake.token_fetches(h.app_id)) == 2
-    attempts = reply_attempts(h.fake)[before:]
-    assert [a.code for a in attempts] == [CODE_TOKEN_INVALID, 0]
-    assert attempts[0].uuid == attempts[1].uuid
+    refused, retried, *_ = api_attempts(h.fake)[before:]  # the answer's card, made once
+    assert (refused.code, retried.code) == (CODE_TOKEN_INVALID, 0)
+    assert (refused.kind, refused.body) == (retried.kind, retried.body)
     assert len(h.fake.messages(DM)) == messages + 1
 
 
@@ -880,8 +918,8 @@ def ws_message(text: str, **kwargs: Any) -> dict[str, Any]:
     return event_envelope(MESSAGE, message_event(text, **kwargs), token="")
 
 
-def replies_with(fake: FakeFeishu, message_id: str, text: str) -> list[Call]:
-    return [c for c in fake.replies(message_id) if c.text == text and not c.duplicate]
+def replies_with(fake: FakeFeishu, message_id: str, text: str) -> list[StoredMessage]:
+    return [m for m in fake.messages(root_id=message_id) if m.text == text]
 
 
 async def test_long_connection_acks_answers_redeliveries_once_and_stops(
@@ -916,13 +954,13 @@ async def test_long_connection_acks_answers_redeliveries_once_and_stops(
         risky_id = risky["event"]["message"]["message_id"]
         assert (await fake.await_ack(await fake.asend_event(risky))).code == 200
         card_call = await fake.await_for(
-            lambda: [c for c in fake.replies(risky_id) if c.msg_type == "interactive"],
+            lambda: [c for c in fake.replies(risky_id) if is_approval_card(c.content)],
             15,
             what="the approval card",
         )
         card_id = card_call[0].message_id
         assert card_id is not None
-        approval_id = buttons(card_call[0].content)[0]["value"]["approval_id"]
+        approval_id = value_of(buttons(card_call[0].content)[0])["approval_id"]
         refused = card_action_event(
             {"action": "approve_once", "approval_id": approval_id},
             operator_open_id=BOB,
@@ -937,7 +975,8 @@ async def test_long_connection_acks_answers_redeliveries_once_and_stops(
         )
         ack = await fake.await_ack(await fake.asend_event(event_envelope(CARD, click, token="")))
         assert ack.code == 200
-        assert ack.data == {"toast": {"type": "info", "content": f"Approving {approval_id}…"}}
+        assert ack.data["toast"] == {"type": "info", "content": f"Approving {approval_id}…"}
+        assert buttons(ack.data["card"]["data"]) == []  # the deciding click's card
         await fake.await_for(lambda: not victim.exists(), 15, what="the approved rm")
         await fake.await_for(lambda: fake.patches(card_id), 15, what="the card patch")
         await asyncio.sleep(1.5)  # longer than the reclaim idle time
@@ -1074,7 +1113,7 @@ async def test_a_request_is_decided_from_the_approvers_chat_and_both_cards_updat
         sent = await h.fake.await_for(copy, 15, what="the copy in the approvers' chat")
         assert f"Asked in:** feishu:{TENANT_KEY}:{CHAT}" in card_text(sent.content)
         await approve_from_a_copy(h, card, sent, approvers_chat)
-        answers = [c for c in h.fake.replies(card.root_id) if c.text and "exit code" in c.text]
+        answers = [m for m in h.fake.messages(root_id=card.root_id) if "exit code" in str(m.text)]
         assert len(answers) == 1  # the run went on in the thread that asked
 
 
@@ -1103,7 +1142,7 @@ async def test_a_request_sent_to_the_approvers_directly_is_decided_from_the_dire
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_streamed_answer_shows_in_the_working_message_and_is_sent_once(
+async def test_a_streamed_answer_is_one_card_typed_out_and_sent_once(
     fake: FakeFeishu, workdir: Path, redis_url: str, fake_openai: FakeOpenAI
 ) -> None:
     answer = "Here is the story: " + " ".join(f"word{i}" for i in range(40)) + ". The end."
@@ -1116,23 +1155,23 @@ async def test_a_streamed_answer_shows_in_the_working_message_and_is_sent_once(
         await h.drained()
         assert fake_openai.requests[0]["stream"] is True
 
-        replies = [c for c in h.fake.replies(said.message_id) if not c.duplicate]
-        assert [c.text for c in replies][1:] == [answer]  # the answer sent once, whole
-        working, final = replies
-        assert str(working.text).startswith("Working…")
-        assert working.message_id is not None
-        shown = [working, *h.fake.updates(working.message_id)]
-        # The preview: growing beginnings of the answer, in the reply and at least two edits.
-        previews = [str(c.text).removeprefix("Working…\n") for c in shown[:-1]]
+        (card,) = h.fake.messages(root_id=said.message_id)  # the answer sent once, whole
+        (entity,) = h.fake.cards()
+        assert card.content == entity.card and not entity.streaming
+        # Typed out: growing beginnings of the answer in at least three updates of the card.
+        shown = [str(element(c, ANSWER_ID)) for c in entity.history]
+        previews = list(dict.fromkeys(p for p in shown if p and p != answer))
         assert len(previews) >= 3, previews
-        assert all(answer.startswith(p) and 0 < len(p) < len(answer) for p in previews)
+        assert all(answer.startswith(p) for p in previews), previews
         assert all(len(a) < len(b) for a, b in itertools.pairwise(previews))
-        assert shown[-2].at < final.at < shown[-1].at
-        # Its end: how the run stopped, the preview gone; within Feishu's edit budget.
-        assert shown[-1].text == "Done"
-        assert len(shown) - 1 <= min(MAX_EDITS, PREVIEW_EDITS + 1)
-        gaps = [b.at - a.at for a, b in itertools.pairwise(shown)]
-        assert min(gaps) >= PREVIEW_INTERVAL - 0.01, gaps
+        assert element(entity.card, ANSWER_ID) == answer
+        # Within CardKit's rate (10 a second per card): the answer's updates the interval
+        # apart, and no second with more than 10 updates of the card.
+        updates = [c for c in h.fake.calls(CARDKIT_PATH) if c.kind.startswith("card_")]
+        typed = [c for c in updates if c.path.endswith(f"/{ANSWER_ID}/content")]
+        gaps = [b.at - a.at for a, b in itertools.pairwise(typed)]
+        assert min(gaps) >= STREAM_INTERVAL - 0.01, gaps
+        assert max(sum(a.at <= b.at < a.at + 1 for b in updates) for a in updates) <= 10
 
 
 # ---------------------------------------------------------------------------------------------

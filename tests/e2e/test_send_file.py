@@ -191,8 +191,8 @@ async def test_feishu_a_work_dir_file_arrives_as_a_file_message_and_secrets_are_
     async with feishu.serving(fake, workdir, redis_url, **fake_openai.settings()) as h:
         said = await h.say("send me the report and the env")
 
-        def answered() -> bool:  # as a card or as text: the Markdown rendering is not ours
-            return any("Posted the report." in m.raw_content for m in fake.messages())
+        def answered() -> bool:  # in a card or as text: the Markdown rendering is not ours
+            return any("Posted the report." in str(m.text) for m in fake.messages())
 
         await fake.await_for(answered, 15, what="the answer")
         await h.drained()

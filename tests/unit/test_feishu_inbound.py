@@ -12,7 +12,9 @@ import pytest
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
+from adapters.feishu.app import FeishuAdapter
 from adapters.feishu.cards import approval_card, outcome, person
+from adapters.feishu.channel import FeishuChannel, feishu_client
 from adapters.feishu.content import Content, read_content
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
@@ -23,6 +25,7 @@ from adapters.feishu.inbound import (
     FeishuIdentity,
     card_click,
     clean_text,
+    edit_button,
     message_inbound,
 )
 from adapters.feishu.resources import sniff
@@ -256,6 +259,10 @@ def test_edit_form_submitted_approves_the_edited_arguments() -> None:
     click = card_click(typed_click(value, form_value={ARGUMENTS: edited}))
     assert click is not None and click.text == f"/approve ab12 edit {edited}"
     assert card_click(typed_click(value)) is None  # an edit without its form: not ours
+    # A submit that carries only the button's name (no callback value): the same edit.
+    named = typed_click({}, form_value={ARGUMENTS: edited}, name=edit_button("ab12"))
+    by_name = card_click(named)
+    assert by_name is not None and by_name.text == f"/approve ab12 edit {edited}"
 
 
 @pytest.mark.parametrize(
@@ -290,30 +297,53 @@ def notice(**changes: Any) -> ApprovalNotice:
     return ApprovalNotice(**values)
 
 
-def test_pending_card_has_three_buttons_and_is_shared() -> None:
+def buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a JSON 2.0 card, the form's too, in order."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("tag") == "button":
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(card)
+    return found
+
+
+def test_pending_card_is_json_2_with_three_callback_buttons_and_is_shared() -> None:
     card = approval_card(notice())
-    assert card["config"]["update_multi"] is True
-    (actions,) = [e for e in card["elements"] if e["tag"] == "action"]
-    assert [b["value"] for b in actions["actions"]] == [
-        {"action": a, "approval_id": "ab12cd"} for a in (APPROVE_ONCE, APPROVE_ALWAYS, REJECT)
+    assert card["schema"] == "2.0" and card["config"]["update_multi"] is True
+    elements = card["body"]["elements"]
+    assert [b["behaviors"] for b in buttons(card)] == [
+        [{"type": "callback", "value": {"action": a, "approval_id": "ab12cd"}}]
+        for a in (APPROVE_ONCE, APPROVE_ALWAYS, REJECT)
     ]
-    texts = [e["text"] for e in card["elements"] if e["tag"] == "div"]
-    markdown = " ".join(t["content"] for t in texts if t["tag"] == "lark_md")
+    markdown = " ".join(e["content"] for e in elements if e["tag"] == "markdown")
+    plain = [e["text"] for e in elements if e["tag"] == "div"]
     assert "<at id=ou_alice></at>" in markdown and "2023-11-14 22:13 UTC" in markdown
     # The arguments are plain text: they cannot mention everyone, link or start markup.
     assert "<at id=all>" not in markdown and "bold" not in markdown
-    assert {"tag": "plain_text", "content": "rm -f `x` <at id=all></at> *bold*"} in texts
+    assert {"tag": "plain_text", "content": "rm -f `x` <at id=all></at> *bold*"} in plain
     assert "/approve ab12cd" in json.dumps(card)
     assert len(json.dumps(card).encode()) < 30 * 1024
 
 
 def test_the_edit_form_is_offered_only_with_arguments_safe_to_show_whole() -> None:
     arguments = '{\n  "command": "rm -f x"\n}'
-    (form,) = [
-        e for e in approval_card(notice(editable=arguments))["elements"] if e["tag"] == "form"
+    card = approval_card(notice(editable=arguments))
+    (form,) = [e for e in card["body"]["elements"] if e["tag"] == "form"]
+    field, submit = form["elements"]
+    assert (field["tag"], field["name"], field["default_value"]) == ("input", ARGUMENTS, arguments)
+    assert (submit["form_action_type"], submit["name"]) == ("submit", edit_button("ab12cd"))
+    assert submit["behaviors"] == [
+        {"type": "callback", "value": {"action": EDIT, "approval_id": "ab12cd"}}
     ]
-    assert form["elements"][0]["default_value"] == arguments
-    assert [e for e in approval_card(notice())["elements"] if e["tag"] == "form"] == []
+    assert [e for e in approval_card(notice())["body"]["elements"] if e["tag"] == "form"] == []
 
 
 @pytest.mark.parametrize(
@@ -329,13 +359,13 @@ def test_the_edit_form_is_offered_only_with_arguments_safe_to_show_whole() -> No
 def test_decided_cards_show_the_outcome_without_buttons(changes: dict[str, Any], line: str) -> None:
     decided = notice(**changes)
     card = approval_card(decided)
-    assert all(e["tag"] != "action" for e in card["elements"])
-    assert card["config"]["update_multi"] is True
-    (note,) = [e for e in card["elements"] if e["tag"] == "note"]
-    assert note["elements"] == outcome(decided)
-    assert any(line in e["content"] for e in note["elements"])
-    reasons = [e for e in note["elements"] if e["tag"] == "plain_text"]
-    assert all(e["content"] in (decided.reason, decided.outcome) for e in reasons)
+    elements = card["body"]["elements"]
+    assert buttons(card) == [] and card["config"]["update_multi"] is True
+    note = outcome(decided)
+    assert elements[-len(note) :] == note
+    assert any(line in json.dumps(e, ensure_ascii=False) for e in note)
+    reasons = [e["text"]["content"] for e in note if e["tag"] == "div"]
+    assert all(r in (decided.reason, decided.outcome) for r in reasons)
 
 
 def test_person() -> None:
@@ -368,3 +398,43 @@ def test_text_keeps_its_lines_and_code_its_indentation() -> None:
 )
 def test_a_download_is_typed_by_its_first_bytes(head: bytes, kind: str) -> None:
     assert sniff(head) == kind
+
+
+@pytest.mark.parametrize(
+    ("action", "changes", "answered"),
+    [
+        (APPROVE_ONCE, {}, "⏳ Approving by <at id=ou_admin></at>…"),
+        (REJECT, {"quorum": 2}, "⏳ Rejecting by <at id=ou_admin></at>…"),
+        (APPROVE_ONCE, {"quorum": 2, "approved_by": ("feishu:ou_b",)}, "⏳ Approving by"),
+        (APPROVE_ONCE, {"quorum": 2}, None),  # one more approver needed: the buttons stay
+        (EDIT, {}, None),  # judged again, maybe refused: the buttons stay
+        (APPROVE_ONCE, {"status": "approved"}, None),
+    ],
+)
+async def test_a_click_that_decides_is_answered_with_the_card_without_buttons(
+    action: str, changes: dict[str, Any], answered: str | None
+) -> None:
+    async def shown(approval_id: str) -> ApprovalNotice:
+        return notice(conversation=f"feishu:{TENANT_KEY}:{CHAT}", **changes)
+
+    async def unused(*_: Any) -> Any:
+        raise AssertionError("not called")
+
+    client = feishu_client("cli_x", "secret", "http://127.0.0.1:9")
+    channel = FeishuChannel(client, "cli_x")
+    adapter = FeishuAdapter(FeishuIdentity("ou_bot"), unused, unused, "k", "t", channel, shown)
+    value = {"action": action, "approval_id": "ab12cd"}
+    click = card_click(
+        typed_click(value, operator_open_id="ou_admin", form_value={ARGUMENTS: "{}"})
+    )
+    assert click is not None
+    card = await adapter._deciding(click, "Rejecting" if action == REJECT else "Approving")
+    if answered is None:
+        assert card is None
+    else:
+        assert (
+            card is not None
+            and buttons(card) == []
+            and answered in json.dumps(card, ensure_ascii=False)
+        )
+        assert "Asked in" not in json.dumps(card)  # the card of the chat that asked
