@@ -38,7 +38,7 @@ from adapters.feishu.cardkit import (
 )
 from adapters.progress import STOPS, ProgressEvent, Style
 from runtime.channel import Reply, RunFinished, ToolFinished, ToolStarted, Writing
-from runtime.models import StopReason
+from runtime.models import StopReason, ToolStatus
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ INTERVAL = 0.3  # seconds between updates of a card, at least
 THINKING = "💭 Thinking…"
 WRITING = "✍️ Writing…"
 WAITING = "🔒 Waiting for approval"
+ASKING = "💬 Waiting for the asker's answer"  # a clarify question, not an approval
 MAX_LINES = 30  # tool lines shown, the last ones: the card must stay under 30 KB
 SLOTS = 4096  # places whose card count is remembered
 TAKEOVER_JUMP = 1000  # sequence numbers a taken-over card skips when the clock's are taken
@@ -70,6 +71,7 @@ class Live:
     # The message's card could not be looked up (`cardkit:card:read` missing): it may be a
     # dead process's, so the finished card is also patched into the message whole.
     unverified: bool = False
+    asking: bool = False  # the call that suspended the run is a question to the asker
 
 
 class Streams:
@@ -205,6 +207,7 @@ class Streams:
             mark, text = style.marks.get(event.status, ""), style.escape(event.display[:200])
             live.lines[event.call_id] = style.line(mark, event.tool, text)
             live.running.discard(event.call_id)
+            live.asking = event.status is ToolStatus.SUSPENDED and event.tool == "clarify"
 
     def _lines(self, live: Live) -> list[str]:
         return list(live.lines.values())[-MAX_LINES:]
@@ -239,7 +242,7 @@ class Streams:
         run waiting for approval goes on in this card (its place's next card is this one)."""
         waiting = event.stop_reason is StopReason.APPROVAL_REQUIRED
         if waiting:
-            status = WAITING
+            status = ASKING if live.asking else WAITING
         elif event.stop_reason is StopReason.FINAL:
             status = ""
         else:

@@ -1189,7 +1189,9 @@ async def test_a_question_card_is_answered_by_the_requesters_click_alone(
         said = await h.say("deploy it")
         call = await h.fake.await_for(
             lambda: next(
-                (c for c in h.fake.replies(said.message_id) if c.msg_type == "interactive"), None
+                # Not the answer's streaming card (a CardKit card_id): the question's JSON.
+                (c for c in h.fake.replies(said.message_id) if "schema" in (c.content or {})),
+                None,
             ),
             15,
             what="the question card",
@@ -1207,6 +1209,8 @@ async def test_a_question_card_is_answered_by_the_requesters_click_alone(
         question_id = value["approval_id"]
         assert value == {"action": "answer", "approval_id": question_id, "option": "1"}
         await h.drained()
+        (entity,) = h.fake.cards()  # the answer's card says whose turn it is
+        assert "Waiting for the asker's answer" in json.dumps(entity.card, ensure_ascii=False)
 
         async def click(operator: str) -> Any:
             event = card_action_event(
