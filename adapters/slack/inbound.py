@@ -4,6 +4,7 @@ what they said. Pure functions: the same payload always gives the same `Inbound`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from adapters.commands import decision_target
 from adapters.slack.answers import BAD, FEEDBACK, GOOD
@@ -191,12 +192,32 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
     action = payload.actions[0]
     question_id, _, option = action.value.partition(":")
     if action.action_id.startswith(CLARIFY_ANSWER) and option_number(option) is not None:
-        text = f"/answer {question_id} {option}"
-    elif action.action_id in (APPROVE_ONCE, APPROVE_ALWAYS) and action.value:
+        return _clicked(payload, f"/answer {question_id} {option}", approval_id=question_id)
+    if action.action_id in (APPROVE_ONCE, APPROVE_ALWAYS) and action.value:
         scope = " always" if action.action_id == APPROVE_ALWAYS else ""
-        text, question_id = f"/approve {action.value}{scope}", action.value
-    else:
+        text = f"/approve {action.value}{scope}"
+        return _clicked(payload, text, approval_id=action.value)
+    return None
+
+
+def feedback_inbound(payload: BlockActions) -> Inbound | None:
+    """👍 or 👎 under an answer (`answers.feedback_blocks`): recorded by the worker, once."""
+    action = payload.actions[0]
+    value, _, key = action.value.partition(" ")
+    if action.action_id != FEEDBACK or value not in (GOOD, BAD):
         return None
+    return _clicked(
+        payload,
+        value,
+        message=payload.container.message_ts or "",
+        source={"answer": key},
+        reply={"response_url": payload.response_url or ""},
+        kind="feedback",
+    )
+
+
+def _clicked(payload: BlockActions, text: str, **fields: Any) -> Inbound:
+    """A button click as an input of the thread it was clicked in, deduped by its trigger."""
     team, channel, thread = payload.team.id, payload.channel.id, action_thread(payload)
     return Inbound(
         platform=PLATFORM,
@@ -206,29 +227,7 @@ def action_inbound(payload: BlockActions) -> Inbound | None:
         conversation=conversation(team, channel, thread, _private_name(payload.channel.name)),
         actor=_actor(payload.user.id),
         text=text,
-        approval_id=question_id,
-    )
-
-
-def feedback_inbound(payload: BlockActions) -> Inbound | None:
-    """👍 or 👎 under an answer (`answers.feedback_blocks`): recorded by the worker, once."""
-    action = payload.actions[0]
-    value, _, key = action.value.partition(" ")
-    if action.action_id != FEEDBACK or value not in (GOOD, BAD):
-        return None
-    team, channel, thread = payload.team.id, payload.channel.id, action_thread(payload)
-    return Inbound(
-        platform=PLATFORM,
-        event_id=payload.trigger_id,
-        dedupe_keys=(f"slack:trigger:{payload.trigger_id}",),
-        session=session_of(team, channel, thread),
-        conversation=conversation(team, channel, thread, _private_name(payload.channel.name)),
-        actor=_actor(payload.user.id),
-        text=value,
-        message=payload.container.message_ts or "",
-        source={"answer": key},
-        reply={"response_url": payload.response_url or ""},
-        kind="feedback",
+        **fields,
     )
 
 
