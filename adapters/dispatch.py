@@ -66,11 +66,13 @@ async def dispatch(
     help_text: str = HELP,
     job: str = "",
     read: Callable[[], Awaitable[Prompt]] | None = None,
+    attached: bool = False,
 ) -> RunResult | None:
     """Handle one input; returns the run's result when the agent ran (or resumed). `job`: the
     inbox entry it came in (delivered again, its run continues where it stopped). `read`: a
     message's prompt for the model (thread context, attachments), asked only for a message
-    someone may send here; else the text alone."""
+    someone may send here; else the text alone. `attached`: the message carries files, so it
+    never answers a question (the files would be lost): it is held like any other."""
     say = shown_say(say)
     try:
         command = parse_command(text)
@@ -80,7 +82,11 @@ async def dispatch(
     if command is None:
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
-        question = await answered_by(runtime.approvals, session, text, actor)
+        question, how = (
+            (None, "") if attached else await answered_by(runtime.approvals, session, text, actor)
+        )
+        if how:  # the asker's words answer nothing: held, and they are told how to answer
+            await say(how)
         if question is not None:  # the asker's next words answer the question they were asked
             command = Command(name="answer", approval_id=question, answer=text)
             async with runtime.audit.unit():
@@ -264,4 +270,5 @@ async def handle_inbound(
         say,
         job=job,
         read=read,
+        attached=bool(inbound.attachments),
     )

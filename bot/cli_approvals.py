@@ -71,7 +71,11 @@ def _redacted(record: ApprovalRecord) -> dict[str, Any]:
         "reasons": [redact_text(reason) for reason in record.reasons],
         "reason": record.reason and redact_text(record.reason),
         "outcome": record.outcome and redact_text(record.outcome),
-        "answer": record.answer and redact_text(record.answer),  # a question's
+        # A question's words are the model's (it may quote a secret it read), the answer
+        # the requester's.
+        "question": redact_text(record.question),
+        "options": [redact_text(option) for option in record.options],
+        "answer": record.answer and redact_text(record.answer),
     }
 
 

@@ -377,12 +377,14 @@ class Decisions:
         why = None
         if record.conversation.id != conversation.id and not routed_to(record, conversation, actor):
             why = "wrong_conversation"
-            message = TRANSITION_MESSAGES["wrong_conversation"].format(id=record.id)
+            message = TRANSITION_MESSAGES["wrong_conversation"].format(
+                id=record.id, noun=record.kind.value
+            )
         elif record.status is not ApprovalStatus.PENDING:
             why = "already_decided"
             status = record.status.value.replace("_", " ")
             by = f" by {record.decided_by}" if record.decided_by else ""
-            message = f"approval {record.id} was already {status}{by}"
+            message = f"{record.kind.value} {record.id} was already {status}{by}"
         if why is None:
             return None, record.session
         await self.audit_refusal(record.id, actor, why, message, record, trace=checkpoint.trace_id)
@@ -473,7 +475,7 @@ class Decisions:
         if transition.outcome == "expired":
             await self.settlement.after_expiry(record, checkpoint)
         APPROVALS.labels("refused").inc()
-        message = transition_message(record.id, transition)
+        message = transition_message(record.id, transition, record.kind.value)
         why = REFUSAL_KINDS.get(transition.outcome, transition.outcome)
         await self.audit_refusal(
             record.id, actor, why, message, record, attempt, checkpoint.trace_id

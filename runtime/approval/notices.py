@@ -23,11 +23,12 @@ from runtime.models import (
 )
 from runtime.redact import argument_summary, redact
 
+# `noun`: "approval", or "question" for a question to the requester.
 TRANSITION_MESSAGES = {
-    "not_found": "approval {id} was not found",
-    "expired": "approval {id} has expired; nothing was executed",
-    "wrong_conversation": "approval {id} can only be decided in the conversation that requested it",
-    "hash_mismatch": "approval {id} failed its integrity check (the stored call changed); refused",
+    "not_found": "{noun} {id} was not found",
+    "expired": "{noun} {id} has expired; nothing was executed",
+    "wrong_conversation": "{noun} {id} can only be decided in the conversation that requested it",
+    "hash_mismatch": "{noun} {id} failed its integrity check (the stored call changed); refused",
 }
 # Why a decision attempt was refused, as the audit trail names it.
 # The most of the arguments an edit form is prefilled with: they travel in the notice itself
@@ -126,16 +127,14 @@ def quorum_line(notice: ApprovalNotice, person: Callable[[str], str] = str) -> s
     return f"{got} of {notice.quorum} approvals{by}: needs {notice.quorum} distinct approvers"
 
 
-def transition_message(approval_id: str, transition: Transition) -> str:
+def transition_message(approval_id: str, transition: Transition, noun: str = "approval") -> str:
     if transition.outcome in ("already", "wrong_status"):
         status = (transition.status or "settled").replace("_", " ")
         if transition.decided_by:
-            return (
-                f"approval {approval_id} was already decided by {transition.decided_by} ({status})"
-            )
-        return f"approval {approval_id} is already {status}"
-    template = TRANSITION_MESSAGES.get(transition.outcome, "approval {id}: " + transition.outcome)
-    return template.format(id=approval_id)
+            return f"{noun} {approval_id} was already decided by {transition.decided_by} ({status})"
+        return f"{noun} {approval_id} is already {status}"
+    template = TRANSITION_MESSAGES.get(transition.outcome, "{noun} {id}: " + transition.outcome)
+    return template.format(id=approval_id, noun=noun)
 
 
 def is_last(checkpoint: Checkpoint) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.approval.models import ApprovalRecord
+from runtime.approval.models import ApprovalRecord, ApprovalStatus
 from runtime.approval.store import ApprovalStore
 from runtime.models import Actor, ToolCall, ToolResult, ToolStatus
 from runtime.tools.clarify import ClarifyArgs, option_number
@@ -67,15 +67,21 @@ def answered(call: ToolCall, answer: str) -> ToolResult:
 
 async def answered_by(
     approvals: ApprovalStore, session: str, text: str, actor: Actor
-) -> str | None:
-    """The id of the session's pending question that `text`, a plain message of `actor`'s,
-    answers: theirs, and an option (by number or text), or any words when it allows them.
-    None otherwise (the message is handled as usual: held while the session waits)."""
+) -> tuple[str | None, str]:
+    """(the id of the session's pending question that `text`, a plain message of `actor`'s,
+    answers, ""): theirs, and an option (by number or text), or any words when it allows
+    them. (None, how to answer it) for their words that are no answer: the message is held,
+    and they are told. (None, "") for anything else: the message is handled as usual."""
     question_id = await approvals.pending_id(session)
     loaded = None if question_id is None else await approvals.load(question_id)
-    if loaded is None or not loaded[0].is_question:
-        return None
-    record = loaded[0]
-    if actor.key != record.requester.key or resolve(record, text)[0] is None:
-        return None
-    return record.id
+    # Only while it waits: an answered question keeps the session's mark until the rest of
+    # its batch is answered, and a message then is held, not taken for a second answer.
+    record = None if loaded is None else loaded[0]
+    if record is None or not record.is_question or record.status is not ApprovalStatus.PENDING:
+        return None, ""
+    if actor.key != record.requester.key:
+        return None, ""
+    answer, why = resolve(record, text)
+    if answer is None:
+        return None, f"{why} This message runs after the answer."
+    return record.id, ""

@@ -59,7 +59,10 @@ class ClarifyArgs(ToolArgs):
             # "2" answers with option 2: an option that reads as another's number is ambiguous.
             number = option_number(option)
             if number is not None and number != n and number <= len(cleaned):
-                raise ValueError(f"option {n} is {option!r}, another option's number: spell it out")
+                raise ValueError(
+                    f"option {n} is {option!r}, the number of option {number}: "
+                    "put it in that place or spell it out"
+                )
         return cleaned
 
 

@@ -21,14 +21,16 @@ from adapters.console.channel import (
     render_update,
 )
 from adapters.console.chat import ConsoleChat
-from adapters.dispatch import dispatch
+from adapters.dispatch import dispatch, handle_inbound
+from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
-from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply
+from runtime.channel import ApprovalRequested, ApprovalUpdated, Event, Reply, RunFinished
 from runtime.models import Actor, ConversationRef, StopReason
 from runtime.policy.model import ApprovalRules, PolicyDocument, ToolRules
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.queue.inbound import Attachment, Inbound
 from runtime.tools.clarify import ClarifyArgs, ClarifyTool
 from runtime.tools.files import ReadTool
 from runtime.tools.registry import ToolRegistry
@@ -156,6 +158,164 @@ async def test_a_plain_message_of_the_requester_answers_others_are_held(
     assert told == []
 
 
+async def test_a_message_with_files_is_never_an_answer_it_is_held(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    args = {**ASK, "allow_other": True}
+    runtime, _, question_id = await asked(redis, workdir, fake_openai, args)
+    inbound = Inbound(
+        platform=HERE.platform,
+        event_id="e1",
+        dedupe_keys=("e1",),
+        session="s1",
+        conversation=HERE,
+        actor=ALICE,
+        text="prod, and here is the log",
+        attachments=(Attachment(key="F1", name="deploy.log"),),
+    )
+
+    result = await handle_inbound(runtime, Router(), inbound, "j1")
+
+    assert result is not None and result.held  # the words and the file run after the answer
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+
+
+async def test_after_the_answer_the_requesters_words_wait_for_the_batch_to_finish(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The question answered (and its process gone) before the rest of its batch ran: the
+    session still waits, and the requester's "1" is a message held for after it, not a
+    second answer refused as "already decided" and lost."""
+    fake_openai.script = [
+        calls(("call_q", "clarify", ASK), ("call_r", "read", {"path": "notes.txt"})),
+        reply("Deploying to staging."),
+        reply("You said 1."),
+    ]
+    first, first_channel = runtime_for(redis, workdir, fake_openai)
+    asked_run = await first.run("s1", "deploy it", ALICE, HERE)
+    question_id = asked_run.approval_id
+    assert question_id is not None
+
+    async def dies_on_update(conversation: ConversationRef, event: Event) -> None:
+        if isinstance(event, ApprovalUpdated):
+            raise Crash
+        await RecordingChannel.send(first_channel, conversation, event)
+
+    first.settlement.send = dies_on_update
+    with pytest.raises(Crash):
+        await first.decide(question_id, Answer("1"), ALICE, HERE, job="d1")
+    second, channel = runtime_for(redis, workdir, fake_openai)
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    held = await dispatch(second, "s1", "1", ALICE, HERE, say)
+
+    assert held is not None and held.held and told == []
+    await second.decide(question_id, Answer("1"), ALICE, HERE, job="d1")  # the retake
+    assert tool_results(fake_openai, 1)[0] == "The requester answered: staging"
+    assert [r.text for r in channel.of(Reply)] == ["Deploying to staging.", "You said 1."]
+
+
+async def test_the_requester_answers_only_where_the_question_was_asked(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    elsewhere = ConversationRef(platform="console", id="console:elsewhere")
+    refused = await runtime.decide(question_id, Answer("1"), ALICE, elsewhere)
+    assert not refused.accepted
+    assert refused.message == (
+        f"question {question_id} can only be decided in the conversation that requested it"
+    )
+    # Their words in another session are a message there, not an answer here.
+    fake_openai.script.insert(0, reply("Hello."))
+    said = await dispatch(runtime, "s2", "1", ALICE, elsewhere, _ignore)
+    assert said is not None and said.final_text == "Hello."
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending"
+
+
+async def _ignore(text: str) -> None:
+    """Nothing is said privately in these tests' conversations."""
+
+
+async def test_two_answers_at_once_one_wins_the_other_is_told(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    runtime, _, question_id = await asked(redis, workdir, fake_openai)
+    first, second = await asyncio.gather(
+        runtime.decide(question_id, Answer("1"), ALICE, HERE),
+        runtime.decide(question_id, Answer("2"), ALICE, HERE),
+    )
+    (won,) = [d for d in (first, second) if d.accepted]
+    (lost,) = [d for d in (first, second) if not d.accepted]
+    assert lost.message == f"question {question_id} was already decided by {ALICE.key} (answered)"
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    answer = str(await redis.hget(key, "answer"))
+    assert tool_results(fake_openai, 1) == [f"The requester answered: {answer}"]
+    assert len(fake_openai.requests) == 2 and won.run is not None
+
+
+async def test_an_answer_approves_nothing_the_next_risky_call_still_waits_for_approval(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """clarify then a call the policy gates, in one batch: the answer resumes the batch, the
+    gated call still asks the approvers, and an answer is no decision on it."""
+    ask = {"question": "Approve reading notes.txt?", "options": ["Approve", "Reject"]}
+    fake_openai.script = [
+        calls(("call_q", "clarify", ask), ("call_r", "read", {"path": "notes.txt"})),
+        reply("Read it."),
+    ]
+    rules = ApprovalRules(approvers=[ADMIN.key], requester_may_approve=False)
+    document = PolicyDocument(tools=ToolRules(ask=["read"]), approvals=rules)
+    runtime, channel = runtime_for(redis, workdir, fake_openai, document=document)
+    question_id = (await runtime.run("s1", "read my notes", ALICE, HERE)).approval_id
+    assert question_id is not None
+
+    answered = await runtime.decide(question_id, Answer("Approve"), ALICE, HERE)
+
+    assert answered.accepted and answered.run is not None
+    approval_id = answered.run.approval_id
+    assert answered.run.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert approval_id is not None and approval_id != question_id
+    kinds = [e.notice.kind for e in channel.of(ApprovalRequested)]
+    assert kinds == ["question", "approval"]
+    # Neither the question's id nor an answer decides the approval.
+    for actor in (ALICE, ADMIN):
+        refused = await runtime.decide(approval_id, Answer("1"), actor, HERE)
+        assert not refused.accepted
+    again = await runtime.decide(question_id, True, ADMIN, HERE)
+    assert not again.accepted
+    key = f"{PREFIX}:{{s1}}:approval:{approval_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+    approved = await runtime.decide(approval_id, True, ADMIN, HERE)
+    assert approved.accepted and approved.run is not None
+    assert approved.run.stop_reason is StopReason.FINAL and len(fake_openai.requests) == 2
+
+
+async def test_a_secret_in_the_answer_reaches_the_model_alone(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    args = {**ASK, "allow_other": True}
+    runtime, channel, question_id = await asked(redis, workdir, fake_openai, args)
+    words = "qa, with password=hunter2hunter2"
+
+    decision = await runtime.decide(question_id, Answer(words), ALICE, HERE)
+
+    assert decision.accepted
+    assert tool_results(fake_openai, 1) == [f"The requester answered: {words}"]
+    (updated,) = channel.of(ApprovalUpdated)
+    assert updated.notice.answer == "qa, with password=[redacted]"
+    trail = await runtime.audit.newest(100)
+    (answered,) = [e for e in trail if e.event == "question_answered"]
+    assert answered.fields["answer"] == "qa, with password=[redacted]"
+    stream = await runtime.approvals.audit_entries("s1")
+    assert all("hunter2" not in json.dumps(entry) for entry in stream)
+    assert "hunter2" not in json.dumps([e.fields for e in trail])
+
+
 async def test_an_unanswered_question_expires_and_the_model_is_told(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -197,19 +357,94 @@ async def test_an_answer_recorded_before_a_crash_is_resumed_with_never_asked_aga
     assert len(fake_openai.requests) == 2
 
 
-async def test_cancel_withdraws_a_question(
+async def test_the_operator_cli_shows_a_question_redacted_and_cannot_answer_it(
+    redis: aioredis.Redis,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    secret = "sk-" + "a1b2c3d4" * 4
+    args = {"question": "Use token=hunter2hunter2 here?", "options": [secret, "no"]}
+    runtime, _, question_id = await asked(redis, workdir, fake_openai, args)
+
+    for as_json in (True, False):
+        out = io.StringIO()
+        show = argparse.Namespace(verb="show", id=question_id, json=as_json)
+        assert await run_approvals_command(runtime, show, out) == 0
+        assert "hunter2" not in out.getvalue() and secret not in out.getvalue()
+        assert "token=[redacted]" in out.getvalue()
+        if as_json:
+            assert json.loads(out.getvalue())["options"] == ["[redacted]", "no"]
+
+    # The operator is not the requester: neither answer nor withdrawal, and it says so.
+    for verb in ("approve", "reject"):
+        decide = argparse.Namespace(verb=verb, id=question_id, always=False, reason=[])
+        assert await run_approvals_command(runtime, decide, io.StringIO()) == 1
+        assert f"Only {ALICE.key} can answer this question" in capsys.readouterr().err
+    key = f"{PREFIX}:{{s1}}:approval:{question_id}"
+    assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
+
+
+@pytest.mark.parametrize("dies_at", [ApprovalRequested, RunFinished])
+async def test_a_retake_after_the_question_was_posted_asks_nothing_again(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, dies_at: type[Event]
+) -> None:
+    """The process dies as it posts the question (not known to be posted: posted again only
+    if it is not there) or after it (known: not posted again); the model is not asked again."""
+    fake_openai.script = [calls(("call_q", "clarify", ASK)), reply("Deploying to prod.")]
+    first, first_channel = runtime_for(redis, workdir, fake_openai)
+
+    async def dies(conversation: ConversationRef, event: Event) -> None:
+        await RecordingChannel.send(first_channel, conversation, event)
+        if isinstance(event, dies_at):
+            raise Crash
+
+    first.channel.channel.send = dies  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await first.run("s1", "deploy it", ALICE, HERE, job="j1")
+    (posted,) = first_channel.of(ApprovalRequested)
+
+    second, channel = runtime_for(redis, workdir, fake_openai)
+    retaken = await second.run("s1", "deploy it", ALICE, HERE, job="j1")
+
+    assert retaken.approval_id == posted.notice.approval_id
+    again = [e.again for e in channel.of(ApprovalRequested)]
+    assert again == ([True] if dies_at is ApprovalRequested else [])
+    assert len(fake_openai.requests) == 1
+    decision = await second.decide(posted.notice.approval_id, Answer("2"), ALICE, HERE)
+    assert decision.accepted and tool_results(fake_openai, 1) == ["The requester answered: prod"]
+
+
+async def test_commands_of_the_requester_are_commands_not_answers(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    runtime, _, question_id = await asked(redis, workdir, fake_openai)
-    said = await runtime.cancel("s1", ALICE, HERE)
-    assert f"Question {question_id} withdrawn" in said
+    """Even when any words answer: /pending lists the question, /cancel withdraws it, and an
+    answer after that is refused as already decided."""
+    runtime, channel, question_id = await asked(
+        redis, workdir, fake_openai, {**ASK, "allow_other": True}
+    )
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    await dispatch(runtime, "s1", "/pending", ALICE, HERE, say)
+    assert question_id in told[-1] and "question: Which environment?" in told[-1]
+    await dispatch(runtime, "s1", "/cancel", ALICE, HERE, say)
+    assert f"Question {question_id} withdrawn" in told[-1]
     key = f"{PREFIX}:{{s1}}:approval:{question_id}"
     assert await redis.hget(key, "status") == "rejected"
+    (updated,) = channel.of(ApprovalUpdated)
+    assert updated.notice.status == "rejected"
+    await dispatch(runtime, "s1", f"/answer {question_id} 1", ALICE, HERE, say)
+    assert told[-1] == f"question {question_id} was already decided by {ALICE.key} (rejected)"
+    assert len(fake_openai.requests) == 1
 
 
 def test_the_arguments_are_checked() -> None:
     ClarifyArgs(question="Which?", options=["a", "b"])
     ClarifyArgs(question="How many?", options=["1", "2", "10"])  # numbers in their own place
+    ClarifyArgs(question="How many?", options=["1", "0"])
     bad_options: list[Any] = [
         ["a"],
         ["a", "A"],
@@ -218,6 +453,7 @@ def test_the_arguments_are_checked() -> None:
         ["a", "x" * 76],
         ["2", "1"],  # typing "1" would mean the second option, clicking it the first
         ["a", "b", "1"],
+        ["0", "1"],
         [1, 2],
         ["a", None],
     ]
@@ -227,6 +463,31 @@ def test_the_arguments_are_checked() -> None:
     with pytest.raises(ValueError):
         ClarifyArgs(question=" \n ", options=["a", "b"])
     assert not ClarifyTool.parallel_safe
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"question": "Which?", "options": [str(n) for n in range(1, 8)]},
+        {"question": "Which?", "options": ["prod", "Prod"]},
+        {"question": "Which?", "options": ["prod", "  "]},
+        {"question": "Which?", "options": ["prod", 2]},
+        {"question": "Which?", "options": ["prod", "x" * 76]},
+        {"question": "", "options": ["a", "b"]},
+        {"question": "Which?", "options": ["a", "b"], "approve": True},
+    ],
+)
+async def test_bad_arguments_post_nothing_and_the_model_is_told_why(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, args: dict[str, Any]
+) -> None:
+    fake_openai.script = [calls(("call_q", "clarify", args)), reply("I will decide myself.")]
+    runtime, channel = runtime_for(redis, workdir, fake_openai)
+    result = await runtime.run("s1", "deploy it", ALICE, HERE)
+    assert result.stop_reason is StopReason.FINAL and result.approval_id is None
+    assert channel.of(ApprovalRequested) == []
+    (told,) = tool_results(fake_openai, 1)
+    assert told.startswith("invalid arguments for clarify: ")
+    assert await runtime.pending() == []
 
 
 async def test_digits_that_are_no_option_number_neither_answer_nor_crash(
@@ -243,6 +504,10 @@ async def test_digits_that_are_no_option_number_neither_answer_nor_crash(
         assert not refused.accepted and "1. staging, 2. prod" in refused.message
         held = await dispatch(runtime, "s1", odd, ALICE, HERE, say)
         assert held is not None and held.held  # a message like any other: it waits
+        assert told.pop() == (  # and the asker hears how to answer, privately
+            f"Answer question {question_id} with one of: 1. staging, 2. prod. "
+            "This message runs after the answer."
+        )
     key = f"{PREFIX}:{{s1}}:approval:{question_id}"
     assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1
 

@@ -16,7 +16,7 @@ from adapters.feishu.questions import notice_card
 from adapters.slack.inbound import action_inbound
 from adapters.slack.payloads import BlockActions
 from adapters.slack.questions import notice_blocks, notice_text
-from runtime.channel import ApprovalNotice
+from runtime.channel import ApprovalNotice, shown_notice
 from tests.fake_feishu import card_action_event, event_envelope
 
 ASKED = ApprovalNotice(
@@ -72,6 +72,70 @@ def test_after_the_buttons_give_way_to_what_happened(status: str, slack: str, fe
     assert '"button"' not in card
     assert feishu in card
     assert render_update(done).startswith(f"[question k3x9q2m7vd4pw {status}")
+
+
+def _texts(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every text object of the blocks."""
+    found = [b["text"] for b in blocks if "text" in b]
+    for block in blocks:
+        for element in block.get("elements", ()):
+            found.append(element["text"] if element.get("type") == "button" else element)
+    return found
+
+
+def test_the_models_words_neither_alert_nor_overflow_slacks_limits() -> None:
+    """A question, options and answer as long as allowed, made longer still by redaction and
+    escaping: every text within Slack's limits (a refused block posts nothing), no mention or
+    link but the requester's, and the notification text escaped as well."""
+    hostile = "<!here> <@U999> <https://evil.example|docs> & "
+    asked = shown_notice(
+        replace(
+            ASKED,
+            question=hostile + "\u202e" * 450,
+            options=("\u202e" * 75, "password=" + "x" * 66, "plain"),
+        )
+    )
+    answered = shown_notice(
+        replace(ASKED, status="answered", decided_by="slack:U1", answer=hostile + "&" * 1950)
+    )
+    for notice in (asked, answered):
+        texts = _texts(notice_blocks(notice))
+        for text in texts:
+            assert 0 < len(text["text"]) <= 3000
+            assert "<!" not in text["text"] and "<@U999>" not in text["text"]
+            assert "<http" not in text["text"]
+            assert text["type"] == "plain_text" or text.get("verbatim") is True
+        assert "<" not in notice_text(notice) and ">" not in notice_text(notice)
+    (question, *_) = _texts(notice_blocks(asked))
+    assert question["text"].startswith(":question: <@U1> *&lt;!here&gt; &lt;@U999&gt; &lt;https")
+    assert notice_text(asked).startswith("Question: &lt;!here&gt;")
+    buttons = [e for b in notice_blocks(asked) if b["type"] == "actions" for e in b["elements"]]
+    assert [len(b["text"]["text"]) <= 75 for b in buttons] == [True, True, True]
+    assert buttons[1]["text"]["text"] == "password=[redacted]"
+    assert buttons[2]["text"]["text"] == "plain"
+
+
+def test_the_models_words_are_plain_text_on_a_feishu_card_well_under_30_kb() -> None:
+    hostile = "<at id=all></at> [docs](https://evil.example) **bold** "
+    asked = shown_notice(
+        replace(
+            ASKED,
+            requester="feishu:ou_1",
+            question=hostile + "\u202e" * 440,
+            options=tuple(f"<at id=all></at>{n}" + "\u202e" * 60 for n in range(6)),
+        )
+    )
+    answered = replace(asked, status="answered", decided_by="feishu:ou_1", answer="界" * 2000)
+    for notice in (asked, answered):
+        card = notice_card(notice)
+        assert len(json.dumps(card, ensure_ascii=False).encode()) < 30 * 1024
+        marked = [
+            e["content"] for e in card["body"]["elements"] if e["tag"] in ("markdown", "lark_md")
+        ]
+        assert all("id=all" not in text and "evil" not in text for text in marked)
+        assert "<at id=ou_1></at>" in marked[0]
+        words = [e["text"] for e in card["body"]["elements"] if "text" in e]
+        assert {w["tag"] for w in words} == {"plain_text"}
 
 
 def _slack_click(action_id: str, value: str) -> BlockActions:
