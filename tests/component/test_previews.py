@@ -39,7 +39,7 @@ async def test_slack_edits_pause_when_rate_limited_and_the_end_still_shows(
 ) -> None:
     """A workspace without streaming: the answer is posted at its first words and edited as
     it grows, each edit tried once; the final answer waits a rate limit out."""
-    monkeypatch.setattr("adapters.slack.channel.EDIT_INTERVAL", 0.0)
+    monkeypatch.setattr("adapters.slack.stream.EDIT_INTERVAL", 0.0)
     slack.refuse_streaming = "not_allowed"
     channel = SlackChannel(web_client("xoxb-test", slack.base_url))
     await channel.send(SLACK_HERE, Writing("Once"))  # posts the answer's message
@@ -127,7 +127,7 @@ async def test_a_secret_in_a_streamed_answer_is_redacted_on_slack(
     slack: FakeSlack,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("adapters.slack.channel.APPEND_INTERVAL", 0.0)
+    monkeypatch.setattr("adapters.slack.stream.APPEND_INTERVAL", 0.0)
     channel = SlackChannel(web_client("xoxb-test", slack.base_url))
     await streamed_run(redis, workdir, fake_openai, channel, SLACK_HERE)
     streamed = [
