@@ -10,8 +10,9 @@ before the script leaves them queued as before; after it, before the acknowledge
 jobs find a finished run when they reach the lane's head, or the retaken run acknowledges them
 at its next boundary: never lost, never run twice. Anything else behind the run (someone
 else's message, a command, a file) keeps its place, and so does everything after it: the lane
-stays in arrival order. A `/cancel` anywhere behind the run stops it there instead (a tool
-already running finishes first); the `/cancel` is answered in its turn, saying so.
+stays in arrival order. The requester's `/cancel` anywhere behind the run stops it there instead (a
+tool already running finishes first); the `/cancel` is answered in its turn, saying so.
+Someone else's `/cancel` waits its turn like any input.
 """
 
 from __future__ import annotations
@@ -57,10 +58,14 @@ class Steering:
                     leading = False  # not for a run to judge: its worker reports it
                     continue
                 kind = self.classify(inbound)
-                if kind == "cancel":  # it is answered in its turn (Runtime.cancel)
+                mine = inbound.actor.key == requester.key
+                # The requester's /cancel stops their run here (answered in its turn:
+                # Runtime.cancel); anyone else's waits its turn, as any input, so a thread
+                # member cannot cut short a teammate's request.
+                if kind == "cancel" and mine:
                     await journal.stop_for(session, queued.id)
                     return Steered(cancel=True)
-                leading = leading and kind == "message" and inbound.actor.key == requester.key
+                leading = leading and kind == "message" and mine
                 if leading:
                     text = SENT_MEANWHILE + inbound.text
                     joining.append((queued, UserMessage(content=text, actor=requester.key)))

@@ -222,7 +222,7 @@ async def test_a_cancel_queued_behind_the_run_stops_it_at_its_next_step(
     model = Model(reads("c1"), says("never asked"))
     runtime, channel = steering_runtime(redis, workdir, model, inbox)
     run, mine, cancel = await queue(
-        inbox, message("look"), message("wait"), message("/cancel", BOB)
+        inbox, message("look"), message("wait", BOB), message("/cancel")
     )
     result = await runtime.run(SESSION, "look", ALICE, HERE, job=run)
 
@@ -230,6 +230,20 @@ async def test_a_cancel_queued_behind_the_run_stops_it_at_its_next_step(
     assert [e.stop_reason for e in channel.of(RunFinished)] == [StopReason.CANCELLED]
     assert users(await runtime.history.load(SESSION)) == ["look"]  # "wait" did not join
     assert await lane(inbox) == [run, mine, cancel]  # both answered in their turn
-    said = await runtime.cancel(SESSION, BOB, HERE, job=cancel)
+    said = await runtime.cancel(SESSION, ALICE, HERE, job=cancel)
     assert said == "The running request stopped at its next step."
-    assert await runtime.cancel(SESSION, BOB, HERE, job="another") == "Nothing to cancel."
+    assert await runtime.cancel(SESSION, ALICE, HERE, job="another") == "Nothing to cancel."
+
+
+async def test_someone_elses_cancel_waits_its_turn_and_the_run_goes_on(
+    redis: aioredis.Redis, workdir: Path, inbox: Inbox
+) -> None:
+    model = Model(reads("c1"), says("done"))
+    runtime, channel = steering_runtime(redis, workdir, model, inbox)
+    run, cancel = await queue(inbox, message("look"), message("/cancel", BOB))
+    result = await runtime.run(SESSION, "look", ALICE, HERE, job=run)
+
+    assert result.stop_reason is StopReason.FINAL and len(model.sent) == 2
+    assert [e.text for e in channel.of(Reply)] == ["done"]
+    assert await lane(inbox) == [run, cancel]  # Bob's /cancel keeps its place
+    assert await runtime.cancel(SESSION, BOB, HERE, job=cancel) == "Nothing to cancel."
