@@ -470,7 +470,8 @@ async def test_a_worker_killed_mid_download_answers_once_with_the_file_stored_on
 
         second = file_message("file_v3_two")
         second_id = second["message"]["message_id"]
-        fake_openai.script = [Step(content="never seen", delay=20), reply("Same failure again.")]
+        # Slow enough to kill serve while the model thinks; short, as the fake waits it out.
+        fake_openai.script = [Step(content="never seen", delay=4), reply("Same failure again.")]
         await fake.asend_event(event_envelope(MESSAGE, second, token=""))
         await fake.await_for(lambda: len(fake_openai.requests) == 2, 20, what="the model asked")
         await killed(serve)  # the file stored, the model thinking
