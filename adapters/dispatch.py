@@ -85,6 +85,10 @@ async def dispatch(
         question, how = (
             (None, "") if attached else await answered_by(runtime.approvals, session, text, actor)
         )
+        # Words that answered a question already (their job resumed the run, then died)
+        # answer no later question: delivered again, they retake that run.
+        if (question or how) and await runtime.runs.is_latest(session, job):
+            question, how = None, ""
         if how:  # the asker's words answer nothing: held, and they are told how to answer
             await say(how)
         if question is not None:  # the asker's next words answer the question they were asked

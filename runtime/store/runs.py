@@ -241,6 +241,11 @@ class RunJournal:
     async def stopped_for(self, session: str, job: str) -> bool:
         return await self.redis.hget(self.keys.runs(session), job) == "cancel"
 
+    async def is_latest(self, session: str, job: str) -> bool:
+        """Whether `job` began the session's latest run (a message, or a decision that resumed
+        one): delivered again, it is a retake of that run, never a new input."""
+        return bool(job) and await self.redis.hget(self.keys.run(session), "job") == job
+
     async def latest(self, session: str) -> Entry:
         """The session's latest run, as a retake continues it (its window read only when it
         did not finish)."""

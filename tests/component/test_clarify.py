@@ -158,6 +158,28 @@ async def test_a_plain_message_of_the_requester_answers_others_are_held(
     assert told == []
 
 
+async def test_words_that_answered_a_question_answer_no_later_one_when_delivered_again(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The job whose words answered the first question resumed the run, which asked a second
+    one; its process died before the job was acknowledged. Delivered again, "2" must not
+    answer the second question: the job retakes the run it resumed."""
+    runtime, channel, first = await asked(redis, workdir, fake_openai)
+    second_ask = {"question": "Which region?", "options": ["eu", "us"]}
+    fake_openai.script = [calls(("call_r", "clarify", second_ask)), reply("Deployed.")]
+    result = await dispatch(runtime, "s1", "2", ALICE, HERE, _ignore, job="job-answer")
+    assert result is not None and result.stop_reason is StopReason.APPROVAL_REQUIRED
+    second = result.approval_id
+    assert second and second != first
+
+    again = await dispatch(runtime, "s1", "2", ALICE, HERE, _ignore, job="job-answer")
+
+    assert again is None or again.steps == 0  # a retake of a run that had stopped: nothing
+    record = await runtime.approvals.load(second)
+    assert record is not None and record[0].status == "pending"  # still the asker's to answer
+    assert len(fake_openai.requests) == 2 and "Deployed." not in [r.text for r in channel.of(Reply)]
+
+
 async def test_a_message_with_files_is_never_an_answer_it_is_held(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
