@@ -22,7 +22,8 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,23 @@ class Streams:
         self._cards: OrderedDict[Place, int] = OrderedDict()  # place -> cards finished there
         self._answers: OrderedDict[str, int] = OrderedDict()  # answer key -> its card's number
         self._text: set[Place] = set()  # places fallen back to text until their run ends
+        # One event of a place at a time: concurrent reads start together, and two first
+        # events would each open a card (and updates would race their sequence numbers).
+        self._locks: dict[Place, tuple[asyncio.Lock, int]] = {}  # place -> (lock, users)
+
+    @asynccontextmanager
+    async def _serial(self, place: Place) -> AsyncIterator[None]:
+        lock, users = self._locks.get(place) or (asyncio.Lock(), 0)
+        self._locks[place] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[place]
+            if users == 1:
+                del self._locks[place]
+            else:
+                self._locks[place] = (lock, users - 1)
 
     # --- events --------------------------------------------------------------------------------
 
@@ -103,6 +121,10 @@ class Streams:
         """Show `event` in the place's card; False when the place shows runs in text (cards
         refused): the caller shows it the old way."""
         place = _place(where)
+        async with self._serial(place):
+            return await self._progress(where, place, event)
+
+    async def _progress(self, where: Mapping[str, str], place: Place, event: ProgressEvent) -> bool:
         if place in self._text:
             if isinstance(event, RunFinished):
                 self._text.discard(place)
@@ -130,6 +152,12 @@ class Streams:
         it closes; False when the caller must post it (an unkeyed reply, such as text the
         model said beside tool calls, is a message of its own; cards refused)."""
         place = _place(where)
+        async with self._serial(place):
+            return await self._answer(where, place, reply, piece)
+
+    async def _answer(
+        self, where: Mapping[str, str], place: Place, reply: Reply, piece: str
+    ) -> bool:
         live = self._live.get(place)
         if place in self._text:
             return False

@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,17 @@ async def test_without_the_card_read_permission_a_retake_patches_the_message_who
     assert message.markdown == markdown_text(ANSWER_TEXT)
     assert message.content["config"]["streaming_mode"] is False
     assert [c.target_id for c in feishu.patches()] == [message.message_id]
+
+
+async def test_calls_that_start_together_open_one_card(feishu: FakeFeishu) -> None:
+    """Parallel reads emit their starts at once: the first events of a run, both for a place
+    with no card yet, still make one card holding both lines."""
+    (channel,) = channels(feishu)
+    started = [ToolStarted(f"c{i}", "read", f"notes{i}.txt") for i in range(3)]
+    await asyncio.gather(*(channel.send(HERE, event) for event in started))
+    await channel.send(HERE, RunFinished(StopReason.ERROR, 1, error="stopped here"))
+
+    (message,) = feishu.messages(root_id="om_question")
+    assert len(feishu.cards()) == 1  # no second card made, none taken over
+    steps = str(element(feishu.shown(message.message_id), STEPS))
+    assert all(f"notes{i}.txt" in steps for i in range(3)), steps
