@@ -234,7 +234,10 @@ async def _feedback(runtime: Runtime, router: Router, inbound: Inbound) -> None:
 def steering_kind(inbound: Inbound) -> Kind:
     """What a queued input is to the running run it waits behind (runtime/queue/steering.py):
     a plain message with text (no command, no file for the reader to fetch) may join it, a
-    `/cancel` stops it, anything else waits its turn."""
+    `/cancel` stops it, feedback on an answer stands aside (it changes nothing a message
+    could depend on), anything else waits its turn."""
+    if inbound.kind == "feedback":
+        return "aside"
     if inbound.kind != "input" or inbound.approval_id or inbound.attachments:
         return "other"
     try:

@@ -33,8 +33,9 @@ from runtime.store.runs import RunJournal
 log = logging.getLogger(__name__)
 
 # What an input queued behind a run is to it (the adapter layer judges: it knows what a
-# command is): a plain `message` (text, no command, no file), a `cancel`, or `other`.
-Kind = Literal["message", "cancel", "other"]
+# command is): a plain `message` (text, no command, no file), a `cancel`, `aside` (feedback:
+# it keeps its place without holding back the messages after it), or `other`.
+Kind = Literal["message", "cancel", "aside", "other"]
 Classify = Callable[[Inbound], Kind]
 LOOK_AHEAD = 8  # jobs behind the run read at one boundary; more join at the next one
 
@@ -58,6 +59,8 @@ class Steering:
                     leading = False  # not for a run to judge: its worker reports it
                     continue
                 kind = self.classify(inbound)
+                if kind == "aside":
+                    continue
                 mine = inbound.actor.key == requester.key
                 # The requester's /cancel stops their run here (answered in its turn:
                 # Runtime.cancel); anyone else's waits its turn, as any input, so a thread

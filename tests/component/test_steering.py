@@ -165,6 +165,18 @@ async def test_commands_files_and_other_peoples_messages_are_never_steered_in(
     assert await lane(inbox) == [run, waiting, after]
 
 
+async def test_feedback_behind_the_run_holds_no_message_back(
+    redis: aioredis.Redis, workdir: Path, inbox: Inbox
+) -> None:
+    model = Model(reads("c1"), says("done"))
+    runtime, _ = steering_runtime(redis, workdir, model, inbox)
+    thumbs = message("good", kind="feedback")
+    run, feedback, _ = await queue(inbox, message("look"), thumbs, message("not prod!"))
+    await runtime.run(SESSION, "look", ALICE, HERE, job=run)
+    assert users(model.sent[1]) == ["look", meanwhile("not prod!")]
+    assert await lane(inbox) == [run, feedback]  # the click is recorded in its turn
+
+
 async def test_a_turn_without_tools_reads_nothing_more(
     redis: aioredis.Redis, workdir: Path, inbox: Inbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
