@@ -40,6 +40,7 @@ from adapters.feishu.cardkit import (
 from adapters.progress import STOPS, ProgressEvent, Style
 from runtime.channel import Reply, RunFinished, ToolFinished, ToolStarted, Writing
 from runtime.models import StopReason, ToolStatus
+from runtime.tools.clarify import ClarifyTool
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ class Streams:
             mark, text = style.marks.get(event.status, ""), style.escape(event.display[:200])
             live.lines[event.call_id] = style.line(mark, event.tool, text)
             live.running.discard(event.call_id)
-            live.asking = event.status is ToolStatus.SUSPENDED and event.tool == "clarify"
+            live.asking = event.status is ToolStatus.SUSPENDED and event.tool == ClarifyTool.name
 
     def _lines(self, live: Live) -> list[str]:
         return list(live.lines.values())[-MAX_LINES:]

@@ -24,6 +24,7 @@ from adapters.slack.quick import QuickCalls
 from adapters.slack.text import escape
 from runtime.channel import RunFinished, ToolFinished, ToolStarted, Writing
 from runtime.models import ConversationRef, StopReason, ToolStatus
+from runtime.tools.clarify import ClarifyTool
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class LiveAnswers:
             line = f"{MARKS.get(event.status, '')} `{event.tool}` {escape(event.display[:120])}"
             self._steps.setdefault(_place(where), []).append(line)
             if event.status == ToolStatus.SUSPENDED:
-                await self._status(where, ASKING if event.tool == "clarify" else WAITING)
+                await self._status(where, ASKING if event.tool == ClarifyTool.name else WAITING)
         else:
             await self._finished(where, event.stop_reason)
 
