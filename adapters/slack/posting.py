@@ -45,6 +45,14 @@ def tagged(key: str) -> Landed:
     return lambda message: tag_of(message) == key
 
 
+def slack_error(exc: SlackApiError) -> tuple[str, int]:
+    """(Slack's error code, the HTTP status) of a refused call. slack_sdk may attach the raw
+    HTTP response when Slack's body was not JSON: then "?"."""
+    answer = exc.response
+    error = str(answer.get("error", "unknown error")) if hasattr(answer, "get") else "?"
+    return error, int(getattr(answer, "status_code", getattr(answer, "status", 0)) or 0)
+
+
 class Poster:
     """The Web API calls of a SlackChannel that post, update and search a conversation."""
 
@@ -201,10 +209,7 @@ class Poster:
         try:
             return await call
         except SlackApiError as exc:
-            # slack_sdk may attach the raw HTTP response when Slack's body was not JSON.
-            answer = exc.response
-            error = str(answer.get("error", "unknown error")) if hasattr(answer, "get") else "?"
-            status = int(getattr(answer, "status_code", getattr(answer, "status", 0)) or 0)
+            error, status = slack_error(exc)
             if error not in TRANSIENT and status < 500:
                 log.error("%s failed: %s", method, error)
                 return "fail"

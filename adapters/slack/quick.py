@@ -14,6 +14,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from adapters.slack.posting import slack_error
+
 log = logging.getLogger(__name__)
 
 CALM_DOWN = 30.0  # seconds without previews after a rate limit that named no Retry-After
@@ -39,16 +41,15 @@ class QuickCalls:
             await call()
             return True
         except SlackApiError as exc:
-            answer = exc.response
-            if int(getattr(answer, "status_code", 0) or 0) == 429:
-                sent = getattr(answer, "headers", None) or {}
+            error, status = slack_error(exc)
+            if status == 429:
+                sent = getattr(exc.response, "headers", None) or {}
                 headers = {str(k).lower(): v for k, v in sent.items()}
                 try:
                     pause = float(headers.get("retry-after", CALM_DOWN))
                 except (TypeError, ValueError):
                     pause = CALM_DOWN
                 self._paused_until = time.monotonic() + max(pause, 1.0)
-            error = answer.get("error", "?") if hasattr(answer, "get") else "?"
             log.warning("%s failed: %s", method, error)
         except (ClientError, TimeoutError) as exc:
             log.warning("%s failed: %s", method, type(exc).__name__)

@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.answers import answer_message, feedback_blocks, markdown_text, steps_blocks
-from adapters.slack.posting import TRANSIENT, Poster, tag, tag_of
+from adapters.slack.posting import TRANSIENT, Poster, slack_error, tag, tag_of
 from adapters.slack.quick import QuickCalls
 from adapters.slack.text import escape
 from runtime.channel import RunFinished, ToolFinished, ToolStarted, Writing
@@ -200,9 +200,7 @@ class LiveAnswers:
                 )
                 return _Writing(str(started["ts"]), streaming=True, shown=shown, text=text)
             except SlackApiError as exc:
-                answer = exc.response
-                error = str(answer.get("error", "?")) if hasattr(answer, "get") else "?"
-                status = int(getattr(answer, "status_code", 0) or 0)
+                error, status = slack_error(exc)
                 if error in TRANSIENT or status >= 500:
                     self._maybe_started(where, error)
                     return None
@@ -338,8 +336,8 @@ class LiveAnswers:
                 channel_id=where["channel"], thread_ts=where["thread_ts"], status=status
             )
         except SlackApiError as exc:
-            error = str(exc.response.get("error", "?")) if hasattr(exc.response, "get") else "?"
-            if int(getattr(exc.response, "status_code", 0) or 0) == 429:
+            error, code = slack_error(exc)
+            if code == 429:
                 return
             if error in NO_STREAMING:
                 self._statuses = False
