@@ -34,10 +34,10 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
     os.environ.pop(_var, None)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """As `clawgate serve` does after start-up: the thousands of objects the SDKs create at
-    import are moved out of the collector's way, so that a test's `gc.collect()` (see
-    `fake_openai`) costs what its own objects cost, not 0.3 s."""
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """As `clawgate serve` does after start-up: the thousands of objects the SDKs and the test
+    modules create at import are moved out of the collector's way, so that a test's
+    `gc.collect()` (see `fake_openai`) costs what its own objects cost, not 0.3 s."""
     gc.collect()
     gc.freeze()
 
@@ -186,5 +186,6 @@ async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     # The test's openai clients are garbage now: collect them while their event loop still
     # runs, so they close here instead of failing (and logging) in a later test's loop.
     gc.collect()
+    gc.freeze()  # what lives on (modules imported late, session fixtures) is not scanned again
     await asyncio.sleep(0)
     await server.stop()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from adapters.slack import stream
 from adapters.slack.answers import FEEDBACK, markdown_text
 from adapters.slack.channel import SlackChannel, web_client
 from adapters.slack.text import escape
@@ -32,18 +33,27 @@ ANSWER = (
 )
 
 
+@pytest.fixture
+def quick_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slack's pace (an append every 0.5 s, an edit every 1 s) at a fifth, for speed."""
+    monkeypatch.setattr(stream, "APPEND_INTERVAL", stream.APPEND_INTERVAL / 5)
+    monkeypatch.setattr(stream, "EDIT_INTERVAL", stream.EDIT_INTERVAL / 5)
+
+
 async def tool_using_answer(
     redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, channel: SlackChannel
 ) -> None:
-    """A read of notes.txt, then ANSWER written in 8 pieces 0.25 s apart."""
+    """A read of notes.txt, then ANSWER written in 8 pieces 0.05 s apart (with `quick_pace`:
+    several appends and edits, as 0.25 s apart at Slack's pace)."""
     (workdir / "notes.txt").write_text("deploy on Friday\n")
     fake.script = [
         calls(("call_1", "read", {"path": "notes.txt"})),
-        streamed(ANSWER, chunks=8, delay=0.25),
+        streamed(ANSWER, chunks=8, delay=0.05),
     ]
     provider = OpenAIProvider("fake-model", api_key="sk-test", base_url=fake.base_url, stream=True)
     runtime, _ = support.make_runtime(redis, workdir, provider)
     runtime.channel.channel = channel  # the runtime's redacting channel, onto this adapter
+    runtime.channel.interval /= 5  # previews at the pace of `quick_pace`
     result = await runtime.run("s1", "when is the deploy?", support.ALICE, HERE)
     assert result.final_text == ANSWER
 
@@ -58,6 +68,7 @@ def feedback_of(blocks: list[dict[str, object]] | None) -> list[object]:
     ]
 
 
+@pytest.mark.usefixtures("quick_pace")
 async def test_a_tool_using_answer_is_one_message_streamed_with_the_status_meanwhile(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
 ) -> None:
@@ -75,6 +86,7 @@ async def test_a_tool_using_answer_is_one_message_streamed_with_the_status_meanw
     assert slack.statuses("C111", THREAD) == ["Running read…", ""]
 
 
+@pytest.mark.usefixtures("quick_pace")
 async def test_where_streaming_is_refused_the_answer_is_posted_once_and_edited(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
 ) -> None:
