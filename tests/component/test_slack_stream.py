@@ -5,6 +5,7 @@ process left. The real runtime, openai client and slack_sdk against the fakes.""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from adapters.slack import stream
 from adapters.slack.answers import FEEDBACK, markdown_text
 from adapters.slack.channel import SlackChannel, web_client
 from adapters.slack.text import escape
-from runtime.channel import Notice, Reply, Writing
+from runtime.channel import Notice, Reply, ToolStarted, Writing
 from runtime.models import ConversationRef
 from runtime.providers.openai_provider import OpenAIProvider
 from tests import support
@@ -107,6 +108,24 @@ async def test_where_streaming_is_refused_the_answer_is_posted_once_and_edited(
     assert [m.text for m in slack.bot_messages("C111", THREAD)][1] == (
         "A second answer is being written here."
     )
+
+
+@pytest.mark.usefixtures("quick_pace")
+async def test_a_rate_limited_status_pauses_the_previews_not_the_answer(slack: FakeSlack) -> None:
+    """A 429 on the thread's status holds the other calls tried once (appends, edits) for
+    what Slack said, as a 429 on any of them does; the final answer is whole all the same."""
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    slack.fail_next("assistant.threads.setStatus", retry_after=30)
+    await channel.send(HERE, ToolStarted("call_1", "read", "notes.txt"))
+    await channel.send(HERE, Writing("The file says the deploy"))
+    for more in (" is on", " is on Friday", " is on Friday, after"):
+        await asyncio.sleep(stream.APPEND_INTERVAL * 1.5)  # an append is due each time
+        await channel.send(HERE, Writing("The file says the deploy" + more))
+    await channel.send(HERE, Reply(ANSWER, key="answer/s1/1"))
+    (answer,) = slack.bot_messages("C111", THREAD)
+    assert answer.appends == 0, slack.describe()  # paused: not even tried
+    assert answer.blocks is not None and answer.blocks[0]["text"] == markdown_text(ANSWER)
+    assert len(slack.attempts("assistant.threads.setStatus")) == 1
 
 
 @pytest.mark.parametrize("again", [True, False], ids=["answer recorded", "model asked again"])
