@@ -11,7 +11,7 @@ with its own `at`), over approved and rejected requests only. The trail is read 
 that was newest when reading began: what is held is one small record per request.
 
 Entries written before requests recorded their `rule` count under their tool alone, with no
-suggestion. Rules are stored with secrets masked and masked again when read.
+suggestion. Rules are stored with secrets masked (masking them again would mangle the mask).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from runtime.approval.models import AlwaysCover
 from runtime.audit import AuditEntry, AuditLog
 from runtime.policy.model import scopes_of
 from runtime.policy.service import PolicyService
-from runtime.redact import redact_text
 
 # A suggestion needs this many approvals of one rule in one conversation, every decision an
 # approval (none rejected, none withdrawn) and no "approve always" given for it yet.
@@ -99,9 +98,8 @@ class Signature:
 
 @dataclass(slots=True)
 class _Request:
-    signature: Signature
-    conversation: str
     at: int
+    tallies: tuple[Tally, ...]  # its signature's, its conversation's, and the pair's
     ended: bool = False
 
 
@@ -150,12 +148,11 @@ class ApprovalStats:
     def requests(self) -> int:
         return sum(t.requests for t in self.by_conversation.values())
 
-    def _tallies(self, request: _Request) -> tuple[Tally, ...]:
-        both = (request.conversation, request.signature)
+    def _tallies(self, signature: Signature, conversation: str) -> tuple[Tally, ...]:
         return (
-            self.by_signature.setdefault(request.signature, Tally()),
-            self.by_conversation.setdefault(request.conversation, Tally()),
-            self.by_both.setdefault(both, Tally()),
+            self.by_signature.setdefault(signature, Tally()),
+            self.by_conversation.setdefault(conversation, Tally()),
+            self.by_both.setdefault((conversation, signature), Tally()),
         )
 
     def add(self, entry: AuditEntry) -> None:
@@ -168,7 +165,7 @@ class ApprovalStats:
         request = self._requests.get(approval)
         if request is None:  # requested before the window, or elsewhere than asked
             return
-        tallies = self._tallies(request)
+        tallies = request.tallies
         if entry.event == "approval_refused":
             for tally in tallies:
                 tally.refused += 1
@@ -198,12 +195,12 @@ class ApprovalStats:
         always = entry.fields.get("always", AlwaysCover.NEVER.value)
         signature = Signature(
             tool=entry.fields.get("tool", "?"),
-            rule=None if rule is None else redact_text(rule),
+            rule=rule,
             grantable=rule is not None and always != AlwaysCover.NEVER.value,
         )
-        request = _Request(signature, conversation, entry.at)
+        request = _Request(entry.at, self._tallies(signature, conversation))
         self._requests[approval] = request
-        for tally in self._tallies(request):
+        for tally in request.tallies:
             tally.requests += 1
 
     async def suggest(self, grantable: Grantable | None = None) -> None:
