@@ -14,7 +14,7 @@ from typing import TextIO
 
 from bot.cli_audit import UsageError, parse_since
 from bot.settings import Settings, SettingsError
-from bot.tables import print_table
+from bot.tables import hanging, print_table, terminal_width
 from bot.wiring import build_policies, load_policy
 from runtime.approval.stats import (
     SUGGEST_MIN_APPROVED,
@@ -27,7 +27,6 @@ from runtime.approval.stats import (
 )
 from runtime.audit import AuditLog
 from runtime.policy.model import check_scope
-from runtime.redact import visible
 from runtime.store.connection import connect
 from runtime.store.keys import Keys
 
@@ -38,8 +37,7 @@ def _counts(tally: Tally) -> tuple[str, ...]:
     median, p90 = tally.median_ms, tally.p90_ms
     numbers = (tally.requests, tally.approved, tally.rejected, tally.expired, tally.withdrawn)
     return (
-        *map(str, numbers),
-        str(tally.refused),
+        *map(str, (*numbers, tally.refused)),
         "-" if median is None else wait_text(median),
         "-" if p90 is None else wait_text(p90),
     )
@@ -51,6 +49,7 @@ def _since(ms: int) -> str:
 
 def print_stats(stats: ApprovalStats, out: TextIO, as_json: bool, width: int | None = None) -> None:
     """`width`: of the terminal (default: the one `out` is, if any)."""
+    width = width or terminal_width(out)
     if as_json:
         since = datetime.fromtimestamp(stats.since_ms / 1000, UTC).isoformat(timespec="seconds")
         out.write(json.dumps({"since": since, **stats.as_json()}, indent=2))
@@ -76,7 +75,7 @@ def print_stats(stats: ApprovalStats, out: TextIO, as_json: bool, width: int | N
             "never rejected or withdrawn, no grant given yet):\n"
         )
         for suggestion in stats.suggestions:
-            out.write(f"- {visible(suggestion.text)}\n")
+            out.write(hanging("-", suggestion.text, width) + "\n")
 
 
 async def _run(settings: Settings, args: argparse.Namespace, since_ms: int) -> int:
