@@ -214,6 +214,26 @@ def add_approvals_parser(sub: Any) -> None:
     reject = verbs.add_parser("reject", help="reject as the operator")
     reject.add_argument("id")
     reject.add_argument("reason", nargs="*", help="why (told to the model)")
+    add_stats_verb(verbs)
+
+
+def add_stats_verb(verbs: Any) -> None:
+    """`clawgate approvals stats`; `verbs`: the approvals parser's subparsers."""
+    stats = verbs.add_parser(
+        "stats",
+        help="how requests went per signature and conversation: counts, time to decision, "
+        "suggestions (reads the audit trail)",
+    )
+    stats.add_argument(
+        "--since",
+        metavar="SINCE",
+        default="7d",
+        help="requests made since then: 30m, 24h, 7d (default) or an ISO time like 2025-01-31",
+    )
+    stats.add_argument(
+        "--conversation", metavar="REF", help="only these: a conversation id or a prefix of one"
+    )
+    stats.add_argument("--json", action="store_true", help="one JSON object")
 
 
 def add_audit_parser(sub: Any) -> None:

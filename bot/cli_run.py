@@ -23,6 +23,7 @@ from bot.cli_approvals import run_approvals_command
 from bot.cli_audit import run_audit_command
 from bot.cli_parser import build_parser
 from bot.cli_policy import run_policy_command
+from bot.cli_stats import run_stats_command
 from bot.cli_trace import run_trace_command
 from bot.errors import Unavailable
 from bot.logs import configure_logging
@@ -213,6 +214,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_policy_command(settings, args)
     if args.command == "trace":
         return run_trace_command(settings, args)
+    if args.command == "approvals" and args.verb == "stats":  # the audit trail only
+        return run_stats_command(settings, args)
     if args.command == "approvals":
         return asyncio.run(_approvals(settings, args))
     if args.command in ("serve", "worker"):

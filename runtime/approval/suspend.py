@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from runtime.approval.always import cover_of
+from runtime.approval.always import audited_rule, cover_of
 from runtime.approval.models import (
     AlwaysCover,
     ApprovalRecord,
@@ -192,6 +192,9 @@ class Suspender:
             requester=ctx.actor.key,
             reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
             expires_at=record.expires_at,
+            # What an "approve always" would grant: `clawgate approvals stats` groups by it.
+            rule=None if record.is_question else audited_rule(record),
+            always=None if record.is_question else record.always.value,
         )
         await self.notify(record)
         return result.model_copy(update={"approval_id": record.id})
