@@ -32,6 +32,8 @@ MASKED = [
     (f"origin https://{PAT}@github.com/org/repo.git (fetch)",
      "origin https://[redacted]@github.com/org/repo.git (fetch)"),
     (f"token {PAT}", "token [redacted]"),
+    # A key masked first, then its header: masked once, nothing of it left over.
+    ('-H "Authorization: Bearer sk-abcdefghijklmnopqrstuvwx"', '-H "Authorization: [redacted]"'),
     ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", MASK),
     ("gho_abcdefghijklmnopqrstuvwxyz0123456789", MASK),
     ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", MASK),
