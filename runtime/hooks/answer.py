@@ -47,7 +47,7 @@ def parse_answer(body: bytes) -> HookAnswer:
     if isinstance(value, str):
         value = {"decision": value}
     if not isinstance(value, dict):
-        raise HookFailure(f"answered {type(value).__name__}, not a decision")
+        raise HookFailure(f"answered {one_line(json.dumps(value), 60)}, not a decision")
     try:
         return HookAnswer.model_validate(value)
     except ValidationError as exc:
