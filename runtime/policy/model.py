@@ -268,6 +268,10 @@ class PolicyDocument(ScopeRules):
                 hooks.add(name)
         return self
 
+    def scopes(self) -> list[ScopeRules]:
+        """The rules of every scope: the global ones first."""
+        return [self, *self.conversations.values()]
+
     def at(self, scope: str) -> ScopeRules | None:
         return self if scope == GLOBAL else self.conversations.get(scope)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.policy_text import as_json, render_policy
 from bot.policy_file import PolicyFileError, load_policy_file
 from bot.wiring import TOOL_NAMES
 from runtime.hooks.answer import HookAnswer, HookFailure, parse_answer
@@ -112,7 +113,7 @@ def test_an_answer_is_read_bare_or_in_opa_s_envelope(
     ],
 )
 def test_a_malformed_answer_is_a_failure_that_says_why(body: bytes, why: str) -> None:
-    with pytest.raises(HookFailure, match="^answered") as failed:
+    with pytest.raises(HookFailure, match=r"^answered") as failed:
         parse_answer(body)
     assert why in str(failed.value)
 
@@ -152,3 +153,31 @@ def test_a_command_hook_gets_none_of_clawgate_s_secrets(monkeypatch: pytest.Monk
     env = command_env(["TICKETS_TOKEN", "UNSET_VAR"])
     assert set(env) == {"PATH", "LANG", "TICKETS_TOKEN"}
     assert "xoxb-secret" not in json.dumps(env)
+
+
+def test_policy_show_lists_the_hooks_that_apply_with_secrets_masked(tmp_path: Path) -> None:
+    document = load(
+        tmp_path,
+        '[hooks.tickets]\ncommand = ["check", "--token", "ghp_' + "b" * 36 + '"]\n'
+        'tools = ["bash"]\ncache_seconds = 60\n'
+        '[conversations."slack:T1".hooks.opa]\nurl = "https://u:hunter2@opa.internal/v1/data"\n',
+    )
+    defaults = Defaults(enabled=TOOL_NAMES)
+    shown = render_policy(resolve(document, {}, "slack:T1:C1", defaults, TOOL_NAMES))
+    hooks = shown.split("Hooks (the strictest answer wins; a failure asks):\n", 1)[1]
+    tickets, opa = hooks.splitlines()
+    assert tickets.startswith("  tickets: command check --token ")
+    assert "checks bash; timeout 5 s, answers kept 60 s (policy file [global])" in tickets
+    assert opa.startswith("  opa: POST https://u:") and "opa.internal/v1/data" in opa
+    assert "checks every tool" in opa and "(policy file [slack:T1])" in opa
+    assert "ghp_bbbb" not in shown and "hunter2" not in shown
+    listed = json.loads(as_json(resolve(document, {}, "slack:T1:C1", defaults, TOOL_NAMES)))
+    assert [(h["name"], h["scope"]) for h in listed["hooks"]] == [
+        ("tickets", "global"),
+        ("opa", "slack:T1"),
+    ]
+    elsewhere = render_policy(resolve(document, {}, "feishu:t:c", defaults, ()))
+    assert "  opa:" not in elsewhere
+    assert render_policy(resolve(load(tmp_path, ""), {}, "x:y", defaults, ())).endswith(
+        "Hooks: none"
+    )
