@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
-import sys
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
