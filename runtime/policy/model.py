@@ -202,6 +202,7 @@ class HookConfig(_Strict):
     env: list[str] = Field(default_factory=list)
     # url: request headers; a value may be ${NAME}, read from clawgate's environment.
     headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True  # false: configured, never asked
 
     @field_validator("url")
     @classmethod

@@ -211,6 +211,7 @@ def resolve(
             for layer in layers
             if layer.rules
             for name, hook in layer.rules.hooks.items()
+            if hook.enabled
         ),
         sources=sources,
     )

@@ -44,6 +44,8 @@ def test_hooks_load_per_scope_and_apply_to_the_conversations_under_it(tmp_path: 
     elsewhere = resolve(document, {}, "feishu:t:oc", defaults, TOOL_NAMES)
     assert [h.name for h in elsewhere.hooks] == ["tickets"]
     assert resolve(load(tmp_path, ""), {}, "slack:T1:C1", defaults, TOOL_NAMES).hooks == ()
+    disabled = load(tmp_path, COMMAND + "enabled = false\n")
+    assert resolve(disabled, {}, "slack:T1:C1", defaults, TOOL_NAMES).hooks == ()
 
 
 @pytest.mark.parametrize(
