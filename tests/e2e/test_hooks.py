@@ -25,6 +25,7 @@ from runtime.policy.model import PolicyDocument
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.http_client import serving_app
 from tests.support import ADMIN, ALICE, HERE, RecordingChannel, make_runtime
 
 pytestmark = pytest.mark.e2e
@@ -98,14 +99,9 @@ async def opa() -> AsyncIterator[OpaServer]:
 
     app = web.Application()
     app.router.add_post("/v1/data/clawgate/decision", decide)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    server.url = f"http://127.0.0.1:{port}/v1/data/clawgate/decision"
-    yield server
-    await runner.cleanup()
+    async with serving_app(app) as base_url:
+        server.url = f"{base_url}/v1/data/clawgate/decision"
+        yield server
 
 
 def runtime_with(
