@@ -166,7 +166,8 @@ class HumanApprovalMiddleware:
         if changed is not None:  # a deny too: even an approval cannot let it through
             return denied(invocation, changed, decision.reasons)
         if hooks:  # the approval answers any ask: only a deny stops it now
-            judged = await self.hooks.judge(hooks, hook_call(invocation, (), "ask", True))
+            call = hook_call(invocation, decision.reasons, "ask", approved=True)
+            judged = await self.hooks.judge(hooks, call)
             if judged.decision == "deny":
                 return denied(invocation, "; ".join(judged.reasons), judged.reasons)
         return await call_next(approved(invocation))
