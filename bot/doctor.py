@@ -20,8 +20,10 @@ from bot.policy_file import PolicyFileError
 from bot.settings import Settings, SettingsError, load_settings
 from bot.settings_file import FIX, agent_may_write
 from bot.wiring import load_policy
+from runtime.hooks.answer import HookFailure
+from runtime.hooks.probe import reachable
 from runtime.mcp.supervisor import McpServers
-from runtime.policy.model import PolicyDocument
+from runtime.policy.model import HookConfig, PolicyDocument
 from runtime.redact import shown_url
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.durability import EVERYSEC, UNKNOWN, durability_warnings
@@ -229,6 +231,23 @@ async def _mcp(settings: Settings, document: PolicyDocument | None) -> list[Chec
     ]
 
 
+async def _hooks(document: PolicyDocument | None) -> list[Check]:
+    """Each admin hook of the policy file: its command found, or its URL reachable; it is not
+    asked (that could count as a real call)."""
+    scopes = document.scopes() if document else []
+    hooks = [hook for rules in scopes for hook in rules.hooks.items()]
+
+    async def one(name: str, hook: HookConfig) -> Check:
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                return Check(f"hook {name}", True, await reachable(hook))
+        except (HookFailure, TimeoutError) as exc:
+            fix = "correct its command or url (docs/policy.md, Hooks); until then it asks"
+            return Check(f"hook {name}", False, str(exc) or "timed out", fix)
+
+    return list(await asyncio.gather(*(one(name, hook) for name, hook in hooks)))
+
+
 def _people(settings: Settings, document: PolicyDocument | None) -> list[Check]:
     scopes = [document, *document.conversations.values()] if document else []
     admins = {*settings.admins, *(a for s in scopes for a in s.approvals.admins)}
@@ -325,6 +344,7 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
             if enabled:
                 importlib.import_module(module)
         services += [_slack(settings), _feishu(settings), _mcp(settings, document)]
+        services.append(_hooks(document))
     for result in await asyncio.gather(*services):
         found += result if isinstance(result, list) else [result] if result else []
     if not serving:

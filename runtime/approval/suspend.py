@@ -5,6 +5,7 @@ conversation. Nothing waits in memory: any process may resume it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
@@ -25,7 +26,7 @@ from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import ApprovalRequested, Reply, Send
 from runtime.metrics import APPROVALS
-from runtime.models import RunResult, StopReason, ToolCall, ToolStatus
+from runtime.models import RunResult, StopReason, ToolCall, ToolResult, ToolStatus
 from runtime.policy.model import DIRECT
 from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
@@ -44,13 +45,16 @@ log = logging.getLogger(__name__)
 Fields = dict[str, Any]
 
 
-def _routes(policy: EffectivePolicy | None, requester: str) -> list[str]:
+def _routes(policy: EffectivePolicy | None, requester: str, also: Sequence[str] = ()) -> list[str]:
     """Where the request goes besides its thread: conversation ids, and for "dm" the people
-    who may decide it (the approvers, else the admins; never the requester)."""
+    who may decide it (the approvers, else the admins; never the requester). `also`: more
+    targets than the policy's `notify` (an admin hook's route)."""
     if policy is None:
         return []
     routes: list[str] = []
-    for target in policy.notify:
+    for target in dict.fromkeys([*policy.notify, *also]):
+        if target == policy.conversation:
+            continue
         if target == DIRECT:
             people = sorted(policy.approvers or policy.admins)
             routes += [p for p in people if p != requester and ":" in p]
@@ -156,7 +160,7 @@ class Suspender:
             **(
                 _question(call)
                 if isinstance(tool, ClarifyTool)
-                else await self._approval(state, call, tool, suspension.result.reasons)
+                else await self._approval(state, call, tool, suspension.result)
             ),
         )
         unsaved = [encode_message(m) for m in suspension.unsaved]
@@ -200,23 +204,24 @@ class Suspender:
         return result.model_copy(update={"approval_id": record.id})
 
     async def _approval(
-        self, state: RunState, call: ToolCall, tool: Tool[Any] | None, reasons: list[str]
+        self, state: RunState, call: ToolCall, tool: Tool[Any] | None, result: ToolResult
     ) -> Fields:
         """An approval record's own fields: who must approve, what an "always" covers, where
-        else it is posted, what changed unasked since the last one."""
-        policy = state.ctx.policy
+        else it is posted, what changed unasked since the last one. The suspended `result`
+        may raise the quorum and add routes (an admin hook's ask)."""
+        policy, reasons = state.ctx.policy, result.reasons
         assert state.ctx.actor is not None
         always, no_always = cover_of(call.name, tool, policy)
         changed = await self.approvals.changes.read(state.session)
         return {
-            "quorum": policy.quorum(call.name, reasons) if policy else 1,
+            "quorum": max(policy.quorum(call.name, reasons) if policy else 1, result.quorum),
             "signature": None if tool is None else tool.signature,
             "always": always,
             "no_always": no_always,
             "unapproved_changes": list(changed.paths),
             "unapproved_more": changed.more,
             "runs_with": None if tool is None else tool.approved_view(),
-            "routes": _routes(policy, state.ctx.actor.key),
+            "routes": _routes(policy, state.ctx.actor.key, result.routes),
             **_reminders(policy),
         }
 

@@ -23,6 +23,7 @@ from runtime.models import Actor
 from runtime.policy.approvers import ApproverPolicy
 from runtime.policy.model import (
     EVERYONE,
+    HookConfig,
     Override,
     PolicyDocument,
     ScopeRules,
@@ -67,6 +68,18 @@ class ToolVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class ScopedHook:
+    """An admin hook (runtime/hooks) and the scope of the file that configures it."""
+
+    name: str
+    scope: str
+    config: HookConfig
+
+    def checks(self, tool: str) -> bool:
+        return self.config.tools is None or names(tool, self.config.tools)
+
+
+@dataclass(frozen=True, slots=True)
 class EffectivePolicy:
     conversation: str
     tools: dict[str, ToolVerdict]
@@ -87,12 +100,17 @@ class EffectivePolicy:
     # MCP tools (or `<server>.*`) whose "approve always" covers any arguments, from every scope.
     generalize_arguments: frozenset[str] = frozenset()
     direct_messages: bool = True
+    hooks: tuple[ScopedHook, ...] = ()  # every scope's, least specific first
     sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
 
     @property
     def offered(self) -> frozenset[str]:
         """The tools the model is shown here."""
         return frozenset(t for t, v in self.tools.items() if v.state in ("allow", "ask"))
+
+    def hooks_for(self, tool: str) -> tuple[ScopedHook, ...]:
+        """The admin hooks that check a call of `tool` here."""
+        return tuple(hook for hook in self.hooks if hook.checks(tool))
 
     def verdict(self, tool: str) -> ToolVerdict:
         return self.tools.get(tool, ToolVerdict("off", "not a tool of this process"))
@@ -188,6 +206,13 @@ def resolve(
         users=_users(_most_specific(layers, "users", None, "default: everyone", sources)),
         direct_messages=_most_specific(layers, "direct_messages", True, "default: open", sources),
         generalize_arguments=_generalized(layers, sources),
+        hooks=tuple(
+            ScopedHook(name, layer.scope, hook)
+            for layer in layers
+            if layer.rules
+            for name, hook in layer.rules.hooks.items()
+            if hook.enabled
+        ),
         sources=sources,
     )
 

@@ -36,6 +36,7 @@ from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 from tests.conftest import CLUSTER, keeps_cluster_setting
 from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.http_client import serving_app
 from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
 
 TTL = 3600
@@ -629,17 +630,10 @@ async def test_tool_call_arguments_sent_as_an_object_are_taken_as_json(
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", complete)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        provider = OpenAIProvider("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    async with serving_app(app) as base_url:
+        provider = OpenAIProvider("m", base_url=f"{base_url}/v1", max_retries=0)
         runtime, _ = make_runtime(redis, workdir, provider)
         result = await runtime.run("t12", "read a.txt", ALICE, HERE)
-    finally:
-        await runner.cleanup()
     assert result.stop_reason is StopReason.FINAL and result.final_text == "done"
     history = await runtime.history.load("t12")
     assert "A-CONTENT" in [getattr(m, "content", None) for m in history]
