@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,10 +17,11 @@ from runtime.audit import AuditLog
 from runtime.channel import Channel
 from runtime.explorer import Explorer
 from runtime.mcp.supervisor import McpServers
+from runtime.policy.listed_models import ListedModel
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, ProviderError, ProviderFactory
 from runtime.providers.demo import DemoProvider
 from runtime.queue.steering import Steering
 from runtime.store.history import HistoryStore
@@ -53,6 +55,31 @@ def build_provider(settings: Settings) -> Provider:
         stream=settings.stream,
         images=settings.workdir if settings.model_images else None,
     )
+
+
+def listed_models(settings: Settings) -> ProviderFactory:
+    """Makes the provider of a policy file's `[[models]]` entry (a conversation switched to
+    it): its key is read from the environment variable the entry names, when first used."""
+
+    def make(model: ListedModel) -> Provider:
+        from runtime.providers.openai_provider import OpenAIProvider  # noqa: PLC0415
+
+        key = os.environ.get(model.api_key_env)
+        if not key:
+            raise ProviderError(
+                f"the model {model.name} has no API key: the environment variable "
+                f"{model.api_key_env} is not set in this process"
+            )
+        return OpenAIProvider(
+            model.model,
+            api_key=key,
+            base_url=model.base_url,
+            timeout=settings.model_timeout,
+            stream=settings.stream,
+            images=settings.workdir if model.images else None,
+        )
+
+    return make
 
 
 def build_sandbox(settings: Settings) -> Sandbox:
@@ -223,4 +250,5 @@ def build_runtime(
         tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
         release=release,
         steering=steering,
+        models=listed_models(settings),
     )

@@ -1,5 +1,7 @@
 """HumanApprovalMiddleware: lets safe calls through, denies catastrophic ones, and suspends
-the rest until a human decides. The runtime then checkpoints the run (see agent.py)."""
+the rest until a human decides. The runtime then checkpoints the run (see agent.py). The
+conversation's mode (runtime/policy/modes.py) makes it ask for every call with side effects
+(`ask`) or let project-file edits through (`edits`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from runtime.mcp.tool import McpTool
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.middleware.tool_policy import current_policy, denied
 from runtime.models import ToolResult, ToolStatus
+from runtime.policy.modes import has_side_effects
 from runtime.policy.service import PolicyService
 from runtime.redact import one_line
 from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict
@@ -65,7 +68,10 @@ class HumanApprovalMiddleware:
             verdict = effective.verdict(name)
             if verdict.state == "ask":
                 always_ask = f"{name} always asks for approval here ({verdict.source})"
-        decision = await assess(risk, invocation)
+        mode = effective.mode if effective is not None else "auto"
+        # An approved call is judged again as it was judged when asked (whatever the mode).
+        edits = mode == "edits" and invocation.grant is None
+        decision = await assess(risk, invocation, accept_edits=edits)
         if invocation.grant is not None:  # judged again: it runs only as it was approved
             changed = await self._changed_since_approval(invocation, invocation.grant)
             changed = changed or await rejudged(self.store, invocation.grant, decision)
@@ -78,6 +84,11 @@ class HumanApprovalMiddleware:
         if always_ask is not None:
             # "Always" means always: standing rules do not cover these tools.
             return suspended(invocation, (always_ask, *decision.reasons))
+        if mode == "ask" and has_side_effects(invocation.tool):
+            # The conversation asked to approve every change: no rule or grant answers for it.
+            assert effective is not None
+            why = f"this conversation is in ask mode ({effective.sources['mode']})"
+            return suspended(invocation, (why, *decision.reasons))
         uncontained = invocation.tool.uncontained()
         if decision.verdict is Verdict.ALLOW and uncontained is None:
             # read-only (the context's default access)
@@ -148,10 +159,13 @@ def approved(invocation: ToolInvocation) -> ToolInvocation:
 LONG_COMMAND = 2_000  # characters of a bash command judged off the event loop
 
 
-async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
+async def assess(
+    risk: RiskPolicy, invocation: ToolInvocation, accept_edits: bool = False
+) -> RiskDecision:
     """The risk policy's decision on the call, judged against its work directory. A long
     command (or one that expands globs against the disk) is judged in a thread, so that no
-    input can hold up every other conversation of the process."""
+    input can hold up every other conversation of the process. `accept_edits`: the `edits`
+    mode's (see RiskPolicy.assess)."""
     arguments = invocation.args.model_dump(mode="json")
     own = invocation.tool.judge(arguments, risk.safe_tools)
     if own is not None:  # a tool the rules cannot know (MCP) judges itself
@@ -164,4 +178,4 @@ async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
         and (len(command) > LONG_COMMAND or any(c in command for c in "*?["))
     ):
         return await asyncio.to_thread(risk.assess, name, arguments, workdir)
-    return risk.assess(name, arguments, workdir)
+    return risk.assess(name, arguments, workdir, accept_edits)
