@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from runtime.approval.grants import EVERYWHERE, Grant
 from runtime.policy.model import scope_label, scopes_of
+from runtime.policy.modes import MODE_WORDS
 from runtime.policy.resolve import EffectivePolicy, describe_state
 
 
@@ -45,6 +46,10 @@ def render_policy(policy: EffectivePolicy) -> str:
         + "; admins always",
         f"  direct messages: {'open' if policy.direct_messages else 'closed'}"
         f" ({policy.sources['direct_messages']})",
+        "Mode and model (/mode, /model):",
+        f"  {mode_line(policy)}",
+        f"  loosest mode allowed: {policy.mode_max} ({policy.sources['mode_max']})",
+        f"  model: {policy.model_name} ({policy.sources['model']})",
     ]
     risk = policy.risk
     extra = [
@@ -64,6 +69,11 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"{risk.large_deletion_lines}+ lines asks"
     )
     return "\n".join(lines)
+
+
+def mode_line(policy: EffectivePolicy) -> str:
+    """The conversation's mode, for `/policy show` and `/pending`."""
+    return f"mode: {policy.mode} ({policy.sources['mode']}): {MODE_WORDS[policy.mode]}"
 
 
 def _after(seconds: float | None) -> str:
@@ -110,6 +120,9 @@ def as_json(policy: EffectivePolicy) -> str:
             "users": None if policy.users is None else sorted(policy.users),
             "direct_messages": policy.direct_messages,
             "risk": policy.risk.model_dump(),
+            "mode": policy.mode,
+            "mode_max": policy.mode_max,
+            "model": policy.model_name,
             "sources": policy.sources,
         },
         indent=2,

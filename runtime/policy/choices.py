@@ -8,11 +8,12 @@ and every refusal is audited."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn, cast
 
 from runtime.models import Actor, ConversationRef
-from runtime.policy.listed_models import DEFAULT_MODEL
+from runtime.policy.listed_models import DEFAULT_MODEL, ListedModel
 from runtime.policy.model import Choice
 from runtime.policy.modes import MODE_WORDS, MODES, Mode, strictness
 from runtime.policy.resolve import EffectivePolicy
@@ -44,12 +45,12 @@ def describe_mode(policy: EffectivePolicy) -> str:
     return "\n".join(lines)
 
 
-def describe_models(policy: EffectivePolicy, policies: PolicyService) -> str:
+def describe_models(policy: EffectivePolicy, models: Sequence[ListedModel]) -> str:
     """`/model` without a name: the current model and the list."""
     lines = [f"Model here: {policy.model_name} ({policy.sources['model']})."]
     lines.append("Models (/model <name> switches):")
     lines.append(f"  {DEFAULT_MODEL}  the process's own model (CLAWGATE_MODEL)")
-    for model in policies.document.models:
+    for model in models:
         images = "images" if model.images else "no images"
         lines.append(
             f"  {model.name}  {model.model} at {model.base_url} "
