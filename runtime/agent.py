@@ -91,13 +91,12 @@ class Runtime:
         steering: Steering | None = None,
         models: ProviderFactory | None = None,
     ) -> None:
-        """`release` runs the messages a session held once its wait ended outside a run (an
-        expiry, a crashed execution): None runs them right here (a single-process chat);
-        a server queues them in the session's lane instead, so they never run beside it.
-        `audit` is the global audit trail (default: on the approvals' Redis and prefix).
-        `middlewares`: the chain of every tool call (default: runtime.middleware.default_chain).
-        `steering`: the requester's messages join their running run (None: they queue).
-        `models`: makes the providers of the policy file's `[[models]]` (None: none)."""
+        """`release` runs the messages a session held once its wait ended outside a run (an expiry,
+        a crashed execution): None runs them right here (a single-process chat); a server queues
+        them in the session's lane instead, so they never run beside it. `audit` is the global
+        audit trail (default: on the approvals' Redis and prefix); `middlewares` the chain of every
+        tool call (default: runtime.middleware.default_chain). `steering`: the requester's messages
+        join their running run (None: they queue); `models`: see AgentLoop."""
         self.config = config
         self.steering = steering
         self.release = release
