@@ -81,9 +81,11 @@ class ConversationChoices:
                 f"{mode} is above the limit here, {policy.mode_max} "
                 f"({policy.sources['mode_max']}); an admin sets it ([modes] max)",
             )
-        if mode == policy.mode:
-            return Switched(f"The mode here already is {mode}.", False)
+        # Stored even when it already is the mode here (a default, or a limit lowered
+        # under a looser choice): the choice then holds if the default or limit changes.
         await self._store(actor, conversation, "mode", mode, policy.mode)
+        if mode == policy.mode:
+            return Switched(f"The mode here is {mode}, now as your choice.", False)
         return Switched(
             f"Mode: {mode}, set by {actor.key} (was {policy.mode}): {MODE_WORDS[mode]}.", True
         )
@@ -102,9 +104,9 @@ class ConversationChoices:
                 name,
                 f"{name!r} is not among the models the admins list here: {', '.join(listed)}",
             )
-        if name == policy.model_name:
-            return Switched(f"The model here already is {name}.", False)
         await self._store(actor, conversation, "model", name, policy.model_name)
+        if name == policy.model_name:
+            return Switched(f"The model here is {name}, now as your choice.", False)
         return Switched(f"Model: {name}, set by {actor.key} (was {policy.model_name}).", True)
 
     async def _usable(
