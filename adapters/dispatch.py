@@ -223,7 +223,7 @@ async def _choose(
     try:
         if command.choice is None:
             policy = await policies.effective(conversation.id)
-            models = policies.document.models
+            models = policies.document.offered_models
             mode = command.name == "mode"
             await say(describe_mode(policy) if mode else describe_models(policy, models))
             return

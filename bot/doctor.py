@@ -339,7 +339,7 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
     found = [*_settings(settings, serving), policy, _sandbox(settings)]
     found += _people(settings, document)
     services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings), _model(settings)]
-    services += [_listed_model(model) for model in (document.models if document else [])]
+    services += [_listed_model(model) for model in (document.offered_models if document else [])]
     if not serving:
         # The platform SDKs load in seconds, which would stall the event loop while the other
         # checks' timeouts run: load them first.

@@ -95,7 +95,7 @@ class ConversationChoices:
     ) -> Switched:
         """Set the conversation's model, or raise `ChoiceRefused` (audited) saying why not."""
         policy = await self._usable(actor, conversation, "model", name)
-        listed = [DEFAULT_MODEL, *(m.name for m in self.policies.document.models)]
+        listed = [DEFAULT_MODEL, *(m.name for m in self.policies.document.offered_models)]
         if name not in listed:
             await self._refuse(
                 actor,

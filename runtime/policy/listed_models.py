@@ -28,6 +28,7 @@ class ListedModel(BaseModel):
     model: str = Field(min_length=1)  # the model id the server knows
     context_window: int = Field(ge=4_096, le=10_000_000)  # tokens
     images: bool = False  # whether attached images are sent to it
+    enabled: bool = True  # false: kept in the file, not offered (nor probed)
 
     @field_validator("name")
     @classmethod

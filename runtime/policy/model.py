@@ -203,8 +203,13 @@ class PolicyDocument(ScopeRules):
     def _unique_models(cls, models: list[ListedModel]) -> list[ListedModel]:
         return check_unique(models)
 
+    @property
+    def offered_models(self) -> list[ListedModel]:
+        """The listed models a conversation may switch to (those enabled)."""
+        return [m for m in self.models if m.enabled]
+
     def listed_model(self, name: str) -> ListedModel | None:
-        return next((m for m in self.models if m.name == name), None)
+        return next((m for m in self.offered_models if m.name == name), None)
 
     @model_validator(mode="after")
     def _one_server_per_name(self) -> PolicyDocument:

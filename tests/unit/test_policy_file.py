@@ -67,6 +67,10 @@ def test_modes_and_models_load(tmp_path: Path) -> None:
     (big,) = policy.models
     assert (big.name, big.model, big.images, big.api_key_env) == ("big", "big-1", True, "BIG_KEY")
     assert big.context_budget == 400_000  # characters: half of 200,000 tokens
+    assert policy.listed_model("big") == big
+    path.write_text(MODEL + "enabled = false\n")
+    off = load_policy_file(path, TOOL_NAMES)
+    assert off.models and not off.offered_models and off.listed_model("big") is None
 
 
 def test_mode_mistakes_are_named(tmp_path: Path) -> None:
