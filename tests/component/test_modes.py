@@ -13,6 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from adapters.dispatch import dispatch
+from bot.doctor import checks
 from bot.settings import Settings
 from bot.wiring import listed_models
 from runtime.agent import Runtime
@@ -308,3 +309,47 @@ async def test_a_model_whose_key_variable_is_unset_says_so(
     assert result.stop_reason is StopReason.ERROR
     assert "BIG_MODEL_KEY is not set" in chat.channel.of(Reply)[-1].text
     assert not big_model.requests
+
+
+async def test_doctor_probes_each_enabled_listed_model(
+    redis_url: str,
+    workdir: Path,
+    tmp_path: Path,
+    fake_openai: FakeOpenAI,
+    big_model: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    big_model.models = ["big-model-1"]
+    policy = tmp_path / "clawgate.toml"
+    others = "".join(
+        f'\n[[models]]\nname = "{name}"\nbase_url = "{fake_openai.base_url}"\n'
+        f'api_key_env = "{env}"\nmodel = "{model}"\ncontext_window = 8192\n{more}'
+        for name, env, model, more in [
+            ("gone", "BIG_MODEL_KEY", "nope-1", ""),
+            ("keyless", "NO_SUCH_MODEL_KEY", "fake-model", ""),
+            ("off", "NO_SUCH_MODEL_KEY", "fake-model", "enabled = false\n"),
+        ]
+    )
+    policy.write_text(models_toml(big_model) + others)
+    monkeypatch.setenv("BIG_MODEL_KEY", "sk-big")
+    monkeypatch.delenv("NO_SUCH_MODEL_KEY", raising=False)
+    settings = Settings(
+        REDIS_URL=redis_url,
+        OPENAI_API_KEY="k",
+        OPENAI_BASE_URL=fake_openai.base_url,
+        CLAWGATE_MODEL="fake-model",
+        CLAWGATE_POLICY_FILE=str(policy),
+        CLAWGATE_WORKDIR=str(workdir),
+    )
+    found = {c.name: c for c in await checks(settings, serving=True)}
+    assert found["model"].ok
+    assert found["model big"].line() == f"✓ model big: big-model-1 at {big_model.base_url}"
+    gone = found["model gone"]
+    assert not gone.ok and gone.detail == f"{fake_openai.base_url} does not list nope-1"
+    assert gone.fix.startswith("set model of [[models]] gone to one it serves (fake-model")
+    keyless = found["model keyless"]
+    assert (
+        not keyless.ok
+        and keyless.detail == "NO_SUCH_MODEL_KEY, which holds its API key, is not set"
+    )
+    assert "model off" not in found
