@@ -15,6 +15,8 @@ from runtime.policy.resolve import EffectivePolicy, describe_state
 def render_policy(policy: EffectivePolicy) -> str:
     scopes = ", ".join(scope_label(s) for s in reversed(scopes_of(policy.conversation)))
     offered = ", ".join(t for t in policy.tools if t in policy.offered) or "none"
+    if policy.mode == "plan":
+        offered += "; in plan mode only those without side effects"
     width = max((len(t) for t in policy.tools), default=4)
     lines = [
         f"Policy for {scope_label(policy.conversation)} (scopes, most specific first: {scopes})",
