@@ -43,17 +43,24 @@ log = logging.getLogger(__name__)
 def build_provider(settings: Settings) -> Provider:
     if settings.uses_demo_model:
         return DemoProvider()
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    images = settings.model_images
+    return _openai(settings, settings.model, key, settings.openai_base_url, images)
+
+
+def _openai(
+    settings: Settings, model: str, key: str | None, base_url: str | None, images: bool
+) -> Provider:
     # openai takes about a second to import: the offline demo path never pays for it.
     from runtime.providers.openai_provider import OpenAIProvider  # noqa: PLC0415
 
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAIProvider(
-        settings.model,
+        model,
         api_key=key,
-        base_url=settings.openai_base_url,
+        base_url=base_url,
         timeout=settings.model_timeout,
         stream=settings.stream,
-        images=settings.workdir if settings.model_images else None,
+        images=settings.workdir if images else None,
     )
 
 
@@ -62,22 +69,13 @@ def listed_models(settings: Settings) -> ProviderFactory:
     it): its key is read from the environment variable the entry names, when first used."""
 
     def make(model: ListedModel) -> Provider:
-        from runtime.providers.openai_provider import OpenAIProvider  # noqa: PLC0415
-
         key = os.environ.get(model.api_key_env)
         if not key:
             raise ProviderError(
                 f"the model {model.name} has no API key: the environment variable "
                 f"{model.api_key_env} is not set in this process"
             )
-        return OpenAIProvider(
-            model.model,
-            api_key=key,
-            base_url=model.base_url,
-            timeout=settings.model_timeout,
-            stream=settings.stream,
-            images=settings.workdir if model.images else None,
-        )
+        return _openai(settings, model.model, key, model.base_url, model.images)
 
     return make
 

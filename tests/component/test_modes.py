@@ -5,7 +5,6 @@ answers. The real openai client talks to tests/fake_openai.py; Redis is a real s
 from __future__ import annotations
 
 import tomllib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested, Notice, Reply, ToolFinished
 from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
 from runtime.policy.model import PolicyDocument
+from runtime.providers.base import ProviderFactory
 from runtime.providers.openai_provider import OpenAIProvider
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.support import ADMIN, RecordingChannel, make_runtime, working_sandbox
@@ -66,15 +66,6 @@ def chat_on(
         redis, workdir, provider, document=document(toml), sandbox=working_sandbox(), **more
     )
     return Chat(runtime, channel)
-
-
-@pytest.fixture
-async def big_model() -> AsyncIterator[FakeOpenAI]:
-    """A second model server, for the `big` model the policy file lists."""
-    fake = FakeOpenAI()
-    await fake.start()
-    yield fake
-    await fake.stop()
 
 
 def ran(channel: RecordingChannel, tool: str) -> list[ToolStatus]:
@@ -248,6 +239,15 @@ images = {str(images).lower()}
 """
 
 
+def big_chat(
+    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, big: FakeOpenAI
+) -> tuple[Chat, ProviderFactory]:
+    """A chat whose policy file lists `big` (on the second server), with the providers
+    `bot.wiring` makes for listed models."""
+    models = listed_models(Settings(CLAWGATE_WORKDIR=str(workdir)))
+    return chat_on(redis, workdir, fake, models_toml(big), models=models), models
+
+
 async def test_model_switches_the_server_that_answers_and_the_answer_names_it(
     redis: aioredis.Redis,
     workdir: Path,
@@ -255,9 +255,8 @@ async def test_model_switches_the_server_that_answers_and_the_answer_names_it(
     big_model: FakeOpenAI,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("BIG_MODEL_KEY", "sk-big")
-    models = listed_models(Settings(CLAWGATE_WORKDIR=str(workdir)))
-    chat = chat_on(redis, workdir, fake_openai, models_toml(big_model), models=models)
+    monkeypatch.delenv("BIG_MODEL_KEY", raising=False)
+    chat, models = big_chat(redis, workdir, fake_openai, big_model)
     shown = await chat.type("/model")
     assert "Model here: default (default: CLAWGATE_MODEL)" in shown
     assert "big  big-model-1 at" in shown
@@ -267,6 +266,13 @@ async def test_model_switches_the_server_that_answers_and_the_answer_names_it(
         "Model not changed: 'huge' is not among the models the admins list here: default, big."
     )
     assert "Model: big, set by slack:UALICE (was default)" in await _switch(chat, "/model big")
+    # Its key's variable unset: the run says so, and nothing reaches a model.
+    result = await chat.runtime.run("s1", "hello", ALICE, CHAT)
+    assert result.stop_reason is StopReason.ERROR
+    assert "BIG_MODEL_KEY is not set" in chat.channel.of(Reply)[-1].text
+    assert not big_model.requests and not fake_openai.requests
+
+    monkeypatch.setenv("BIG_MODEL_KEY", "sk-big")
 
     big_model.script = [reply("from the big one")]
     await chat.runtime.run("s1", "hello", ALICE, CHAT)
@@ -294,23 +300,6 @@ async def test_model_switches_the_server_that_answers_and_the_answer_names_it(
     ]
 
 
-async def test_a_model_whose_key_variable_is_unset_says_so(
-    redis: aioredis.Redis,
-    workdir: Path,
-    fake_openai: FakeOpenAI,
-    big_model: FakeOpenAI,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("BIG_MODEL_KEY", raising=False)
-    models = listed_models(Settings(CLAWGATE_WORKDIR=str(workdir)))
-    chat = chat_on(redis, workdir, fake_openai, models_toml(big_model), models=models)
-    await _switch(chat, "/model big")
-    result = await chat.runtime.run("s1", "hello", ALICE, CHAT)
-    assert result.stop_reason is StopReason.ERROR
-    assert "BIG_MODEL_KEY is not set" in chat.channel.of(Reply)[-1].text
-    assert not big_model.requests
-
-
 async def test_doctor_probes_each_enabled_listed_model(
     redis_url: str,
     workdir: Path,
@@ -333,14 +322,8 @@ async def test_doctor_probes_each_enabled_listed_model(
     policy.write_text(models_toml(big_model) + others)
     monkeypatch.setenv("BIG_MODEL_KEY", "sk-big")
     monkeypatch.delenv("NO_SUCH_MODEL_KEY", raising=False)
-    settings = Settings(
-        REDIS_URL=redis_url,
-        OPENAI_API_KEY="k",
-        OPENAI_BASE_URL=fake_openai.base_url,
-        CLAWGATE_MODEL="fake-model",
-        CLAWGATE_POLICY_FILE=str(policy),
-        CLAWGATE_WORKDIR=str(workdir),
-    )
+    where = {"CLAWGATE_POLICY_FILE": str(policy), "CLAWGATE_WORKDIR": str(workdir)}
+    settings = Settings(**fake_openai.settings(REDIS_URL=redis_url, **where))
     found = {c.name: c for c in await checks(settings, serving=True)}
     assert found["model"].ok
     assert found["model big"].line() == f"✓ model big: big-model-1 at {big_model.base_url}"

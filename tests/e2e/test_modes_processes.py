@@ -3,7 +3,6 @@ model; the next process over the same Redis (a restart) runs with both."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,14 +11,6 @@ from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.processes import chat, clean_env
 
 pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
-
-
-@pytest.fixture
-async def big_model() -> AsyncIterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    await fake.start()
-    yield fake
-    await fake.stop()
 
 
 async def test_mode_and_model_switched_in_one_process_hold_in_the_next(
