@@ -158,12 +158,21 @@ async def test_edits_mode_lets_a_project_file_write_run_unasked_but_not_git_inte
 async def test_denials_win_in_every_mode(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    chat = chat_on(redis, workdir, fake_openai, LOOSE + '[tools]\ndeny = ["bash"]\n')
+    only_here = '[conversations."slack:T1:C1".tools]\ndeny = ["bash"]\n'
+    chat = chat_on(redis, workdir, fake_openai, LOOSE + only_here)
     await _switch(chat, "/mode edits")
     fake_openai.script = [calls(("c1", "bash", {"command": "ls"})), reply("ok")]
     await chat.runtime.run("s1", "list", ALICE, CHAT)
     assert offered(fake_openai.requests[0]) == ["read", "write", "edit"]
     assert ran(chat.channel, "bash") == [ToolStatus.DENIED]
+
+    # The risk rules' catastrophes are denied, not asked, in ask and edits modes alike.
+    for mode in ("ask", "edits"):
+        await chat.type(f"/mode {mode}", where=OTHER)
+        fake_openai.script = [calls((f"c-{mode}", "bash", {"command": "rm -rf /"})), reply("no")]
+        await chat.runtime.run(f"s-{mode}", "wipe it", ALICE, OTHER)
+    assert ran(chat.channel, "bash") == [ToolStatus.DENIED] * 3
+    assert not chat.channel.of(ApprovalRequested)
 
 
 # -- the admins' limit, durability ----------------------------------------------------------------
