@@ -249,12 +249,32 @@ images = {str(images).lower()}
 
 
 def big_chat(
-    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, big: FakeOpenAI
+    redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, big: FakeOpenAI, images: bool = False
 ) -> tuple[Chat, ProviderFactory]:
     """A chat whose policy file lists `big` (on the second server), with the providers
     `bot.wiring` makes for listed models."""
     models = listed_models(Settings(CLAWGATE_WORKDIR=str(workdir)))
-    return chat_on(redis, workdir, fake, models_toml(big), models=models), models
+    return chat_on(redis, workdir, fake, models_toml(big, images), models=models), models
+
+
+@pytest.mark.parametrize("images", [True, False])
+async def test_a_model_gets_attached_images_only_if_it_takes_them(
+    redis: aioredis.Redis,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    big_model: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    images: bool,
+) -> None:
+    monkeypatch.setenv("BIG_MODEL_KEY", "sk-big")
+    (workdir / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    chat, _ = big_chat(redis, workdir, fake_openai, big_model, images=images)
+    await _switch(chat, "/model big")
+    big_model.script = [reply("seen")]
+    await chat.runtime.run("s1", "what is this?", ALICE, CHAT, images=("pic.png",))
+    content = big_model.requests[0]["messages"][-1]["content"]
+    parts = [part["type"] for part in content] if isinstance(content, list) else ["text only"]
+    assert parts == (["text", "image_url"] if images else ["text only"])
 
 
 async def test_model_switches_the_server_that_answers_and_the_answer_names_it(
