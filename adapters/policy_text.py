@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from runtime.approval.grants import EVERYWHERE, Grant
 from runtime.policy.model import scope_label, scopes_of
+from runtime.policy.modes import MODE_WORDS
 from runtime.policy.resolve import EffectivePolicy, ScopedHook, describe_state, file_label
 from runtime.redact import redact_text, shown_url
 
@@ -15,6 +16,8 @@ from runtime.redact import redact_text, shown_url
 def render_policy(policy: EffectivePolicy) -> str:
     scopes = ", ".join(scope_label(s) for s in reversed(scopes_of(policy.conversation)))
     offered = ", ".join(t for t in policy.tools if t in policy.offered) or "none"
+    if policy.mode == "plan":
+        offered += "; in plan mode only those without side effects"
     width = max((len(t) for t in policy.tools), default=4)
     lines = [
         f"Policy for {scope_label(policy.conversation)} (scopes, most specific first: {scopes})",
@@ -46,6 +49,10 @@ def render_policy(policy: EffectivePolicy) -> str:
         + "; admins always",
         f"  direct messages: {'open' if policy.direct_messages else 'closed'}"
         f" ({policy.sources['direct_messages']})",
+        "Mode and model (/mode, /model):",
+        f"  {mode_line(policy)}",
+        f"  loosest mode allowed: {policy.mode_max} ({policy.sources['mode_max']})",
+        f"  model: {policy.model_name} ({policy.sources['model']})",
     ]
     risk = policy.risk
     extra = [
@@ -87,6 +94,11 @@ def _target(hook: ScopedHook) -> str:
     if config.url is not None:
         return f"POST {shown_url(config.url)}"
     return "command " + redact_text(" ".join(config.command or ()))
+
+
+def mode_line(policy: EffectivePolicy) -> str:
+    """The conversation's mode, for `/policy show` and `/pending`."""
+    return f"mode: {policy.mode} ({policy.sources['mode']}): {MODE_WORDS[policy.mode]}"
 
 
 def _after(seconds: float | None) -> str:
@@ -144,6 +156,9 @@ def as_json(policy: EffectivePolicy) -> str:
                 }
                 for hook in policy.hooks
             ],
+            "mode": policy.mode,
+            "mode_max": policy.mode_max,
+            "model": policy.model_name,
             "sources": policy.sources,
         },
         indent=2,

@@ -38,7 +38,7 @@ from runtime.middleware.chain import Middleware
 from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef, RunResult, StopReason
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, ProviderFactory
 from runtime.queue.steering import Steering
 from runtime.retake import Retake
 from runtime.store.history import HistoryStore, encode_message
@@ -89,13 +89,14 @@ class Runtime:
         tracer: Tracer | None = None,
         middlewares: Sequence[Middleware] | None = None,
         steering: Steering | None = None,
+        models: ProviderFactory | None = None,
     ) -> None:
-        """`release` runs the messages a session held once its wait ended outside a run (an
-        expiry, a crashed execution): None runs them right here (a single-process chat);
-        a server queues them in the session's lane instead, so they never run beside it.
-        `audit` is the global audit trail (default: on the approvals' Redis and prefix).
-        `middlewares`: the chain of every tool call (default: runtime.middleware.default_chain).
-        `steering`: the requester's messages join their running run (None: they queue)."""
+        """`release` runs the messages a session held once its wait ended outside a run (an expiry,
+        a crashed execution): None runs them right here (a single-process chat); a server queues
+        them in the session's lane instead, so they never run beside it. `audit` is the global
+        audit trail (default: on the approvals' Redis and prefix); `middlewares` the chain of every
+        tool call (default: runtime.middleware.default_chain). `steering`: the requester's messages
+        join their running run (None: they queue); `models`: see AgentLoop."""
         self.config = config
         self.steering = steering
         self.release = release
@@ -119,6 +120,7 @@ class Runtime:
             policies=policies,
             middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
             context=compacting(provider, history, config.context_budget, self.audit),
+            models=models,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}

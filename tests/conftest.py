@@ -180,6 +180,18 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+    async for server in _serving_openai():
+        yield server
+
+
+@pytest.fixture
+async def big_model() -> AsyncIterator[FakeOpenAI]:
+    """A second model server: the one a policy file's `[[models]]` entry points at."""
+    async for server in _serving_openai():
+        yield server
+
+
+async def _serving_openai() -> AsyncIterator[FakeOpenAI]:
     server = FakeOpenAI()
     await server.start()
     yield server

@@ -43,6 +43,7 @@ class HookCall:
     conversation: str
     requester: str
     approved: bool = False  # a human approved it: it is about to run, only a deny stops it
+    mode: str = "auto"  # the conversation's (runtime/policy/modes.py)
 
     def input(self, hook: ScopedHook) -> dict[str, Any]:
         try:
@@ -60,6 +61,7 @@ class HookCall:
             "session": self.session,
             "conversation": self.conversation,
             "requester": self.requester,
+            "mode": self.mode,
         }
 
 

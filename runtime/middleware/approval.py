@@ -1,7 +1,9 @@
 """HumanApprovalMiddleware: lets safe calls through, denies catastrophic ones, and suspends
 the rest until a human decides. The runtime then checkpoints the run (see agent.py). The
 policy's admin hooks (runtime/hooks) are asked here, after every deny of the built-in rules:
-they may deny, ask, or waive the risk rules' ask, never lift a deny."""
+they may deny, ask, or waive the risk rules' ask, never lift a deny. The conversation's mode
+(runtime/policy/modes.py) makes it ask for every call with side effects (`ask`) or let
+project-file edits through (`edits`)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from runtime.mcp.tool import McpTool
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.middleware.tool_policy import current_policy, denied
 from runtime.models import ToolResult, ToolStatus
-from runtime.policy.resolve import ScopedHook
+from runtime.policy.modes import has_side_effects
+from runtime.policy.resolve import EffectivePolicy, ScopedHook
 from runtime.policy.service import PolicyService
 from runtime.redact import one_line
 from runtime.risk.policy import RiskDecision, RiskPolicy, Verdict
@@ -48,8 +51,19 @@ def suspended(
     return result
 
 
+def mode_asks(effective: EffectivePolicy | None, invocation: ToolInvocation) -> str | None:
+    """Why the conversation's mode asks for the call (ask mode, a tool with side effects)."""
+    if effective is None or effective.mode != "ask" or not has_side_effects(invocation.tool):
+        return None
+    return f"this conversation is in ask mode ({effective.sources['mode']})"
+
+
 def hook_call(
-    invocation: ToolInvocation, reasons: tuple[str, ...], verdict: Decision, approved: bool = False
+    invocation: ToolInvocation,
+    reasons: tuple[str, ...],
+    verdict: Decision,
+    mode: str,
+    approved: bool = False,
 ) -> HookCall:
     ctx = invocation.context
     return HookCall(
@@ -61,6 +75,7 @@ def hook_call(
         conversation=ctx.conversation.id if ctx.conversation else "",
         requester=ctx.actor.key if ctx.actor else "",
         approved=approved,
+        mode=mode,
     )
 
 
@@ -103,25 +118,30 @@ class HumanApprovalMiddleware:
             if verdict.state == "ask":
                 always_ask = f"{name} always asks for approval here ({verdict.source})"
             hooks = effective.hooks_for(name)
-        decision = await assess(risk, invocation)
+        mode = effective.mode if effective is not None else "auto"
+        # An approved call is judged again as it was judged when asked (whatever the mode).
+        edits = mode == "edits" and invocation.grant is None
+        decision = await assess(risk, invocation, accept_edits=edits)
         if invocation.grant is not None:  # judged again: it runs only as it was approved
             return await self._run_approved(
-                invocation, invocation.grant, decision, hooks, call_next
+                invocation, invocation.grant, decision, hooks, mode, call_next
             )
         if decision.verdict is Verdict.DENY:
             why = "refused by the risk policy: " + "; ".join(decision.reasons)
             return denied(invocation, why, decision.reasons)
         uncontained = invocation.tool.uncontained()
         reasons = decision.reasons if uncontained is None else (*decision.reasons, uncontained)
+        # A tool that always asks here, or any side effect in ask mode: asked whatever else.
+        forced = always_ask or mode_asks(effective, invocation)
         # The hooks may only tighten: deny, ask, or waive the risk rules' ask.
-        built_in = (always_ask, *reasons) if always_ask else reasons
-        judged = await self._ask_hooks(invocation, hooks, built_in)
+        built_in = (forced, *reasons) if forced else reasons
+        judged = await self._ask_hooks(invocation, hooks, built_in, mode)
         if judged is not None and judged.decision == "deny":
             return denied(invocation, "; ".join(judged.reasons), judged.reasons)
         asked = judged.reasons if judged is not None and judged.decision == "ask" else ()
-        if always_ask is not None:
-            # "Always" means always: standing rules and hooks do not cover these tools.
-            return suspended(invocation, (always_ask, *decision.reasons, *asked), judged)
+        if forced is not None:
+            # "Always" means always: no standing rule, grant or hook's allow answers for it.
+            return suspended(invocation, (forced, *decision.reasons, *asked), judged)
         if asked:  # a hook's ask: before any grant, which it tightens
             return suspended(invocation, (*reasons, *asked), judged)
         if decision.verdict is Verdict.ALLOW and uncontained is None:
@@ -142,13 +162,17 @@ class HumanApprovalMiddleware:
         return suspended(invocation, reasons)
 
     async def _ask_hooks(
-        self, invocation: ToolInvocation, hooks: tuple[ScopedHook, ...], built_in: tuple[str, ...]
+        self,
+        invocation: ToolInvocation,
+        hooks: tuple[ScopedHook, ...],
+        built_in: tuple[str, ...],
+        mode: str,
     ) -> HookVerdict | None:
         """The hooks' answer on a call the built-in policy allows (no `built_in` reasons) or
         asks about; None without hooks (no work at all)."""
         if not hooks:
             return None
-        call = hook_call(invocation, built_in, "ask" if built_in else "allow")
+        call = hook_call(invocation, built_in, "ask" if built_in else "allow", mode)
         return await self.hooks.judge(hooks, call)
 
     async def _run_approved(
@@ -157,6 +181,7 @@ class HumanApprovalMiddleware:
         grant: str,
         decision: RiskDecision,
         hooks: tuple[ScopedHook, ...],
+        mode: str,
         call_next: Handler,
     ) -> ToolResult:
         """A call a human approved (`grant`), about to run: unless it changed since, or a
@@ -166,7 +191,7 @@ class HumanApprovalMiddleware:
         if changed is not None:  # a deny too: even an approval cannot let it through
             return denied(invocation, changed, decision.reasons)
         if hooks:  # the approval answers any ask: only a deny stops it now
-            call = hook_call(invocation, decision.reasons, "ask", approved=True)
+            call = hook_call(invocation, decision.reasons, "ask", mode, approved=True)
             judged = await self.hooks.judge(hooks, call)
             if judged.decision == "deny":
                 return denied(invocation, "; ".join(judged.reasons), judged.reasons)
@@ -233,10 +258,13 @@ def approved(invocation: ToolInvocation) -> ToolInvocation:
 LONG_COMMAND = 2_000  # characters of a bash command judged off the event loop
 
 
-async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
+async def assess(
+    risk: RiskPolicy, invocation: ToolInvocation, accept_edits: bool = False
+) -> RiskDecision:
     """The risk policy's decision on the call, judged against its work directory. A long
     command (or one that expands globs against the disk) is judged in a thread, so that no
-    input can hold up every other conversation of the process."""
+    input can hold up every other conversation of the process. `accept_edits`: the `edits`
+    mode's (see RiskPolicy.assess)."""
     arguments = invocation.args.model_dump(mode="json")
     own = invocation.tool.judge(arguments, risk.safe_tools)
     if own is not None:  # a tool the rules cannot know (MCP) judges itself
@@ -249,4 +277,4 @@ async def assess(risk: RiskPolicy, invocation: ToolInvocation) -> RiskDecision:
         and (len(command) > LONG_COMMAND or any(c in command for c in "*?["))
     ):
         return await asyncio.to_thread(risk.assess, name, arguments, workdir)
-    return risk.assess(name, arguments, workdir)
+    return risk.assess(name, arguments, workdir, accept_edits)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime.mcp.config import McpRules, ServerConfig, is_mcp_name, split_name
+from runtime.policy.listed_models import ListedModel, check_unique
+from runtime.policy.modes import ModeRules
 from runtime.risk.policy import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
@@ -245,12 +247,28 @@ class ScopeRules(_Strict):
     hooks: Annotated[dict[str, HookConfig], AfterValidator(_hook_names)] = Field(
         default_factory=dict
     )
+    modes: ModeRules = Field(default_factory=ModeRules)  # runtime/policy/modes.py
 
 
 class PolicyDocument(ScopeRules):
     """The whole file: the global rules at the top, then `[conversations."<scope>"]` tables."""
 
     conversations: dict[Scope, ScopeRules] = Field(default_factory=dict)
+    # The models a conversation may switch to (`[[models]]`, global only).
+    models: list[ListedModel] = Field(default_factory=list)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, models: list[ListedModel]) -> list[ListedModel]:
+        return check_unique(models)
+
+    @property
+    def offered_models(self) -> list[ListedModel]:
+        """The listed models a conversation may switch to (those enabled)."""
+        return [m for m in self.models if m.enabled]
+
+    def listed_model(self, name: str) -> ListedModel | None:
+        return next((m for m in self.offered_models if m.name == name), None)
 
     @model_validator(mode="after")
     def _one_server_per_name(self) -> PolicyDocument:
@@ -314,6 +332,14 @@ class Override(BaseModel):
     # The widest scope `by` is an admin of: only admins of that scope or a wider one may
     # change or reset this override.
     reach: str = GLOBAL
+
+
+class Choice(BaseModel):
+    """A conversation's `/mode` or `/model` choice, stored in Redis (runtime/policy/choices.py)."""
+
+    value: str
+    by: str
+    at: int  # ms since the epoch
 
 
 def override_state(action: str) -> OverrideState | None:

@@ -89,6 +89,10 @@ class Keys:
         """Admins' runtime policy changes: field "<scope>\\x1f<tool>" -> override JSON."""
         return f"{self.prefix}:policy:overrides"
 
+    def choices(self, conversation_id: str) -> str:
+        """A conversation's mode and model (`/mode`, `/model`): field -> choice JSON."""
+        return f"{self.prefix}:choices:{conversation_id}"
+
     def rules(self, conversation_id: str) -> str:
         return f"{self.prefix}:rules:{conversation_id}"
 

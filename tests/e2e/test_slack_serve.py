@@ -426,6 +426,25 @@ async def test_button_of_someone_who_may_not_approve_is_refused(h: Harness) -> N
     assert listed.body.get("response_type") == "ephemeral"
 
 
+async def test_mode_slash_command_switches_the_channel_for_everyone_in_it(h: Harness) -> None:
+    url = h.fake.new_response_url()
+    status, _ = await h.post(command_body("/mode", "plan", user_id=BOB, response_url=url))
+    assert status == 200
+    switched = f"Mode: plan, set by slack:{BOB} (was auto)"
+    said = lambda: any(switched in text for text in h.texts(CHANNEL))  # noqa: E731
+    await h.fake.await_for(said, 15, what="the switch, in the channel (not ephemeral)")
+    ts = next_ts()
+    await h.post(event_body(mention_event("write planted.txt: x", ts=ts)))
+    offered = "(enabled: read, clarify)"  # the demo model says what it was offered
+    await h.fake.await_for(lambda: offered in " ".join(h.texts(CHANNEL, ts)), 15, what="no write")
+    assert not (h.workdir / "planted.txt").exists()
+    shown = h.fake.new_response_url()
+    await h.post(command_body("/mode", "", user_id=ADMIN, response_url=shown))
+    (mode,) = await h.fake.await_for(lambda: h.fake.responses(shown), 15, what="/mode")
+    assert mode.body["text"].startswith(f"Mode here: plan (set by slack:{BOB}")
+    assert mode.body.get("response_type") == "ephemeral"
+
+
 async def test_typed_approve_of_a_consumed_id_is_refused(h: Harness) -> None:
     pending = await request_risky(h, "run: echo once &gt;&gt; log.txt")
     log = h.workdir / "log.txt"
