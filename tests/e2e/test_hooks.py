@@ -21,6 +21,7 @@ from runtime.agent import Runtime
 from runtime.audit import AuditEntry
 from runtime.channel import ApprovalRequested, Reply, ToolFinished
 from runtime.models import RunResult, StopReason, ToolStatus
+from runtime.policy.choices import ConversationChoices
 from runtime.policy.model import PolicyDocument
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
@@ -145,6 +146,21 @@ async def test_a_command_hook_allow_lets_a_risky_call_run_unasked_as_a_grant_wou
     assert given["session"] == "s1"
     (decided,) = await audited(runtime, "hook_decided")
     assert decided.fields["hook"] == "tickets" and decided.fields["decision"] == "allow"
+
+
+async def test_in_ask_mode_a_hooks_allow_does_not_waive_the_ask_and_the_hook_is_told_the_mode(
+    redis: aioredis.Redis, workdir: Path, command_hook: CommandHook
+) -> None:
+    runtime, channel = runtime_with(redis, workdir, command_hook.toml("allow"))
+    await ConversationChoices(runtime.policies).switch_mode("ask", ALICE, HERE)
+    result = await ask_run(runtime, "touch made.txt")
+
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED, result
+    (requested,) = channel.of(ApprovalRequested)
+    assert any("ask mode" in reason for reason in requested.notice.reasons)
+    assert not (workdir / "made.txt").exists()
+    (sent,) = command_hook.inputs()
+    assert sent["input"]["mode"] == "ask" and sent["input"]["verdict"] == "ask"
 
 
 async def test_a_command_hook_deny_refuses_a_call_the_policy_allows_with_its_reason(
