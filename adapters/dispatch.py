@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
-from adapters.console.channel import render_pending
+from adapters.pending import render_pending
 from adapters.policy_text import render_grant, render_policy
 from adapters.reading import Prompt
 from adapters.router import Router

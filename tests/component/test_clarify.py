@@ -16,12 +16,12 @@ import redis.asyncio as aioredis
 
 from adapters.console.channel import (
     ConsoleChannel,
-    render_pending,
     render_request,
     render_update,
 )
 from adapters.console.chat import ConsoleChat
 from adapters.dispatch import dispatch, handle_inbound
+from adapters.pending import render_pending
 from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from adapters.console.channel import render_pending, render_request
+from adapters.console.channel import render_request
 from adapters.dispatch import dispatch
+from adapters.pending import render_pending
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested
