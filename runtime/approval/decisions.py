@@ -97,6 +97,33 @@ def routed_to(record: ApprovalRecord, conversation: ConversationRef, actor: Acto
     return conversation.id in record.routes or actor.key in record.routes
 
 
+async def audit_refusal(
+    audit: AuditLog,
+    approval_id: str,
+    actor: Actor,
+    why: str,
+    message: str,
+    record: ApprovalRecord | None = None,
+    attempt: str | None = None,
+    trace: str | None = None,
+) -> None:
+    """A refused decision or withdrawal, in the global trail: who, what they tried, why
+    (`unauthorized`, `wrong_conversation`, `expired`, `unknown_id`, `already_decided`,
+    `hash_mismatch`)."""
+    await audit.record(
+        "approval_refused",
+        actor.key,
+        approval=approval_id,
+        attempt=attempt,
+        why=why,
+        message=message,
+        tool=record.tool if record else None,
+        session=record.session if record else None,
+        conversation=record.conversation.id if record else None,
+        trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
+    )
+
+
 def checkpoint_hash(checkpoint: Checkpoint) -> str:
     """The hash of the checkpoint's suspended call as it stands now."""
     return checkpoint_call_hash(checkpoint, canonical_arguments(checkpoint.calls[checkpoint.index]))
@@ -492,20 +519,8 @@ class Decisions:
         attempt: str | None = None,
         trace: str | None = None,
     ) -> None:
-        """A refused decision or withdrawal: who, what they tried, why (`unauthorized`,
-        `wrong_conversation`, `expired`, `unknown_id`, `already_decided`, `hash_mismatch`)."""
-        await self.audit.record(
-            "approval_refused",
-            actor.key,
-            approval=approval_id,
-            attempt=attempt,
-            why=why,
-            message=message,
-            tool=record.tool if record else None,
-            session=record.session if record else None,
-            conversation=record.conversation.id if record else None,
-            trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
-        )
+        """A refused decision or withdrawal (see audit_refusal)."""
+        await audit_refusal(self.audit, approval_id, actor, why, message, record, attempt, trace)
 
     async def grant(
         self,
