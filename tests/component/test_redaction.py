@@ -35,7 +35,7 @@ async def asked(redis: aioredis.Redis, workdir: Path) -> tuple[Runtime, Recordin
 async def cli(runtime: Runtime, **args: object) -> str:
     out = io.StringIO()
     namespace = argparse.Namespace(**({"status": None, "conversation": None, "json": False} | args))
-    assert await run_approvals_command(runtime, namespace, out) == 0
+    assert await run_approvals_command(runtime.wing, namespace, out) == 0
     return out.getvalue()
 
 

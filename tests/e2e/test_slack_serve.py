@@ -1277,7 +1277,7 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
         # The operator's `approvals show` lists both notices and the decisions so far.
         out = io.StringIO()
         args = argparse.Namespace(verb="show", id=pending.approval_id, json=False)
-        assert await run_approvals_command(h.service.runtime, args, out) == 0
+        assert await run_approvals_command(h.service.runtime.wing, args, out) == 0
         shown = out.getvalue()
         assert f"notice slack:{TEAM_ID}:{CHANNEL}  channel={CHANNEL}" in shown
         assert f"notice slack:{TEAM_ID}:{approvers_channel}  channel={approvers_channel}" in shown
