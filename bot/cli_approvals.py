@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from bot.errors import Unavailable
 from bot.tables import print_table
 from runtime.approval.models import ApprovalRecord
 from runtime.approval.wing import ApprovalView
@@ -28,7 +29,8 @@ from runtime.channel import ApprovalNotice
 from runtime.models import Actor
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.queue.inbound import DecisionRequest
-from runtime.queue.remote import Replies, decision_request
+from runtime.queue.ingest import Ingest, IngestUnavailable
+from runtime.queue.remote import Replies, decision_request, send_decision
 from runtime.redact import redact, redact_text, shown, visible
 
 # Carries a decision out (queued for a worker, or here for a `clawgate chat` conversation);
@@ -165,6 +167,24 @@ async def run_approvals_command(
     request = decision_request(approve, reason, always=approve and args.always)
     assert deliver is not None, "deciding needs a way to carry the decision out"
     return await deliver(checked, operator, request)
+
+
+async def through_workers(
+    ingest: Ingest,
+    replies: Replies,
+    record: ApprovalRecord,
+    actor: Actor,
+    request: DecisionRequest,
+    wait: bool,
+    timeout_s: float,
+    out: TextIO,
+) -> int:
+    """Queue the decision for the workers, then print what they answer (see `follow`)."""
+    try:
+        await send_decision(ingest, record, actor, request)
+    except IngestUnavailable as exc:
+        raise Unavailable(f"cannot queue the decision in Redis ({exc})") from exc
+    return await follow(replies, record, request, wait, timeout_s, out)
 
 
 async def follow(

@@ -19,7 +19,7 @@ from adapters.console.chat import ConsoleChat
 from adapters.console.relay import ConsoleRelay, tail
 from adapters.console.terminal import start_line
 from adapters.router import Router
-from bot.cli_approvals import REFUSED, follow, run_approvals_command
+from bot.cli_approvals import REFUSED, run_approvals_command, through_workers
 from bot.cli_audit import run_audit_command
 from bot.cli_parser import build_parser
 from bot.cli_policy import run_policy_command
@@ -36,8 +36,8 @@ from runtime.audit import AuditLog
 from runtime.models import Actor
 from runtime.queue.inbound import DecisionRequest
 from runtime.queue.inbox import Inbox
-from runtime.queue.ingest import Ingest, IngestUnavailable
-from runtime.queue.remote import Replies, send_decision
+from runtime.queue.ingest import Ingest
+from runtime.queue.remote import Replies
 from runtime.redact import shown, shown_url
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
@@ -98,12 +98,11 @@ async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
             if record.conversation.platform == CONSOLE:
                 return await _decide_here(settings, redis, record, actor, request)
             inbox = Inbox(redis, keys, settings.dedupe_ttl, partitions=settings.partitions)
-            try:
-                await send_decision(Ingest(inbox, store), record, actor, request)
-            except IngestUnavailable as exc:
-                raise Unavailable(f"cannot queue the decision in Redis ({exc})") from exc
-            replies = Replies(redis, keys)
-            return await follow(replies, record, request, args.wait, args.timeout, sys.stdout)
+            ingest, replies = Ingest(inbox, store), Replies(redis, keys)
+            wait, timeout = args.wait, args.timeout
+            return await through_workers(
+                ingest, replies, record, actor, request, wait, timeout, sys.stdout
+            )
 
         view = ApprovalView(store, AuditLog(redis, keys))
         return await run_approvals_command(view, args, sys.stdout, deliver)

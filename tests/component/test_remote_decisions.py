@@ -1,0 +1,218 @@
+"""Decisions made outside a chat (`clawgate approvals approve|reject`): refused at once when
+the record says so, else queued in the approval's session lane for a worker, which decides as
+it does a click and answers on the request's reply list. No serve process here: the worker's
+part is the job handler run on the queued job (the e2e tier runs real processes:
+tests/e2e/test_decisions_from_anywhere.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from adapters.jobs import JobHandler
+from adapters.router import Router
+from bot.cli_approvals import QUEUED, REFUSED, run_approvals_command, through_workers
+from runtime.agent import Runtime
+from runtime.approval.models import ApprovalRecord
+from runtime.models import Actor, ConversationRef
+from runtime.providers.demo import DemoProvider
+from runtime.queue.inbound import DecisionRequest, Inbound
+from runtime.queue.inbox import Inbox
+from runtime.queue.ingest import Ingest
+from runtime.queue.remote import Replies
+from runtime.store.keys import Keys
+from runtime.store.streams import entries
+from tests.support import ADMIN, PREFIX, make_runtime
+
+SESSION = "slack:T1:C1:1700000000.000100"
+THREAD = ConversationRef(platform="slack", id="slack:T1:C1", thread="1700000000.000100")
+ALICE = Actor(platform="slack", user_id="UALICE")
+
+
+class Operator:
+    """`clawgate approvals` as the operator runs it, its worker's side run on demand."""
+
+    def __init__(self, redis: aioredis.Redis, runtime: Runtime) -> None:
+        self.inbox = Inbox(redis, Keys(PREFIX))
+        self.ingest = Ingest(self.inbox, runtime.approvals)
+        self.replies = Replies(redis, Keys(PREFIX))
+        self.runtime = runtime
+        self.out = io.StringIO()
+        self.err = ""
+        self.as_actor: Actor | None = None  # a decider other than the operator
+
+    async def deliver(self, record: ApprovalRecord, actor: Actor, request: DecisionRequest) -> int:
+        actor = self.as_actor or actor
+        return await through_workers(
+            self.ingest, self.replies, record, actor, request, self.wait, self.timeout, self.out
+        )
+
+    async def decide(
+        self,
+        verb: str,
+        approval_id: str,
+        *reason: str,
+        wait: bool = False,
+        timeout: float = 5.0,
+        capsys: pytest.CaptureFixture[str],
+    ) -> int:
+        self.wait, self.timeout = wait, timeout
+        args = argparse.Namespace(verb=verb, id=approval_id, always=False, reason=list(reason))
+        code = await run_approvals_command(self.runtime.wing, args, self.out, self.deliver)
+        self.err = capsys.readouterr().err
+        return code
+
+    async def work(self, again: bool = False) -> None:
+        """A worker takes what was queued and handles it (as serve's does); `again`: and
+        once more, as a worker that took it over after the first died before its ack."""
+        await self.inbox.ensure_group()
+        handle = JobHandler(self.runtime, Router())
+        for job in await self.inbox.read("worker-1", 10, 50):
+            await handle(job)
+            if again:
+                await handle(job)
+            await self.inbox.ack(job)
+
+
+async def asked(
+    redis: aioredis.Redis, workdir: Path, admins: tuple[str, ...] = (ADMIN.key,)
+) -> tuple[Runtime, Operator, str]:
+    (workdir / "victim.txt").write_text("v")
+    runtime, _ = make_runtime(redis, workdir, DemoProvider(), admins=admins)
+    result = await runtime.run(SESSION, "run: rm victim.txt", ALICE, THREAD)
+    assert result.approval_id is not None
+    return runtime, Operator(redis, runtime), result.approval_id
+
+
+async def refusals(runtime: Runtime) -> list[str]:
+    entries = await runtime.audit.newest(50)
+    return [e.fields["why"] for e in entries if e.event == "approval_refused"]
+
+
+async def test_the_worker_runs_the_call_and_tells_each_step(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime, operator, approval_id = await asked(redis, workdir)
+    deciding = asyncio.create_task(
+        operator.decide("approve", approval_id, wait=True, capsys=capsys)
+    )
+    while await operator.inbox.head(SESSION) is None:  # queued in the session's lane
+        await asyncio.sleep(0.01)
+    assert (workdir / "victim.txt").exists()  # nothing ran in the deciding process
+    await operator.work()
+    assert await deciding == 0, operator.err
+    lines = operator.out.getvalue().splitlines()
+    assert lines[0] == f"Approval {approval_id} approved by operator:{operator_login()}; " + (
+        "a worker runs it."
+    )
+    assert lines[1:] == ["The call ran in a worker: completed.", "The run answered in slack:T1:C1."]
+    assert not (workdir / "victim.txt").exists()
+    record = await runtime.approvals.load(approval_id)
+    assert record is not None and record[0].status.value == "consumed"
+    assert record[0].decided_by == f"operator:{operator_login()}"
+
+
+async def test_a_rejection_is_told_as_the_thread_got_it(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime, operator, approval_id = await asked(redis, workdir)
+    deciding = asyncio.create_task(
+        operator.decide("reject", approval_id, "not", "today", wait=True, capsys=capsys)
+    )
+    while await operator.inbox.head(SESSION) is None:
+        await asyncio.sleep(0.01)
+    await operator.work()
+    assert await deciding == 0, operator.err
+    lines = operator.out.getvalue().splitlines()
+    assert lines[0].startswith(f"Approval {approval_id} rejected by operator:")
+    assert lines[-1] == "The run answered in slack:T1:C1."
+    assert (workdir / "victim.txt").exists()
+    record = await runtime.approvals.load(approval_id)
+    assert record is not None and record[0].reason == "not today"
+
+
+async def test_an_unknown_id_is_refused_at_once_and_audited(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime, operator, _ = await asked(redis, workdir)
+    assert await operator.decide("approve", "nosuchid", capsys=capsys) == REFUSED
+    assert operator.err == "clawgate: unknown approval id 'nosuchid'\n"
+    assert await operator.inbox.head(SESSION) is None  # nothing queued
+    assert await refusals(runtime) == ["unknown_id"]
+
+
+async def test_an_approval_decided_already_is_refused_at_once(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime, operator, approval_id = await asked(redis, workdir)
+    assert (await runtime.decide(approval_id, False, ADMIN, THREAD)).accepted
+    assert await operator.decide("approve", approval_id, capsys=capsys) == REFUSED
+    assert operator.err == (
+        f"clawgate: approval {approval_id} was already decided by {ADMIN.key} (rejected)\n"
+    )
+    assert await operator.inbox.head(SESSION) is None
+    assert await refusals(runtime) == ["already_decided"]
+
+
+async def test_a_refusal_by_the_worker_exits_1_with_its_reason(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A decider the conversation's policy leaves out (the web console will send people's
+    decisions this way): the worker refuses, and says why."""
+    runtime, operator, approval_id = await asked(redis, workdir, admins=())
+    operator.as_actor = Actor(platform="slack", user_id="UEVE")
+    deciding = asyncio.create_task(operator.decide("approve", approval_id, capsys=capsys))
+    while await operator.inbox.head(SESSION) is None:
+        await asyncio.sleep(0.01)
+    await operator.work()
+    assert await deciding == REFUSED
+    assert operator.err.startswith(f"clawgate: You cannot decide approval {approval_id}: ")
+    assert "not an approver" in operator.err
+    assert (workdir / "victim.txt").exists()
+    assert await refusals(runtime) == ["unauthorized"]
+
+
+async def test_no_worker_within_the_timeout_leaves_the_decision_queued(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, operator, approval_id = await asked(redis, workdir)
+    assert await operator.decide("approve", approval_id, timeout=0.2, capsys=capsys) == QUEUED
+    assert "no worker took the decision within 0.2 s; it is queued" in operator.out.getvalue()
+    assert (workdir / "victim.txt").exists()
+    # Nothing is lost: the worker that comes later carries it out.
+    (job,) = [Inbound.model_validate_json(p) for p in await queued(redis, operator)]
+    assert job.kind == "decision" and job.approval_id == approval_id
+    await operator.work()
+    assert not (workdir / "victim.txt").exists()
+
+
+async def test_a_decision_delivered_again_runs_its_call_once(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    result = await runtime.run(SESSION, "run: echo ran >> runs.txt", ALICE, THREAD)
+    assert result.approval_id is not None
+    operator = Operator(redis, runtime)
+    deciding = asyncio.create_task(
+        operator.decide("approve", result.approval_id, wait=True, capsys=capsys)
+    )
+    while await operator.inbox.head(SESSION) is None:
+        await asyncio.sleep(0.01)
+    await operator.work(again=True)
+    assert await deciding == 0, operator.err
+    assert (workdir / "runs.txt").read_text() == "ran\n"
+
+
+async def queued(redis: aioredis.Redis, operator: Operator) -> list[str]:
+    return [fields["job"] for _, fields in entries(await redis.xrange(operator.inbox.streams[0]))]
+
+
+def operator_login() -> str:
+    import getpass  # noqa: PLC0415
+
+    return getpass.getuser()
