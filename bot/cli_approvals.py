@@ -197,17 +197,17 @@ async def follow(
 ) -> int:
     """Print what the worker answers on the request's reply list: the decision as recorded
     (or refused), then with `wait` every step until the last. Each step waits `timeout_s`."""
-    step = 0
+    steps: list[str] = []
     while (reply := await replies.pop(request.reply, timeout_s)) is not None:
-        step += 1
+        steps.append(reply.step)
         if reply.step == "refused":
             print(f"clawgate: {shown(reply.text)}", file=sys.stderr)
             return REFUSED
         out.write(shown(reply.text) + "\n")  # a grant's rule may quote the call
         out.flush()
         if reply.final or not wait:
-            return FAILED if wait and reply.step == "failed" else 0
-    if step == 0:
+            return FAILED if wait and "failed" in steps else 0
+    if not steps:
         out.write(
             f"Approval {record.id}: no worker took the decision within {timeout_s:g} s; it is "
             "queued and will be carried out when a worker runs (nothing is lost).\n"

@@ -16,17 +16,19 @@ import redis.asyncio as aioredis
 
 from adapters.jobs import JobHandler
 from adapters.router import Router
-from bot.cli_approvals import QUEUED, REFUSED, run_approvals_command, through_workers
+from bot.cli_approvals import FAILED, QUEUED, REFUSED, run_approvals_command, through_workers
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalRecord
 from runtime.models import Actor, ConversationRef
 from runtime.providers.demo import DemoProvider
+from runtime.providers.openai_provider import OpenAIProvider
 from runtime.queue.inbound import DecisionRequest, Inbound
 from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
 from runtime.queue.remote import Replies
 from runtime.store.keys import Keys
 from runtime.store.streams import entries
+from tests.fake_openai import FakeOpenAI, calls, error
 from tests.support import ADMIN, PREFIX, make_runtime
 
 SESSION = "slack:T1:C1:1700000000.000100"
@@ -205,6 +207,33 @@ async def test_a_decision_delivered_again_runs_its_call_once(
         await asyncio.sleep(0.01)
     await operator.work(again=True)
     assert await deciding == 0, operator.err
+    assert (workdir / "runs.txt").read_text() == "ran\n"
+
+
+async def test_with_wait_a_run_that_fails_after_the_call_exits_4(
+    redis: aioredis.Redis,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logged = calls(("call_1", "bash", {"command": "echo ran >> runs.txt"}))
+    fake_openai.script = [logged, error(500)]  # the run fails once the call ran
+    url = fake_openai.base_url
+    provider = OpenAIProvider("fake", api_key="sk-test", base_url=url, max_retries=0)
+    runtime, _ = make_runtime(redis, workdir, provider)
+    result = await runtime.run(SESSION, "log it", ALICE, THREAD)
+    assert result.approval_id is not None
+    operator = Operator(redis, runtime)
+    deciding = asyncio.create_task(
+        operator.decide("approve", result.approval_id, wait=True, capsys=capsys)
+    )
+    while await operator.inbox.head(SESSION) is None:
+        await asyncio.sleep(0.01)
+    await operator.work()
+    assert await deciding == FAILED
+    lines = operator.out.getvalue().splitlines()
+    assert lines[1] == "The call ran in a worker: completed."
+    assert lines[2].startswith("The run failed (") and lines[2].endswith("); said in slack:T1:C1.")
     assert (workdir / "runs.txt").read_text() == "ran\n"
 
 
