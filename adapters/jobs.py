@@ -1,6 +1,6 @@
 """The worker's job handler: one inbox entry, from any platform, handed to the dispatcher,
 with what the conversation is told when it cannot be handled (Redis away: said once, the
-worker tries again; a bug: said, logged, never retried)."""
+worker tries again; a bug: said, logged, never retried; given up after too many starts)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from runtime.agent import Runtime
 from runtime.channel import Notice
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Job
+from runtime.queue.remote import Replies, Reply
 from runtime.store.connection import OUTAGES
 
 REDIS_WAIT = (
@@ -24,6 +25,14 @@ REDIS_WAIT = (
 FAILED = (
     "Something went wrong while handling this (logged as job {job}); it was not retried. "
     "Please try again, or tell the operators."
+)
+DROPPED = (
+    "I gave up on a message here: every process that took it stopped while working on it. "
+    "Please send it again if it is still needed."
+)
+DECISION_DROPPED = (
+    "The decision was given up: every worker that took it stopped while carrying it out. "
+    "`clawgate approvals show {id}` says where the approval stands."
 )
 QUEUE_LAG = Histogram(
     "clawgate_queue_lag_seconds",
@@ -38,6 +47,16 @@ class JobHandler:
     def __init__(self, runtime: Runtime, router: Router) -> None:
         self.runtime = runtime
         self.router = router
+
+    async def dropped(self, job: Job) -> None:
+        """A job given up after too many starts: whoever waits for it is told."""
+        inbound = Inbound.model_validate_json(job.payload)
+        if inbound.kind == "input":
+            await self.router.send(inbound.conversation, Notice(DROPPED))
+        elif inbound.decision is not None:
+            text = DECISION_DROPPED.format(id=inbound.approval_id)
+            replies = Replies(self.runtime.approvals.redis, self.runtime.approvals.keys)
+            await replies.push(inbound.decision.reply, Reply(step="failed", text=text, final=True))
 
     async def __call__(self, job: Job) -> None:
         inbound = Inbound.model_validate_json(job.payload)

@@ -9,9 +9,9 @@ import logging
 
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalRecord, ApprovalStatus
-from runtime.queue.remote import Replies, Reply
 from runtime.models import RunResult, StopReason
 from runtime.queue.inbound import Inbound
+from runtime.queue.remote import Replies, Reply
 from runtime.store.connection import OUTAGES
 
 log = logging.getLogger(__name__)

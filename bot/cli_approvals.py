@@ -38,7 +38,7 @@ from runtime.redact import redact, redact_text, shown, visible
 Deliver = Callable[[ApprovalRecord, Actor, DecisionRequest], Awaitable[int]]
 REFUSED = 1  # the decision was refused (here, or by the worker); the reason is on stderr
 QUEUED = 3  # no worker took it in time: it waits in the inbox and runs when a worker does
-FAILED = 4  # --wait: the approved call or the run it resumed failed (or its outcome is unknown)
+FAILED = 4  # the worker failed to carry it out, or (--wait) the call or its run failed
 COLUMNS = ("ID", "STATUS", "TOOL", "CONVERSATION", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
 
 
@@ -206,7 +206,7 @@ async def follow(
         out.write(shown(reply.text) + "\n")  # a grant's rule may quote the call
         out.flush()
         if reply.final or not wait:
-            return FAILED if wait and "failed" in steps else 0
+            return FAILED if "failed" in steps else 0
     if not steps:
         out.write(
             f"Approval {record.id}: no worker took the decision within {timeout_s:g} s; it is "

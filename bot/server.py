@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,13 +32,13 @@ from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
 from runtime.agent import Release, Runtime
 from runtime.approval.notices import notice_of
-from runtime.channel import ApprovalNotice, Notice
+from runtime.channel import ApprovalNotice
 from runtime.mcp.supervisor import McpServers
 from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import PolicyDocument
 from runtime.queue.inbound import Inbound
-from runtime.queue.inbox import Inbox, Job
+from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
 from runtime.queue.steering import Steering
 from runtime.queue.worker import Worker, sweep_forever
@@ -70,10 +69,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
-DROPPED = (
-    "I gave up on a message here: every process that took it stopped while working on it. "
-    "Please send it again if it is still needed."
-)
 WORKER_SILENCE = 10.0  # seconds without polling after which a worker counts as gone
 READY_TIMEOUT = 0.8  # seconds: /readyz answers within a second whatever Redis does
 # Redis (a cluster's client errors included) or the network to it failing.
@@ -279,14 +274,15 @@ async def _build(
 
     worker = None
     if with_worker:
+        handler = JobHandler(runtime, router)
         worker = Worker(
             inbox,
-            JobHandler(runtime, router),
+            handler,
             runtime.worker_id,
             concurrency=settings.worker_concurrency,
             reclaim_idle=settings.reclaim_idle,
             liveness_ttl=settings.liveness_ttl,
-            dropped=_tell_dropped(router),
+            dropped=handler.dropped,
         )
     warnings = [*filter(None, [sandbox.missing])]
     if settings.redis_url:  # the embedded store says at start that it keeps nothing
@@ -318,15 +314,6 @@ def _slack_reader(
         send=router.send,
         knows=runtime.knows,
     )
-
-
-def _tell_dropped(router: Router) -> Callable[[Job], Awaitable[None]]:
-    async def dropped(job: Job) -> None:
-        inbound = Inbound.model_validate_json(job.payload)
-        if inbound.kind == "input":
-            await router.send(inbound.conversation, Notice(DROPPED))
-
-    return dropped
 
 
 def _release_through(ingest: Ingest) -> Release:

@@ -237,6 +237,25 @@ async def test_with_wait_a_run_that_fails_after_the_call_exits_4(
     assert (workdir / "runs.txt").read_text() == "ran\n"
 
 
+async def test_a_decision_given_up_by_the_workers_is_told_to_the_decider(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every worker that took it stopped while on it (five starts): the inbox drops the job,
+    and the decider hears it rather than waiting in vain."""
+    _, operator, approval_id = await asked(redis, workdir)
+    deciding = asyncio.create_task(operator.decide("approve", approval_id, capsys=capsys))
+    while await operator.inbox.head(SESSION) is None:
+        await asyncio.sleep(0.01)
+    await operator.inbox.ensure_group()
+    (job,) = await operator.inbox.read("worker-1", 10, 50)
+    await JobHandler(operator.runtime, Router()).dropped(job)
+    assert await deciding == FAILED
+    assert operator.out.getvalue() == (
+        "The decision was given up: every worker that took it stopped while carrying it out. "
+        f"`clawgate approvals show {approval_id}` says where the approval stands.\n"
+    )
+
+
 async def queued(redis: aioredis.Redis, operator: Operator) -> list[str]:
     return [fields["job"] for _, fields in entries(await redis.xrange(operator.inbox.streams[0]))]
 
