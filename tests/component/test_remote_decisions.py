@@ -69,6 +69,25 @@ class Operator:
         self.err = capsys.readouterr().err
         return code
 
+    async def carried_out(
+        self,
+        verb: str,
+        approval_id: str,
+        *reason: str,
+        wait: bool = False,
+        again: bool = False,
+        capsys: pytest.CaptureFixture[str],
+    ) -> int:
+        """Decide, then, once the decision is queued in the session's lane (nothing ran in
+        the deciding process), let a worker carry it out; the command's exit code."""
+        deciding = asyncio.create_task(
+            self.decide(verb, approval_id, *reason, wait=wait, capsys=capsys)
+        )
+        while await self.inbox.head(SESSION) is None:
+            await asyncio.sleep(0.01)
+        await self.work(again)
+        return await deciding
+
     async def work(self, again: bool = False) -> None:
         """A worker takes what was queued and handles it (as serve's does); `again`: and
         once more, as a worker that took it over after the first died before its ack."""
@@ -100,14 +119,8 @@ async def test_the_worker_runs_the_call_and_tells_each_step(
     redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runtime, operator, approval_id = await asked(redis, workdir)
-    deciding = asyncio.create_task(
-        operator.decide("approve", approval_id, wait=True, capsys=capsys)
-    )
-    while await operator.inbox.head(SESSION) is None:  # queued in the session's lane
-        await asyncio.sleep(0.01)
-    assert (workdir / "victim.txt").exists()  # nothing ran in the deciding process
-    await operator.work()
-    assert await deciding == 0, operator.err
+    code = await operator.carried_out("approve", approval_id, wait=True, capsys=capsys)
+    assert code == 0, operator.err
     lines = operator.out.getvalue().splitlines()
     assert lines[0] == f"Approval {approval_id} approved by operator:{operator_login()}; " + (
         "a worker runs it."
@@ -123,13 +136,10 @@ async def test_a_rejection_is_told_as_the_thread_got_it(
     redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runtime, operator, approval_id = await asked(redis, workdir)
-    deciding = asyncio.create_task(
-        operator.decide("reject", approval_id, "not", "today", wait=True, capsys=capsys)
+    code = await operator.carried_out(
+        "reject", approval_id, "not", "today", wait=True, capsys=capsys
     )
-    while await operator.inbox.head(SESSION) is None:
-        await asyncio.sleep(0.01)
-    await operator.work()
-    assert await deciding == 0, operator.err
+    assert code == 0, operator.err
     lines = operator.out.getvalue().splitlines()
     assert lines[0].startswith(f"Approval {approval_id} rejected by operator:")
     assert lines[-1] == "The run answered in slack:T1:C1."
@@ -168,11 +178,8 @@ async def test_a_refusal_by_the_worker_exits_1_with_its_reason(
     decisions this way): the worker refuses, and says why."""
     runtime, operator, approval_id = await asked(redis, workdir, admins=())
     operator.as_actor = Actor(platform="slack", user_id="UEVE")
-    deciding = asyncio.create_task(operator.decide("approve", approval_id, capsys=capsys))
-    while await operator.inbox.head(SESSION) is None:
-        await asyncio.sleep(0.01)
-    await operator.work()
-    assert await deciding == REFUSED
+    code = await operator.carried_out("approve", approval_id, capsys=capsys)
+    assert code == REFUSED
     assert operator.err.startswith(f"clawgate: You cannot decide approval {approval_id}: ")
     assert "not an approver" in operator.err
     assert (workdir / "victim.txt").exists()
@@ -200,13 +207,10 @@ async def test_a_decision_delivered_again_runs_its_call_once(
     result = await runtime.run(SESSION, "run: echo ran >> runs.txt", ALICE, THREAD)
     assert result.approval_id is not None
     operator = Operator(redis, runtime)
-    deciding = asyncio.create_task(
-        operator.decide("approve", result.approval_id, wait=True, capsys=capsys)
+    code = await operator.carried_out(
+        "approve", result.approval_id, wait=True, again=True, capsys=capsys
     )
-    while await operator.inbox.head(SESSION) is None:
-        await asyncio.sleep(0.01)
-    await operator.work(again=True)
-    assert await deciding == 0, operator.err
+    assert code == 0, operator.err
     assert (workdir / "runs.txt").read_text() == "ran\n"
 
 
@@ -224,13 +228,8 @@ async def test_with_wait_a_run_that_fails_after_the_call_exits_4(
     result = await runtime.run(SESSION, "log it", ALICE, THREAD)
     assert result.approval_id is not None
     operator = Operator(redis, runtime)
-    deciding = asyncio.create_task(
-        operator.decide("approve", result.approval_id, wait=True, capsys=capsys)
-    )
-    while await operator.inbox.head(SESSION) is None:
-        await asyncio.sleep(0.01)
-    await operator.work()
-    assert await deciding == FAILED
+    code = await operator.carried_out("approve", result.approval_id, wait=True, capsys=capsys)
+    assert code == FAILED
     lines = operator.out.getvalue().splitlines()
     assert lines[1] == "The call ran in a worker: completed."
     assert lines[2].startswith("The run failed (") and lines[2].endswith("); said in slack:T1:C1.")
