@@ -25,7 +25,7 @@ from runtime.providers.openai_provider import OpenAIProvider
 from runtime.queue.inbound import DecisionRequest, Inbound
 from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
-from runtime.queue.remote import Replies
+from runtime.queue.remote import Replies, decision_request
 from runtime.store.keys import Keys
 from runtime.store.streams import entries
 from tests.fake_openai import FakeOpenAI, calls, error
@@ -61,10 +61,11 @@ class Operator:
         *reason: str,
         wait: bool = False,
         timeout: float = 5.0,
+        always: bool = False,
         capsys: pytest.CaptureFixture[str],
     ) -> int:
         self.wait, self.timeout = wait, timeout
-        args = argparse.Namespace(verb=verb, id=approval_id, always=False, reason=list(reason))
+        args = argparse.Namespace(verb=verb, id=approval_id, always=always, reason=list(reason))
         code = await run_approvals_command(self.runtime.wing, args, self.out, self.deliver)
         self.err = capsys.readouterr().err
         return code
@@ -76,12 +77,13 @@ class Operator:
         *reason: str,
         wait: bool = False,
         again: bool = False,
+        always: bool = False,
         capsys: pytest.CaptureFixture[str],
     ) -> int:
         """Decide, then, once the decision is queued in the session's lane (nothing ran in
         the deciding process), let a worker carry it out; the command's exit code."""
         deciding = asyncio.create_task(
-            self.decide(verb, approval_id, *reason, wait=wait, capsys=capsys)
+            self.decide(verb, approval_id, *reason, wait=wait, always=always, capsys=capsys)
         )
         while await self.inbox.head(SESSION) is None:
             await asyncio.sleep(0.01)
@@ -253,6 +255,40 @@ async def test_a_decision_given_up_by_the_workers_is_told_to_the_decider(
         "The decision was given up: every worker that took it stopped while carrying it out. "
         f"`clawgate approvals show {approval_id}` says where the approval stands.\n"
     )
+
+
+async def test_always_grants_calls_like_it_and_says_so(
+    redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime, operator, approval_id = await asked(redis, workdir)
+    assert await operator.carried_out("approve", approval_id, always=True, capsys=capsys) == 0
+    assert operator.out.getvalue().startswith(f"Approval {approval_id} approved by operator:")
+    assert "Calls matching `bash rm` are now allowed in this conversation" in (
+        operator.out.getvalue()
+    )
+    (grant,) = await runtime.approvals.grants.here(THREAD.id, SESSION)
+    assert grant.by.startswith("operator:") and grant.approval == approval_id
+
+
+async def test_an_edit_sent_from_outside_runs_as_edited(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    runtime, operator, approval_id = await asked(redis, workdir)
+    loaded = await runtime.approvals.load(approval_id)
+    assert loaded is not None
+    edited = decision_request(True, edit='{"command": "echo edited >> runs.txt"}')
+    actor = Actor(platform="operator", user_id="alice")
+    sending = asyncio.create_task(
+        through_workers(
+            operator.ingest, operator.replies, loaded[0], actor, edited, True, 5.0, operator.out
+        )
+    )
+    while await operator.inbox.head(SESSION) is None:
+        await asyncio.sleep(0.01)
+    await operator.work()
+    assert await sending == 0
+    assert (workdir / "runs.txt").read_text() == "edited\n"
+    assert (workdir / "victim.txt").exists()
 
 
 async def queued(redis: aioredis.Redis, operator: Operator) -> list[str]:
