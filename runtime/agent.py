@@ -259,7 +259,7 @@ class Runtime:
         edit: str | None = None,
         recorded: Recorded | None = None,
     ) -> Decision:
-        """`conversation` is where the decision was made; None only for the operator CLI.
+        """`conversation` is where the decision was made; None outside a chat (the CLI).
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
         failing is raised (the job is tried again). `Answer`: a question's, by its asker."""
         async with self.audit.unit():  # the decision's and the resumed run's records together

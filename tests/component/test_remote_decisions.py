@@ -192,8 +192,8 @@ async def test_no_worker_within_the_timeout_leaves_the_decision_queued(
     redis: aioredis.Redis, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, operator, approval_id = await asked(redis, workdir)
-    assert await operator.decide("approve", approval_id, timeout=0.2, capsys=capsys) == QUEUED
-    assert "no worker took the decision within 0.2 s; it is queued" in operator.out.getvalue()
+    assert await operator.decide("approve", approval_id, timeout=0.1, capsys=capsys) == QUEUED
+    assert "no worker took the decision within 0.1 s; it is queued" in operator.out.getvalue()
     assert (workdir / "victim.txt").exists()
     # Nothing is lost: the worker that comes later carries it out.
     (job,) = [Inbound.model_validate_json(p) for p in await queued(redis, operator)]
