@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable
 from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
-from adapters.console.channel import render_pending
+from adapters.pending import render_pending
 from adapters.policy_text import mode_line, render_grant, render_policy
 from adapters.reading import Prompt
+from adapters.remote_decisions import carry_out
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
@@ -302,6 +303,8 @@ async def handle_inbound(
     if inbound.kind == "feedback":
         await _feedback(runtime, router, inbound)
         return None
+    if inbound.kind == "decision":  # made outside the chat (the operator CLI, a console)
+        return await carry_out(runtime, inbound, job)
     if inbound.needs_session and not await runtime.knows(inbound.session):
         return None  # a thread the bot was never part of
 

@@ -19,15 +19,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from runtime.approval.decisions import Answer, Decided, Decision, Decisions, Retaken
-from runtime.approval.edit import CallEditor
-from runtime.approval.execute import ApprovedCalls
+from runtime.approval.decisions import Answer, Decided, Decision, Retaken
 from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
-from runtime.approval.notices import is_last, open_notices
-from runtime.approval.settle import Settlement
+from runtime.approval.notices import is_last
 from runtime.approval.store import ApprovalStore
-from runtime.approval.suspend import Suspender
+from runtime.approval.wing import ApprovalWing
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalNotice, Channel, Event, Notice, RedactingChannel, RunFinished
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
@@ -62,6 +59,8 @@ DEMO_NOTICE = (
 WAITING = "Waiting for a decision on approval {id}; your message will run after it."
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 Release = Callable[[str, ConversationRef], Awaitable[None]]
+# Told of a decision recorded (the record, the grant's note) before its run goes on.
+Recorded = Callable[[ApprovalRecord, str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,20 +123,21 @@ class Runtime:
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
-        self.settlement = Settlement(
-            approvals, self.audit, self.tracer, channel.send, self._release_later
-        )
-        editor = CallEditor(approvals, policies, registry, config.workdir)
-        self.decisions = Decisions(
+        self.wing = wing = ApprovalWing(
             approvals,
-            policies,
             self.audit,
-            self.settlement,
+            policies,
+            self.tracer,
+            channel.send,
+            self._release_later,
+            history,
+            registry,
+            config.workdir,
             self.worker_id,
             config.liveness_ttl,
-            editor,
         )
-        self.suspender = Suspender(approvals, history, self.audit, channel.send, registry)
+        self.settlement, self.decisions = wing.settlement, wing.decisions
+        self.suspender, self.approved_calls = wing.suspender, wing.approved_calls
         self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.retake = Retake(
             self.loop,
@@ -147,9 +147,6 @@ class Runtime:
             self.settlement,
             self.worker_id,
             config.liveness_ttl,
-        )
-        self.approved_calls = ApprovedCalls(
-            approvals, self.audit, self.settlement, self.worker_id, config.liveness_ttl
         )
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
@@ -262,14 +259,14 @@ class Runtime:
         always: GrantTerms | None = None,
         job: str = "",
         edit: str | None = None,
+        recorded: Recorded | None = None,
     ) -> Decision:
-        """`conversation` is where the decision was made; None only for the operator CLI.
+        """`conversation` is where the decision was made; None outside a chat (the CLI).
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
         failing is raised (the job is tried again). `Answer`: a question's, by its asker."""
         async with self.audit.unit():  # the decision's and the resumed run's records together
-            return await self._decide(
-                approval_id, approve, actor, conversation, reason, always, job or new_job(), edit
-            )
+            decision = (approval_id, approve, actor, conversation, reason, always)
+            return await self._decide(*decision, job or new_job(), edit, recorded)
 
     async def _decide(
         self,
@@ -281,6 +278,7 @@ class Runtime:
         always: GrantTerms | None,
         job: str,
         edit: str | None = None,
+        recorded: Recorded | None = None,
     ) -> Decision:
         decided = await self.decisions.record(
             approval_id, approve, actor, conversation, reason, always, job, edit
@@ -291,6 +289,8 @@ class Runtime:
             return await self._continue_decided(decided, job)
         record = decided.record
         note = await self.decisions.announce(decided, actor, always)
+        if recorded is not None:
+            await recorded(record, note)
         async with self.tracer.trace(
             "approval.resume",
             session=record.session,
@@ -444,7 +444,7 @@ class Runtime:
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
         """Open approvals (pending or executing), of one conversation or all of them."""
-        return await open_notices(self.approvals, conversation)
+        return await self.wing.pending(conversation)
 
     # --- expiry and crash recovery ---------------------------------------------------------
 

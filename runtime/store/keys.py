@@ -67,6 +67,10 @@ class Keys:
     def approval_index(self, approval_id: str) -> str:
         return f"{self.prefix}:approval-session:{approval_id}"
 
+    def decision_replies(self, request: str) -> str:
+        """What a worker tells the decider of a decision made outside a chat (one list)."""
+        return f"{self.prefix}:decision-replies:{request}"
+
     def expiring(self) -> str:
         return f"{self.prefix}:approvals:expiring"
 

@@ -178,7 +178,7 @@ async def test_paused_and_resumed_run_draws_as_one_tree(
     # The operator's view of the approval points at the trace.
     shown = io.StringIO()
     show = argparse.Namespace(verb="show", id=first.approval_id, json=False)
-    assert await run_approvals_command(runtime, show, shown) == 0
+    assert await run_approvals_command(runtime.wing, show, shown) == 0
     assert f"{paused.trace_id}  (clawgate trace show {paused.trace_id})" in shown.getvalue()
 
 

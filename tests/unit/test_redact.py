@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from adapters.console.channel import render, render_pending, render_request
+from adapters.console.channel import render, render_request
 from adapters.feishu.cards import approval_card
+from adapters.pending import render_pending
 from adapters.slack.blocks import approval_blocks
 from bot.cli_approvals import rows
 from bot.tables import print_table
