@@ -108,6 +108,7 @@ class Runtime:
         self.audit = audit or AuditLog(approvals.redis, approvals.keys)
         self.policies = policies
         self.tracer = tracer or Tracer()  # default: off
+        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.loop = AgentLoop(
             provider,
             registry,
@@ -119,6 +120,7 @@ class Runtime:
             policies=policies,
             middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
             context=compacting(provider, history, config.context_budget, self.audit),
+            journal=self.runs,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
@@ -136,7 +138,6 @@ class Runtime:
             editor,
         )
         self.suspender = Suspender(approvals, history, self.audit, channel.send, registry)
-        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.retake = Retake(
             self.loop,
             approvals,

@@ -16,6 +16,7 @@ from runtime.channel import ApprovalUpdated, Reply, Send
 from runtime.metrics import APPROVALS
 from runtime.models import ToolStatus
 from runtime.store.history import encode_message
+from runtime.store.runs import call_marks
 from runtime.tracing.recorder import Tracer
 
 # Lets a session's held messages run once its wait ended (in this process, or queued).
@@ -101,10 +102,13 @@ class Settlement:
             }
         )
         APPROVALS.labels("outcome_unknown").inc()
+        call = checkpoint.calls[checkpoint.index]
+        mark = await call_marks(self.approvals.redis, self.approvals.keys, record.session) or {}
         await self.audit.record(
             "approval_outcome_unknown",
             approval=record.id,
             tool=record.tool,
+            kind=mark[call.id].kind if call.id in mark else None,
             session=record.session,
             conversation=record.conversation.id,
             decided_by=record.decided_by,
