@@ -23,11 +23,8 @@ from dataclasses import dataclass, field
 
 from runtime.loop import INTERRUPTED, OUTCOME_UNKNOWN, RunState
 from runtime.models import AssistantMessage, ToolCall, ToolMessage, ToolResult, ToolStatus
-from runtime.store.runs import CallMark
+from runtime.store.runs import NOT_STARTED, UNMARKED, CallMark
 from runtime.tools.registry import ToolRegistry
-
-NOT_STARTED = "not-started"  # the kind said of a call that never started
-UNMARKED = "unmarked"  # of one an older version may have been running
 
 
 @dataclass(frozen=True, slots=True)

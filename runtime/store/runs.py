@@ -124,6 +124,8 @@ return fates
 
 MARKED = "marked"  # the run's calls are marked before they start (absent: an older version's)
 CALL = "call:"  # + a call's id: its mark
+NOT_STARTED = "not-started"  # the kind said of a call without a mark in a marked run
+UNMARKED = "unmarked"  # of one in a run whose calls are not marked
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,3 +163,23 @@ async def test_a_sandboxed_command_after_an_approved_one_runs_again_and_the_sess
     assert replies(channel) == ["removed", "hi"]
     assert await redis.get(f"{PREFIX}:{{s1}}:pending") is None
     assert await redis.llen(f"{PREFIX}:{{s1}}:held") == 0
+
+
+async def test_an_approved_command_that_died_mid_call_stays_unknown(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """It ran with the work dir writable: it may have changed something, so it is settled
+    "outcome unknown" and never run again, whoever retakes the decision."""
+    model = Scripted(asks(bash("c1", "rm victim.txt")), says("it may have run"))
+    calls = Calls(crash=["c1"])
+    first, approval_id = await suspended(redis, workdir, model, calls)
+    with pytest.raises(Crash):
+        await first.decide(approval_id, True, ADMIN, HERE, job="d1")
+
+    second, channel = runtime_in(redis, workdir, model, calls, working_sandbox())
+    assert (await second.decide(approval_id, True, ADMIN, HERE, job="d1")).accepted
+
+    assert calls.ran == ["c1"] and not (workdir / "victim.txt").exists()
+    assert tool_answers(await history_of(second, "s1"))["c1"].startswith("outcome unknown")
+    assert replies(channel)[-1] == "it may have run"
+    assert await audited(redis, "approval_outcome_unknown") == {"bash-approved": 1}
