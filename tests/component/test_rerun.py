@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from runtime.agent import Runtime
 from runtime.audit import AuditLog
+from runtime.channel import ApprovalRequested
 from runtime.loop import INTERRUPTED, OUTCOME_UNKNOWN
 from runtime.models import StopReason
 from runtime.store.keys import Keys
+from runtime.tools.clarify import ClarifyTool
+from runtime.tools.files import ReadTool
+from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import NetworkAccess, Sandbox, SandboxMode, probe
 from tests.component.test_retake import (
     Calls,
@@ -183,3 +188,32 @@ async def test_an_approved_command_that_died_mid_call_stays_unknown(
     assert tool_answers(await history_of(second, "s1"))["c1"].startswith("outcome unknown")
     assert replies(channel)[-1] == "it may have run"
     assert await audited(redis, "approval_outcome_unknown") == {"bash-approved": 1}
+
+
+async def test_a_question_whose_process_died_before_it_was_stored_is_asked_again(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """A question is no effect: the clarify call never got its answer, so it is asked (once),
+    the model not asked again and nothing "outcome unknown"."""
+    question = '{"question": "Which one?", "options": ["staging", "prod"]}'
+    model = Scripted(asks(("q1", "clarify", question)))
+    tools = ToolRegistry([ReadTool(), ClarifyTool()])
+    first, _ = make_runtime(redis, workdir, model, registry=tools)
+    create = first.approvals.create
+
+    async def dies(*args: Any, **kwargs: Any) -> Any:
+        raise Crash
+
+    first.approvals.create = dies  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        await first.run("s1", "deploy it", ALICE, HERE, job="j1")
+    first.approvals.create = create  # type: ignore[method-assign]
+
+    second, channel = make_runtime(redis, workdir, model, registry=tools)
+    result = await second.run("s1", "deploy it", ALICE, HERE, job="j1")
+
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED and model.asked == 1
+    (asked,) = channel.of(ApprovalRequested)
+    assert asked.notice.approval_id == result.approval_id
+    assert not tool_answers(await history_of(second, "s1"))  # answered by the requester only
+    assert await audited(redis, "call_run_again") == {"not-started": 1}
