@@ -108,6 +108,7 @@ class Runtime:
         self.audit = audit or AuditLog(approvals.redis, approvals.keys)
         self.policies = policies
         self.tracer = tracer or Tracer()  # default: off
+        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.loop = AgentLoop(
             provider,
             registry,
@@ -120,6 +121,7 @@ class Runtime:
             middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
             context=compacting(provider, history, config.context_budget, self.audit),
             models=models,
+            journal=self.runs,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
@@ -138,16 +140,7 @@ class Runtime:
         )
         self.settlement, self.decisions = wing.settlement, wing.decisions
         self.suspender, self.approved_calls = wing.suspender, wing.approved_calls
-        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
-        self.retake = Retake(
-            self.loop,
-            approvals,
-            history,
-            self.suspender,
-            self.settlement,
-            self.worker_id,
-            config.liveness_ttl,
-        )
+        self.retake = Retake(self.loop, wing)
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
         async def emit(event: Event) -> None:

@@ -36,8 +36,9 @@ from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderError, ProviderFactory, Streaming
 from runtime.steer import Steer
 from runtime.store.history import HistoryStore, Window
+from runtime.store.runs import CallMark, RunJournal
 from runtime.store.summary import Summary
-from runtime.tools.base import ToolContext
+from runtime.tools.base import Effects, ToolContext
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
@@ -171,11 +172,14 @@ class AgentLoop:
         middlewares: Sequence[Middleware] = (),
         context: Context | None = None,
         models: ProviderFactory | None = None,
+        journal: RunJournal | None = None,
     ) -> None:
         """`context`: what the model is sent of a history (default: the default budget,
         never compacted, the oldest turns left out when over it). `models`: makes the provider
         of a model the policy file lists, for conversations that switched to one (`/model`);
-        None: this process serves the default model only."""
+        None: this process serves the default model only. `journal`: where each call is marked
+        before it starts, for a retake (none: calls are not marked)."""
+        self.journal = journal
         self.provider = provider
         self.context = context or Context()
         self.models = models
@@ -356,38 +360,21 @@ class AgentLoop:
         return outcome.results[0]
 
     def _executor(self, state: RunState) -> ToolExecutor:
+        journal = self.journal
+
+        async def started(call: ToolCall, effects: Effects) -> None:
+            if journal is not None:
+                mark = CallMark(state.end, effects.kind, effects.again)
+                await journal.started(state.session, call.id, mark)
+
         return ToolExecutor(
             self.registry,
             self.max_tool_result_chars,
             state.emit,
             audit=self.audit,
             middlewares=self.middlewares,
+            started=started if journal is not None else None,
         )
-
-    def interrupted(self, state: RunState, start: int) -> list[Message]:
-        """After a crash, answers for the calls of the run's last model answer that have none.
-        Results are saved before every call with side effects, so only the first of them
-        can have been running: unless it is side-effect free its outcome is unknown. None of
-        them is run again (the model may ask again)."""
-        turn = state.since(start)
-        asked = next((m for m in reversed(turn) if isinstance(m, AssistantMessage)), None)
-        if asked is None:
-            return []
-        answered = {m.tool_call_id for m in turn if isinstance(m, ToolMessage)}
-        missing = [c for c in asked.tool_calls if c.id not in answered]
-        answers: list[Message] = []
-        for i, call in enumerate(missing):
-            tool = self.registry.resolve(call.name)
-            unknown = i == 0 and (tool is None or not tool.parallel_safe)
-            answers.append(
-                ToolMessage(
-                    tool_call_id=call.id,
-                    name=call.name,
-                    content=OUTCOME_UNKNOWN if unknown else INTERRUPTED,
-                    status=ToolStatus.ERROR,
-                )
-            )
-        return answers
 
     async def _stop_repeat(
         self, state: RunState, reply: AssistantMessage, call: ToolCall

@@ -98,6 +98,7 @@ class ApprovalWing(ApprovalView):
         liveness_ttl: float,
     ) -> None:
         super().__init__(store, audit)
+        self.history, self.worker_id, self.liveness_ttl = history, worker_id, liveness_ttl
         self.settlement = Settlement(store, audit, tracer, send, release)
         editor = CallEditor(store, policies, registry, workdir)
         self.decisions = Decisions(
