@@ -27,6 +27,7 @@ from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.outputs import keep
 from runtime.redact import one_line, redact_text
 from runtime.tools.base import ToolCancelled, ToolContext, ToolError
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
@@ -182,6 +183,34 @@ class ToolExecutor:
                 return BatchOutcome(results[start:], suspended_at=i)
             i += 1
         return BatchOutcome(results[start:])
+
+    async def judge(
+        self, calls: Sequence[ToolCall], ctx: ToolContext, start: int, most: int
+    ) -> list[tuple[int, ToolResult]]:
+        """The calls from `start` on that would wait for a human, without running any: each
+        goes through the chain to its end, which answers in the tool's stead. Up to `most`,
+        and not past a question (the clarify tool's call stays alone: it is asked after)."""
+        waiting: list[tuple[int, ToolResult]] = []
+        prepared = [self.prepare(call, ctx) for call in calls]
+        duplicate_of = _duplicates(prepared)
+        for i in range(start, len(calls)):
+            item = prepared[i]
+            if isinstance(item, ToolResult) or i in duplicate_of:
+                continue  # refused as it is, or answered by the call it repeats
+            item.judging = True
+            try:
+                result = await build_chain(self.middlewares, _judged)(item)
+            except LeaseLapsed:
+                raise
+            except Exception:  # fail closed: not batched, judged again when its turn comes
+                log.exception("judging %s for its batch failed", item.call.name)
+                break
+            if result.status is not ToolStatus.SUSPENDED:
+                continue
+            if item.tool.name == ClarifyTool.name or len(waiting) == most:
+                break
+            waiting.append((i, result))
+        return waiting
 
     @staticmethod
     def _parallel_group(
@@ -342,6 +371,11 @@ class ToolExecutor:
             await self.audit.flush()
         if save is not None:
             await save(done)
+
+
+async def _judged(invocation: ToolInvocation) -> ToolResult:
+    """The chain's end while judging: the call would run (it does not)."""
+    return _error(invocation.call, "(judged only)", ToolStatus.COMPLETED)
 
 
 def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:

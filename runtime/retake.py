@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
-from runtime.approval.models import ApprovalStatus
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
+from runtime.batch_resume import BatchResume, result_of
 from runtime.channel import Notice, Reply
 from runtime.loop import EMPTY_ANSWER, AgentLoop, RunState, Suspension, answer_key
 from runtime.models import (
@@ -40,9 +41,12 @@ class Retake:
         settlement: Settlement,
         worker_id: str,
         liveness_ttl: float,
+        batches: BatchResume,
     ) -> None:
         """`worker_id`: this process's; an approval it executes in a run that failed (Redis
-        stalled) is not being executed any more when the job is tried again."""
+        stalled) is not being executed any more when the job is tried again. `batches`
+        carries a batch out (again) once it is decided."""
+        self.batches = batches
         self.loop = loop
         self.worker_id = worker_id
         self.approvals = approvals
@@ -60,6 +64,9 @@ class Retake:
         await state.emit(Notice(CONTINUING))
         state.step = sum(isinstance(m, AssistantMessage) for m in state.since(start))
         approval_id = await self.approvals.pending_id(state.session)
+        loaded = None if approval_id is None else await self.approvals.load(approval_id)
+        if loaded is not None and loaded[1].batch:
+            return await self._batch(state, *loaded)
         if approval_id is not None:
             waiting = await self._settle(state, approval_id)
             if waiting is not None:
@@ -85,6 +92,24 @@ class Retake:
             return self.loop.result(state, StopReason.FINAL, final_text=text), None
         return await self.loop.run(state)
 
+    async def _batch(
+        self, state: RunState, lead: ApprovalRecord, checkpoint: Checkpoint
+    ) -> tuple[RunResult, Suspension | None]:
+        """A session waiting for a batch: it waits on while items do (its notice posted if the
+        crash came first), else the batch's resume that died goes on where it stopped."""
+        if await self.approvals.resumer(state.session, lead.id) is not None:
+            return await self.batches(state, checkpoint, retaken=True)
+        if not lead.notified:
+            items = [r for r, _ in await self.approvals.load_batch(checkpoint)]
+            await self.suspender.notify(lead, again=True, batch=items, batch_id=checkpoint.id)
+        waiting = RunResult(
+            session=state.session,
+            stop_reason=StopReason.APPROVAL_REQUIRED,
+            steps=state.step,
+            approval_id=lead.id,
+        )
+        return waiting, None
+
     def _keyed(
         self, state: RunState, start: int
     ) -> tuple[list[ToolCall], int, list[ToolResult]] | None:
@@ -103,16 +128,7 @@ class Retake:
         tool = self.loop.registry.resolve(asked.tool_calls[index].name)
         if tool is None or not tool.keyed:
             return None
-        prior = [
-            ToolResult(
-                call_id=m.tool_call_id,
-                tool=m.name,
-                status=m.status,
-                model_text=m.content,
-                display=m.content,
-            )
-            for m in (answers[c.id] for c in asked.tool_calls[:index])
-        ]
+        prior = [result_of(answers[c.id]) for c in asked.tool_calls[:index]]
         return list(asked.tool_calls), index, prior
 
     async def _settle(self, state: RunState, approval_id: str) -> RunResult | None:
