@@ -23,13 +23,14 @@ from runtime.approval.decisions import Answer, Batch, Decided, Decision, Decisio
 from runtime.approval.edit import CallEditor
 from runtime.approval.execute import ApprovedCalls
 from runtime.approval.grants import GrantTerms
-from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint, HeldMessage
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
 from runtime.approval.notices import is_last, open_notices
 from runtime.approval.settle import Settlement
 from runtime.approval.store import ApprovalStore
 from runtime.approval.suspend import Suspender
 from runtime.audit import AuditLog
 from runtime.batch_resume import BatchResume
+from runtime.batch_runs import BatchRuns
 from runtime.channel import ApprovalNotice, Channel, Event, Notice, RedactingChannel, RunFinished
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.executor import Emit
@@ -38,12 +39,11 @@ from runtime.metrics import RUNS
 from runtime.middleware.chain import Middleware
 from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef, RunResult, StopReason
-from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider
 from runtime.queue.steering import Steering
 from runtime.retake import Retake
-from runtime.store.history import HistoryStore, Window, encode_message
+from runtime.store.history import HistoryStore, encode_message
 from runtime.store.runs import Entry, RunJournal, held_job, new_job
 from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
@@ -142,15 +142,9 @@ class Runtime:
         self.approved_calls = ApprovedCalls(
             approvals, self.audit, self.settlement, self.worker_id, config.liveness_ttl
         )
-        self.batches = BatchResume(
-            self.loop,
-            approvals,
-            history,
-            self.approved_calls,
-            self.settlement,
-            self.worker_id,
-            config.liveness_ttl,
-        )
+        resume = BatchResume(self.loop, history, self.approved_calls, self.settlement)
+        runtime = (self._context, self._emitter, self._drive, self.release_held)
+        self.batch_runs = BatchRuns(self.decisions, self.runs, self.tracer, resume, runtime)
         self.retake = Retake(
             self.loop,
             approvals,
@@ -159,7 +153,7 @@ class Runtime:
             self.settlement,
             self.worker_id,
             config.liveness_ttl,
-            self.batches,
+            resume,
         )
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
@@ -297,12 +291,11 @@ class Runtime:
         )
         if isinstance(decided, Decision):
             return decided
-        if isinstance(decided, Batch):
-            return await self._decide_all(decided, approve, actor, conversation, reason, job)
         if isinstance(decided, Retaken):
             return await self._continue_decided(decided, job)
-        if decided.checkpoint.batch:
-            return await self._decided_item(decided, actor, always, job)
+        if isinstance(decided, Batch) or decided.checkpoint.batch:  # runtime/batch_runs.py
+            asked = (approve, actor, conversation, reason, always, job)
+            return await self.batch_runs.decided(decided, asked, self._decide)
         record = decided.record
         note = await self.decisions.announce(decided, actor, always)
         async with self.tracer.trace(
@@ -323,102 +316,6 @@ class Runtime:
         if decided.checkpoint.edit:
             note = f" It ran with your edits ({decided.checkpoint.edit}).{note}"
         return Decision(True, f"Approval {record.id} {verb}.{note}", result)
-
-    async def _decided_item(
-        self, decided: Decided, actor: Actor, always: GrantTerms | None, job: str
-    ) -> Decision:
-        """An item of a batch decided: the batch's resume follows once none is pending (the
-        decision that claimed it carries the batch out here)."""
-        record, checkpoint = decided.record, decided.checkpoint
-        note = await self.decisions.announce(decided, actor, always)
-        verb = "approved" if record.status is ApprovalStatus.APPROVED else "rejected"
-        said = f"Approval {record.id} {verb}.{note}"
-        if decided.claim != "claimed":
-            waits = f" The run goes on once every call of batch {checkpoint.id} is decided."
-            return Decision(True, said + (waits if decided.claim == "open" else ""))
-        policy = (decided.policy, decided.policy_read_at)
-        result = await self._resume_batch(checkpoint, decided.window, job, policy=policy)
-        return Decision(True, f"{said} Batch {checkpoint.id} is decided: carried out.", result)
-
-    async def _decide_all(
-        self,
-        batch: Batch,
-        approve: bool | Answer,
-        actor: Actor,
-        conversation: ConversationRef | None,
-        reason: str | None,
-        job: str,
-    ) -> Decision:
-        """`/approve <batch>` or `/reject <batch>`: each pending item `actor` may decide, in
-        the model's order (the others are named, not refused one by one)."""
-        if isinstance(approve, Answer):
-            return Decision(False, "a batch holds approvals, not questions")
-        done: list[str] = []
-        skipped: list[str] = []
-        result = None
-        for approval_id in batch.items:
-            loaded = await self.approvals.load(approval_id)
-            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
-                continue
-            refusal, _ = await self.decisions.refusal(actor, loaded[0])
-            if refusal is not None:
-                skipped.append(f"{approval_id} ({refusal})")
-                continue
-            decision = await self._decide(
-                approval_id, approve, actor, conversation, reason, None, job
-            )
-            (done if decision.accepted else skipped).append(
-                approval_id if decision.accepted else f"{approval_id} ({decision.message})"
-            )
-            result = decision.run or result
-        verb = "approved" if approve else "rejected"
-        said = f"{verb.capitalize()}: {', '.join(done)}." if done else f"Nothing {verb}."
-        if skipped:
-            said += f" Not decided by you: {'; '.join(skipped)}."
-        return Decision(bool(done), said, result)
-
-    async def _resume_batch(
-        self,
-        checkpoint: Checkpoint,
-        window: Window,
-        job: str,
-        policy: tuple[EffectivePolicy, float] | None = None,
-    ) -> RunResult:
-        """Carry out a batch whose resume `job` claimed (runtime/batch_resume.py), then the
-        messages held meanwhile. `policy`: as read for the deciding, and when."""
-        ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
-        ctx.policy, read_at = policy if policy is not None else (None, 0.0)
-        state = RunState.of(
-            window,
-            checkpoint.session,
-            ctx,
-            self._emitter(checkpoint.conversation),
-            step=checkpoint.step,
-            resumed_from=checkpoint.batch[0],
-            policy_read_at=read_at,
-        )
-        async with self.tracer.trace(
-            "approval.resume",
-            session=checkpoint.session,
-            resumes=checkpoint.trace_id,
-            batch=checkpoint.id,
-        ) as trace:
-            result = trace.done(await self._drive(state, self.batches(state, checkpoint)))
-        await self.runs.finish(checkpoint.session, job)
-        await self.release_held(checkpoint.session)
-        return result
-
-    async def _resume_expired(self, session: str) -> None:
-        """A batch whose last open item expired (or was found expired) is carried out by
-        whoever lets the session's held messages go next (the sweeper's release)."""
-        lead = await self.approvals.pending_id(session)
-        loaded = None if lead is None else await self.approvals.load(lead)
-        if loaded is None or not loaded[1].batch:
-            return
-        job = new_job()
-        if await self.approvals.claim(*loaded, job) == "claimed":
-            entry = await self.runs.latest(session)
-            await self._resume_batch(loaded[1], entry.window, job)
 
     async def _continue_decided(self, retaken: Retaken, job: str) -> Decision:
         """The deciding job again, its process having died after the decision: continue the
@@ -449,18 +346,10 @@ class Runtime:
         loop goes on. Also returns how many messages were held when the session was
         released."""
         record, checkpoint = decided.record, decided.checkpoint
-        emit = self._emitter(checkpoint.conversation)
-        ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
-        ctx.policy = decided.policy  # read just before the decision: fresh enough to run with
-        state = RunState.of(
-            decided.window,
-            checkpoint.session,
-            ctx,
-            emit,
-            step=checkpoint.step,
-            resumed_from=record.id,
-            policy_read_at=decided.policy_read_at,
-        )
+        # The policy read just before the decision: fresh enough to run with.
+        policy = (decided.policy, decided.policy_read_at)
+        state = self.batch_runs.resumed(checkpoint, decided.window, record.id, policy)
+        ctx = state.ctx
         call = checkpoint.calls[checkpoint.index]
         tracing.begin_step(checkpoint.step, resumed=record.id, call=(call.id, checkpoint.index))
         first, held = decided.result, decided.held
@@ -517,7 +406,7 @@ class Runtime:
     async def release_held(self, session: str) -> RunResult | None:
         """Run the messages held during a wait, in order, until one suspends again. Each
         stays in its list until its run finished: a crash mid-way retakes it."""
-        await self._resume_expired(session)
+        await self.batch_runs.expired(session)
         result = None
         while (raw := await self.runs.first_held(session)) is not None:
             message = HeldMessage.model_validate_json(raw)

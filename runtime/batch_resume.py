@@ -13,7 +13,6 @@ from runtime.approval.execute import ApprovedCalls
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.notices import not_executed, rejection
 from runtime.approval.settle import EXPIRED_CALL, Settlement
-from runtime.approval.store import ApprovalStore
 from runtime.loop import OUTCOME_UNKNOWN, AgentLoop, RunState, Suspension, fingerprint
 from runtime.models import (
     AssistantMessage,
@@ -52,20 +51,17 @@ class BatchResume:
     def __init__(
         self,
         loop: AgentLoop,
-        approvals: ApprovalStore,
         history: HistoryStore,
         approved_calls: ApprovedCalls,
         settlement: Settlement,
-        worker_id: str,
-        liveness_ttl: float,
     ) -> None:
+        """`approved_calls`: runs an approved call once, under its process's worker id."""
         self.loop = loop
-        self.approvals = approvals
+        self.approvals = approved_calls.approvals
         self.history = history
         self.approved_calls = approved_calls
         self.settlement = settlement
-        self.worker_id = worker_id
-        self.liveness_ttl = liveness_ttl
+        self.worker_id = approved_calls.worker_id
 
     async def __call__(
         self, state: RunState, checkpoint: Checkpoint, retaken: bool = False
@@ -138,7 +134,8 @@ class BatchResume:
             )
             return await self._record(state, _failed(call, CANCELLED, ToolStatus.CANCELLED))
         if status is ApprovalStatus.APPROVED:
-            if (await self.approvals.execute(record, self.worker_id, self.liveness_ttl)).ok:
+            ttl = self.approved_calls.liveness_ttl
+            if (await self.approvals.execute(record, self.worker_id, ttl)).ok:
                 record = record.model_copy(update={"status": ApprovalStatus.EXECUTING})
                 return await self._run(state, record, checkpoint, call)
             status = ApprovalStatus.OUTCOME_UNKNOWN  # settled meanwhile: read what it wrote

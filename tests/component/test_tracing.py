@@ -191,11 +191,8 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
     for name in ("a.txt", "b.txt"):
         (workdir / name).write_text(name)
     fake_openai.script = [
-        calls(
-            ("call_a", "bash", {"command": "rm a.txt"}),
-            ("call_r", "read", {"path": "b.txt"}),
-            ("call_b", "bash", {"command": "rm b.txt"}),
-        ),
+        calls(("call_a", "bash", {"command": "rm a.txt"})),
+        calls(("call_r", "read", {"path": "b.txt"}), ("call_b", "bash", {"command": "rm b.txt"})),
         reply("both gone"),
     ]
     runtime, _, store = traced(redis, workdir, openai(fake_openai))
@@ -208,13 +205,14 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
 
     middle = await load(store, one.run.trace_id)
     assert middle.links[0].trace_id == first.trace_id
-    (step,) = middle.root.children  # the rest of the batch, then a new pause
-    assert [(c.attributes["call_id"], c.attributes["index"], c.status) for c in step.children] == [
-        ("call_a", 0, "completed"),
-        ("call_r", 1, "completed"),
-        ("call_b", 2, "suspended"),
+    resumed, step = middle.root.children  # the approved call, then a new step and pause
+    assert [c.attributes.get("call_id") for c in resumed.children] == ["call_a"]
+    tools = [c for c in step.children if "call_id" in c.attributes]
+    assert [(c.attributes["call_id"], c.attributes["index"], c.status) for c in tools] == [
+        ("call_r", 0, "completed"),
+        ("call_b", 1, "suspended"),
     ]
-    (pause,) = step.children[2].children
+    (pause,) = tools[1].children
     assert pause.attributes["approval_id"] == one.run.approval_id
     assert middle.root.attributes["approval_id"] == first.approval_id  # the one it resumed
     assert middle.root.attributes["waits_for"] == one.run.approval_id
