@@ -90,6 +90,7 @@ class BatchRuns:
         if isinstance(approve, Answer):
             return Decision(False, "a batch holds approvals, not questions")
         done: list[str] = []
+        counted: list[str] = []
         skipped: list[str] = []
         result = None
         for approval_id in batch.items:
@@ -103,15 +104,18 @@ class BatchRuns:
                 )
                 refusal = None if decision.accepted else decision.message
                 result = decision.run or result
-            if refusal is None:
-                done.append(approval_id)
-            else:
+            if refusal is not None:
                 skipped.append(f"{approval_id} ({refusal})")
+            elif decision.message.endswith("needed."):  # counted toward its quorum
+                counted.append(decision.message.removeprefix("Approval "))
+            else:
+                done.append(approval_id)
         verb = "approved" if approve else "rejected"
         said = f"{verb.capitalize()}: {', '.join(done)}." if done else f"Nothing {verb}."
+        said += "".join(f" Counted: {c}" for c in counted)
         if skipped:
             said += f" Not decided by you: {'; '.join(skipped)}."
-        return Decision(bool(done), said, result)
+        return Decision(bool(done or counted), said, result)
 
     async def carry_out(
         self,

@@ -87,6 +87,8 @@ class Calls:
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
         call_id = invocation.call.id
+        if invocation.judging:  # only judged (for a batch): it does not reach its tool
+            return await call_next(invocation)
         if call_id in self.crash:
             self.crash.discard(call_id)
             raise Crash

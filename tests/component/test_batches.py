@@ -1,0 +1,302 @@
+"""Batches on a real Redis: the calls of one model turn that need a human are put to approvers
+in one notice, decided one by one (or all at once), and carried out in the model's order,
+each approved one exactly once, once none waits; also after a process died mid-way."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from runtime.agent import Runtime
+from runtime.approval.models import ApprovalStatus
+from runtime.channel import ApprovalNotice, ApprovalRequested, ApprovalUpdated
+from runtime.models import Actor, StopReason
+from runtime.policy.model import PolicyDocument
+from runtime.providers.openai_provider import OpenAIProvider
+from tests.component.test_retake import (
+    Calls,
+    Crash,
+    Scripted,
+    asks,
+    bash,
+    replies,
+    runtime_with,
+    says,
+)
+from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
+
+CAROL = Actor(platform="slack", user_id="UCAROL")
+DAVE = Actor(platform="slack", user_id="UDAVE")
+THREE = [
+    ("c1", "bash", {"command": "rm a.txt"}),
+    ("r1", "read", {"path": "keep.txt"}),
+    ("c2", "bash", {"command": "rm b.txt"}),
+    ("c3", "bash", {"command": "rm c.txt"}),
+]
+
+
+def files(workdir: Path, *names: str) -> None:
+    for name in names:
+        (workdir / name).write_text(name)
+
+
+def openai(fake: FakeOpenAI) -> OpenAIProvider:
+    return OpenAIProvider("fake", api_key="sk-test", base_url=fake.base_url, max_retries=0)
+
+
+def tools_sent(fake: FakeOpenAI) -> list[tuple[str, str]]:
+    """The tool messages of the model's last request: (call id, content)."""
+    sent = fake.requests[-1]["messages"]
+    return [(m["tool_call_id"], m["content"]) for m in sent if m["role"] == "tool"]
+
+
+async def batch_of(
+    runtime: Runtime, channel: RecordingChannel, session: str, text: str = "clean up"
+) -> ApprovalNotice:
+    result = await runtime.run(session, text, ALICE, HERE)
+    assert result.stop_reason is StopReason.APPROVAL_REQUIRED
+    (requested,) = channel.of(ApprovalRequested)  # one notice, whatever the calls
+    return requested.notice
+
+
+async def status(redis: aioredis.Redis, session: str, approval_id: str) -> str:
+    return str(await redis.hget(f"{PREFIX}:{{{session}}}:approval:{approval_id}", "status"))
+
+
+async def test_three_risky_calls_are_one_notice_and_run_in_order_once_each(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt", "c.txt", "keep.txt")
+    fake_openai.script = [calls(*THREE), reply("done")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b1")
+
+    assert [i.arguments for i in notice.items] == ["rm a.txt", "rm b.txt", "rm c.txt"]
+    assert notice.batch and all(i.batch == notice.batch for i in notice.items)
+    one, two, three = (i.approval_id for i in notice.items)
+    assert (await runtime.decide(one, True, ADMIN, HERE)).run is None
+    assert (await runtime.decide(two, False, ADMIN, HERE, reason="keep b")).run is None
+    assert (workdir / "a.txt").exists()  # nothing runs while an item waits
+    assert len(fake_openai.requests) == 1
+    last = await runtime.decide(three, True, ADMIN, HERE)
+
+    assert last.run is not None and last.run.stop_reason is StopReason.FINAL
+    assert not (workdir / "a.txt").exists() and not (workdir / "c.txt").exists()
+    assert (workdir / "b.txt").exists()
+    sent = tools_sent(fake_openai)
+    assert [cid for cid, _ in sent] == ["c1", "r1", "c2", "c3"]  # the model's order, once each
+    assert sent[1][1] == "keep.txt"
+    assert sent[2][1].startswith(f"rejected by {ADMIN.key}: keep b")
+    statuses = [await status(redis, "b1", i) for i in (one, two, three)]
+    assert statuses == ["consumed", "rejected", "consumed"]
+    assert await redis.get(f"{PREFIX}:{{b1}}:pending") is None
+    # The one notice shows how each call ended.
+    final = channel.of(ApprovalUpdated)[-1].notice
+    assert [i.status for i in final.items] == ["consumed", "rejected", "consumed"]
+    # Deciding again is refused, and runs nothing.
+    again = await runtime.decide(one, True, ADMIN, HERE)
+    assert not again.accepted and "already" in again.message
+    assert len(fake_openai.requests) == 2
+
+
+async def test_the_model_asking_again_for_a_rejected_call_stops(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
+    fake_openai.script = [batch, calls(("c9", "bash", {"command": "rm b.txt"}))]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b2")
+    await runtime.decide(notice.items[0].approval_id, True, ADMIN, HERE)
+    last = await runtime.decide(notice.items[1].approval_id, False, ADMIN, HERE)
+    assert last.run is not None and last.run.final_text is not None
+    assert last.run.final_text.startswith("Stopped: the model asked again")
+    assert (workdir / "b.txt").exists()
+
+
+async def test_approve_all_decides_only_what_the_decider_may(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt")
+    document = PolicyDocument.model_validate(
+        tomllib.loads("[approvals]\nquorum_tools = { bash = 2 }\n")
+    )
+    fake_openai.script = [
+        calls(
+            ("c1", "bash", {"command": "rm a.txt"}),
+            ("c2", "write", {"path": ".env", "content": "X=1"}),
+        ),
+        reply("done"),
+    ]
+    runtime, channel = make_runtime(
+        redis,
+        workdir,
+        openai(fake_openai),
+        document=document,
+        approvers=[CAROL.key, DAVE.key, ALICE.key],
+        requester_may_approve=True,
+    )
+    notice = await batch_of(runtime, channel, "b3")
+    rm, env = (i.approval_id for i in notice.items)
+    assert [i.quorum for i in notice.items] == [2, 1]
+
+    mine = await runtime.decide(notice.batch, True, ALICE, HERE)  # the requester: not for rm
+    assert mine.accepted and mine.run is None
+    assert f"Approved: {env}" in mine.message and rm in mine.message
+    assert [await status(redis, "b3", i) for i in (rm, env)] == ["pending", "approved"]
+    assert not (workdir / ".env").exists()
+
+    counted = await runtime.decide(notice.batch, True, CAROL, HERE)  # one of two for rm
+    assert counted.accepted and counted.run is None and "1 of 2" in counted.message
+    done = await runtime.decide(notice.batch, True, DAVE, HERE)  # the second: it runs
+    assert done.run is not None and done.run.stop_reason is StopReason.FINAL
+    assert not (workdir / "a.txt").exists() and (workdir / ".env").read_text() == "X=1"
+    assert [cid for cid, _ in tools_sent(fake_openai)] == ["c1", "c2"]
+
+
+async def test_reject_all_tells_the_model_about_every_call(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt", "c.txt", "keep.txt")
+    fake_openai.script = [calls(*THREE), reply("ok, nothing")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b4")
+    decision = await runtime.decide(notice.batch, False, ADMIN, HERE, reason="not today")
+    assert decision.run is not None and decision.run.final_text == "ok, nothing"
+    assert all((workdir / n).exists() for n in ("a.txt", "b.txt", "c.txt"))
+    sent = dict(tools_sent(fake_openai))
+    assert all("not today" in sent[c] for c in ("c1", "c2", "c3")) and sent["r1"] == "keep.txt"
+
+
+async def test_an_item_expires_and_the_approved_ones_still_run(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
+    fake_openai.script = [batch, reply("a is gone")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai), timeout_s=0.2)
+    notice = await batch_of(runtime, channel, "b5")
+    one, two = (i.approval_id for i in notice.items)
+    await runtime.decide(one, True, ADMIN, HERE)
+    await asyncio.sleep(0.25)
+    assert await runtime.sweep() >= 1
+
+    assert not (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
+    assert [await status(redis, "b5", i) for i in (one, two)] == ["consumed", "expired"]
+    sent = dict(tools_sent(fake_openai))
+    assert "expired" in sent["c2"]
+    assert await redis.get(f"{PREFIX}:{{b5}}:pending") is None
+    assert await runtime.sweep() == 0  # nothing left to do, nothing runs twice
+    assert len(fake_openai.requests) == 2
+
+
+async def test_an_edited_item_runs_as_edited(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt", "c.txt")
+    batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
+    fake_openai.script = [batch, reply("done")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b6")
+    one, two = (i.approval_id for i in notice.items)
+    edited = await runtime.decide(one, True, ADMIN, HERE, edit=json.dumps({"command": "rm c.txt"}))
+    assert edited.accepted, edited.message
+    await runtime.decide(two, True, ADMIN, HERE)
+
+    assert (workdir / "a.txt").exists()
+    assert not (workdir / "b.txt").exists() and not (workdir / "c.txt").exists()
+    sent = dict(tools_sent(fake_openai))
+    assert sent["c1"].startswith("(run with the approver's edits: command:")
+
+
+async def test_cancel_withdraws_the_whole_batch(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
+    fake_openai.script = [batch]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b7")
+    one, two = (i.approval_id for i in notice.items)
+    await runtime.decide(one, True, ADMIN, HERE)
+    said = await runtime.cancel("b7", ALICE, HERE)
+    assert "withdrawn" in said
+    assert [await status(redis, "b7", i) for i in (one, two)] == ["rejected", "rejected"]
+    assert (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
+    assert await redis.get(f"{PREFIX}:{{b7}}:pending") is None
+    late = await runtime.decide(two, True, ADMIN, HERE)
+    assert not late.accepted
+
+
+def killed_at(call_id: str, *steps: Any) -> tuple[Scripted, Calls]:
+    model = Scripted(
+        asks(bash("c1", "rm a.txt"), ("r1", "read", '{"path": "keep.txt"}'), bash("c2", "rm b.txt")),
+        *steps,
+    )
+    return model, Calls(crash=[call_id])
+
+
+async def test_a_resume_killed_mid_batch_goes_on_without_running_anything_twice(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    files(workdir, "a.txt", "b.txt", "keep.txt")
+    model, ran = killed_at("r1", says("all done"))
+    first, channel = runtime_with(redis, workdir, model, ran)
+    result = await first.run("k1", "clean up", ALICE, HERE, job="j1")
+    assert result.approval_id is not None
+    notice = channel.of(ApprovalRequested)[0].notice
+    one, two = (i.approval_id for i in notice.items)
+    await first.decide(one, True, ADMIN, HERE, job="d1")
+    try:  # dies after c1 ran, at the read between the two approved calls
+        await first.decide(two, True, ADMIN, HERE, job="d2")
+        raise AssertionError("the process should have died")
+    except Crash:
+        pass
+    assert not (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
+
+    second, channel = runtime_with(redis, workdir, model, ran)
+    again = await second.decide(two, True, ADMIN, HERE, job="d2")  # the job delivered again
+    assert again.accepted, again.message
+    assert ran.ran == ["c1", "r1", "c2"]  # each once; the read (no side effects) ran again
+    assert not (workdir / "b.txt").exists()
+    assert replies(channel)[-1] == "all done"
+    assert [await status(redis, "k1", i) for i in (one, two)] == ["consumed", "consumed"]
+    assert await redis.get(f"{PREFIX}:{{k1}}:pending") is None
+
+
+async def test_a_resume_killed_while_an_approved_call_ran_ends_it_unknown_and_goes_on(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    files(workdir, "a.txt", "b.txt", "keep.txt")
+    model, ran = killed_at("c1", says("c1 may have run"))
+    first, channel = runtime_with(redis, workdir, model, ran)
+    await first.run("k2", "clean up", ALICE, HERE, job="j1")
+    one, two = (i.approval_id for i in channel.of(ApprovalRequested)[0].notice.items)
+    await first.decide(one, True, ADMIN, HERE, job="d1")
+    first.approved_calls._interrupted = _dies  # type: ignore[method-assign]
+    try:  # killed while c1 runs: nothing records how it ended
+        await first.decide(two, True, ADMIN, HERE, job="d2")
+        raise AssertionError("the process should have died")
+    except Crash:
+        pass
+    await redis.delete(f"{PREFIX}:worker:{first.worker_id}")  # its liveness mark lapses
+    assert await status(redis, "k2", one) == "executing"
+
+    second, channel = runtime_with(redis, workdir, model, ran)
+    again = await second.decide(two, True, ADMIN, HERE, job="d2")
+    assert again.accepted, again.message
+    assert ran.ran == ["r1", "c2"]  # c1 is never run again; the rest goes on
+    assert [await status(redis, "k2", i) for i in (one, two)] == ["outcome_unknown", "consumed"]
+    history = await second.history.load("k2")
+    answers = [m.tool_call_id for m in history if m.role == "tool"]
+    assert answers == ["c1", "r1", "c2"]  # one answer each, in order
+
+
+async def _dies(*_: object) -> None:
+    return None
