@@ -13,7 +13,6 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from runtime.agent import Runtime
-from runtime.approval.models import ApprovalStatus
 from runtime.channel import ApprovalNotice, ApprovalRequested, ApprovalUpdated
 from runtime.models import Actor, StopReason
 from runtime.policy.model import PolicyDocument
@@ -235,10 +234,8 @@ async def test_cancel_withdraws_the_whole_batch(
 
 
 def killed_at(call_id: str, *steps: Any) -> tuple[Scripted, Calls]:
-    model = Scripted(
-        asks(bash("c1", "rm a.txt"), ("r1", "read", '{"path": "keep.txt"}'), bash("c2", "rm b.txt")),
-        *steps,
-    )
+    read = ("r1", "read", '{"path": "keep.txt"}')
+    model = Scripted(asks(bash("c1", "rm a.txt"), read, bash("c2", "rm b.txt")), *steps)
     return model, Calls(crash=[call_id])
 
 
