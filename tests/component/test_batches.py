@@ -276,7 +276,7 @@ async def test_a_resume_killed_while_an_approved_call_ran_ends_it_unknown_and_go
     await first.run("k2", "clean up", ALICE, HERE, job="j1")
     one, two = (i.approval_id for i in channel.of(ApprovalRequested)[0].notice.items)
     await first.decide(one, True, ADMIN, HERE, job="d1")
-    first.approved_calls._interrupted = _dies  # type: ignore[method-assign]
+    first.approved_calls._interrupted = _dies  # type: ignore[method-assign,assignment]
     try:  # killed while c1 runs: nothing records how it ended
         await first.decide(two, True, ADMIN, HERE, job="d2")
         raise AssertionError("the process should have died")
