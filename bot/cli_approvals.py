@@ -26,7 +26,16 @@ from runtime.channel import ApprovalNotice
 from runtime.models import Actor
 from runtime.redact import redact, redact_text, shown, visible
 
-COLUMNS = ("ID", "STATUS", "TOOL", "CONVERSATION", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
+COLUMNS = (
+    "ID",
+    "STATUS",
+    "TOOL",
+    "CONVERSATION",
+    "REQUESTER",
+    "EXPIRES (UTC)",
+    "BATCH",
+    "ARGUMENTS",
+)
 
 
 def _when(ms: int | None) -> str:
@@ -49,6 +58,7 @@ def rows(notices: list[ApprovalNotice]) -> list[tuple[str, ...]]:
             n.conversation,
             n.requester,
             _when(n.expires_at),
+            n.batch or "-",
             n.arguments,
         )
         for n in notices
@@ -94,9 +104,12 @@ async def _show(
         if entry.get("approval") == record.id
     ]
     trail = [{k: redact_text(v) if isinstance(v, str) else v for k, v in e.items()} for e in trail]
+    # A batch: its id (deciding it decides every item) and its items, in the model's order.
+    batch = {"batch": checkpoint.id, "batch_items": checkpoint.batch} if checkpoint.batch else {}
     if as_json:
         dumped = record.model_dump(mode="json")
         dumped |= _redacted(record)
+        dumped |= batch
         say(json.dumps({**dumped, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
         return 0
     hidden = {"arguments", "notice", "copies", "schema_version"}
@@ -107,6 +120,8 @@ async def _show(
     fields["conversation"] = record.conversation.id
     fields["requester"] = record.requester.key
     fields |= _redacted(record)
+    if batch:
+        fields["batch"] = f"{checkpoint.id}  (items: {', '.join(checkpoint.batch)})"
     if checkpoint.trace_id:
         fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
     width = max(map(len, fields)) + 1
