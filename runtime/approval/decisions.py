@@ -394,8 +394,17 @@ class Decisions:
     ) -> tuple[str | None, str | None]:
         """(why `actor` cannot decide it here or None, the approval's session or None): for
         platforms that must answer a click at once. Advisory: `record` checks everything
-        again atomically, so a click that passes here can still be refused there."""
+        again atomically, so a click that passes here can still be refused there. A batch's
+        id: where it may be decided (each item is checked when decided)."""
         loaded = await self.approvals.load(approval_id.strip().lower())
+        items = await self.approvals.batch_items(approval_id) if loaded is None else None
+        if items:
+            lead = await self.approvals.load(items[0])
+            record = lead[0] if lead is not None else None
+            if record is not None and (
+                record.conversation.id == conversation.id or routed_to(record, conversation, actor)
+            ):
+                return None, record.session
         if loaded is None:
             message = f"unknown approval id {approval_id!r}"
             await self.audit_refusal(approval_id, actor, "unknown_id", message)
