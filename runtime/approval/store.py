@@ -193,7 +193,8 @@ class ApprovalStore:
             delays = [d for d in (record.remind_after_ms, record.escalate_after_ms) if d]
             if delays:  # when the sweeper brings it up again (see Settlement.sweep)
                 pipe.zadd(self.keys.reminders(), {record.id: now_ms + min(delays)})
-            pipe.zadd(by_user, {record.id: now_ms + timeout_ms})
+        # A batch is one request to look at (one notice): its lead stands for it.
+        pipe.zadd(by_user, {lead.id: now_ms + timeout_ms})
         pipe.zadd(self.keys.audit_sessions(), {session: now_ms})
         pipe.pexpire(by_user, ttl_ms)
         replies = await pipe.execute()
@@ -246,7 +247,8 @@ class ApprovalStore:
     async def pending_of(self, user: str) -> int:
         """How many approvals `user` asked for are still pending, counted exactly (each
         record's status is read) once the hint reaches `max_pending`: the settled ones
-        leave the hint then, so no path that settles an approval has to remember it."""
+        leave the hint then, so no path that settles an approval has to remember it. A
+        batch counts once (its lead), while any of its items waits."""
         key = self._by_user(user)
         pipe = self._pipeline()
         pipe.zremrangebyscore(key, "-inf", time.time() * 1000)  # expired by now
@@ -257,11 +259,16 @@ class ApprovalStore:
         settled = []
         for approval_id in ids:
             loaded = await self.load(approval_id)
-            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
+            if loaded is None or not await self._waits(*loaded):
                 settled.append(approval_id)
         if settled:
             await self.redis.zrem(key, *settled)
         return len(ids) - len(settled)
+
+    async def _waits(self, record: ApprovalRecord, checkpoint: Checkpoint) -> bool:
+        if record.status is ApprovalStatus.PENDING:
+            return True
+        return bool(checkpoint.batch) and await self.resumer(record.session, record.id) is None
 
     def _remember(self, approval_id: str, session: str) -> None:
         self._sessions[approval_id] = session

@@ -11,7 +11,6 @@ import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,11 @@ import redis.asyncio as aioredis
 
 from adapters.slack.inbound import APPROVE_ONCE, REJECT_VIEW
 from adapters.slack.payloads import ModalContext
-from tests.conftest import free_port
-from tests.e2e.test_worker_processes import CHANNEL, SECRET, Clawgate, serve_env, wait_ready
+from tests.e2e.test_quorum_processes import CAROL, DAVE, POLICY, Pair, serving_pair
+from tests.e2e.test_worker_processes import CHANNEL
 from tests.fake_openai import FakeOpenAI, Step, calls, reply
 from tests.fake_slack import (
     Call,
-    FakeSlack,
-    block_action_body,
-    event_body,
-    mention_event,
-    new_event_id,
-    post_signed,
     view_submission_body,
 )
 
@@ -38,12 +31,6 @@ pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
 TRIALS = 200
 AT_ONCE = 10  # trials in flight together
-ALICE, CAROL, DAVE = "U_ALICE", "U_CAROL", "U_DAVE"
-POLICY = f"""
-[approvals]
-approvers = ["slack:{CAROL}", "slack:{DAVE}"]
-quorum_tools = {{ bash = 2 }}
-"""
 ASKED = re.compile(r"batch (t\d+)")
 
 
@@ -59,38 +46,9 @@ def turn(body: dict[str, Any]) -> Step:
     return reply(f"done {tag}: {told[:60]}")
 
 
-@dataclass
-class Pair:
-    fake: FakeSlack
-    urls: tuple[str, str]
-    processes: tuple[Clawgate, Clawgate]
-    prefix: str
-
-    async def post(self, url: str, body: str) -> None:
-        status, answer = await post_signed(f"{url}/slack/events", SECRET, body)
-        assert status == 200, answer
-
-    async def ask(self, tag: str) -> tuple[str, Call]:
-        event = mention_event(f"batch {tag}", user=ALICE, channel=CHANNEL)
-        await self.post(self.urls[0], event_body(event, event_id=new_event_id()))
-        thread = str(event["ts"])
-
-        def notice() -> Call | None:
-            return next((c for c in self.fake.posts(CHANNEL, thread) if c.is_notice), None)
-
-        return thread, await self.fake.await_for(notice, 30, what=f"the notice of {tag}")
-
-    async def click(self, url: str, user: str, thread: str, notice: Call, value: str) -> None:
-        body = block_action_body(
-            APPROVE_ONCE,
-            value,
-            user=user,
-            channel=CHANNEL,
-            message_ts=str(notice.response["ts"]),
-            thread_ts=thread,
-            message_blocks=notice.params["blocks"],
-        )
-        await self.post(url, body)
+class Batches(Pair):
+    """The two processes, with a rejection typed into the reject modal and the answer waited
+    for by its first words."""
 
     async def reject(self, url: str, user: str, thread: str, approval: str) -> None:
         context = ModalContext(approval_id=approval, channel=CHANNEL, thread_ts=thread)
@@ -104,7 +62,7 @@ class Pair:
         )
         await self.post(url, body)
 
-    async def answered(self, thread: str, tag: str) -> str:
+    async def said(self, thread: str, tag: str) -> str:
         def done() -> str | None:
             texts = [str(c.params.get("text")) for c in self.fake.posts(CHANNEL, thread)]
             return next((t for t in texts if t.startswith(f"done {tag}")), None)
@@ -127,27 +85,16 @@ def buttons(notice: Call) -> tuple[list[str], str]:
 
 
 @pytest.fixture
-async def pair(redis_url: str, workdir: Path, fake_openai: FakeOpenAI) -> AsyncIterator[Pair]:
-    policy = workdir.parent / "batch.toml"
-    policy.write_text(POLICY)
+async def pair(redis_url: str, workdir: Path, fake_openai: FakeOpenAI) -> AsyncIterator[Batches]:
     (workdir / "keep.txt").write_text("kept")
     fake_openai.respond = turn
-    async with FakeSlack() as fake:
-        ports = free_port(), free_port()
-        env = serve_env(fake, redis_url, workdir, ports[0], CLAWGATE_POLICY_FILE=str(policy))
-        env |= fake_openai.settings(CLAWGATE_STREAM="false")
-        first = await Clawgate.start("serve", env, workdir)
-        second = await Clawgate.start("serve", {**env, "CLAWGATE_PORT": str(ports[1])}, workdir)
-        try:
-            urls = (f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}")
-            await asyncio.gather(*(wait_ready(url) for url in urls))
-            yield Pair(fake, urls, (first, second), env["CLAWGATE_REDIS_PREFIX"])
-        finally:
-            await asyncio.gather(first.stop(), second.stop())
+    more = fake_openai.settings(CLAWGATE_STREAM="false")
+    async with serving_pair(redis_url, workdir, POLICY, **more) as serving:
+        yield Batches(serving.fake, serving.urls, serving.processes, serving.prefix)
 
 
 async def test_two_approvers_deciding_one_batch_at_once_on_two_processes(
-    pair: Pair, workdir: Path, redis: aioredis.Redis
+    pair: Batches, workdir: Path, redis: aioredis.Redis
 ) -> None:
     slots = asyncio.Semaphore(AT_ONCE)
     asked: dict[str, list[str]] = {}
@@ -155,19 +102,19 @@ async def test_two_approvers_deciding_one_batch_at_once_on_two_processes(
     async def trial(n: int) -> None:
         tag = f"t{n}"
         async with slots:
-            thread, notice = await pair.ask(tag)
+            thread, notice = await pair.ask(tag, f"batch {tag}")
             items, batch = buttons(notice)
             assert len(items) == 3 and batch, notice.params["blocks"]
             asked[tag] = items
             one, two, three = items
             mine, theirs = pair.urls if n % 2 else pair.urls[::-1]
             await asyncio.gather(
-                pair.click(mine, CAROL, thread, notice, batch),  # approve all
-                pair.click(theirs, DAVE, thread, notice, one),
+                pair.approve(mine, CAROL, thread, notice, batch),  # approve all
+                pair.approve(theirs, DAVE, thread, notice, one),
                 pair.reject(theirs, DAVE, thread, two),
-                pair.click(theirs, DAVE, thread, notice, three),
+                pair.approve(theirs, DAVE, thread, notice, three),
             )
-            said = await pair.answered(thread, tag)
+            said = await pair.said(thread, tag)
             assert f"rejected by slack:{DAVE}: not this one" in said, said
             assert len([c for c in pair.fake.posts(CHANNEL, thread) if c.is_notice]) == 1
 
