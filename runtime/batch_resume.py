@@ -13,6 +13,7 @@ from runtime.approval.execute import ApprovedCalls
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.notices import not_executed, rejection
 from runtime.approval.settle import EXPIRED_CALL, Settlement
+from runtime.executor import duplicate
 from runtime.loop import OUTCOME_UNKNOWN, AgentLoop, RunState, Suspension, fingerprint
 from runtime.models import (
     AssistantMessage,
@@ -73,11 +74,14 @@ class BatchResume:
         calls, last = checkpoint.calls, max(items)
         tracing.begin_step(checkpoint.step, resumed=checkpoint.id)
         prior = list(checkpoint.prior_results)
+        repeats = self.loop.repeats(state, calls)
         unsure = retaken
         for index in range(checkpoint.start, last + 1):
             call = calls[index]
             answered = self._answered(state, call)
-            if answered is None:
+            if answered is None and index in repeats:  # answered as the call it repeats
+                answered = await self._record(state, duplicate(prior[repeats[index]], call))
+            elif answered is None:
                 if index in items:
                     answered = await self._item(state, *items[index], unsure)
                 else:

@@ -54,9 +54,9 @@ class BatchRuns:
     async def decided(self, decided: Decided | Batch, asked: Asked, decide: DecideOne) -> Decision:
         """A decision recorded on an item of a batch (`decide` made it, as `asked`), or on a
         batch's own id (its items are decided with `decide`, see `decide_all`)."""
-        approve, actor, conversation, reason, always, job = asked
         if isinstance(decided, Batch):
-            return await self.decide_all(decided, approve, actor, conversation, reason, job, decide)
+            return await self.decide_all(decided, asked, decide)
+        _, actor, _, _, always, job = asked
         return await self.item_decided(decided, actor, always, job)
 
     async def item_decided(
@@ -75,18 +75,11 @@ class BatchRuns:
         result = await self.carry_out(checkpoint, decided.window, job, policy)
         return Decision(True, f"{said} Batch {checkpoint.id} is decided: carried out.", result)
 
-    async def decide_all(
-        self,
-        batch: Batch,
-        approve: bool | Answer,
-        actor: Actor,
-        conversation: ConversationRef | None,
-        reason: str | None,
-        job: str,
-        decide: DecideOne,
-    ) -> Decision:
-        """`/approve <batch>` or `/reject <batch>`: each pending item `actor` may decide, in
-        the model's order, with `decide`; the others are named, not refused one by one."""
+    async def decide_all(self, batch: Batch, asked: Asked, decide: DecideOne) -> Decision:
+        """`/approve <batch> [always …]` or `/reject <batch>`: each pending item the decider
+        may decide, in the model's order, with `decide`; the others are named, not refused
+        one by one."""
+        approve, actor, conversation, reason, always, job = asked
         if isinstance(approve, Answer):
             return Decision(False, "a batch holds approvals, not questions")
         done: list[str] = []
@@ -100,7 +93,7 @@ class BatchRuns:
             refusal, _ = await self.decisions.refusal(actor, loaded[0])
             if refusal is None:
                 decision = await decide(
-                    approval_id, approve, actor, conversation, reason, None, job
+                    approval_id, approve, actor, conversation, reason, always, job
                 )
                 refusal = None if decision.accepted else decision.message
                 result = decision.run or result

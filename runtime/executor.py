@@ -140,7 +140,7 @@ class ToolExecutor:
         for item in prepared:
             if isinstance(item, ToolInvocation) and grants and item.call.id in grants:
                 item.grant = grants[item.call.id]
-        duplicate_of = _duplicates(prepared)
+        duplicate_of = duplicates_in(prepared)
 
         if len(prior) != start:
             raise ValueError("a resumed batch needs exactly one prior result per call before start")
@@ -166,7 +166,7 @@ class ToolExecutor:
                 continue
             item = prepared[i]
             if i in duplicate_of:
-                result = _duplicate(results[duplicate_of[i]], calls[i])
+                result = duplicate(results[duplicate_of[i]], calls[i])
                 tracing.tool_result(calls[i], i, canonical_arguments, result)
             elif isinstance(item, ToolResult):
                 result = self._shape(item)
@@ -192,7 +192,7 @@ class ToolExecutor:
         and not past a question (the clarify tool's call stays alone: it is asked after)."""
         waiting: list[tuple[int, ToolResult]] = []
         prepared = [self.prepare(call, ctx) for call in calls]
-        duplicate_of = _duplicates(prepared)
+        duplicate_of = duplicates_in(prepared)
         for i in range(start, len(calls)):
             item = prepared[i]
             if isinstance(item, ToolResult) or i in duplicate_of:
@@ -378,7 +378,7 @@ async def _judged(invocation: ToolInvocation) -> ToolResult:
     return _error(invocation.call, "(judged only)", ToolStatus.COMPLETED)
 
 
-def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:
+def duplicates_in(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:
     """Index of each identical repeat -> index of its first occurrence in the batch."""
     first_of: dict[str, int] = {}
     duplicate_of: dict[int, int] = {}
@@ -395,7 +395,7 @@ def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, in
     return duplicate_of
 
 
-def _duplicate(original: ToolResult, call: ToolCall) -> ToolResult:
+def duplicate(original: ToolResult, call: ToolCall) -> ToolResult:
     note = f"(identical to call {original.call_id}, which ran once)"
     return original.model_copy(
         update={

@@ -15,7 +15,7 @@ from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import Reply, Writing
 from runtime.context.compactor import Context
-from runtime.executor import Emit, ToolExecutor
+from runtime.executor import Emit, ToolExecutor, duplicates_in
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
 from runtime.models import (
@@ -325,6 +325,12 @@ class AgentLoop:
         grants = None if approval_id is None else {call.id: approval_id}
         outcome = await self._executor(state).execute([call], state.ctx, grants=grants)
         return outcome.results[0]
+
+    def repeats(self, state: RunState, calls: Sequence[ToolCall]) -> dict[int, int]:
+        """Index of each call that repeats an earlier one of `calls` -> that one's index: it
+        is answered by the earlier one's result, never run (see the executor)."""
+        executor = self._executor(state)
+        return duplicates_in([executor.prepare(call, state.ctx) for call in calls])
 
     def _executor(self, state: RunState) -> ToolExecutor:
         return ToolExecutor(

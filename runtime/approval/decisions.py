@@ -167,6 +167,7 @@ class Decisions:
         attempt = "answer" if answer is not None else "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
+            attempt = attempt if edit is None else "edit"
             return await self._batch_or_unknown(approval_id, actor, attempt)
         record, checkpoint = loaded
         if conversation is not None and routed_to(record, conversation, actor):
@@ -246,9 +247,11 @@ class Decisions:
     ) -> Decision | Batch:
         """A batch's id (its approvals are decided one by one), or an id nobody knows."""
         items = await self.approvals.batch_items(approval_id)
-        if items is not None and attempt != "answer":
+        if items is not None and attempt not in ("answer", "edit"):
             return Batch(items)
         message = f"unknown approval id {approval_id!r}"
+        if items is not None:  # one call of it is answered or edited by its own id
+            message = f"{approval_id} is a batch: {attempt} one of its calls by that call's id"
         await self.audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
         return refused(message)
 

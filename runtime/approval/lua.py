@@ -26,10 +26,11 @@ local function record_result(message, last)
   if message ~= '' then redis.call('RPUSH', KEYS[4], message) end
   if last == '1' and redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 end
--- KEYS[8..]: the approvals of a batch, its lead first. Once none is pending (or `force`: a
--- withdrawal), the first claimant (a job) carries out the whole batch: it becomes the run of
--- the session (KEYS[6]), so that delivered again it continues the resume. Answers 'open'
--- (items wait), 'claimed' (by this claimant, now or before) or 'taken' (by another).
+-- KEYS[8..]: the approvals of a batch, its lead first. Once none is pending, the first
+-- claimant (a job) carries out the whole batch: it becomes the run of the session (KEYS[6]),
+-- so that delivered again it continues the resume. `force`: a withdrawal, which carries
+-- nothing out, claims it even while items wait. Answers 'open' (items wait), 'claimed' (by
+-- this claimant, now or before) or 'taken' (by another).
 local function claim(claimant, force)
   if not force then
     for i = 8, #KEYS do
@@ -39,7 +40,7 @@ local function claim(claimant, force)
   local holder = redis.call('HGET', KEYS[8], 'resumer')
   if holder then return holder == claimant and 'claimed' or 'taken' end
   redis.call('HSET', KEYS[8], 'resumer', claimant)
-  redis.call('HSET', KEYS[6], 'job', claimant, 'done', '0')
+  if not force then redis.call('HSET', KEYS[6], 'job', claimant, 'done', '0') end
   return 'claimed'
 end
 """

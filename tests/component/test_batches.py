@@ -297,3 +297,20 @@ async def test_a_resume_killed_while_an_approved_call_ran_ends_it_unknown_and_go
 
 async def _dies(*_: object) -> None:
     return None
+
+
+async def test_a_repeated_call_of_the_batch_is_answered_by_the_one_it_repeats(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    twice = [("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm a.txt"})]
+    fake_openai.script = [calls(*twice, ("c3", "bash", {"command": "rm b.txt"})), reply("ok")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b8")
+    assert [i.arguments for i in notice.items] == ["rm a.txt", "rm b.txt"]  # asked once
+    edit = await runtime.decide(notice.batch, True, ADMIN, HERE, edit='{"command": "ls"}')
+    assert not edit.accepted and "by that call's id" in edit.message
+    await runtime.decide(notice.batch, True, ADMIN, HERE)
+    sent = dict(tools_sent(fake_openai))
+    assert sent["c2"].startswith("(identical to call c1, which ran once)")
+    assert not (workdir / "a.txt").exists() and not (workdir / "b.txt").exists()
