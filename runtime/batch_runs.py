@@ -16,7 +16,7 @@ from runtime.loop import RunState, Suspension
 from runtime.models import Actor, ConversationRef, RunResult
 from runtime.policy.resolve import EffectivePolicy
 from runtime.store.history import Window
-from runtime.store.runs import RunJournal, new_job
+from runtime.store.runs import RunJournal
 from runtime.tools.base import ToolContext
 from runtime.tracing.recorder import Tracer
 
@@ -68,9 +68,11 @@ class BatchRuns:
         note = await self.decisions.announce(decided, actor, always)
         verb = "approved" if record.status is ApprovalStatus.APPROVED else "rejected"
         said = f"Approval {record.id} {verb}.{note}"
-        if decided.claim != "claimed":
+        if decided.claim == "open":
             waits = f" The run goes on once every call of batch {checkpoint.id} is decided."
-            return Decision(True, said + (waits if decided.claim == "open" else ""))
+            return Decision(True, said + waits)
+        if decided.claim != "claimed":  # another carries it out
+            return Decision(True, said)
         policy = (decided.policy, decided.policy_read_at)
         result = await self.carry_out(checkpoint, decided.window, job, policy)
         return Decision(True, f"{said} Batch {checkpoint.id} is decided: carried out.", result)
@@ -116,15 +118,18 @@ class BatchRuns:
         window: Window,
         job: str,
         policy: tuple[EffectivePolicy | None, float] = (None, 0.0),
+        retaken: bool = False,
     ) -> RunResult:
         """Carry out a batch whose resume `job` claimed, then the messages held meanwhile.
-        `policy`: the conversation's as read for the deciding, and when (None: read anew)."""
+        `policy`: the conversation's as read for the deciding, and when (None: read anew);
+        `retaken`: `job` died carrying it out (see BatchResume)."""
         session = checkpoint.session
         state = self.resumed(checkpoint, window, checkpoint.batch[0], policy)
         async with self.tracer.trace(
             "approval.resume", session=session, resumes=checkpoint.trace_id, batch=checkpoint.id
         ) as trace:
-            result = trace.done(await self.drive(state, self.resume(state, checkpoint)))
+            work = self.resume(state, checkpoint, retaken)
+            result = trace.done(await self.drive(state, work))
         await self.runs.finish(session, job)
         await self.release_held(session)
         return result
@@ -152,12 +157,17 @@ class BatchRuns:
 
     async def expired(self, session: str) -> None:
         """A batch whose last open item expired (the sweeper's, or found by a decision) is
-        carried out by whoever lets the session's held messages go next."""
+        carried out by whoever lets the session's held messages go next: in a server, a job
+        of the session's lane, which a worker takes over (and this goes on) if its process
+        dies."""
         lead = await self.approvals.pending_id(session)
         loaded = None if lead is None else await self.approvals.load(lead)
         if loaded is None or not loaded[1].batch:
             return
-        job = new_job()
-        if await self.approvals.claim(*loaded, job) == "claimed":
-            entry = await self.runs.latest(session)
-            await self.carry_out(loaded[1], entry.window, job)
+        job = f"expired-{loaded[1].id}"
+        claim = await self.approvals.claim(*loaded, job)
+        if claim not in ("claimed", "again"):
+            return
+        entry = await self.runs.latest(session)
+        if entry.job == job and not entry.done:
+            await self.carry_out(loaded[1], entry.window, job, retaken=claim == "again")

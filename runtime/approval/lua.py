@@ -29,8 +29,8 @@ end
 -- KEYS[8..]: the approvals of a batch, its lead first. Once none is pending, the first
 -- claimant (a job) carries out the whole batch: it becomes the run of the session (KEYS[6]),
 -- so that delivered again it continues the resume. `force`: a withdrawal, which carries
--- nothing out, claims it even while items wait. Answers 'open' (items wait), 'claimed' (by
--- this claimant, now or before) or 'taken' (by another).
+-- nothing out, claims it even while items wait. Answers 'open' (items wait), 'claimed' (now),
+-- 'again' (by this claimant before: it died carrying it out) or 'taken' (by another).
 local function claim(claimant, force)
   if not force then
     for i = 8, #KEYS do
@@ -38,7 +38,7 @@ local function claim(claimant, force)
     end
   end
   local holder = redis.call('HGET', KEYS[8], 'resumer')
-  if holder then return holder == claimant and 'claimed' or 'taken' end
+  if holder then return holder == claimant and 'again' or 'taken' end
   redis.call('HSET', KEYS[8], 'resumer', claimant)
   if not force then redis.call('HSET', KEYS[6], 'job', claimant, 'done', '0') end
   return 'claimed'

@@ -73,7 +73,8 @@ class Transition:
     approvals: int = 0  # `partial` (counted, more needed) and `counted` (this one before)
     needed: int = 1
     # An item of a batch decided: whether this decision claimed the batch's resume (`claimed`),
-    # items still wait (`open`), or another claimed it (`taken`). "" for a single approval.
+    # items still wait (`open`), or another claimed it (`taken`; or `again`, the deciding job
+    # itself, which is told `retaken` first). "" for a single approval.
     claim: str = ""
 
     @property
@@ -227,7 +228,7 @@ class ApprovalStore:
         self, record: ApprovalRecord, checkpoint: Checkpoint, claimant: str, force: bool = False
     ) -> str:
         """Claim the resume of the record's batch for `claimant` (see lua.claim): `claimed`,
-        `open` or `taken`."""
+        `again`, `open` or `taken`."""
         keys = [
             *self._session_keys(record.session, record.id),
             *(self.keys.approval(record.session, i) for i in checkpoint.batch),

@@ -314,3 +314,29 @@ async def test_a_repeated_call_of_the_batch_is_answered_by_the_one_it_repeats(
     sent = dict(tools_sent(fake_openai))
     assert sent["c2"].startswith("(identical to call c1, which ran once)")
     assert not (workdir / "a.txt").exists() and not (workdir / "b.txt").exists()
+
+
+async def test_a_resume_after_expiry_killed_mid_way_goes_on_when_released_again(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    files(workdir, "a.txt", "b.txt", "keep.txt")
+    model, ran = killed_at("r1", says("a is gone"))
+    first, channel = make_runtime(redis, workdir, model, liveness_ttl=2, timeout_s=0.2)
+    first.loop.middlewares.append(ran)
+    await first.run("k3", "clean up", ALICE, HERE, job="j1")
+    one, two = (i.approval_id for i in channel.of(ApprovalRequested)[0].notice.items)
+    await first.decide(one, True, ADMIN, HERE, job="d1")
+    await asyncio.sleep(0.25)
+    try:  # the sweeper's release carries the batch out, and dies at the read
+        await first.sweep()
+        raise AssertionError("the process should have died")
+    except Crash:
+        pass
+    assert not (workdir / "a.txt").exists()
+
+    second, channel = runtime_with(redis, workdir, model, ran)
+    await second.release_held("k3")  # the release job, delivered again
+    assert ran.ran == ["c1", "r1"]  # c1 once; the read again; c2 expired, never run
+    assert (workdir / "b.txt").exists() and replies(channel)[-1] == "a is gone"
+    assert [await status(redis, "k3", i) for i in (one, two)] == ["consumed", "expired"]
+    assert await redis.get(f"{PREFIX}:{{k3}}:pending") is None
