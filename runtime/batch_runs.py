@@ -125,8 +125,12 @@ class BatchRuns:
         `retaken`: `job` died carrying it out (see BatchResume)."""
         session = checkpoint.session
         state = self.resumed(checkpoint, window, checkpoint.batch[0], policy)
-        async with self.tracer.trace(
-            "approval.resume", session=session, resumes=checkpoint.trace_id, batch=checkpoint.id
+        async with self.tracer.trace(  # drawn under the pause of the batch's lead
+            "approval.resume",
+            session=session,
+            resumes=checkpoint.trace_id,
+            approval_id=checkpoint.batch[0],
+            batch=checkpoint.id,
         ) as trace:
             work = self.resume(state, checkpoint, retaken)
             result = trace.done(await self.drive(state, work))

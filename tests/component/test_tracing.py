@@ -23,6 +23,7 @@ from bot.cli import main
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.audit import AuditLog
+from runtime.channel import ApprovalRequested
 from runtime.models import StopReason, ToolCall, ToolResult, ToolStatus
 from runtime.providers.base import Provider, ProviderError
 from runtime.providers.demo import DemoProvider
@@ -227,6 +228,42 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
     assert at_middle < at_last
     indent = [len(line) - len(line.lstrip("│├└─ ")) for line in (lines[at_middle], lines[at_last])]
     assert indent[0] < indent[1]  # the second resume hangs under the first resume's pause
+
+
+async def test_a_batch_pauses_at_each_call_and_its_resume_hangs_under_the_first(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    for name in ("a.txt", "b.txt"):
+        (workdir / name).write_text(name)
+    fake_openai.script = [
+        calls(
+            ("call_a", "bash", {"command": "rm a.txt"}),
+            ("call_r", "read", {"path": "b.txt"}),
+            ("call_b", "bash", {"command": "rm b.txt"}),
+        ),
+        reply("both gone"),
+    ]
+    runtime, channel, store = traced(redis, workdir, openai(fake_openai))
+    first = await runtime.run("t8", "clean up", ALICE, HERE)
+    (requested,) = channel.of(ApprovalRequested)
+    lead, other = (i.approval_id for i in requested.notice.items)
+    paused = await load(store, first.trace_id)
+    pauses = named(paused.root, "approval.pause")
+    assert [(p.attributes["approval_id"], p.attributes["call_id"]) for p in pauses] == [
+        (lead, "call_a"),
+        (other, "call_b"),
+    ]
+    decision = await runtime.decide(requested.notice.batch, True, ADMIN, HERE)
+    assert decision.run is not None
+    resumed = await load(store, decision.run.trace_id)
+    assert resumed.links[0].trace_id == first.trace_id
+    assert resumed.links[0].approval_id == lead
+    tools = [s for s in resumed.root.walk() if "call_id" in s.attributes]
+    assert [(t.attributes["call_id"], t.status) for t in tools] == [
+        ("call_a", "completed"),
+        ("call_r", "completed"),
+        ("call_b", "completed"),
+    ]
 
 
 async def test_concurrent_calls_hang_under_their_step_in_call_order(
