@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 
 from runtime.agent import Runtime
 from runtime.channel import ApprovalNotice, ApprovalRequested, ApprovalUpdated
-from runtime.models import Actor, StopReason
+from runtime.models import Actor, ConversationRef, StopReason
 from runtime.policy.model import PolicyDocument
 from runtime.providers.openai_provider import OpenAIProvider
 from tests.component.test_retake import (
@@ -340,3 +340,26 @@ async def test_a_resume_after_expiry_killed_mid_way_goes_on_when_released_again(
     assert (workdir / "b.txt").exists() and replies(channel)[-1] == "a is gone"
     assert [await status(redis, "k3", i) for i in (one, two)] == ["consumed", "expired"]
     assert await redis.get(f"{PREFIX}:{{k3}}:pending") is None
+
+
+async def test_the_batch_notice_is_copied_where_the_policy_routes_it_and_decided_there(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    document = PolicyDocument.model_validate(
+        tomllib.loads('[approvals]\nnotify = ["slack:T1:C9"]\n')
+    )
+    batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
+    fake_openai.script = [batch, reply("done")]
+    runtime, channel = make_runtime(
+        redis, workdir, openai(fake_openai), document=document, approvers=[CAROL.key]
+    )
+    await runtime.run("b9", "clean up", ALICE, HERE)
+    posted = [(c.id, e.notice) for c, e in channel.events if isinstance(e, ApprovalRequested)]
+    assert [where for where, _ in posted] == [HERE.id, "slack:T1:C9"]  # one each: the batch
+    assert all(len(notice.items) == 2 for _, notice in posted)
+    there = ConversationRef(platform="slack", id="slack:T1:C9")
+    decision = await runtime.decide(posted[1][1].batch, True, CAROL, there)
+    assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
+    updated = [c.id for c, e in channel.events if isinstance(e, ApprovalUpdated)]
+    assert "slack:T1:C9" in updated and HERE.id in updated
