@@ -94,6 +94,11 @@ async def _show(
 ) -> int:
     """One approval: its fields, every notice posted, and its audit trail."""
     loaded = await runtime.approvals.load(approval_id.strip().lower())
+    items = None if loaded is not None else await runtime.approvals.batch_items(approval_id)
+    if items is not None:  # a batch's id: its calls, each shown by its own id
+        batch = {"batch": approval_id.strip().lower(), "items": items}
+        say(json.dumps(batch) if as_json else f"batch {batch['batch']}: {' '.join(items)}")
+        return 0
     if loaded is None:
         print(f"clawgate: unknown approval id {approval_id!r}", file=sys.stderr)
         return 1

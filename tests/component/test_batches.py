@@ -4,7 +4,9 @@ each approved one exactly once, once none waits; also after a process died mid-w
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import io
 import json
 import tomllib
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.channel import ApprovalNotice, ApprovalRequested, ApprovalUpdated
 from runtime.models import Actor, ConversationRef, StopReason
@@ -363,3 +366,28 @@ async def test_the_batch_notice_is_copied_where_the_policy_routes_it_and_decided
     assert decision.run is not None and decision.run.stop_reason is StopReason.FINAL
     updated = [c.id for c, e in channel.events if isinstance(e, ApprovalUpdated)]
     assert "slack:T1:C9" in updated and HERE.id in updated
+
+
+async def test_the_operator_sees_batch_membership_and_decides_the_batch(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
+    fake_openai.script = [batch, reply("done")]
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
+    notice = await batch_of(runtime, channel, "b10")
+    ids = [i.approval_id for i in notice.items]
+
+    async def cli(verb: str, approval: str = "", **more: Any) -> str:
+        out = io.StringIO()
+        args = argparse.Namespace(verb=verb, id=approval, json=False, **more)
+        assert await run_approvals_command(runtime, args, out) == 0
+        return out.getvalue()
+
+    listed = await cli("list", status=None, conversation=None)
+    assert "BATCH" in listed and listed.count(notice.batch) == 2
+    assert f"(items: {', '.join(ids)})" in await cli("show", ids[1])
+    assert await cli("show", notice.batch) == f"batch {notice.batch}: {' '.join(ids)}\n"
+    said = await cli("approve", notice.batch, always=False)
+    assert f"Approved: {', '.join(ids)}." in said
+    assert not (workdir / "a.txt").exists() and not (workdir / "b.txt").exists()
