@@ -16,10 +16,13 @@ import redis.asyncio as aioredis
 
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
+from runtime.approval.decisions import Answer
 from runtime.channel import ApprovalNotice, ApprovalRequested, ApprovalUpdated
 from runtime.models import Actor, ConversationRef, StopReason
 from runtime.policy.model import PolicyDocument
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.tools.clarify import ClarifyTool
+from runtime.tools.registry import ToolRegistry
 from tests.component.test_retake import (
     Calls,
     Crash,
@@ -31,7 +34,15 @@ from tests.component.test_retake import (
     says,
 )
 from tests.fake_openai import FakeOpenAI, calls, reply
-from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
+from tests.support import (
+    ADMIN,
+    ALICE,
+    HERE,
+    PREFIX,
+    RecordingChannel,
+    default_registry,
+    make_runtime,
+)
 
 CAROL = Actor(platform="slack", user_id="UCAROL")
 DAVE = Actor(platform="slack", user_id="UDAVE")
@@ -391,3 +402,29 @@ async def test_the_operator_sees_batch_membership_and_decides_the_batch(
     said = await cli("approve", notice.batch, always=False)
     assert f"Approved: {', '.join(ids)}." in said
     assert not (workdir / "a.txt").exists() and not (workdir / "b.txt").exists()
+
+
+async def test_a_question_is_never_batched_it_is_asked_after_the_batch(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    ask = {"question": "Which environment?", "options": ["staging", "prod"]}
+    fake_openai.script = [
+        calls(
+            ("c1", "bash", {"command": "rm a.txt"}),
+            ("c2", "bash", {"command": "rm b.txt"}),
+            ("q1", "clarify", ask),
+        ),
+        reply("prod it is"),
+    ]
+    registry = ToolRegistry([*default_registry().active(), ClarifyTool()])
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai), registry=registry)
+    notice = await batch_of(runtime, channel, "b11")
+    assert [i.tool for i in notice.items] == ["bash", "bash"]  # the question is not in it
+    decided = await runtime.decide(notice.batch, True, ADMIN, HERE)
+    assert decided.run is not None and decided.run.stop_reason is StopReason.APPROVAL_REQUIRED
+    question = channel.of(ApprovalRequested)[-1].notice
+    assert question.kind == "question" and not question.items
+    answered = await runtime.decide(question.approval_id, Answer("2"), ALICE, HERE)
+    assert answered.run is not None and answered.run.final_text == "prod it is"
+    assert [cid for cid, _ in tools_sent(fake_openai)] == ["c1", "c2", "q1"]
