@@ -75,23 +75,30 @@ class BatchResume:
         tracing.begin_step(checkpoint.step, resumed=checkpoint.id)
         prior = list(checkpoint.prior_results)
         repeats = self.loop.repeats(state, calls)
-        unsure = retaken
-        for index in range(checkpoint.start, last + 1):
+        unsure = retaken  # the first call without an answer may have been running
+        index = checkpoint.start
+        while index < len(calls):
             call = calls[index]
             answered = self._answered(state, call)
-            if answered is None and index in repeats:  # answered as the call it repeats
-                answered = await self._record(state, duplicate(prior[repeats[index]], call))
-            elif answered is None:
-                if index in items:
+            if answered is None:
+                if index > last and not (unsure and self._maybe_ran(call)):
+                    break  # the rest of the turn runs as any batch does (it may ask again)
+                if index in repeats:  # answered as the call it repeats
+                    answered = await self._record(state, duplicate(prior[repeats[index]], call))
+                elif index in items:
                     answered = await self._item(state, *items[index], unsure)
+                elif unsure and self._maybe_ran(call):
+                    unknown = _failed(call, OUTCOME_UNKNOWN, ToolStatus.ERROR)
+                    answered = await self._record(state, unknown)
                 else:
-                    answered = await self._free(state, call, unsure)
+                    answered = await self._free(state, call)
                 unsure = False
             prior.append(answered)
+            index += 1
         await self._show(items[min(items)][0], checkpoint)
         stop = None
-        if last + 1 < len(calls):
-            stop = await self.loop.run_batch(state, calls, last + 1, prior)
+        if index < len(calls):
+            stop = await self.loop.run_batch(state, calls, index, prior)
             if stop is not None and stop[1] is not None:
                 return stop  # suspended again: the new request takes the session's wait over
         # The whole turn is answered in history: only now may other messages run.
@@ -179,11 +186,13 @@ class BatchResume:
         state.history.append(result.to_message())  # recorded by the consuming script
         return result
 
-    async def _free(self, state: RunState, call: ToolCall, unsure: bool) -> ToolResult:
-        """A call of the batch that needed nobody: run in its place."""
+    def _maybe_ran(self, call: ToolCall) -> bool:
+        """Whether running the call again could repeat an effect (not side-effect free)."""
         tool = self.loop.registry.resolve(call.name)
-        if unsure and (tool is None or not tool.parallel_safe):
-            return await self._record(state, _failed(call, OUTCOME_UNKNOWN, ToolStatus.ERROR))
+        return tool is None or not tool.parallel_safe
+
+    async def _free(self, state: RunState, call: ToolCall) -> ToolResult:
+        """A call of the batch that needed nobody: run in its place."""
         if state.ctx.cancelled.is_set():
             return await self._record(state, _failed(call, CANCELLED, ToolStatus.CANCELLED))
         result = await self.loop.run_granted(state, call, None)

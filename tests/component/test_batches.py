@@ -428,3 +428,32 @@ async def test_a_question_is_never_batched_it_is_asked_after_the_batch(
     answered = await runtime.decide(question.approval_id, Answer("2"), ALICE, HERE)
     assert answered.run is not None and answered.run.final_text == "prod it is"
     assert [cid for cid, _ in tools_sent(fake_openai)] == ["c1", "c2", "q1"]
+
+
+async def test_a_resume_killed_after_the_batch_never_runs_the_rest_of_the_turn_twice(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    files(workdir, "a.txt", "b.txt")
+    notes = ("w1", "write", '{"path": "notes.txt", "content": "x"}')
+    more = ("w2", "write", '{"path": "more.txt", "content": "y"}')
+    model = Scripted(asks(bash("c1", "rm a.txt"), bash("c2", "rm b.txt"), notes, more))
+    model.steps.append(says("written"))
+    ran = Calls(crash=["w2"])
+    first, channel = runtime_with(redis, workdir, model, ran)
+    await first.run("k4", "clean up", ALICE, HERE, job="j1")
+    notice = channel.of(ApprovalRequested)[0].notice
+    await first.decide(notice.items[0].approval_id, True, ADMIN, HERE, job="d1")
+    try:  # dies at the second write after the batch, the first one done
+        await first.decide(notice.items[1].approval_id, True, ADMIN, HERE, job="d2")
+        raise AssertionError("the process should have died")
+    except Crash:
+        pass
+
+    second, channel = runtime_with(redis, workdir, model, ran)
+    again = await second.decide(notice.items[1].approval_id, True, ADMIN, HERE, job="d2")
+    assert again.accepted, again.message
+    assert ran.ran == ["c1", "c2", "w1"]  # nothing twice; w2 may have been running: unknown
+    answers = [m for m in await second.history.load("k4") if m.role == "tool"]
+    assert [m.tool_call_id for m in answers] == ["c1", "c2", "w1", "w2"]
+    assert answers[-1].content.startswith("outcome unknown")
+    assert replies(channel)[-1] == "written"
