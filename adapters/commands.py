@@ -2,8 +2,8 @@
 
 `/approve <id> [once|always [thread|here|everywhere] [for <duration>]|edit <json>]`, `/reject <id>
 [reason]`, `/answer <id> <number or words>`, `/cancel`, `/pending`, `/policy show|grants|allow
-<tool>|deny <tool>|reset <tool>|revoke <grant>`, `/help`; `/clawgate <cmd> ...` is the namespaced
-form of each.
+<tool>|deny <tool>|reset <tool>|revoke <grant>`, `/mode [name]`, `/model [name]`, `/help`;
+`/clawgate <cmd> ...` is the namespaced form of each.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pydantic import BaseModel
 
 from runtime.approval.grants import GrantScope, GrantTerms, parse_duration
 
-CommandName = Literal["approve", "reject", "answer", "cancel", "pending", "policy", "help"]
+CommandName = Literal[
+    "approve", "reject", "answer", "cancel", "pending", "policy", "mode", "model", "help"
+]
 NAMES: tuple[CommandName, ...] = (
     "approve",
     "reject",
@@ -22,6 +24,8 @@ NAMES: tuple[CommandName, ...] = (
     "cancel",
     "pending",
     "policy",
+    "mode",
+    "model",
     "help",
 )
 ANSWER_USAGE = "/answer <id> <option number or words>"
@@ -42,6 +46,7 @@ class Command(BaseModel):
     reason: str | None = None
     policy_action: str | None = None
     tool: str | None = None  # the tool of allow/deny/reset, the grant id of revoke
+    choice: str | None = None  # `/mode <name>`, `/model <name>`; None: show the current one
 
 
 class CommandError(Exception):
@@ -76,6 +81,10 @@ def parse_command(text: str) -> Command | None:
         return Command(name=name, approval_id=parts[0], answer=parts[1].strip())
     if name == "policy":
         return _policy(args)
+    if name in ("mode", "model"):
+        if len(args) > 1:
+            raise CommandError(f"usage: /{name} [name]")
+        return Command(name=name, choice=args[0] if args else None)
     if args:
         raise CommandError(f"/{name} takes no arguments")
     return Command(name=name)

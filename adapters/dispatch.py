@@ -8,15 +8,23 @@ from collections.abc import Awaitable, Callable
 from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
-from adapters.console.channel import render_pending
-from adapters.policy_text import render_grant, render_policy
+from adapters.pending import render_pending
+from adapters.policy_text import mode_line, render_grant, render_policy
 from adapters.reading import Prompt
+from adapters.remote_decisions import carry_out
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
 from runtime.approval.questions import answered_by
+from runtime.channel import Notice
 from runtime.feedback import THANKS, record_feedback
 from runtime.models import Actor, ConversationRef, RunResult
+from runtime.policy.choices import (
+    ChoiceRefused,
+    ConversationChoices,
+    describe_mode,
+    describe_models,
+)
 from runtime.policy.model import override_state
 from runtime.policy.service import PolicyChangeError
 from runtime.queue.inbound import Inbound
@@ -42,6 +50,11 @@ HELP = """Commands:
   /policy grants                what "approve always" allows here, by whom, until when
   /policy revoke <grant>        remove a grant (admins, or whoever granted it)
   /policy allow|deny|reset <tool>   admins: change a tool's policy in this conversation
+  /mode [plan|ask|auto|edits]   show or switch this conversation's mode: plan runs
+                                nothing that changes anything, ask asks for every change,
+                                auto lets the risk rules decide, edits also accepts
+                                project-file edits (up to the admins' limit)
+  /model [name]                 show or switch this conversation's model (admins list them)
   /help                         this list
 Anything else is a message to the assistant."""
 
@@ -105,7 +118,7 @@ async def dispatch(
         return await _command(runtime, command, session, actor, conversation, say, help_text, job)
 
 
-async def _command(
+async def _command(  # noqa: PLR0912 (one branch per command)
     runtime: Runtime,
     command: Command,
     session: str,
@@ -158,15 +171,19 @@ async def _command(
             return None
         try:
             notices = await runtime.pending(conversation)
+            policy = await runtime.policies.effective(conversation.id)
         except RedisError:
             await say("Cannot reach Redis; try again shortly.")
             return None
-        await say("\n".join(map(render_pending, notices)) or "No approvals are pending.")
+        lines = [*map(render_pending, notices)] or ["No approvals are pending."]
+        await say("\n".join([*lines, f"This conversation's {mode_line(policy)}."]))
     elif command.name == "cancel":
         try:
             await say(await runtime.cancel(session, actor, conversation, job))
         except RedisError:
             await say("Cannot reach Redis, so nothing was cancelled; try again shortly.")
+    elif command.name in ("mode", "model"):
+        await _choose(runtime, command, actor, conversation, say)
     elif command.policy_action in ("grants", "revoke"):
         await say(await _grants(runtime, command, session, actor, conversation))
     else:
@@ -197,6 +214,33 @@ async def _policy(
         return f"Policy not changed: {exc}."
     except RedisError:
         return "Cannot reach Redis, so the policy was neither read nor changed; try again."
+
+
+async def _choose(
+    runtime: Runtime, command: Command, actor: Actor, conversation: ConversationRef, say: Say
+) -> None:
+    """`/mode` and `/model`: shown to the sender; a switch is said in the conversation."""
+    policies = runtime.policies
+    try:
+        if command.choice is None:
+            policy = await policies.effective(conversation.id)
+            models = policies.document.offered_models
+            mode = command.name == "mode"
+            await say(describe_mode(policy) if mode else describe_models(policy, models))
+            return
+        choices = ConversationChoices(policies)
+        switch = choices.switch_mode if command.name == "mode" else choices.switch_model
+        switched = await switch(command.choice, actor, conversation)
+    except ChoiceRefused as exc:
+        await say(f"{command.name.capitalize()} not changed: {exc}.")
+        return
+    except RedisError:
+        await say(f"Cannot reach Redis, so the {command.name} was neither read nor changed.")
+        return
+    if switched.changed:  # everyone in the conversation sees what their runs may now do
+        await runtime.channel.send(conversation, Notice(switched.text))
+    else:
+        await say(switched.text)
 
 
 async def _grants(
@@ -259,6 +303,8 @@ async def handle_inbound(
     if inbound.kind == "feedback":
         await _feedback(runtime, router, inbound)
         return None
+    if inbound.kind == "decision":  # made outside the chat (the operator CLI, a console)
+        return await carry_out(runtime, inbound, job)
     if inbound.needs_session and not await runtime.knows(inbound.session):
         return None  # a thread the bot was never part of
 

@@ -8,12 +8,16 @@ from datetime import UTC, datetime
 
 from runtime.approval.grants import EVERYWHERE, Grant
 from runtime.policy.model import scope_label, scopes_of
-from runtime.policy.resolve import EffectivePolicy, describe_state
+from runtime.policy.modes import MODE_WORDS
+from runtime.policy.resolve import EffectivePolicy, ScopedHook, describe_state, file_label
+from runtime.redact import redact_text, shown_url
 
 
 def render_policy(policy: EffectivePolicy) -> str:
     scopes = ", ".join(scope_label(s) for s in reversed(scopes_of(policy.conversation)))
     offered = ", ".join(t for t in policy.tools if t in policy.offered) or "none"
+    if policy.mode == "plan":
+        offered += "; in plan mode only those without side effects"
     width = max((len(t) for t in policy.tools), default=4)
     lines = [
         f"Policy for {scope_label(policy.conversation)} (scopes, most specific first: {scopes})",
@@ -45,6 +49,10 @@ def render_policy(policy: EffectivePolicy) -> str:
         + "; admins always",
         f"  direct messages: {'open' if policy.direct_messages else 'closed'}"
         f" ({policy.sources['direct_messages']})",
+        "Mode and model (/mode, /model):",
+        f"  {mode_line(policy)}",
+        f"  loosest mode allowed: {policy.mode_max} ({policy.sources['mode_max']})",
+        f"  model: {policy.model_name} ({policy.sources['model']})",
     ]
     risk = policy.risk
     extra = [
@@ -63,7 +71,34 @@ def render_policy(policy: EffectivePolicy) -> str:
         f"  safe tools: {', '.join(risk.safe_tools) or 'none'}; an edit deleting "
         f"{risk.large_deletion_lines}+ lines asks"
     )
+    lines.append(
+        "Hooks (the strictest answer wins; a failure asks):" if policy.hooks else "Hooks: none"
+    )
+    lines += [f"  {_hook(hook)}" for hook in policy.hooks]
     return "\n".join(lines)
+
+
+def _hook(hook: ScopedHook) -> str:
+    config = hook.config
+    tools = ", ".join(config.tools) if config.tools is not None else "every tool"
+    cache = f", answers kept {config.cache_seconds:g} s" if config.cache_seconds else ""
+    return (
+        f"{hook.name}: {_target(hook)}; checks {tools}; timeout {config.timeout:g} s{cache} "
+        f"({file_label(hook.scope)})"
+    )
+
+
+def _target(hook: ScopedHook) -> str:
+    """What the hook runs, secrets masked (a token in an argument or a URL)."""
+    config = hook.config
+    if config.url is not None:
+        return f"POST {shown_url(config.url)}"
+    return "command " + redact_text(" ".join(config.command or ()))
+
+
+def mode_line(policy: EffectivePolicy) -> str:
+    """The conversation's mode, for `/policy show` and `/pending`."""
+    return f"mode: {policy.mode} ({policy.sources['mode']}): {MODE_WORDS[policy.mode]}"
 
 
 def _after(seconds: float | None) -> str:
@@ -110,6 +145,20 @@ def as_json(policy: EffectivePolicy) -> str:
             "users": None if policy.users is None else sorted(policy.users),
             "direct_messages": policy.direct_messages,
             "risk": policy.risk.model_dump(),
+            "hooks": [
+                {
+                    "name": hook.name,
+                    "scope": scope_label(hook.scope),
+                    "runs": _target(hook),
+                    "tools": hook.config.tools,
+                    "timeout": hook.config.timeout,
+                    "cache_seconds": hook.config.cache_seconds,
+                }
+                for hook in policy.hooks
+            ],
+            "mode": policy.mode,
+            "mode_max": policy.mode_max,
+            "model": policy.model_name,
             "sources": policy.sources,
         },
         indent=2,

@@ -2,9 +2,12 @@
 Redis. A table or `key: value` lines in a terminal, JSON with --json; a refusal exits 1 with one
 line on stderr.
 
-Decisions made here are recorded as `operator:<login>` and may come from outside the
-originating conversation; the resumed run answers in that conversation when its platform is
-configured here (as for serve), else here (see bot/cli_run.py)."""
+Decisions made here are recorded as `operator:<login>` by the worker that carries them out:
+this command reads the record (refusing at once an unknown id or one decided already),
+queues the decision in the approval's session lane, and prints what the worker answers on
+the request's reply list (runtime/queue/remote.py); `--wait` follows the outcome until it
+ends. A `clawgate chat` conversation has no worker: its decisions run here, in this shell's
+work dir, and show in the chat (bot/cli_run.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +16,29 @@ import dataclasses
 import getpass
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from bot.errors import Unavailable
 from bot.tables import print_table
-from runtime.agent import Runtime
-from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord
+from runtime.approval.wing import ApprovalView
 from runtime.canonical import canonical_json
 from runtime.channel import ApprovalNotice
 from runtime.models import Actor
+from runtime.policy.approvers import OPERATOR_PLATFORM
+from runtime.queue.inbound import DecisionRequest
+from runtime.queue.ingest import Ingest, IngestUnavailable
+from runtime.queue.remote import Replies, decision_request, send_decision
 from runtime.redact import redact, redact_text, shown, visible
 
+# Carries a decision out (queued for a worker, or here for a `clawgate chat` conversation);
+# returns the exit code.
+Deliver = Callable[[ApprovalRecord, Actor, DecisionRequest], Awaitable[int]]
+REFUSED = 1  # the decision was refused (here, or by the worker); the reason is on stderr
+QUEUED = 3  # no worker took it in time: it waits in the inbox and runs when a worker does
+FAILED = 4  # the worker failed to carry it out, or (--wait) the call or its run failed
 COLUMNS = (
     "ID",
     "STATUS",
@@ -90,11 +103,11 @@ def _redacted(record: ApprovalRecord) -> dict[str, Any]:
 
 
 async def _show(
-    runtime: Runtime, approval_id: str, as_json: bool, say: Callable[[str], None]
+    view: ApprovalView, approval_id: str, as_json: bool, say: Callable[[str], None]
 ) -> int:
     """One approval: its fields, every notice posted, and its audit trail."""
-    loaded = await runtime.approvals.load(approval_id.strip().lower())
-    items = None if loaded is not None else await runtime.approvals.batch_items(approval_id)
+    loaded = await view.load(approval_id)
+    items = None if loaded is not None else await view.store.batch_items(approval_id)
     if items is not None:  # a batch's id: its calls, each shown by its own id
         batch = {"batch": approval_id.strip().lower(), "items": items}
         say(json.dumps(batch) if as_json else f"batch {batch['batch']}: {' '.join(items)}")
@@ -103,11 +116,7 @@ async def _show(
         print(f"clawgate: unknown approval id {approval_id!r}", file=sys.stderr)
         return 1
     record, checkpoint = loaded
-    trail = [
-        entry
-        for entry in await runtime.approvals.audit_entries(record.session)
-        if entry.get("approval") == record.id
-    ]
+    trail = await view.trail(record)
     trail = [{k: redact_text(v) if isinstance(v, str) else v for k, v in e.items()} for e in trail]
     # A batch: its id (deciding it decides every item) and its items, in the model's order.
     batch = {"batch": checkpoint.id, "batch_items": checkpoint.batch} if checkpoint.batch else {}
@@ -143,7 +152,11 @@ async def _show(
     return 0
 
 
-async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out: TextIO) -> int:
+async def run_approvals_command(
+    view: ApprovalView, args: argparse.Namespace, out: TextIO, deliver: Deliver | None = None
+) -> int:
+    """`deliver`: how a decision is carried out (`approve` and `reject` need it)."""
+
     def say(text: str) -> None:
         out.write(text + "\n")
         out.flush()
@@ -151,7 +164,7 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
     if args.verb == "list":
         notices = [
             n
-            for n in await runtime.pending()
+            for n in await view.pending()
             if (args.status is None or n.status == args.status)
             and (args.conversation is None or in_scope(n.conversation, args.conversation))
         ]
@@ -163,19 +176,66 @@ async def run_approvals_command(runtime: Runtime, args: argparse.Namespace, out:
             say("No open approvals.")
         return 0
     if args.verb == "show":
-        return await _show(runtime, args.id, args.json, say)
-    operator = Actor(platform="operator", user_id=getpass.getuser())
+        return await _show(view, args.id, args.json, say)
+    operator = Actor(platform=OPERATOR_PLATFORM, user_id=getpass.getuser())
+    checked = await view.decidable(args.id, operator, args.verb)
+    if isinstance(checked, str):
+        print(f"clawgate: {shown(checked)}", file=sys.stderr)
+        return REFUSED
     approve = args.verb == "approve"
-    decision = await runtime.decide(
-        args.id,
-        approve,
-        operator,
-        None,
-        reason=" ".join(args.reason) if not approve else None,
-        always=GrantTerms() if approve and args.always else None,
-    )
-    if not decision.accepted:
-        print(f"clawgate: {shown(decision.message)}", file=sys.stderr)
-        return 1
-    say(shown(decision.message))  # a grant's rule may quote the call
-    return 0
+    reason = None if approve else " ".join(args.reason) or None
+    request = decision_request(approve, reason, always=approve and args.always)
+    assert deliver is not None, "deciding needs a way to carry the decision out"
+    return await deliver(checked, operator, request)
+
+
+async def through_workers(
+    ingest: Ingest,
+    replies: Replies,
+    record: ApprovalRecord,
+    actor: Actor,
+    request: DecisionRequest,
+    wait: bool,
+    timeout_s: float,
+    out: TextIO,
+) -> int:
+    """Queue the decision for the workers, then print what they answer (see `follow`)."""
+    try:
+        await send_decision(ingest, record, actor, request)
+    except IngestUnavailable as exc:
+        raise Unavailable(f"cannot queue the decision in Redis ({exc})") from exc
+    return await follow(replies, record, request, wait, timeout_s, out)
+
+
+async def follow(
+    replies: Replies,
+    record: ApprovalRecord,
+    request: DecisionRequest,
+    wait: bool,
+    timeout_s: float,
+    out: TextIO,
+) -> int:
+    """Print what the worker answers on the request's reply list: the decision as recorded
+    (or refused), then with `wait` every step until the last. Each step waits `timeout_s`."""
+    steps: list[str] = []
+    while (reply := await replies.pop(request.reply, timeout_s)) is not None:
+        steps.append(reply.step)
+        if reply.step == "refused":
+            print(f"clawgate: {shown(reply.text)}", file=sys.stderr)
+            return REFUSED
+        out.write(shown(reply.text) + "\n")  # a grant's rule may quote the call
+        out.flush()
+        if reply.final or not wait:
+            return FAILED if "failed" in steps else 0
+    if not steps:
+        out.write(
+            f"Approval {record.id}: no worker took the decision within {timeout_s:g} s; it is "
+            "queued and will be carried out when a worker runs (nothing is lost).\n"
+        )
+    else:
+        out.write(
+            f"Approval {record.id}: still running after {timeout_s:g} s; follow it in "
+            f"{record.conversation.id} or with `clawgate approvals show {record.id}`.\n"
+        )
+    out.flush()
+    return QUEUED

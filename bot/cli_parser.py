@@ -11,6 +11,7 @@ from runtime.store.keys import check_session_id
 
 _N = TypeVar("_N", int, float)
 DEFAULT_LINES = 20
+DECISION_TIMEOUT = 15.0  # seconds `approvals approve|reject` waits for a worker
 
 
 class _Parser(argparse.ArgumentParser):
@@ -206,7 +207,9 @@ def add_approvals_parser(sub: Any) -> None:
     show = verbs.add_parser("show", help="one approval with its audit trail")
     show.add_argument("id")
     show.add_argument("--json", action="store_true", help="one JSON object")
-    approve = verbs.add_parser("approve", help="approve as the operator and resume the run")
+    approve = verbs.add_parser(
+        "approve", help="approve as the operator; a worker runs the call and resumes the run"
+    )
     approve.add_argument("id")
     approve.add_argument(
         "--always", action="store_true", help="also grant calls like it in its conversation"
@@ -214,6 +217,40 @@ def add_approvals_parser(sub: Any) -> None:
     reject = verbs.add_parser("reject", help="reject as the operator")
     reject.add_argument("id")
     reject.add_argument("reason", nargs="*", help="why (told to the model)")
+    for decide in (approve, reject):
+        decide.add_argument(
+            "--wait",
+            action="store_true",
+            help="follow the outcome until it ends: ran, answer posted, failed, rejected",
+        )
+        decide.add_argument(
+            "--timeout",
+            type=_positive(float),
+            default=DECISION_TIMEOUT,
+            metavar="S",
+            help=f"seconds to wait for a worker (and each step with --wait; "
+            f"default {DECISION_TIMEOUT:g}); exit 3 after",
+        )
+    add_stats_verb(verbs)
+
+
+def add_stats_verb(verbs: Any) -> None:
+    """`clawgate approvals stats`; `verbs`: the approvals parser's subparsers."""
+    stats = verbs.add_parser(
+        "stats",
+        help="how requests went per signature and conversation: counts, time to decision, "
+        "suggestions (reads the audit trail)",
+    )
+    stats.add_argument(
+        "--since",
+        metavar="SINCE",
+        default="7d",
+        help="requests made since then: 30m, 24h, 7d (default) or an ISO time like 2025-01-31",
+    )
+    stats.add_argument(
+        "--conversation", metavar="REF", help="only these: a conversation id or a prefix of one"
+    )
+    stats.add_argument("--json", action="store_true", help="one JSON object")
 
 
 def add_audit_parser(sub: Any) -> None:

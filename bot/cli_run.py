@@ -19,23 +19,32 @@ from adapters.console.chat import ConsoleChat
 from adapters.console.relay import ConsoleRelay, tail
 from adapters.console.terminal import start_line
 from adapters.router import Router
-from bot.cli_approvals import run_approvals_command
+from bot.cli_approvals import REFUSED, run_approvals_command, through_workers
 from bot.cli_audit import run_audit_command
 from bot.cli_parser import build_parser
 from bot.cli_policy import run_policy_command
+from bot.cli_stats import run_stats_command
 from bot.cli_trace import run_trace_command
 from bot.errors import Unavailable
 from bot.logs import configure_logging
 from bot.policy_file import PolicyFileError
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError, load_settings
-from bot.wiring import build_mcp, build_runtime, build_sandbox, load_policy
+from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox, load_policy
+from runtime.approval.models import ApprovalRecord
+from runtime.approval.wing import ApprovalView
+from runtime.audit import AuditLog
 from runtime.models import Actor
-from runtime.redact import shown_url
+from runtime.queue.inbound import DecisionRequest
+from runtime.queue.inbox import Inbox
+from runtime.queue.ingest import Ingest
+from runtime.queue.remote import Replies
+from runtime.redact import shown, shown_url
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
 
 SWEEP_INTERVAL = 5.0
+CONSOLE = "console"  # the platform of `clawgate chat` conversations
 
 
 @contextlib.asynccontextmanager
@@ -49,7 +58,7 @@ async def _redis(settings: Settings) -> AsyncIterator[Redis]:
 
 async def _chat(settings: Settings, session: str) -> int:
     policy = load_policy(settings)
-    actor = Actor(platform="console", user_id=getpass.getuser())
+    actor = Actor(platform=CONSOLE, user_id=getpass.getuser())
     async with _redis(settings) as redis:
         if settings.redis_url:  # a shared store that is down: say so now, not per message
             await redis.ping()
@@ -82,24 +91,58 @@ async def _chat(settings: Settings, session: str) -> int:
 async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise SettingsError("REDIS_URL: required for `clawgate approvals` (approvals live there)")
+    async with _redis(settings) as redis:
+        keys = Keys(settings.redis_prefix)
+        store = approval_store(settings, redis)
+
+        async def deliver(record: ApprovalRecord, actor: Actor, request: DecisionRequest) -> int:
+            if record.conversation.platform == CONSOLE:
+                return await _decide_here(settings, redis, record, actor, request)
+            inbox = Inbox(redis, keys, settings.dedupe_ttl, partitions=settings.partitions)
+            ingest, replies = Ingest(inbox, store), Replies(redis, keys)
+            wait, timeout = args.wait, args.timeout
+            return await through_workers(
+                ingest, replies, record, actor, request, wait, timeout, sys.stdout
+            )
+
+        view = ApprovalView(store, AuditLog(redis, keys))
+        return await run_approvals_command(view, args, sys.stdout, deliver)
+
+
+async def _decide_here(
+    settings: Settings,
+    redis: Redis,
+    record: ApprovalRecord,
+    actor: Actor,
+    request: DecisionRequest,
+) -> int:
+    """A `clawgate chat` conversation has no worker (its terminal is its only home): its
+    decision runs in this process, in this shell's work dir, and shows in the chat."""
     policy = load_policy(settings)
-    async with _redis(settings) as redis, ClientSession() as http:
+    async with ClientSession() as http:
         channels = _decision_channels(settings, redis, http)
         sandbox = build_sandbox(settings)
         mcp = build_mcp(settings, policy, sandbox)  # an approved MCP call runs here
         runtime = build_runtime(settings, policy, redis, channels, sandbox=sandbox, mcp=mcp)
         try:
-            return await run_approvals_command(runtime, args, sys.stdout)
+            decision = await runtime.decide(
+                record.id, request.approve, actor, None, request.reason, request.grant()
+            )
         finally:
             await mcp.aclose()
+    if not decision.accepted:
+        print(f"clawgate: {shown(decision.message)}", file=sys.stderr)
+        return REFUSED
+    print(shown(decision.message))  # a grant's rule may quote the call
+    return 0
 
 
 def _decision_channels(settings: Settings, redis: Redis, http: ClientSession) -> Router:
-    """Where a decision made from the shell shows: the notices and the resumed run go to the
-    conversation that asked (Slack, Feishu, when configured here as for serve; a `clawgate
-    chat` terminal and this one), anything else to this terminal."""
+    """Where a decision on a `clawgate chat` conversation made from the shell shows: the run
+    and the notice in that chat's terminal and this one; copies of the notice in Slack or
+    Feishu when configured here as for serve; anything else in this terminal."""
     router = Router(fallback=ConsoleChannel(sys.stdout))
-    router.add("console", ConsoleRelay(redis, Keys(settings.redis_prefix), sys.stdout))
+    router.add(CONSOLE, ConsoleRelay(redis, Keys(settings.redis_prefix), sys.stdout))
     if settings.slack_enabled and settings.slack_bot_token is not None:
         from adapters.slack.channel import SlackChannel, web_client  # noqa: PLC0415
 
@@ -213,6 +256,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_policy_command(settings, args)
     if args.command == "trace":
         return run_trace_command(settings, args)
+    if args.command == "approvals" and args.verb == "stats":  # the audit trail only
+        return run_stats_command(settings, args)
     if args.command == "approvals":
         return asyncio.run(_approvals(settings, args))
     if args.command in ("serve", "worker"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import io
+import os
 import re
 import socket
 from collections.abc import Awaitable
@@ -20,8 +21,11 @@ from bot.policy_file import PolicyFileError
 from bot.settings import Settings, SettingsError, load_settings
 from bot.settings_file import FIX, agent_may_write
 from bot.wiring import load_policy
+from runtime.hooks.answer import HookFailure
+from runtime.hooks.probe import reachable
 from runtime.mcp.supervisor import McpServers
-from runtime.policy.model import PolicyDocument
+from runtime.policy.listed_models import ListedModel
+from runtime.policy.model import HookConfig, PolicyDocument
 from runtime.redact import shown_url
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.durability import EVERYSEC, UNKNOWN, durability_warnings
@@ -81,29 +85,51 @@ async def _model(settings: Settings) -> Check:
     if settings.uses_demo_model:
         detail = "the offline demo model (set OPENAI_API_KEY, or OPENAI_BASE_URL, for a real one)"
         return Check("model", True, detail)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
+    fixes = ("check OPENAI_API_KEY", "check OPENAI_BASE_URL", "set CLAWGATE_MODEL to one")
+    return await _probe("model", key, settings.openai_base_url, settings.model, fixes)
+
+
+async def _listed_model(model: ListedModel) -> Check:
+    """A model of the policy file's `[[models]]`, probed as the default one is."""
+    name = f"model {model.name}"
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        detail = f"{model.api_key_env}, which holds its API key, is not set"
+        return Check(name, False, detail, f"set {model.api_key_env} in clawgate's environment")
+    fixes = (
+        f"check {model.api_key_env}",
+        f"check base_url of [[models]] {model.name} in the policy file",
+        f"set model of [[models]] {model.name} to one",
+    )
+    return await _probe(name, key, model.base_url, model.model, fixes)
+
+
+async def _probe(
+    name: str, key: str, base_url: str | None, model: str, fixes: tuple[str, str, str]
+) -> Check:
+    """Whether the server at `base_url` takes `key` and lists `model`; `fixes`: what to check
+    for a refused key, an unreachable server, and (the start of) a model it does not serve."""
     # Only with a real model (its provider loads the SDK anyway): most of a second at start.
     import openai  # noqa: PLC0415
 
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "none"
-    where = settings.openai_base_url or "https://api.openai.com/v1"
-    client = openai.AsyncOpenAI(api_key=key, base_url=settings.openai_base_url, max_retries=0)
+    where = base_url or "https://api.openai.com/v1"
+    client = openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0)
     try:
         async with asyncio.timeout(TIMEOUT):
             listed = [model.id async for model in client.models.list()]
     except openai.AuthenticationError:
-        return Check("model", False, f"{where} refused the API key", "check OPENAI_API_KEY")
+        return Check(name, False, f"{where} refused the API key", fixes[0])
     except (openai.APIError, TimeoutError) as exc:
         why = type(exc).__name__ if isinstance(exc, TimeoutError) else exc.message
-        return Check(
-            "model", False, f"{where}/models did not answer ({why})", "check OPENAI_BASE_URL"
-        )
+        return Check(name, False, f"{where}/models did not answer ({why})", fixes[1])
     finally:
         await client.close()
-    if settings.model not in listed:
+    if model not in listed:
         some = ", ".join(sorted(listed)[:5]) or "none"
-        fix = f"set CLAWGATE_MODEL to one it serves ({some}{'…' if len(listed) > 5 else ''})"
-        return Check("model", False, f"{where} does not list {settings.model}", fix)
-    return Check("model", True, f"{settings.model} at {where}")
+        fix = f"{fixes[2]} it serves ({some}{'…' if len(listed) > 5 else ''})"
+        return Check(name, False, f"{where} does not list {model}", fix)
+    return Check(name, True, f"{model} at {where}")
 
 
 async def _slack(settings: Settings) -> Check | None:
@@ -229,6 +255,23 @@ async def _mcp(settings: Settings, document: PolicyDocument | None) -> list[Chec
     ]
 
 
+async def _hooks(document: PolicyDocument | None) -> list[Check]:
+    """Each admin hook of the policy file: its command found, or its URL reachable; it is not
+    asked (that could count as a real call)."""
+    scopes = document.scopes() if document else []
+    hooks = [hook for rules in scopes for hook in rules.hooks.items()]
+
+    async def one(name: str, hook: HookConfig) -> Check:
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                return Check(f"hook {name}", True, await reachable(hook))
+        except (HookFailure, TimeoutError) as exc:
+            fix = "correct its command or url (docs/policy.md, Hooks); until then it asks"
+            return Check(f"hook {name}", False, str(exc) or "timed out", fix)
+
+    return list(await asyncio.gather(*(one(name, hook) for name, hook in hooks)))
+
+
 def _people(settings: Settings, document: PolicyDocument | None) -> list[Check]:
     scopes = [document, *document.conversations.values()] if document else []
     admins = {*settings.admins, *(a for s in scopes for a in s.approvals.admins)}
@@ -315,6 +358,7 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
     found = [*_settings(settings, serving), policy, _sandbox(settings)]
     found += _people(settings, document)
     services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings), _model(settings)]
+    services += [_listed_model(model) for model in (document.offered_models if document else [])]
     if not serving:
         # The platform SDKs load in seconds, which would stall the event loop while the other
         # checks' timeouts run: load them first.
@@ -325,6 +369,7 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
             if enabled:
                 importlib.import_module(module)
         services += [_slack(settings), _feishu(settings), _mcp(settings, document)]
+        services.append(_hooks(document))
     for result in await asyncio.gather(*services):
         found += result if isinstance(result, list) else [result] if result else []
     if not serving:

@@ -11,19 +11,18 @@ import logging
 import os
 import signal
 import sys
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiohttp import ClientSession, web
-from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 from redis.asyncio import Redis
 
 from adapters.console.relay import ConsoleRelay
-from adapters.dispatch import handle_inbound, steering_kind
+from adapters.dispatch import steering_kind
 from adapters.http import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, MAX_BODY
+from adapters.jobs import JobHandler
 from adapters.router import Router
 from bot.doctor import policy_file_problem, print_serving_checks
 from bot.errors import Unavailable
@@ -33,19 +32,19 @@ from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
 from runtime.agent import Release, Runtime
 from runtime.approval.notices import notice_of
-from runtime.channel import ApprovalNotice, Notice
+from runtime.channel import ApprovalNotice
 from runtime.mcp.supervisor import McpServers
 from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import PolicyDocument
 from runtime.queue.inbound import Inbound
-from runtime.queue.inbox import Inbox, Job
+from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
 from runtime.queue.steering import Steering
 from runtime.queue.worker import Worker, sweep_forever
 from runtime.redact import shown_url
 from runtime.shutdown import cancel
-from runtime.store.connection import OUTAGES, REDIS_FAILURES, connect
+from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.durability import (
     DurabilityError,
     DurabilityUnknown,
@@ -70,24 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
-REDIS_WAIT = (
-    "I cannot reach my storage (Redis) right now; your request is kept and will go on as "
-    "soon as it is back."
-)
-FAILED = (
-    "Something went wrong while handling this (logged as job {job}); it was not retried. "
-    "Please try again, or tell the operators."
-)
-DROPPED = (
-    "I gave up on a message here: every process that took it stopped while working on it. "
-    "Please send it again if it is still needed."
-)
 WORKER_SILENCE = 10.0  # seconds without polling after which a worker counts as gone
-QUEUE_LAG = Histogram(
-    "clawgate_queue_lag_seconds",
-    "Time from accepting an input to a worker starting on it",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-)
 READY_TIMEOUT = 0.8  # seconds: /readyz answers within a second whatever Redis does
 # Redis (a cluster's client errors included) or the network to it failing.
 REDIS_DOWN: tuple[type[Exception], ...] = (*REDIS_FAILURES, OSError)
@@ -290,30 +272,17 @@ async def _build(
         feishu = await _feishu(settings, ingest, runtime)
         router.add("feishu", feishu.channel, _feishu_reader(settings, feishu, runtime, router))
 
-    async def handle(job: Job) -> None:
-        inbound = Inbound.model_validate_json(job.payload)
-        QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
-        try:
-            await handle_inbound(runtime, router, inbound, job.id)
-        except OUTAGES:
-            if job.attempt == 0 and inbound.kind == "input":  # said once; the worker retries
-                await router.send(inbound.conversation, Notice(REDIS_WAIT))
-            raise
-        except Exception:  # a bug: logged by the worker, never retried, but never silent
-            with contextlib.suppress(Exception):
-                await router.send(inbound.conversation, Notice(FAILED.format(job=job.id)))
-            raise
-
     worker = None
     if with_worker:
+        handler = JobHandler(runtime, router)
         worker = Worker(
             inbox,
-            handle,
+            handler,
             runtime.worker_id,
             concurrency=settings.worker_concurrency,
             reclaim_idle=settings.reclaim_idle,
             liveness_ttl=settings.liveness_ttl,
-            dropped=_tell_dropped(router),
+            dropped=handler.dropped,
         )
     warnings = [*filter(None, [sandbox.missing])]
     if settings.redis_url:  # the embedded store says at start that it keeps nothing
@@ -345,15 +314,6 @@ def _slack_reader(
         send=router.send,
         knows=runtime.knows,
     )
-
-
-def _tell_dropped(router: Router) -> Callable[[Job], Awaitable[None]]:
-    async def dropped(job: Job) -> None:
-        inbound = Inbound.model_validate_json(job.payload)
-        if inbound.kind == "input":
-            await router.send(inbound.conversation, Notice(DROPPED))
-
-    return dropped
 
 
 def _release_through(ingest: Ingest) -> Release:

@@ -75,6 +75,8 @@ _COMMAND_HELP: dict[str, tuple[str, str]] = {
     "/approve": ("Approve a tool call that waits for approval", "<id> [once|always]"),
     "/reject": ("Reject a tool call that waits for approval", "<id> [reason]"),
     "/answer": ("Answer the assistant's question to you", "<id> <number or words>"),
+    "/mode": ("Show or switch this conversation's mode", "[plan|ask|auto|edits]"),
+    "/model": ("Show or switch this conversation's model", "[name]"),
     "/clawgate": ("clawgate: pending, cancel, policy, help", "pending | cancel | help"),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,10 +17,11 @@ from runtime.audit import AuditLog
 from runtime.channel import Channel
 from runtime.explorer import Explorer
 from runtime.mcp.supervisor import McpServers
+from runtime.policy.listed_models import ListedModel
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, ProviderError, ProviderFactory
 from runtime.providers.demo import DemoProvider
 from runtime.queue.steering import Steering
 from runtime.store.history import HistoryStore
@@ -41,18 +43,41 @@ log = logging.getLogger(__name__)
 def build_provider(settings: Settings) -> Provider:
     if settings.uses_demo_model:
         return DemoProvider()
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    images = settings.model_images
+    return _openai(settings, settings.model, key, settings.openai_base_url, images)
+
+
+def _openai(
+    settings: Settings, model: str, key: str | None, base_url: str | None, images: bool
+) -> Provider:
     # openai takes about a second to import: the offline demo path never pays for it.
     from runtime.providers.openai_provider import OpenAIProvider  # noqa: PLC0415
 
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAIProvider(
-        settings.model,
+        model,
         api_key=key,
-        base_url=settings.openai_base_url,
+        base_url=base_url,
         timeout=settings.model_timeout,
         stream=settings.stream,
-        images=settings.workdir if settings.model_images else None,
+        images=settings.workdir if images else None,
     )
+
+
+def listed_models(settings: Settings) -> ProviderFactory:
+    """Makes the provider of a policy file's `[[models]]` entry (a conversation switched to
+    it): its key is read from the environment variable the entry names, when first used."""
+
+    def make(model: ListedModel) -> Provider:
+        key = os.environ.get(model.api_key_env)
+        if not key:
+            raise ProviderError(
+                f"the model {model.name} has no API key: the environment variable "
+                f"{model.api_key_env} is not set in this process"
+            )
+        return _openai(settings, model.model, key, model.base_url, model.images)
+
+    return make
 
 
 def build_sandbox(settings: Settings) -> Sandbox:
@@ -223,4 +248,5 @@ def build_runtime(
         tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
         release=release,
         steering=steering,
+        models=listed_models(settings),
     )

@@ -19,18 +19,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from runtime.approval.decisions import Answer, Batch, Decided, Decision, Decisions, Retaken
-from runtime.approval.edit import CallEditor
-from runtime.approval.execute import ApprovedCalls
+from runtime.approval.decisions import Answer, Batch, Decided, Decision, Retaken
 from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
-from runtime.approval.notices import is_last, open_notices
-from runtime.approval.settle import Settlement
+from runtime.approval.notices import is_last
 from runtime.approval.store import ApprovalStore
-from runtime.approval.suspend import Suspender
+from runtime.approval.wing import ApprovalWing
 from runtime.audit import AuditLog
 from runtime.batch_resume import BatchResume
-from runtime.batch_runs import BatchRuns
+from runtime.batch_runs import BatchRuns, Recorded
 from runtime.channel import ApprovalNotice, Channel, Event, Notice, RedactingChannel, RunFinished
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.executor import Emit
@@ -40,7 +37,7 @@ from runtime.middleware.chain import Middleware
 from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef, RunResult, StopReason
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, ProviderFactory
 from runtime.queue.steering import Steering
 from runtime.retake import Retake
 from runtime.store.history import HistoryStore, encode_message
@@ -64,6 +61,7 @@ DEMO_NOTICE = (
 WAITING = "Waiting for a decision on approval {id}; your message will run after it."
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 Release = Callable[[str, ConversationRef], Awaitable[None]]
+# Told of a decision recorded (the record, the grant's note) before its run goes on.
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +89,14 @@ class Runtime:
         tracer: Tracer | None = None,
         middlewares: Sequence[Middleware] | None = None,
         steering: Steering | None = None,
+        models: ProviderFactory | None = None,
     ) -> None:
-        """`release` runs the messages a session held once its wait ended outside a run (an
-        expiry, a crashed execution): None runs them right here (a single-process chat);
-        a server queues them in the session's lane instead, so they never run beside it.
-        `audit` is the global audit trail (default: on the approvals' Redis and prefix).
-        `middlewares`: the chain of every tool call (default: runtime.middleware.default_chain).
-        `steering`: the requester's messages join their running run (None: they queue)."""
+        """`release` runs the messages a session held once its wait ended outside a run (an expiry,
+        a crashed execution): None runs them right here (a single-process chat); a server queues
+        them in the session's lane instead, so they never run beside it. `audit` is the global
+        audit trail (default: on the approvals' Redis and prefix); `middlewares` the chain of every
+        tool call (default: runtime.middleware.default_chain). `steering`: the requester's messages
+        join their running run (None: they queue); `models`: see AgentLoop."""
         self.config = config
         self.steering = steering
         self.release = release
@@ -110,6 +109,7 @@ class Runtime:
         self.audit = audit or AuditLog(approvals.redis, approvals.keys)
         self.policies = policies
         self.tracer = tracer or Tracer()  # default: off
+        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
         self.loop = AgentLoop(
             provider,
             registry,
@@ -121,40 +121,30 @@ class Runtime:
             policies=policies,
             middlewares=default_chain(policies, approvals) if middlewares is None else middlewares,
             context=compacting(provider, history, config.context_budget, self.audit),
+            models=models,
+            journal=self.runs,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
-        self.settlement = Settlement(
-            approvals, self.audit, self.tracer, channel.send, self._release_later
-        )
-        editor = CallEditor(approvals, policies, registry, config.workdir)
-        self.decisions = Decisions(
+        self.wing = wing = ApprovalWing(
             approvals,
-            policies,
             self.audit,
-            self.settlement,
-            self.worker_id,
-            config.liveness_ttl,
-            editor,
-        )
-        self.suspender = Suspender(approvals, history, self.audit, channel.send, registry)
-        self.runs = RunJournal(approvals.redis, approvals.keys, approvals.ttl_ms)
-        self.approved_calls = ApprovedCalls(
-            approvals, self.audit, self.settlement, self.worker_id, config.liveness_ttl
-        )
-        resume = BatchResume(self.loop, history, self.approved_calls, self.settlement)
-        runtime = (self._context, self._emitter, self._drive, self.release_held)
-        self.batch_runs = BatchRuns(self.decisions, self.runs, self.tracer, resume, runtime)
-        self.retake = Retake(
-            self.loop,
-            approvals,
+            policies,
+            self.tracer,
+            channel.send,
+            self._release_later,
             history,
-            self.suspender,
-            self.settlement,
+            registry,
+            config.workdir,
             self.worker_id,
             config.liveness_ttl,
-            resume,
         )
+        self.settlement, self.decisions = wing.settlement, wing.decisions
+        self.suspender, self.approved_calls = wing.suspender, wing.approved_calls
+        resume = BatchResume(self.loop, history, wing.approved_calls, wing.settlement)
+        runtime = (self._context, self._emitter, self._drive, self.release_held)
+        self.batch_runs = BatchRuns(wing.decisions, self.runs, self.tracer, resume, runtime)
+        self.retake = Retake(self.loop, wing, resume)
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
         async def emit(event: Event) -> None:
@@ -266,14 +256,14 @@ class Runtime:
         always: GrantTerms | None = None,
         job: str = "",
         edit: str | None = None,
+        recorded: Recorded | None = None,
     ) -> Decision:
-        """`conversation` is where the decision was made; None only for the operator CLI.
+        """`conversation` is where the decision was made; None outside a chat (the CLI).
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
         failing is raised (the job is tried again). `Answer`: a question's, by its asker."""
         async with self.audit.unit():  # the decision's and the resumed run's records together
-            return await self._decide(
-                approval_id, approve, actor, conversation, reason, always, job or new_job(), edit
-            )
+            decision = (approval_id, approve, actor, conversation, reason, always)
+            return await self._decide(*decision, job or new_job(), edit, recorded)
 
     async def _decide(
         self,
@@ -285,6 +275,7 @@ class Runtime:
         always: GrantTerms | None,
         job: str,
         edit: str | None = None,
+        recorded: Recorded | None = None,
     ) -> Decision:
         decided = await self.decisions.record(
             approval_id, approve, actor, conversation, reason, always, job, edit
@@ -295,9 +286,11 @@ class Runtime:
             return await self._continue_decided(decided, job)
         if isinstance(decided, Batch) or decided.checkpoint.batch:  # runtime/batch_runs.py
             asked = (approve, actor, conversation, reason, always, job)
-            return await self.batch_runs.decided(decided, asked, self._decide)
+            return await self.batch_runs.decided(decided, asked, self._decide, recorded)
         record = decided.record
         note = await self.decisions.announce(decided, actor, always)
+        if recorded is not None:
+            await recorded(record, note)
         async with self.tracer.trace(
             "approval.resume",
             session=record.session,
@@ -444,7 +437,7 @@ class Runtime:
 
     async def pending(self, conversation: ConversationRef | None = None) -> list[ApprovalNotice]:
         """Open approvals (pending or executing), of one conversation or all of them."""
-        return await open_notices(self.approvals, conversation)
+        return await self.wing.pending(conversation)
 
     # --- expiry and crash recovery ---------------------------------------------------------
 

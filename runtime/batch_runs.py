@@ -9,7 +9,7 @@ from typing import Any
 
 from runtime.approval.decisions import Answer, Batch, Decided, Decision, Decisions
 from runtime.approval.grants import GrantTerms
-from runtime.approval.models import ApprovalStatus, Checkpoint
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.batch_resume import BatchResume
 from runtime.executor import Emit
 from runtime.loop import RunState, Suspension
@@ -27,8 +27,20 @@ Emitters = Callable[[ConversationRef], Emit]
 ReleaseHeld = Callable[[str], Awaitable[RunResult | None]]
 # What was asked: approve (or an answer), by whom, where, why, with what grant, in which job.
 Asked = tuple[bool | Answer, Actor, ConversationRef | None, str | None, GrantTerms | None, str]
+# Told of a decision as recorded, with what its announcement adds.
+Recorded = Callable[[ApprovalRecord, str], Awaitable[None]]
 DecideOne = Callable[
-    [str, bool, Actor, ConversationRef | None, str | None, GrantTerms | None, str],
+    [
+        str,
+        bool,
+        Actor,
+        ConversationRef | None,
+        str | None,
+        GrantTerms | None,
+        str,
+        str | None,
+        Recorded | None,
+    ],
     Awaitable[Decision],
 ]
 
@@ -51,21 +63,29 @@ class BatchRuns:
         self.resume = resume
         self.context, self.emitter, self.drive, self.release_held = runtime
 
-    async def decided(self, decided: Decided | Batch, asked: Asked, decide: DecideOne) -> Decision:
-        """A decision recorded on an item of a batch (`decide` made it, as `asked`), or on a
-        batch's own id (its items are decided with `decide`, see `decide_all`)."""
-        if isinstance(decided, Batch):
-            return await self.decide_all(decided, asked, decide)
-        _, actor, _, _, always, job = asked
-        return await self.item_decided(decided, actor, always, job)
-
-    async def item_decided(
-        self, decided: Decided, actor: Actor, always: GrantTerms | None, job: str
+    async def decided(
+        self,
+        decided: Decided | Batch,
+        asked: Asked,
+        decide: DecideOne,
+        recorded: Recorded | None = None,
     ) -> Decision:
-        """An item of a batch decided: the batch is carried out here when this decision
-        claimed it (none is pending any more), else once the last one is decided."""
-        record, checkpoint = decided.record, decided.checkpoint
+        """A decision recorded on an item of a batch (`decide` made it, as `asked`), or on a
+        batch's own id (its items are decided with `decide`, see `decide_all`). `recorded`:
+        told of each decision as recorded (a decider waiting elsewhere)."""
+        if isinstance(decided, Batch):
+            return await self.decide_all(decided, asked, decide, recorded)
+        _, actor, _, _, always, job = asked
         note = await self.decisions.announce(decided, actor, always)
+        if recorded is not None:
+            await recorded(decided.record, note)
+        return await self.item_decided(decided, note, job)
+
+    async def item_decided(self, decided: Decided, note: str, job: str) -> Decision:
+        """An item of a batch decided (`note`: what its announcement adds): the batch is
+        carried out here when this decision claimed it (none is pending any more), else once
+        the last one is decided."""
+        record, checkpoint = decided.record, decided.checkpoint
         verb = "approved" if record.status is ApprovalStatus.APPROVED else "rejected"
         said = f"Approval {record.id} {verb}.{note}"
         if decided.claim == "open":
@@ -77,7 +97,9 @@ class BatchRuns:
         result = await self.carry_out(checkpoint, decided.window, job, policy)
         return Decision(True, f"{said} Batch {checkpoint.id} is decided: carried out.", result)
 
-    async def decide_all(self, batch: Batch, asked: Asked, decide: DecideOne) -> Decision:
+    async def decide_all(
+        self, batch: Batch, asked: Asked, decide: DecideOne, recorded: Recorded | None = None
+    ) -> Decision:
         """`/approve <batch> [always …]` or `/reject <batch>`: each pending item the decider
         may decide, in the model's order, with `decide`; the others are named, not refused
         one by one."""
@@ -95,7 +117,7 @@ class BatchRuns:
             refusal, _ = await self.decisions.refusal(actor, loaded[0])
             if refusal is None:
                 decision = await decide(
-                    approval_id, approve, actor, conversation, reason, always, job
+                    approval_id, approve, actor, conversation, reason, always, job, None, recorded
                 )
                 refusal = None if decision.accepted else decision.message
                 result = decision.run or result

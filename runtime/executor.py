@@ -26,7 +26,7 @@ from runtime.middleware.chain import Middleware, ToolInvocation, build_chain
 from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.outputs import keep
 from runtime.redact import one_line, redact_text
-from runtime.tools.base import ToolCancelled, ToolContext, ToolError
+from runtime.tools.base import Effects, ToolCancelled, ToolContext, ToolError
 from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
@@ -38,6 +38,8 @@ DISPLAY_CHARS = 200
 Emit = Callable[[Event], Awaitable[None]]
 # Records the batch's results so far (in history) before a call with side effects runs.
 Save = Callable[[Sequence[ToolResult]], Awaitable[None]]
+# Records that a call is about to run, and what it may change (the run journal's mark).
+Started = Callable[[ToolCall, Effects], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -74,10 +76,13 @@ class ToolExecutor:
         emit: Emit | None = None,
         audit: AuditLog | None = None,
         middlewares: Sequence[Middleware] = (),
+        started: Started | None = None,
     ) -> None:
         """`middlewares`: the chain every call runs through, in order (see
-        runtime.middleware.default_chain)."""
+        runtime.middleware.default_chain); `started`: told of each call before its tool runs,
+        with what it may change (its access decided by the chain)."""
         self.registry = registry
+        self.started = started
         self.middlewares = tuple(middlewares)
         self.max_result_chars = max_result_chars
         self.emit = emit
@@ -262,8 +267,11 @@ class ToolExecutor:
         if tool is None:
             return _error(call, f"tool {call.name!r} is no longer enabled", ToolStatus.DENIED)
         await guard()  # never run by a process whose job was taken over while it stalled
+        ctx = replace(invocation.context, call_id=call.id)
+        if self.started is not None:
+            await self.started(call, tool.effects(ctx))
         try:
-            output = await tool.run(invocation.args, replace(invocation.context, call_id=call.id))
+            output = await tool.run(invocation.args, ctx)
         except ToolCancelled as exc:
             return _error(call, f"{call.name} cancelled: {exc}", ToolStatus.CANCELLED)
         except ToolError as exc:

@@ -9,6 +9,7 @@ cancels it: it shares the parent's cancel event and runs inside the parent's too
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -156,7 +157,8 @@ class Explorer:
             actor=ctx.actor,
             conversation=ctx.conversation,
             cancelled=ctx.cancelled,
-            policy=policy,
+            # The child runs on this process's own model, whatever the conversation chose.
+            policy=dataclasses.replace(policy, model=None),
         )
         # Only the task's size is logged: it may quote anything the user said.
         log.info("session %s: explorer %s started (%d characters)", ctx.session, session, len(task))

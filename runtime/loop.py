@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import Reply, Writing
-from runtime.context.compactor import Context
+from runtime.context.compactor import Context, compacting
 from runtime.executor import Emit, ToolExecutor, duplicates_in
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
@@ -30,12 +30,15 @@ from runtime.models import (
     ToolSpec,
     ToolStatus,
 )
+from runtime.policy.listed_models import ListedModel
+from runtime.policy.modes import has_side_effects
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider, ProviderError, Streaming
+from runtime.providers.base import Provider, ProviderError, ProviderFactory, Streaming
 from runtime.steer import Steer
 from runtime.store.history import HistoryStore, Window
+from runtime.store.runs import CallMark, RunJournal
 from runtime.store.summary import Summary
-from runtime.tools.base import ToolContext
+from runtime.tools.base import Effects, ToolContext
 from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
@@ -174,11 +177,19 @@ class AgentLoop:
         policies: PolicyService | None = None,
         middlewares: Sequence[Middleware] = (),
         context: Context | None = None,
+        models: ProviderFactory | None = None,
+        journal: RunJournal | None = None,
     ) -> None:
         """`context`: what the model is sent of a history (default: the default budget,
-        never compacted, the oldest turns left out when over it)."""
+        never compacted, the oldest turns left out when over it). `models`: makes the provider
+        of a model the policy file lists, for conversations that switched to one (`/model`);
+        None: this process serves the default model only. `journal`: where each call is marked
+        before it starts, for a retake (none: calls are not marked)."""
+        self.journal = journal
         self.provider = provider
         self.context = context or Context()
+        self.models = models
+        self._listed: dict[ListedModel, tuple[Provider, Context]] = {}
         self.registry = registry
         self.middlewares = list(middlewares)  # every call's chain, in order
         self.history = history
@@ -202,20 +213,46 @@ class AgentLoop:
         if self.policies is None:
             return self.registry.specs()
         await self._read_policy(state)
-        assert state.ctx.policy is not None
-        return self.registry.specs(state.ctx.policy.offered)
+        policy = state.ctx.policy
+        assert policy is not None
+        offered = policy.offered
+        if policy.mode == "plan":  # only tools that change nothing
+            offered = frozenset(
+                t.name
+                for t in self.registry.active()
+                if t.name in offered and not has_side_effects(t)
+            )
+        return self.registry.specs(offered)
+
+    def _model(self, state: RunState) -> tuple[Provider, Context, ListedModel | None]:
+        """The provider and context of the conversation's model (as of the policy read at
+        this step): one provider per listed model, made on first use and kept."""
+        listed = state.ctx.policy.model if state.ctx.policy is not None else None
+        if listed is None:
+            return self.provider, self.context, None
+        if listed not in self._listed:
+            if self.models is None:
+                raise ProviderError(f"the model {listed.name} is not available in this process")
+            provider = self.models(listed)
+            context = compacting(provider, self.history, listed.context_budget, self.audit)
+            self._listed[listed] = (provider, context)
+        return (*self._listed[listed], listed)
 
     async def _ask(
-        self, state: RunState, messages: Sequence[Message], specs: Sequence[ToolSpec]
+        self,
+        state: RunState,
+        provider: Provider,
+        messages: Sequence[Message],
+        specs: Sequence[ToolSpec],
     ) -> AssistantMessage:
         """The model's answer; a provider that streams tells the chat what it writes."""
-        if not isinstance(self.provider, Streaming):
-            return await self.provider.complete(messages, specs)
+        if not isinstance(provider, Streaming):
+            return await provider.complete(messages, specs)
 
         async def writing(text: str) -> None:
             await state.emit(Writing(text))
 
-        return await self.provider.complete_streaming(messages, specs, writing)
+        return await provider.complete_streaming(messages, specs, writing)
 
     def result(self, state: RunState, reason: StopReason, **extra: str) -> RunResult:
         return RunResult(session=state.session, stop_reason=reason, steps=state.step, **extra)
@@ -227,16 +264,17 @@ class AgentLoop:
             state.step += 1
             tracing.begin_step(state.step)
             specs = await self._offered(state)
-            view, state.summary = await self.context.view(
-                self.system, state.session, state.history, state.base, state.summary
-            )
-            messages = paired_tool_results(view.messages)
             try:
+                provider, context, listed = self._model(state)
+                view, state.summary = await context.view(
+                    self.system, state.session, state.history, state.base, state.summary
+                )
+                messages = paired_tool_results(view.messages)
                 with (
-                    LLM_SECONDS.labels(self.provider.name).time(),
-                    tracing.llm_call(self.provider.name, messages, view.chars) as llm,
+                    LLM_SECONDS.labels(provider.name).time(),
+                    tracing.llm_call(provider.name, messages, view.chars) as llm,
                 ):
-                    reply = await self._ask(state, messages, specs)
+                    reply = await self._ask(state, provider, messages, specs)
             except ProviderError as exc:
                 await state.emit(Reply(f"Sorry, I could not get an answer from the model: {exc}."))
                 return self.result(state, StopReason.ERROR, error=str(exc)), None
@@ -245,7 +283,9 @@ class AgentLoop:
                 await self.append(state, [reply])
                 text = reply.content or EMPTY_ANSWER
                 key = answer_key(state.session, state.end - 1)
-                await state.emit(Reply(text, key=key))
+                # A conversation that switched models is told which one answered.
+                shown = text if listed is None else f"{text}\n\n(model: {listed.name})"
+                await state.emit(Reply(shown, key=key))
                 return self.result(state, StopReason.FINAL, final_text=text), None
             if reply.content:
                 await state.emit(Reply(reply.content))
@@ -333,38 +373,21 @@ class AgentLoop:
         return duplicates_in([executor.prepare(call, state.ctx) for call in calls])
 
     def _executor(self, state: RunState) -> ToolExecutor:
+        journal = self.journal
+
+        async def started(call: ToolCall, effects: Effects) -> None:
+            if journal is not None:
+                mark = CallMark(state.end, effects.kind, effects.again)
+                await journal.started(state.session, call.id, mark)
+
         return ToolExecutor(
             self.registry,
             self.max_tool_result_chars,
             state.emit,
             audit=self.audit,
             middlewares=self.middlewares,
+            started=started if journal is not None else None,
         )
-
-    def interrupted(self, state: RunState, start: int) -> list[Message]:
-        """After a crash, answers for the calls of the run's last model answer that have none.
-        Results are saved before every call with side effects, so only the first of them
-        can have been running: unless it is side-effect free its outcome is unknown. None of
-        them is run again (the model may ask again)."""
-        turn = state.since(start)
-        asked = next((m for m in reversed(turn) if isinstance(m, AssistantMessage)), None)
-        if asked is None:
-            return []
-        answered = {m.tool_call_id for m in turn if isinstance(m, ToolMessage)}
-        missing = [c for c in asked.tool_calls if c.id not in answered]
-        answers: list[Message] = []
-        for i, call in enumerate(missing):
-            tool = self.registry.resolve(call.name)
-            unknown = i == 0 and (tool is None or not tool.parallel_safe)
-            answers.append(
-                ToolMessage(
-                    tool_call_id=call.id,
-                    name=call.name,
-                    content=OUTCOME_UNKNOWN if unknown else INTERRUPTED,
-                    status=ToolStatus.ERROR,
-                )
-            )
-        return answers
 
     async def _stop_repeat(
         self, state: RunState, reply: AssistantMessage, call: ToolCall

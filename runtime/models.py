@@ -87,6 +87,10 @@ class ToolResult(BaseModel):
     artifact: str | None = None
     reasons: list[str] = Field(default_factory=list)  # why a call was suspended or denied
     audit: dict[str, str] = Field(default_factory=dict)  # the tool's fields for its audit entry
+    # A suspended call's own terms (an admin hook's ask): the approvers it needs at least, and
+    # where else its request goes (conversation ids or "dm").
+    quorum: int = 1
+    routes: list[str] = Field(default_factory=list)
 
     def to_message(self) -> ToolMessage:
         return ToolMessage(

@@ -41,7 +41,8 @@ _VALUE = r"(\[redacted\]|\"(?:[^\"\\\n]|\\.)*(?:\"|$)|'(?:[^'\\\n]|\\.)*(?:'|$)|
 _AUTH_HEADER = re.compile(
     r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*)"
     r"(\[redacted\]|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
-    r"|(?:(?:basic|bearer|digest|negotiate|ntlm|token|bot|apikey|key)\s+)?[^\s\"',;}\]]+)"
+    r"|(?:(?:basic|bearer|digest|negotiate|ntlm|token|bot|apikey|key)\s+)?"
+    r"(?:\[redacted\]|[^\s\"',;}\]]+))"  # a token masked already is masked whole
 )
 _KEYWORD = (
     r"(?:secret|token|passw(?:or)?d|pass|pwd|api[_-]?key|credential|authori[sz]ation|auth(?!or))"

@@ -1,29 +1,21 @@
 """Retaking a run whose process died (kill -9, a crash, a lost host): it goes on from what
 history records, as the run journal (runtime/store/runs.py) found it. Never the user's
-message again, never a recorded call again; the call that may have been running ends with
-an unknown outcome (a keyed one, which lands once however often it runs, is run again); a
-run that waited for a decision waits on."""
+message again, never a recorded call again; of the calls that had no result, those that
+cannot have changed anything (never started, read-only, keyed: runtime/unfinished.py) run
+again, and one that may have taken effect ends with an unknown outcome; a run that waited
+for a decision waits on."""
 
 from __future__ import annotations
 
 import asyncio
 
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
-from runtime.approval.settle import Settlement
-from runtime.approval.store import ApprovalStore
-from runtime.approval.suspend import Suspender
-from runtime.batch_resume import BatchResume, result_of
+from runtime.approval.wing import ApprovalWing
+from runtime.batch_resume import BatchResume
 from runtime.channel import Notice, Reply
 from runtime.loop import EMPTY_ANSWER, AgentLoop, RunState, Suspension, answer_key
-from runtime.models import (
-    AssistantMessage,
-    RunResult,
-    StopReason,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-)
-from runtime.store.history import HistoryStore
+from runtime.models import AssistantMessage, RunResult, StopReason
+from runtime.unfinished import Unfinished, unfinished
 
 CONTINUING = (
     "Continuing where I stopped: the process working on this was restarted. Steps already "
@@ -32,35 +24,25 @@ CONTINUING = (
 
 
 class Retake:
-    def __init__(
-        self,
-        loop: AgentLoop,
-        approvals: ApprovalStore,
-        history: HistoryStore,
-        suspender: Suspender,
-        settlement: Settlement,
-        worker_id: str,
-        liveness_ttl: float,
-        batches: BatchResume,
-    ) -> None:
-        """`worker_id`: this process's; an approval it executes in a run that failed (Redis
-        stalled) is not being executed any more when the job is tried again. `batches`
-        carries a batch out (again) once it is decided."""
-        self.batches = batches
+    def __init__(self, loop: AgentLoop, wing: ApprovalWing, batches: BatchResume) -> None:
+        """`wing.worker_id`: this process's; an approval it executes in a run that failed
+        (Redis stalled) is not being executed any more when the job is tried again.
+        `batches` carries a batch out (again) once it is decided."""
         self.loop = loop
-        self.worker_id = worker_id
-        self.approvals = approvals
-        self.history = history
-        self.suspender = suspender
-        self.settlement = settlement
-        self.liveness_ttl = liveness_ttl
+        self.batches = batches
+        self.worker_id = wing.worker_id
+        self.approvals = wing.store
+        self.history = wing.history
+        self.suspender = wing.suspender
+        self.settlement = wing.settlement
+        self.liveness_ttl = wing.liveness_ttl
 
     async def __call__(self, state: RunState, start: int) -> tuple[RunResult, Suspension | None]:
         """Continue a run whose process died, from what history records (`start`: the
         session's index where the run's turn begins; the state holds the history from there
-        or earlier): never its message again, never a recorded call again; a call that was
-        running ends with an unknown outcome, unless keyed (`_keyed`). A run waiting for a
-        decision waits on."""
+        or earlier): never its message again, never a recorded call again; the calls left
+        without a result run again when none of them may have taken effect, else the one
+        that may have ends with an unknown outcome. A run waiting for a decision waits on."""
         await state.emit(Notice(CONTINUING))
         state.step = sum(isinstance(m, AssistantMessage) for m in state.since(start))
         approval_id = await self.approvals.pending_id(state.session)
@@ -75,12 +57,16 @@ class Retake:
             # read it: go on from there, or the run would answer those calls again and key its
             # answer by a stale index (posted twice if it is retaken once more).
             state.history.extend(await self.history.since(state.session, state.end))
-        else:
-            resumed = self._keyed(state, start)
-            if resumed is not None:  # the call the dead process ran is keyed: run it again
-                stop = await self.loop.run_batch(state, *resumed)
-                return stop if stop is not None else await self.loop.run(state)
-        await self.loop.append(state, self.loop.interrupted(state, start))
+            state.resumed_from = approval_id  # the rest of its batch is this run's
+        left = await self._unfinished(state, start)
+        if left is not None and left.again:
+            stop = await self.loop.run_batch(state, left.calls, left.index, left.prior)
+            if stop is not None and stop[1] is not None:
+                return stop  # suspended: the new checkpoint takes the waiting mark over
+            if approval_id is not None:
+                await self.approvals.release(state.session, approval_id)
+            return stop if stop is not None else await self.loop.run(state)
+        await self.loop.append(state, [] if left is None else left.answers())
         if approval_id is not None:  # its batch is answered now: the session waits no more
             await self.approvals.release(state.session, approval_id)
         last = state.history[-1]
@@ -110,26 +96,26 @@ class Retake:
         )
         return waiting, None
 
-    def _keyed(
-        self, state: RunState, start: int
-    ) -> tuple[list[ToolCall], int, list[ToolResult]] | None:
-        """The batch to go on with (its calls, the first unanswered one's index, the results
-        before it) when that call, which the dead process may have been running, is of a
-        keyed tool (send_file): posted with the call's key and `ToolContext.retaken`, it
-        lands once, so it is run again rather than given an unknown outcome."""
-        turn = state.since(start)
-        asked = next((m for m in reversed(turn) if isinstance(m, AssistantMessage)), None)
-        if asked is None or not asked.tool_calls:
+    async def _unfinished(self, state: RunState, start: int) -> Unfinished | None:
+        """The calls the dead process left without a result (runtime/unfinished.py), each
+        audited: run again (with what it was, or `not-started`), or its outcome unknown."""
+        journal = self.loop.journal
+        marks = None if journal is None else await journal.marks(state.session)
+        left = unfinished(state, start, marks, self.loop.registry)
+        if left is None:
             return None
-        answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
-        index = next((i for i, c in enumerate(asked.tool_calls) if c.id not in answers), None)
-        if index is None:
-            return None
-        tool = self.loop.registry.resolve(asked.tool_calls[index].name)
-        if tool is None or not tool.keyed:
-            return None
-        prior = [result_of(answers[c.id]) for c in asked.tool_calls[:index]]
-        return list(asked.tool_calls), index, prior
+        audit = self.settlement.audit
+        for call in left.calls[left.index :]:
+            unknown = call.id in left.unknown
+            if left.again or unknown:
+                await audit.record(
+                    "call_outcome_unknown" if unknown else "call_run_again",
+                    session=state.session,
+                    tool=call.name,
+                    call=call.id,
+                    kind=left.kinds[call.id],
+                )
+        return left
 
     async def _settle(self, state: RunState, approval_id: str) -> RunResult | None:
         """The approval a retaken run's session waits for: still pending (the run waits on;

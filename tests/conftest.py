@@ -34,10 +34,10 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
     os.environ.pop(_var, None)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """As `clawgate serve` does after start-up: the thousands of objects the SDKs create at
-    import are moved out of the collector's way, so that a test's `gc.collect()` (see
-    `fake_openai`) costs what its own objects cost, not 0.3 s."""
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """As `clawgate serve` does after start-up: the thousands of objects the SDKs and the test
+    modules create at import are moved out of the collector's way, so that a test's
+    `gc.collect()` (see `fake_openai`) costs what its own objects cost, not 0.3 s."""
     gc.collect()
     gc.freeze()
 
@@ -180,11 +180,24 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+    async for server in _serving_openai():
+        yield server
+
+
+@pytest.fixture
+async def big_model() -> AsyncIterator[FakeOpenAI]:
+    """A second model server: the one a policy file's `[[models]]` entry points at."""
+    async for server in _serving_openai():
+        yield server
+
+
+async def _serving_openai() -> AsyncIterator[FakeOpenAI]:
     server = FakeOpenAI()
     await server.start()
     yield server
     # The test's openai clients are garbage now: collect them while their event loop still
     # runs, so they close here instead of failing (and logging) in a later test's loop.
     gc.collect()
+    gc.freeze()  # what lives on (modules imported late, session fixtures) is not scanned again
     await asyncio.sleep(0)
     await server.stop()

@@ -1,12 +1,27 @@
-"""POST raw bytes to an app's HTTP endpoint, from async tests (aiohttp) or blocking (urllib)."""
+"""POST raw bytes to an app's HTTP endpoint, from async tests (aiohttp) or blocking (urllib);
+serve a small aiohttp app of a test's own on a free local port."""
 
 from __future__ import annotations
 
+import contextlib
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
+from aiohttp import web
+
+
+@contextlib.asynccontextmanager
+async def serving_app(app: web.Application) -> AsyncIterator[str]:
+    """`app` served on 127.0.0.1 at a free port, for the block; yields its base URL."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
 
 
 async def post_bytes(

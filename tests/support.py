@@ -20,7 +20,7 @@ from runtime.models import Actor, ConversationRef
 from runtime.policy.model import PolicyDocument, ScopeRules
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, ProviderFactory
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.bash import BashTool
@@ -112,8 +112,10 @@ def make_runtime(
     middlewares: Sequence[Middleware] | None = None,
     tracer: Tracer | None = None,
     audit: AuditLog | None = None,
+    models: ProviderFactory | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
-    """`middlewares`: the chain (default: the production one, `default_chain`)."""
+    """`middlewares`: the chain (default: the production one, `default_chain`); `models`: the
+    providers of the document's `[[models]]`."""
     channel = RecordingChannel()
     keys = Keys(PREFIX)
     approvals = ApprovalStore(redis, keys, timeout_s=timeout_s)
@@ -140,6 +142,7 @@ def make_runtime(
         middlewares=middlewares,
         tracer=tracer,
         audit=audit,
+        models=models,
     )
     return runtime, channel
 

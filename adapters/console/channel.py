@@ -5,10 +5,10 @@ progress as indented lines."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Protocol, TextIO, runtime_checkable
 
 from adapters.console.markdown import styled
+from adapters.pending import expiry
 from runtime.approval.notices import quorum_line
 from runtime.attachments import human_size
 from runtime.channel import (
@@ -31,11 +31,6 @@ from runtime.redact import controls_escaped
 QUIET_STOPS = (StopReason.FINAL, StopReason.APPROVAL_REQUIRED)
 
 
-def _expiry(notice: ApprovalNotice) -> str:
-    when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
-    return when.strftime("%H:%M:%S UTC")
-
-
 def render_question(notice: ApprovalNotice) -> str:
     """A question to the requester as a numbered prompt: their next line answers it."""
     own = ", or your own words" if notice.allow_other else ""
@@ -44,7 +39,7 @@ def render_question(notice: ApprovalNotice) -> str:
             f"[question for {notice.requester}] {notice.question}",
             *(f"  {n}. {option}" for n, option in enumerate(notice.options, 1)),
             f"  answer with a number (1-{len(notice.options)}){own}; /cancel withdraws it "
-            f"(id {notice.approval_id}, expires {_expiry(notice)})",
+            f"(id {notice.approval_id}, expires {expiry(notice)})",
         ]
     )
 
@@ -70,7 +65,7 @@ def render_request(notice: ApprovalNotice) -> str:
         [
             f"[approval needed] {notice.tool}: {notice.arguments}",
             f"  why: {'; '.join(notice.reasons)}",
-            f"  requested by {notice.requester}, expires {_expiry(notice)}",
+            f"  requested by {notice.requester}, expires {expiry(notice)}",
             *([f"  approvals: {quorum}"] if quorum else []),
             *(f"  note: {note}" for note in notice.notes),
             f"  id {i}: /approve {i} [once|{'always|' if notice.always else ''}edit <json>]  or  "
@@ -92,22 +87,6 @@ def render_update(notice: ApprovalNotice) -> str:
     if notice.outcome and notice.status == "outcome_unknown":
         head += f" ({notice.outcome})"
     return head + "]"
-
-
-def render_pending(notice: ApprovalNotice) -> str:
-    quorum = quorum_line(notice)
-    if notice.kind == "question":
-        return (
-            f"{notice.approval_id}  {notice.status:<9} question: {notice.question}  "
-            f"(to {notice.requester}, expires {_expiry(notice)})"
-        )
-    batch = f"  [batch {notice.batch}]" if notice.batch else ""
-    return (
-        f"{notice.approval_id}  {notice.status:<9} {notice.tool}: {notice.arguments}  "
-        f"(by {notice.requester}, expires {_expiry(notice)})"
-        + (f"  [{quorum}]" if quorum else "")
-        + batch
-    )
 
 
 def render(event: Event) -> str | None:

@@ -35,7 +35,7 @@ ARGUMENTS_BLOCK = "arguments"
 ARGUMENTS_INPUT = "arguments"
 # A question's option buttons: `clarify_answer_<n>`, value `<question id>:<n>` (1-based).
 CLARIFY_ANSWER = "clarify_answer"
-COMMANDS = ("/approve", "/reject", "/answer", "/clawgate")
+COMMANDS = ("/approve", "/reject", "/answer", "/mode", "/model", "/clawgate")
 # Message subtypes that are people talking; edits, joins, deletions and the like are not.
 _SPOKEN_SUBTYPES = (None, "thread_broadcast", "file_share")
 
@@ -159,7 +159,7 @@ def message_inbound(
 
 
 def command_inbound(command: SlashCommand) -> Inbound:
-    """`/approve …`, `/reject …`, `/clawgate …`. Slack does not say which thread a slash
+    """`/approve …`, `/reject …`, `/mode …`, `/clawgate …`. Slack does not say which thread a slash
     command was typed in, so it belongs to the channel (or DM) as a whole."""
     text = f"{command.command} {command.text}".strip()
     return Inbound(

@@ -19,6 +19,7 @@ from adapters.slack.posting import slack_error
 log = logging.getLogger(__name__)
 
 CALM_DOWN = 30.0  # seconds without previews after a rate limit that named no Retry-After
+PAUSED = "paused after a rate limit"
 
 
 class QuickCalls:
@@ -33,13 +34,16 @@ class QuickCalls:
         )
         self._paused_until = 0.0
 
-    async def once(self, method: str, call: Callable[[], Awaitable[AsyncSlackResponse]]) -> bool:
-        """Whether `call` (made through `self.client`) went through: not made while paused."""
+    async def once(
+        self, method: str, call: Callable[[], Awaitable[AsyncSlackResponse]]
+    ) -> str | None:
+        """None when `call` (made through `self.client`) went through, else why not: PAUSED
+        (not made, after a rate limit), Slack's error, or the failure's name."""
         if time.monotonic() < self._paused_until:
-            return False
+            return PAUSED
         try:
             await call()
-            return True
+            return None
         except SlackApiError as exc:
             error, status = slack_error(exc)
             if status == 429:
@@ -50,7 +54,7 @@ class QuickCalls:
                 except (TypeError, ValueError):
                     pause = CALM_DOWN
                 self._paused_until = time.monotonic() + max(pause, 1.0)
-            log.warning("%s failed: %s", method, error)
         except (ClientError, TimeoutError) as exc:
-            log.warning("%s failed: %s", method, type(exc).__name__)
-        return False
+            error = type(exc).__name__
+        log.warning("%s failed: %s", method, error)
+        return error

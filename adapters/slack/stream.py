@@ -166,7 +166,7 @@ class LiveAnswers:
             writing.broken = True
         elif now - writing.at >= APPEND_INTERVAL:
             writing.at = now
-            appended = await self._quick.once(
+            refused = await self._quick.once(
                 "chat.appendStream",
                 lambda: self._quick.client.chat_appendStream(
                     channel=where["channel"],
@@ -174,7 +174,7 @@ class LiveAnswers:
                     markdown_text=shown[len(writing.shown) :],
                 ),
             )
-            if appended:
+            if refused is None:
                 writing.shown, writing.text = shown, text
             else:
                 writing.broken = True
@@ -225,12 +225,13 @@ class LiveAnswers:
         writing.at = time.monotonic()
         fields = answer_message(text)
         fields.pop("instead")
-        if await self._quick.once(
+        refused = await self._quick.once(
             "chat.update",
             lambda: self._quick.client.chat_update(
                 channel=where["channel"], ts=writing.ts, **fields
             ),
-        ):
+        )
+        if refused is None:
             writing.shown, writing.text = markdown_text(text), text
 
     async def _finish(
@@ -331,16 +332,11 @@ class LiveAnswers:
         (not an assistant thread, an older workspace) this process does not ask again."""
         if not self._statuses or "thread_ts" not in where:
             return
-        try:
-            await self._quick.client.assistant_threads_setStatus(
+        refused = await self._quick.once(
+            "assistant.threads.setStatus",
+            lambda: self._quick.client.assistant_threads_setStatus(
                 channel_id=where["channel"], thread_ts=where["thread_ts"], status=status
-            )
-        except SlackApiError as exc:
-            error, code = slack_error(exc)
-            if code == 429:
-                return
-            if error in NO_STREAMING:
-                self._statuses = False
-            log.warning("assistant.threads.setStatus failed: %s", error)
-        except (ClientError, TimeoutError) as exc:
-            log.warning("assistant.threads.setStatus failed: %s", type(exc).__name__)
+            ),
+        )
+        if refused in NO_STREAMING:
+            self._statuses = False

@@ -9,6 +9,7 @@ destructive, or leaves unannotated, never gets one (runtime/mcp/risk.py)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from runtime.canonical import canonical_json
 from runtime.mcp.config import is_mcp_name
 from runtime.mcp.tool import McpTool
 from runtime.policy.resolve import EffectivePolicy
+from runtime.redact import redact_text
 from runtime.risk.signature import RULE_SEPARATOR, standing_rule
 from runtime.tools.base import Tool
 
@@ -78,3 +80,16 @@ def rule_for_record(record: ApprovalRecord, arguments: Mapping[str, Any]) -> str
     if record.signature is None:
         return None
     return _mcp_rule(record.tool, record.signature, record.always, arguments)
+
+
+def audited_rule(record: ApprovalRecord) -> str | None:
+    """What an "approve always" of `record` would grant, as the audit trail records it (the
+    rule's parts joined by spaces, as a grant shows it, secrets masked); None: no grant."""
+    try:
+        arguments = json.loads(record.arguments)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    rule = rule_for_record(record, arguments)
+    return None if rule is None else redact_text(rule.replace(RULE_SEPARATOR, " "))

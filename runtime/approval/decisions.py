@@ -106,6 +106,33 @@ def routed_to(record: ApprovalRecord, conversation: ConversationRef, actor: Acto
     return conversation.id in record.routes or actor.key in record.routes
 
 
+async def audit_refusal(
+    audit: AuditLog,
+    approval_id: str,
+    actor: Actor,
+    why: str,
+    message: str,
+    record: ApprovalRecord | None = None,
+    attempt: str | None = None,
+    trace: str | None = None,
+) -> None:
+    """A refused decision or withdrawal, in the global trail: who, what they tried, why
+    (`unauthorized`, `wrong_conversation`, `expired`, `unknown_id`, `already_decided`,
+    `hash_mismatch`)."""
+    await audit.record(
+        "approval_refused",
+        actor.key,
+        approval=approval_id,
+        attempt=attempt,
+        why=why,
+        message=message,
+        tool=record.tool if record else None,
+        session=record.session if record else None,
+        conversation=record.conversation.id if record else None,
+        trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
+    )
+
+
 def checkpoint_hash(checkpoint: Checkpoint) -> str:
     """The hash of the checkpoint's suspended call as it stands now."""
     return checkpoint_call_hash(checkpoint, canonical_arguments(checkpoint.calls[checkpoint.index]))
@@ -252,7 +279,7 @@ class Decisions:
         message = f"unknown approval id {approval_id!r}"
         if items is not None:  # one call of it is answered or edited by its own id
             message = f"{approval_id} is a batch: {attempt} one of its calls by that call's id"
-        await self.audit_refusal(approval_id, actor, "unknown_id", message, attempt=attempt)
+        await audit_refusal(self.audit, approval_id, actor, "unknown_id", message, attempt=attempt)
         return refused(message)
 
     async def _audit_decided(
@@ -307,8 +334,15 @@ class Decisions:
             )
         else:
             message = f"{record.id} is an approval, not a question: /approve or /reject it."
-        await self.audit_refusal(
-            record.id, actor, "wrong_kind", message, record, attempt, checkpoint.trace_id
+        await audit_refusal(
+            self.audit,
+            record.id,
+            actor,
+            "wrong_kind",
+            message,
+            record,
+            attempt,
+            checkpoint.trace_id,
         )
         return None, message
 
@@ -334,8 +368,15 @@ class Decisions:
             edited = f"it could not be applied ({type(exc).__name__}); nothing was changed"
         if isinstance(edited, str):
             message = f"Approval {record.id} not edited: {edited}."
-            await self.audit_refusal(
-                record.id, actor, "edit_refused", message, record, "edit", checkpoint.trace_id
+            await audit_refusal(
+                self.audit,
+                record.id,
+                actor,
+                "edit_refused",
+                message,
+                record,
+                "edit",
+                checkpoint.trace_id,
             )
             return refused(message)
         await self.audit.record(
@@ -410,7 +451,7 @@ class Decisions:
                 return None, record.session
         if loaded is None:
             message = f"unknown approval id {approval_id!r}"
-            await self.audit_refusal(approval_id, actor, "unknown_id", message)
+            await audit_refusal(self.audit, approval_id, actor, "unknown_id", message)
             return message, None
         record, checkpoint = loaded
         refusal, _ = await self.refusal(actor, record)
@@ -430,7 +471,9 @@ class Decisions:
             message = f"{record.kind.value} {record.id} was already {status}{by}"
         if why is None:
             return None, record.session
-        await self.audit_refusal(record.id, actor, why, message, record, trace=checkpoint.trace_id)
+        await audit_refusal(
+            self.audit, record.id, actor, why, message, record, trace=checkpoint.trace_id
+        )
         return message, record.session
 
     async def withdraw(
@@ -538,7 +581,9 @@ class Decisions:
         message = f"You cannot {verb} approval {record.id}: {refusal}."
         if record.is_question:
             message = not_yours(record)
-        await self.audit_refusal(record.id, actor, "unauthorized", message, record, attempt, trace)
+        await audit_refusal(
+            self.audit, record.id, actor, "unauthorized", message, record, attempt, trace
+        )
         return message
 
     async def transition_refused(
@@ -556,35 +601,10 @@ class Decisions:
         APPROVALS.labels("refused").inc()
         message = transition_message(record.id, transition, record.kind.value)
         why = REFUSAL_KINDS.get(transition.outcome, transition.outcome)
-        await self.audit_refusal(
-            record.id, actor, why, message, record, attempt, checkpoint.trace_id
+        await audit_refusal(
+            self.audit, record.id, actor, why, message, record, attempt, checkpoint.trace_id
         )
         return message
-
-    async def audit_refusal(
-        self,
-        approval_id: str,
-        actor: Actor,
-        why: str,
-        message: str,
-        record: ApprovalRecord | None = None,
-        attempt: str | None = None,
-        trace: str | None = None,
-    ) -> None:
-        """A refused decision or withdrawal: who, what they tried, why (`unauthorized`,
-        `wrong_conversation`, `expired`, `unknown_id`, `already_decided`, `hash_mismatch`)."""
-        await self.audit.record(
-            "approval_refused",
-            actor.key,
-            approval=approval_id,
-            attempt=attempt,
-            why=why,
-            message=message,
-            tool=record.tool if record else None,
-            session=record.session if record else None,
-            conversation=record.conversation.id if record else None,
-            trace=trace,  # the trace of the run that asked (a refusal happens outside any run)
-        )
 
     async def grant(
         self,

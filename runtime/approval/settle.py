@@ -17,6 +17,7 @@ from runtime.channel import ApprovalUpdated, Reply, Send
 from runtime.metrics import APPROVALS
 from runtime.models import ToolStatus
 from runtime.store.history import encode_message
+from runtime.store.runs import NOT_STARTED, UNMARKED, call_marks
 from runtime.tracing.recorder import Tracer
 
 EXPIRED_CALL = "not executed: the approval request expired"
@@ -116,6 +117,7 @@ class Settlement:
             "approval_outcome_unknown",
             approval=record.id,
             tool=record.tool,
+            kind=await self._kind(record, checkpoint),
             session=record.session,
             conversation=record.conversation.id,
             decided_by=record.decided_by,
@@ -140,6 +142,16 @@ class Settlement:
         await self.close_batch(record, checkpoint, unknown, ToolStatus.ERROR)
         if run_held:
             await self.release(record)
+
+    async def _kind(self, record: ApprovalRecord, checkpoint: Checkpoint) -> str:
+        """What the approved call was, as marked before it started (runtime/store/runs.py);
+        `not-started`: its process died before it did (it is settled all the same: only the
+        decision's own retake could run it, and nothing tells when that comes)."""
+        marks = await call_marks(self.approvals.redis, self.approvals.keys, record.session)
+        if marks is None:
+            return UNMARKED
+        mark = marks.get(checkpoint.calls[checkpoint.index].id)
+        return NOT_STARTED if mark is None else mark.kind
 
     async def trace_ending(
         self,

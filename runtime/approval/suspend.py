@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from runtime.approval.always import cover_of
+from runtime.approval.always import audited_rule, cover_of
 from runtime.approval.models import (
     AlwaysCover,
     ApprovalRecord,
@@ -26,7 +26,7 @@ from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import ApprovalRequested, Reply, Send
 from runtime.metrics import APPROVALS
-from runtime.models import RunResult, StopReason, ToolCall, ToolStatus
+from runtime.models import RunResult, StopReason, ToolCall, ToolResult, ToolStatus
 from runtime.policy.model import DIRECT
 from runtime.policy.resolve import EffectivePolicy
 from runtime.redact import redact_text
@@ -45,13 +45,16 @@ log = logging.getLogger(__name__)
 Fields = dict[str, Any]
 
 
-def _routes(policy: EffectivePolicy | None, requester: str) -> list[str]:
+def _routes(policy: EffectivePolicy | None, requester: str, also: Sequence[str] = ()) -> list[str]:
     """Where the request goes besides its thread: conversation ids, and for "dm" the people
-    who may decide it (the approvers, else the admins; never the requester)."""
+    who may decide it (the approvers, else the admins; never the requester). `also`: more
+    targets than the policy's `notify` (an admin hook's route)."""
     if policy is None:
         return []
     routes: list[str] = []
-    for target in policy.notify:
+    for target in dict.fromkeys([*policy.notify, *also]):
+        if target == policy.conversation:
+            continue
         if target == DIRECT:
             people = sorted(policy.approvers or policy.admins)
             routes += [p for p in people if p != requester and ":" in p]
@@ -149,7 +152,7 @@ class Suspender:
         items = []
         for approval_id, (index, judged) in zip(ids, waiting, strict=True):
             copy = checkpoint.model_copy(update={"index": index})
-            items.append((await self._record(state, approval_id, copy, judged.reasons), copy))
+            items.append((await self._record(state, approval_id, copy, judged), copy))
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
             timeout = ctx.policy.approval_timeout if ctx.policy else None
@@ -187,14 +190,18 @@ class Suspender:
                 requester=ctx.actor.key,
                 reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
                 expires_at=record.expires_at,
+                # What an "approve always" would grant: `clawgate approvals stats` groups by it.
+                rule=None if record.is_question else audited_rule(record),
+                always=None if record.is_question else record.always.value,
             )
         await self.notify(records[0], batch=records, batch_id=checkpoint.id)
         return result.model_copy(update={"approval_id": records[0].id})
 
     async def _record(
-        self, state: RunState, approval_id: str, checkpoint: Checkpoint, reasons: list[str]
+        self, state: RunState, approval_id: str, checkpoint: Checkpoint, judged: ToolResult
     ) -> ApprovalRecord:
-        """The approval of the checkpoint's call (`checkpoint.index`)."""
+        """The approval of the checkpoint's call (`checkpoint.index`), as the chain `judged`
+        it (its reasons; an admin hook's quorum and routes)."""
         ctx = state.ctx
         assert ctx.actor is not None and ctx.conversation is not None
         call = checkpoint.calls[checkpoint.index]
@@ -209,32 +216,33 @@ class Suspender:
             arguments=arguments,
             call_id=call.id,
             call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
-            reasons=reasons,
+            reasons=judged.reasons,
             **(
                 _question(call)
                 if isinstance(tool, ClarifyTool)
-                else await self._approval(state, call, tool, reasons)
+                else await self._approval(state, call, tool, judged)
             ),
         )
 
     async def _approval(
-        self, state: RunState, call: ToolCall, tool: Tool[Any] | None, reasons: list[str]
+        self, state: RunState, call: ToolCall, tool: Tool[Any] | None, result: ToolResult
     ) -> Fields:
         """An approval record's own fields: who must approve, what an "always" covers, where
-        else it is posted, what changed unasked since the last one."""
-        policy = state.ctx.policy
+        else it is posted, what changed unasked since the last one. The suspended `result`
+        may raise the quorum and add routes (an admin hook's ask)."""
+        policy, reasons = state.ctx.policy, result.reasons
         assert state.ctx.actor is not None
         always, no_always = cover_of(call.name, tool, policy)
         changed = await self.approvals.changes.read(state.session)
         return {
-            "quorum": policy.quorum(call.name, reasons) if policy else 1,
+            "quorum": max(policy.quorum(call.name, reasons) if policy else 1, result.quorum),
             "signature": None if tool is None else tool.signature,
             "always": always,
             "no_always": no_always,
             "unapproved_changes": list(changed.paths),
             "unapproved_more": changed.more,
             "runs_with": None if tool is None else tool.approved_view(),
-            "routes": _routes(policy, state.ctx.actor.key),
+            "routes": _routes(policy, state.ctx.actor.key, result.routes),
             **_reminders(policy),
         }
 

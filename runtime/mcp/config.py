@@ -88,6 +88,10 @@ class ServerRules(_Strict):
     # Let the server's own annotations count: readOnlyHint lowers the default (the tool runs
     # without asking), destructiveHint raises it (a tool "*" allowed asks again).
     trust_annotations: bool = False
+    # Its tools that change nothing (names as the server lists them; "*": all of them): a
+    # call a process died running is run again after the restart instead of ending "outcome
+    # unknown". With `trust_annotations`, so are those the server marks readOnlyHint.
+    read_only: list[str] = Field(default_factory=list)
 
 
 class StdioServer(ServerRules):

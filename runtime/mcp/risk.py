@@ -40,3 +40,12 @@ def no_always(listing: Listed) -> str | None:
     if listing.read_only is True or listing.destructive is False:
         return None
     return "the MCP server does not say whether this tool is destructive"
+
+
+def read_only(listing: Listed, rules: ServerRules) -> bool:
+    """Whether an admin trusts the tool to change nothing: its server's `read_only` names it
+    (or holds "*"), or the server is trusted (`trust_annotations`) and marks it read-only and
+    not destructive."""
+    if listing.name in rules.read_only or WILDCARD in rules.read_only:
+        return True
+    return rules.trust_annotations and listing.read_only is True and listing.destructive is not True

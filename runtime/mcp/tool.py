@@ -18,7 +18,7 @@ from runtime.mcp.results import result_text
 from runtime.models import ToolSpec
 from runtime.redact import one_line
 from runtime.risk.policy import RiskDecision
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from runtime.tools.base import Effects, Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 
 MAX_PROBLEMS = 5  # schema errors named to the model at once
 
@@ -90,6 +90,13 @@ class McpTool(Tool[McpArguments]):
 
     def judge(self, arguments: Mapping[str, Any], safe_tools: frozenset[str]) -> RiskDecision:
         return risk.judge(self.name, self.server.name, self.listing, self.server.rules, safe_tools)
+
+    def effects(self, ctx: ToolContext) -> Effects:
+        """Read-only only where an admin says so (runtime.mcp.risk.read_only): a server's
+        tool may do anything, whatever the call's access."""
+        if risk.read_only(self.listing, self.server.rules):
+            return Effects("mcp-read-only", again=True)
+        return Effects("mcp", again=False)
 
     async def run(self, args: McpArguments, ctx: ToolContext) -> ToolOutput:
         result = await self.server.call(self, args.model_dump(mode="json"))

@@ -4,6 +4,7 @@ an admin's deny never reaches a human; only then the risk policy asks."""
 from __future__ import annotations
 
 from runtime.approval.store import ApprovalStore
+from runtime.hooks.judge import HookJudge
 from runtime.middleware.approval import HumanApprovalMiddleware
 from runtime.middleware.chain import Middleware
 from runtime.middleware.tool_policy import ToolPolicyMiddleware
@@ -15,8 +16,9 @@ def default_chain(
     policies: PolicyService | None, approvals: ApprovalStore, risk: RiskPolicy | None = None
 ) -> list[Middleware]:
     """`ToolPolicyMiddleware` → `HumanApprovalMiddleware` (`risk` when the conversation has no
-    policy service to give it)."""
+    policy service to give it), which asks the policy's admin hooks."""
+    hooks = HookJudge(policies.audit if policies else None)
     return [
         ToolPolicyMiddleware(policies),
-        HumanApprovalMiddleware(risk or RiskPolicy(), approvals, policies),
+        HumanApprovalMiddleware(risk or RiskPolicy(), approvals, policies, hooks),
     ]

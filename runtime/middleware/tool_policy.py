@@ -1,5 +1,6 @@
 """ToolPolicyMiddleware: which tools may run here, enforced at execution time (the model may
-call a tool it was not offered, and the policy may change while a call waits)."""
+call a tool it was not offered, and the policy may change while a call waits); in plan mode
+no tool with side effects runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
 from runtime.models import ToolResult, ToolStatus
+from runtime.policy.modes import has_side_effects
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.tools.base import ToolContext
@@ -47,5 +49,12 @@ class ToolPolicyMiddleware:
                 what = "denied" if verdict.state == "deny" else "not enabled"
                 return denied(
                     invocation, f"tool {name!r} is {what} here by policy: {verdict.source}"
+                )
+            if policy.mode == "plan" and has_side_effects(invocation.tool):
+                # Not offered in plan mode; a call the model makes anyway does not run.
+                return denied(
+                    invocation,
+                    f"{name} may change things and this conversation is in plan mode "
+                    f"({policy.sources['mode']}); switch with /mode",
                 )
         return await call_next(invocation)

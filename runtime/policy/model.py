@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runtime.mcp.config import McpRules, ServerConfig, is_mcp_name, split_name
+from runtime.policy.listed_models import ListedModel, check_unique
+from runtime.policy.modes import ModeRules
 from runtime.risk.policy import check_patterns
 
 GLOBAL = ""  # the scope that matches every conversation
@@ -21,9 +23,12 @@ DIRECT = "dm"  # in [approvals] notify: to each approver directly
 _SCOPE = re.compile(r"^[a-z]+(:[^\s:]+)*$")
 _PERSON = re.compile(r"^[a-z]+:[^\s:]+$")
 _CONVERSATION = re.compile(r"^[a-z]+:[^\s:]+:[^\s:]+$")
+_HOOK_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 OverrideState = Literal["allow", "deny"]
 MAX_TIMEOUT = 30 * 86_400
 MAX_QUORUM = 5
+MAX_HOOK_TIMEOUT = 60.0
+MAX_HOOK_CACHE = 86_400.0
 
 
 def check_scope(scope: str) -> str:
@@ -111,6 +116,17 @@ class RiskRules(_Strict):
         return check_patterns(patterns)
 
 
+def check_routes(ids: list[str]) -> list[str]:
+    """Where approval requests go too: conversation ids, or "dm" (each approver directly)."""
+    bad = [i for i in ids if i != DIRECT and not _CONVERSATION.match(i)]
+    if bad:
+        raise ValueError(
+            "expected conversation ids like slack:T123:C456 or feishu:<tenant>:<chat_id>, "
+            f'or "dm", got {bad}'
+        )
+    return ids
+
+
 class ApprovalRules(_Strict):
     # People add up from global to the conversation; the others: most specific scope wins.
     admins: list[str] = Field(default_factory=list)
@@ -147,13 +163,7 @@ class ApprovalRules(_Strict):
     @field_validator("notify")
     @classmethod
     def _conversations(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if i != DIRECT and not _CONVERSATION.match(i)]
-        if bad:
-            raise ValueError(
-                "expected conversation ids like slack:T123:C456 or feishu:<tenant>:<chat_id>, "
-                f'or "dm", got {bad}'
-            )
-        return ids
+        return check_routes(ids)
 
     @field_validator("quorum_reasons")
     @classmethod
@@ -179,6 +189,53 @@ class AccessRules(_Strict):
         return people
 
 
+class HookConfig(_Strict):
+    """`[hooks.<name>]`: an admin's own check of tool calls (runtime/hooks), either a command
+    (the call as JSON on stdin, the answer as JSON on stdout) or an HTTP endpoint (POSTed the
+    same JSON; OPA's data API answers in the shape it expects)."""
+
+    command: list[str] | None = Field(None, min_length=1)  # argv, run without a shell
+    url: str | None = None
+    tools: list[str] | None = None  # the tools it checks; unset: every tool
+    timeout: float = Field(5.0, gt=0, le=MAX_HOOK_TIMEOUT, allow_inf_nan=False)  # seconds
+    # Seconds an answer is reused for the same call (same hook, same input); 0: never.
+    cache_seconds: float = Field(0.0, ge=0, le=MAX_HOOK_CACHE, allow_inf_nan=False)
+    # command: variables of clawgate's environment it is given besides PATH and LANG.
+    env: list[str] = Field(default_factory=list)
+    # url: request headers; a value may be ${NAME}, read from clawgate's environment.
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True  # false: configured, never asked
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.match(r"^https?://[^\s/]+", url):
+            raise ValueError(f"expected an http:// or https:// URL, got {url!r}")
+        return url
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> HookConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("a hook has either a command or a url (not both)")
+        if self.command is not None and self.headers:
+            raise ValueError("headers are for a url hook; a command hook gets env")
+        if self.url is not None and self.env:
+            raise ValueError("env is for a command hook; a url hook gets headers")
+        return self
+
+    @property
+    def target(self) -> str:
+        """What it runs, for people."""
+        return self.url or " ".join(self.command or ())
+
+
+def _hook_names(hooks: dict[str, HookConfig]) -> dict[str, HookConfig]:
+    bad = [name for name in hooks if not _HOOK_NAME.match(name)]
+    if bad:
+        raise ValueError(f"hook names are letters, digits, - and _ (at most 64), got {bad}")
+    return hooks
+
+
 class ScopeRules(_Strict):
     tools: ToolRules = Field(default_factory=ToolRules)
     risk: RiskRules = Field(default_factory=RiskRules)
@@ -186,12 +243,32 @@ class ScopeRules(_Strict):
     access: AccessRules = Field(default_factory=AccessRules)
     # MCP servers whose tools exist in this scope (docs/mcp.md).
     mcp: McpRules = Field(default_factory=McpRules)
+    # Admins' own checks of the calls made here; they add up from global to the conversation.
+    hooks: Annotated[dict[str, HookConfig], AfterValidator(_hook_names)] = Field(
+        default_factory=dict
+    )
+    modes: ModeRules = Field(default_factory=ModeRules)  # runtime/policy/modes.py
 
 
 class PolicyDocument(ScopeRules):
     """The whole file: the global rules at the top, then `[conversations."<scope>"]` tables."""
 
     conversations: dict[Scope, ScopeRules] = Field(default_factory=dict)
+    # The models a conversation may switch to (`[[models]]`, global only).
+    models: list[ListedModel] = Field(default_factory=list)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, models: list[ListedModel]) -> list[ListedModel]:
+        return check_unique(models)
+
+    @property
+    def offered_models(self) -> list[ListedModel]:
+        """The listed models a conversation may switch to (those enabled)."""
+        return [m for m in self.models if m.enabled]
+
+    def listed_model(self, name: str) -> ListedModel | None:
+        return next((m for m in self.offered_models if m.name == name), None)
 
     @model_validator(mode="after")
     def _one_server_per_name(self) -> PolicyDocument:
@@ -202,7 +279,17 @@ class PolicyDocument(ScopeRules):
                 if name in seen:
                     raise ValueError(f"the MCP server name {name!r} is configured twice")
                 seen.add(name)
+        hooks: set[str] = set()
+        for rules in (self, *self.conversations.values()):
+            for name in rules.hooks:
+                if name in hooks:  # the name says which check decided, in the audit trail
+                    raise ValueError(f"the hook name {name!r} is configured twice")
+                hooks.add(name)
         return self
+
+    def scopes(self) -> list[ScopeRules]:
+        """The rules of every scope: the global ones first."""
+        return [self, *self.conversations.values()]
 
     def at(self, scope: str) -> ScopeRules | None:
         return self if scope == GLOBAL else self.conversations.get(scope)
@@ -232,6 +319,7 @@ class PolicyDocument(ScopeRules):
         for rules in (self, *self.conversations.values()):
             names |= rules.tools.named() | set(rules.risk.safe_tools or ())
             names |= set(rules.approvals.quorum_tools)
+            names |= {tool for hook in rules.hooks.values() for tool in hook.tools or ()}
         return names
 
 
@@ -244,6 +332,14 @@ class Override(BaseModel):
     # The widest scope `by` is an admin of: only admins of that scope or a wider one may
     # change or reset this override.
     reach: str = GLOBAL
+
+
+class Choice(BaseModel):
+    """A conversation's `/mode` or `/model` choice, stored in Redis (runtime/policy/choices.py)."""
+
+    value: str
+    by: str
+    at: int  # ms since the epoch
 
 
 def override_state(action: str) -> OverrideState | None:

@@ -21,19 +21,24 @@ from typing import Literal, TypeVar
 from runtime.mcp.config import is_mcp_name, names, server_wildcard, split_name
 from runtime.models import Actor
 from runtime.policy.approvers import ApproverPolicy
+from runtime.policy.listed_models import DEFAULT_MODEL, ListedModel
 from runtime.policy.model import (
     EVERYONE,
+    Choice,
+    HookConfig,
     Override,
     PolicyDocument,
     ScopeRules,
     scope_label,
     scopes_of,
 )
+from runtime.policy.modes import DEFAULT_MAX, DEFAULT_MODE, MODES, Mode, capped
 from runtime.risk.policy import RiskConfig
 
 ToolState = Literal["allow", "ask", "deny", "off"]
 _T = TypeVar("_T")
 Overrides = Mapping[str, Mapping[str, Override]]  # scope -> tool -> override
+Choices = Mapping[str, Choice]  # "mode" / "model" -> the conversation's choice
 
 
 STATE_WORDS: dict[ToolState, str] = {
@@ -67,6 +72,18 @@ class ToolVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class ScopedHook:
+    """An admin hook (runtime/hooks) and the scope of the file that configures it."""
+
+    name: str
+    scope: str
+    config: HookConfig
+
+    def checks(self, tool: str) -> bool:
+        return self.config.tools is None or names(tool, self.config.tools)
+
+
+@dataclass(frozen=True, slots=True)
 class EffectivePolicy:
     conversation: str
     tools: dict[str, ToolVerdict]
@@ -87,12 +104,24 @@ class EffectivePolicy:
     # MCP tools (or `<server>.*`) whose "approve always" covers any arguments, from every scope.
     generalize_arguments: frozenset[str] = frozenset()
     direct_messages: bool = True
+    hooks: tuple[ScopedHook, ...] = ()  # every scope's, least specific first
+    mode: Mode = DEFAULT_MODE  # runtime/policy/modes.py: the conversation's, within mode_max
+    mode_max: Mode = DEFAULT_MAX  # the loosest mode allowed here
+    model: ListedModel | None = None  # the conversation's listed model; None: the process's
     sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
+
+    @property
+    def model_name(self) -> str:
+        return DEFAULT_MODEL if self.model is None else self.model.name
 
     @property
     def offered(self) -> frozenset[str]:
         """The tools the model is shown here."""
         return frozenset(t for t, v in self.tools.items() if v.state in ("allow", "ask"))
+
+    def hooks_for(self, tool: str) -> tuple[ScopedHook, ...]:
+        """The admin hooks that check a call of `tool` here."""
+        return tuple(hook for hook in self.hooks if hook.checks(tool))
 
     def verdict(self, tool: str) -> ToolVerdict:
         return self.tools.get(tool, ToolVerdict("off", "not a tool of this process"))
@@ -159,14 +188,18 @@ def resolve(
     conversation_id: str,
     defaults: Defaults,
     tools: Sequence[str],
+    choices: Choices | None = None,
 ) -> EffectivePolicy:
-    """The policy for `conversation_id`; `tools` are every tool the process knows."""
+    """The policy for `conversation_id`; `tools` are every tool the process knows; `choices`:
+    the conversation's `/mode` and `/model` (None: nobody chose)."""
     layers = [
         _Layer(scope, document.at(scope), overrides.get(scope, {}))
         for scope in scopes_of(conversation_id)
     ]
     sources: dict[str, str] = {}
     servers = {name: scope for name, (scope, _) in document.mcp_servers().items()}
+    choices = choices or {}
+    mode, mode_max = _mode(layers, choices.get("mode"), sources)
     return EffectivePolicy(
         conversation=conversation_id,
         tools={tool: _tool_verdict(tool, layers, defaults, servers) for tool in tools},
@@ -188,8 +221,64 @@ def resolve(
         users=_users(_most_specific(layers, "users", None, "default: everyone", sources)),
         direct_messages=_most_specific(layers, "direct_messages", True, "default: open", sources),
         generalize_arguments=_generalized(layers, sources),
+        hooks=tuple(
+            ScopedHook(name, layer.scope, hook)
+            for layer in layers
+            if layer.rules
+            for name, hook in layer.rules.hooks.items()
+            if hook.enabled
+        ),
+        mode=mode,
+        mode_max=mode_max,
+        model=_model(document, choices.get("model"), sources),
         sources=sources,
     )
+
+
+def chosen_label(choice: Choice) -> str:
+    when = datetime.fromtimestamp(choice.at / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"set by {choice.by}, {when}"
+
+
+def _mode(
+    layers: Sequence[_Layer], chosen: Choice | None, sources: dict[str, str]
+) -> tuple[Mode, Mode]:
+    """The conversation's mode within the most specific `[modes] max`, and that max."""
+    limit: Mode = DEFAULT_MAX
+    default: Mode = DEFAULT_MODE
+    sources["mode_max"] = f"default: {DEFAULT_MAX}"
+    default_from = f"default: {DEFAULT_MODE}"
+    for layer in reversed(layers):
+        if layer.rules and layer.rules.modes.max:
+            limit, sources["mode_max"] = layer.rules.modes.max, file_label(layer.scope)
+            break
+    for layer in reversed(layers):
+        if layer.rules and layer.rules.modes.default:
+            default, default_from = layer.rules.modes.default, file_label(layer.scope)
+            break
+    if chosen is None:
+        wanted, sources["mode"] = default, default_from
+    elif chosen.value in MODES:
+        wanted, sources["mode"] = chosen.value, chosen_label(chosen)
+    else:  # fail closed: a choice nobody can read runs nothing
+        wanted, sources["mode"] = "plan", f"unreadable choice {chosen.value[:20]!r}: plan"
+    mode = capped(wanted, limit)
+    if mode != wanted:
+        sources["mode"] += f"; {wanted} is above the limit here, {limit} ({sources['mode_max']})"
+    return mode, limit
+
+
+def _model(
+    document: PolicyDocument, chosen: Choice | None, sources: dict[str, str]
+) -> ListedModel | None:
+    listed = None if chosen is None else document.listed_model(chosen.value)
+    if chosen is None or chosen.value == DEFAULT_MODEL:
+        sources["model"] = "default: CLAWGATE_MODEL"
+    elif listed is None:
+        sources["model"] = f"{chosen.value} is no longer listed in the policy file: the default"
+    else:
+        sources["model"] = chosen_label(chosen)
+    return listed
 
 
 def _override(layer: _Layer, tool: str) -> Override | None:

@@ -18,6 +18,7 @@ from runtime.models import Actor, ConversationRef
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import (
     GLOBAL,
+    Choice,
     Override,
     OverrideState,
     PolicyDocument,
@@ -65,6 +66,27 @@ def document_hash(document: PolicyDocument) -> str:
     return hashlib.sha256(document.model_dump_json().encode()).hexdigest()[:12]
 
 
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _parsed_overrides(
+    fields: Sequence[tuple[str, str]], values: Sequence[str | bytes | None]
+) -> dict[str, dict[str, Override]]:
+    found: dict[str, dict[str, Override]] = {}
+    for (scope, tool), value in zip(fields, values, strict=True):
+        if value is None:
+            continue
+        try:
+            override = Override.model_validate_json(value)
+        except ValueError:
+            # Fail closed: an unreadable override counts as a deny of its tool.
+            log.warning("unreadable policy override for %s at %r: a deny", tool, scope)
+            override = Override(state="deny", by="?", at=0)
+        found.setdefault(scope, {})[tool] = override
+    return found
+
+
 def _wider(scope: str, than: str) -> bool:
     return len(scopes_of(scope)) < len(scopes_of(than))
 
@@ -83,6 +105,7 @@ class PolicyService:
         """`tools` are the built-in tools the process knows, in the order the model is shown
         them; `catalog` adds the MCP servers' tools, which change while it runs."""
         self.redis = redis
+        self.keys = keys
         self.key = keys.policy_overrides()
         self.defaults = defaults
         self.builtin = tuple(tools)
@@ -118,21 +141,30 @@ class PolicyService:
     ) -> dict[str, dict[str, Override]]:
         """The overrides that can apply to one conversation (each scope of it x each tool):
         one round trip however many conversations have overrides."""
-        named = dict.fromkeys([*self._override_names(), *also])
-        fields = [(s, t) for s in scopes_of(conversation_id) for t in named]
+        fields = self._override_fields(conversation_id, also)
         values = await self.redis.hmget(self.key, [f"{s}{SEPARATOR}{t}" for s, t in fields])
-        found: dict[str, dict[str, Override]] = {}
-        for (scope, tool), value in zip(fields, values, strict=True):
-            if value is None:
-                continue
+        return _parsed_overrides(fields, values)
+
+    def _override_fields(self, conversation_id: str, also: Sequence[str]) -> list[tuple[str, str]]:
+        named = dict.fromkeys([*self._override_names(), *also])
+        return [(s, t) for s in scopes_of(conversation_id) for t in named]
+
+    async def _overrides_and_choices(
+        self, conversation_id: str
+    ) -> tuple[dict[str, dict[str, Override]], dict[str, Choice]]:
+        """The overrides and the conversation's `/mode` and `/model`, in one round trip."""
+        fields = self._override_fields(conversation_id, ())
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.key, [f"{s}{SEPARATOR}{t}" for s, t in fields])
+        pipe.hgetall(self.keys.choices(conversation_id))
+        values, stored = await pipe.execute()
+        choices = {}
+        for name, value in stored.items():
             try:
-                override = Override.model_validate_json(value)
-            except ValueError:
-                # Fail closed: an unreadable override counts as a deny of its tool.
-                log.warning("unreadable policy override for %s at %r: a deny", tool, scope)
-                override = Override(state="deny", by="?", at=0)
-            found.setdefault(scope, {})[tool] = override
-        return found
+                choices[_text(name)] = Choice.model_validate_json(value)
+            except ValueError:  # fail closed: the mode resolves to plan, the model to default
+                choices[_text(name)] = Choice(value="?", by="?", at=0)
+        return _parsed_overrides(fields, values), choices
 
     async def admit(self, actor: Actor, conversation: ConversationRef) -> str | None:
         """Why `actor` may not talk to the bot in `conversation`, or None if they may (the
@@ -163,15 +195,16 @@ class PolicyService:
     async def effective(
         self, conversation_id: str, also_enabled: tuple[str, ...] = ()
     ) -> EffectivePolicy:
-        """The policy of one conversation right now (one Redis round trip). `also_enabled`:
+        """The policy of one conversation right now, with its mode and model (one Redis round
+        trip). `also_enabled`:
         tools to judge as if CLAWGATE_ENABLED_TOOLS held them (an explorer's `read`)."""
         if self.catalog is not None:
             await self.catalog.settled()
-        overrides = await self.overrides(conversation_id)
+        overrides, choices = await self._overrides_and_choices(conversation_id)
         defaults = self.defaults
         if also_enabled:
             defaults = dataclasses.replace(defaults, enabled=(*defaults.enabled, *also_enabled))
-        return resolve(self.document, overrides, conversation_id, defaults, self.tools)
+        return resolve(self.document, overrides, conversation_id, defaults, self.tools, choices)
 
     def risk_policy(self, config: RiskConfig) -> RiskPolicy:
         """The compiled risk rules for a merged `[risk]` (compiling patterns is not free)."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from runtime.models import AssistantMessage, Message, ToolSpec
+
+if TYPE_CHECKING:
+    from runtime.policy.listed_models import ListedModel
 
 # The system prompt of a request for a summary (runtime/context): a provider answers it like
 # any request (a real model writes the summary); the demo model recognizes it and answers
@@ -33,6 +36,9 @@ class Provider(Protocol):
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AssistantMessage: ...
 
+
+# Makes the provider of a model the policy file lists (`[[models]]`, bot/wiring.py).
+ProviderFactory = Callable[["ListedModel"], Provider]
 
 # Told the answer's text so far, each time it grows while the model writes.
 OnText = Callable[[str], Awaitable[None]]

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.approval.grants import GrantScope, GrantTerms
 from runtime.models import Actor, ConversationRef
 
 
@@ -26,6 +27,26 @@ class Attachment(BaseModel):
     size: int | None = None  # bytes, when the payload says
     kind: Literal["file", "image", "media"] = "file"
     source: dict[str, str] = Field(default_factory=dict)
+
+
+class DecisionRequest(BaseModel):
+    """A decision made outside a chat (the operator CLI, the web console), queued for a worker
+    to carry out as it does a click: approve or reject, why, "always" with its terms, the
+    call's arguments as edited (JSON), and `reply`, the request's id, under which the worker
+    tells the decider what came of it (runtime/queue/remote.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    approve: bool
+    reason: str | None = None
+    always: bool = False
+    scope: GrantScope = "here"
+    seconds: float | None = None
+    edit: str | None = None
+    reply: str = Field(min_length=1)
+
+    def grant(self) -> GrantTerms | None:
+        return GrantTerms(self.scope, self.seconds) if self.approve and self.always else None
 
 
 class Inbound(BaseModel):
@@ -55,6 +76,8 @@ class Inbound(BaseModel):
     # approval's session, so it never runs beside that session's own messages.
     approval_id: str | None = None
     # "release": run the messages a session held while it waited (after an expiry);
-    # "feedback": 👍/👎 on an answer (`text` "good" or "bad", `source["answer"]` its key).
-    kind: Literal["input", "release", "feedback"] = "input"
+    # "feedback": 👍/👎 on an answer (`text` "good" or "bad", `source["answer"]` its key);
+    # "decision": `decision`, made outside the chat by `actor`, on `approval_id`.
+    kind: Literal["input", "release", "feedback", "decision"] = "input"
+    decision: DecisionRequest | None = None
     received_at: float = Field(default_factory=time.time)

@@ -84,7 +84,11 @@ MAX_REASON = 300  # characters of a reason; longer ones are cut in the middle
 ENVIRONMENT = "environment file that may hold secrets"
 LOCKFILE = "dependency lockfile"
 CI = "CI configuration"
+PROJECT = "project configuration"
 KEY = "key material"
+# What a write or edit asks about only as a change to the project (no program runs from it
+# here, no secret is in it): in the `edits` mode (runtime/policy/modes.py) it runs unasked.
+PROJECT_FILES = frozenset({LOCKFILE, CI, PROJECT})
 PROTECTED: tuple[tuple[str, str], ...] = (
     (".env", ENVIRONMENT),
     (".env.*", ENVIRONMENT),
@@ -106,7 +110,7 @@ PROTECTED: tuple[tuple[str, str], ...] = (
     ("Jenkinsfile", CI),
     (".travis.yml", CI),
     ("azure-pipelines.yml", CI),
-    ("pyproject.toml", "project configuration"),
+    ("pyproject.toml", PROJECT),
     (".gitattributes", "git attributes, which pick programs git runs"),
     (".gitmodules", "git submodules, which can run programs"),
     ("*.pem", KEY),
@@ -182,15 +186,21 @@ class RiskPolicy:
         self.locked = [_normalized(p) for p in self.config.locked_paths]
 
     def assess(
-        self, tool: str, arguments: Mapping[str, Any], workdir: Path | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        workdir: Path | None = None,
+        accept_edits: bool = False,
     ) -> RiskDecision:
         """`workdir`: where the call runs, to expand globs and follow symlinks in it (a call
-        judged without one asks for whatever needs the disk to be understood)."""
+        judged without one asks for whatever needs the disk to be understood).
+        `accept_edits` (the `edits` mode): a write or edit of a project file (`PROJECT_FILES`)
+        and a large deletion do not ask."""
         findings = _Findings()
         if tool == "bash":
             self._assess_bash(arguments, findings, workdir)
         elif tool in ("write", "edit"):
-            self._assess_file(tool, arguments, findings, workdir)
+            self._assess_file(tool, arguments, findings, workdir, accept_edits)
         elif tool == "explore":
             pass  # its child only reads: each of the child's calls is judged there
         elif tool == "send_file":
@@ -229,7 +239,12 @@ class RiskPolicy:
                     findings.deny(f"it may change {path}, {LOCKED}")
 
     def _assess_file(
-        self, tool: str, arguments: Mapping[str, Any], findings: _Findings, workdir: Path | None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        findings: _Findings,
+        workdir: Path | None,
+        accept_edits: bool = False,
     ) -> None:
         path = arguments.get("path")
         if not isinstance(path, str) or not path.strip():
@@ -241,6 +256,8 @@ class RiskPolicy:
             if any(tail in self.locked for tail in _tails(name)):
                 findings.deny(f"{shown} is {LOCKED}")
             whys = self._protection(name)
+            if accept_edits:
+                whys = [why for why in whys if why not in PROJECT_FILES]
             if whys:
                 findings.ask(f"{shown} is a protected path ({'; '.join(whys)})")
             if posixpath.basename(_normalized(name)) in GIT_METADATA:
@@ -251,7 +268,7 @@ class RiskPolicy:
             findings.ask(f"{path} is a link: the {tool} would change {target}")
         if _is_misleading_name(path):
             findings.ask(f"{path!r} is a file name shell commands could misread")
-        if tool == "edit":
+        if tool == "edit" and not accept_edits:
             self._assess_deletion(arguments, findings)
 
     def _assess_export(

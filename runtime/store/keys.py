@@ -67,6 +67,10 @@ class Keys:
     def approval_index(self, approval_id: str) -> str:
         return f"{self.prefix}:approval-session:{approval_id}"
 
+    def decision_replies(self, request: str) -> str:
+        """What a worker tells the decider of a decision made outside a chat (one list)."""
+        return f"{self.prefix}:decision-replies:{request}"
+
     def expiring(self) -> str:
         return f"{self.prefix}:approvals:expiring"
 
@@ -88,6 +92,10 @@ class Keys:
     def policy_overrides(self) -> str:
         """Admins' runtime policy changes: field "<scope>\\x1f<tool>" -> override JSON."""
         return f"{self.prefix}:policy:overrides"
+
+    def choices(self, conversation_id: str) -> str:
+        """A conversation's mode and model (`/mode`, `/model`): field -> choice JSON."""
+        return f"{self.prefix}:choices:{conversation_id}"
 
     def rules(self, conversation_id: str) -> str:
         return f"{self.prefix}:rules:{conversation_id}"

@@ -11,6 +11,7 @@ their list until their run is finished, so a crash while one runs loses nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,9 @@ local function again(mark, job)
 end
 local function enter(user, job, ttl)
   local length = redis.call('RPUSH', KEYS[3], user)
-  redis.call('HSET', KEYS[4], 'job', job, 'start', length - 1, 'done', '0')
+  -- A new run: the calls of the one before are no business of its retake.
+  redis.call('DEL', KEYS[4])
+  redis.call('HSET', KEYS[4], 'job', job, 'start', length - 1, 'done', '0', 'marked', '1')
   redis.call('HSET', KEYS[5], job, '1')
   redis.call('PEXPIRE', KEYS[5], ttl)
   return {'entered', length, length - 1, '0', redis.call('HGET', KEYS[6], 'record') or ''}
@@ -117,6 +120,23 @@ end
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return fates
 """
+
+
+MARKED = "marked"  # the run's calls are marked before they start (absent: an older version's)
+CALL = "call:"  # + a call's id: its mark
+NOT_STARTED = "not-started"  # the kind said of a call without a mark in a marked run
+UNMARKED = "unmarked"  # of one in a run whose calls are not marked
+
+
+@dataclass(frozen=True, slots=True)
+class CallMark:
+    """What the run journal knew of a call before it started: the session's history length
+    then, its kind of effect and whether it may run again after a crash (tools/base.py
+    `Effects`)."""
+
+    at: int
+    kind: str
+    again: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +249,17 @@ class RunJournal:
         fates = await self._join(keys=keys, args=args)
         return None if not fates else [int(fate) == 1 for fate in fates]
 
+    async def started(self, session: str, call: str, mark: CallMark) -> None:
+        """`call` (its id) is about to start: recorded first, so that whoever retakes the run
+        knows it may have run, and what it may have changed."""
+        value = json.dumps({"at": mark.at, "kind": mark.kind, "again": mark.again})
+        await self.redis.hset(self.keys.run(session), CALL + call, value)
+
+    async def marks(self, session: str) -> dict[str, CallMark] | None:
+        """The marks of the latest run's calls by call id; None for a run whose calls are not
+        marked (an older version began it): then nobody knows which of them started."""
+        return await call_marks(self.redis, self.keys, session)
+
     async def stop_for(self, session: str, job: str) -> None:
         """A `/cancel` (`job`, queued behind the session's running run) stopped that run: its
         answer, once its turn comes, says so (`stopped_for`)."""
@@ -268,3 +299,18 @@ class RunJournal:
             base=window.base,
             summary=window.summary,
         )
+
+
+async def call_marks(redis: Redis, keys: Keys, session: str) -> dict[str, CallMark] | None:
+    """The latest run's call marks (see RunJournal.marks)."""
+    fields = {str(k): str(v) for k, v in (await redis.hgetall(keys.run(session))).items()}
+    if fields.get(MARKED) != "1":
+        return None
+    marks = {}
+    for name, value in fields.items():
+        if name.startswith(CALL):
+            data = json.loads(value)
+            marks[name.removeprefix(CALL)] = CallMark(
+                int(data["at"]), str(data["kind"]), data["again"] is True
+            )
+    return marks

@@ -60,6 +60,18 @@ class ToolOutput:
     audit: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What one call may change, recorded before it starts (the run journal's mark, see
+    runtime/store/runs.py) so that a retake in any process can tell, should this process die
+    while it runs, whether it may simply run again."""
+
+    kind: str  # for people and figures: "read", "bash-sandboxed", "bash-approved", "write"
+    # It cannot have changed anything (or its effect lands once however often it runs): run
+    # again by a retake rather than ended "outcome unknown".
+    again: bool
+
+
 class ToolError(Exception):
     """An expected failure (missing file, ambiguous edit); its message is shown to the model."""
 
@@ -79,9 +91,18 @@ class Tool(ABC, Generic[A]):
     # it runs (the channel looks for it first when `ToolContext.retaken`): a call of it that
     # a process died running is run again when the run is retaken, not left unknown.
     keyed: ClassVar[bool] = False
+    # No call of it changes anything (a read, a question), whatever its access: like
+    # `parallel_safe`, though it may not run beside others (it costs model calls, or waits).
+    side_effect_free: ClassVar[bool] = False
 
     @abstractmethod
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput: ...
+
+    def effects(self, ctx: ToolContext) -> Effects:
+        """What a call of it run with `ctx` (its access: the approval middleware's) may
+        change; a tool whose calls differ (bash: by its sandbox view) says per call."""
+        again = self.parallel_safe or self.side_effect_free or self.keyed
+        return Effects(self.name, again)
 
     def uncontained(self) -> str | None:
         """Why this tool cannot be contained here, so that no call of it may run without a

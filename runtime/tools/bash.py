@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from runtime.redact import one_line
-from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolOutput
+from runtime.tools.base import Effects, Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from runtime.tools.git_view import READ_ONLY_CONFIG, READ_ONLY_ENV
 from runtime.tools.masks import ScanTooLarge
 from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode, probe
@@ -132,6 +132,18 @@ class BashTool(Tool[BashArgs]):
 
     def approved_view(self) -> str:
         return self.sandbox.view(Access.APPROVED)
+
+    def effects(self, ctx: ToolContext) -> Effects:
+        """Only a command in the read-only view with no network changes nothing (its private
+        /tmp dies with it); an approved one had the work dir writable, an uncontained one
+        clawgate's own rights."""
+        if not self.sandbox.contained:
+            return Effects("bash-uncontained", again=False)
+        if ctx.access is Access.APPROVED:
+            return Effects("bash-approved", again=False)
+        if self.sandbox.allows_network(ctx.access):
+            return Effects("bash-networked", again=False)
+        return Effects("bash-sandboxed", again=True)
 
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout or self.timeout, self.timeout)

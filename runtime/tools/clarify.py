@@ -74,6 +74,7 @@ class ClarifyTool(Tool[ClarifyArgs]):
         "comes back as this call's result. Ask only when it matters; never for approval."
     )
     args_model = ClarifyArgs
+    side_effect_free = True  # a question is no effect: asked again after a crash mid-way
 
     async def run(self, args: ClarifyArgs, ctx: ToolContext) -> ToolOutput:
         # Reached only by a chain without the approval middleware, which asks the question.

@@ -6,12 +6,15 @@ model calls) and never needs approval, because everything the child does is read
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Protocol
 
 from pydantic import Field, field_validator
 
 from runtime.redact import one_line
-from runtime.tools.base import Tool, ToolArgs, ToolCancelled, ToolContext, ToolOutput
+from runtime.tools.base import Effects, Tool, ToolArgs, ToolCancelled, ToolContext, ToolOutput
+from runtime.tools.sandbox import Access
 
 DEFAULT_STEPS = 6
 MAX_STEPS = 12
@@ -41,6 +44,11 @@ class ExploreArgs(ToolArgs):
 
 
 class Explorer(Protocol):
+    @property
+    def tools(self) -> Mapping[str, Tool[Any]]:
+        """The read-only tools its child may have."""
+        ...
+
     async def explore(self, task: str, max_steps: int, ctx: ToolContext) -> str:
         """Run the child agent; returns the report for the parent."""
         ...
@@ -58,6 +66,12 @@ class ExploreTool(Tool[ExploreArgs]):
 
     def __init__(self, explorer: Explorer) -> None:
         self.explorer = explorer
+
+    def effects(self, ctx: ToolContext) -> Effects:
+        """Its child's calls run read-only: it changes nothing when none of them can (a bash
+        without an OS sandbox runs with clawgate's own rights)."""
+        child = replace(ctx, access=Access.READ_ONLY)
+        return Effects(self.name, all(t.effects(child).again for t in self.explorer.tools.values()))
 
     async def run(self, args: ExploreArgs, ctx: ToolContext) -> ToolOutput:
         report = await self.explorer.explore(args.task, args.max_steps, ctx)

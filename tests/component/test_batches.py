@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.cli_approvals import run_approvals_command
@@ -23,6 +24,7 @@ from runtime.policy.model import PolicyDocument
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
+from tests.component.test_remote_decisions import SESSION, THREAD, Operator
 from tests.component.test_retake import (
     Calls,
     Crash,
@@ -247,10 +249,11 @@ async def test_cancel_withdraws_the_whole_batch(
     assert not late.accepted
 
 
-def killed_at(call_id: str, *steps: Any) -> tuple[Scripted, Calls]:
+def killed_at(call_id: str, *steps: Any, ran: bool = False) -> tuple[Scripted, Calls]:
+    """The process dies at `call_id`: before its tool starts, or once it `ran`."""
     read = ("r1", "read", '{"path": "keep.txt"}')
     model = Scripted(asks(bash("c1", "rm a.txt"), read, bash("c2", "rm b.txt")), *steps)
-    return model, Calls(crash=[call_id])
+    return model, Calls(crash=[call_id]) if ran else Calls(before=[call_id])
 
 
 async def test_a_resume_killed_mid_batch_goes_on_without_running_anything_twice(
@@ -285,7 +288,7 @@ async def test_a_resume_killed_while_an_approved_call_ran_ends_it_unknown_and_go
     redis: aioredis.Redis, workdir: Path
 ) -> None:
     files(workdir, "a.txt", "b.txt", "keep.txt")
-    model, ran = killed_at("c1", says("c1 may have run"))
+    model, ran = killed_at("c1", says("c1 may have run"), ran=True)
     first, channel = runtime_with(redis, workdir, model, ran)
     await first.run("k2", "clean up", ALICE, HERE, job="j1")
     one, two = (i.approval_id for i in channel.of(ApprovalRequested)[0].notice.items)
@@ -302,7 +305,7 @@ async def test_a_resume_killed_while_an_approved_call_ran_ends_it_unknown_and_go
     second, channel = runtime_with(redis, workdir, model, ran)
     again = await second.decide(two, True, ADMIN, HERE, job="d2")
     assert again.accepted, again.message
-    assert ran.ran == ["r1", "c2"]  # c1 is never run again; the rest goes on
+    assert ran.ran == ["c1", "r1", "c2"]  # c1 is never run again; the rest goes on
     assert [await status(redis, "k2", i) for i in (one, two)] == ["outcome_unknown", "consumed"]
     history = await second.history.load("k2")
     answers = [m.tool_call_id for m in history if m.role == "tool"]
@@ -380,27 +383,33 @@ async def test_the_batch_notice_is_copied_where_the_policy_routes_it_and_decided
 
 
 async def test_the_operator_sees_batch_membership_and_decides_the_batch(
-    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+    redis: aioredis.Redis,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     files(workdir, "a.txt", "b.txt")
     batch = calls(("c1", "bash", {"command": "rm a.txt"}), ("c2", "bash", {"command": "rm b.txt"}))
     fake_openai.script = [batch, reply("done")]
     runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
-    notice = await batch_of(runtime, channel, "b10")
+    await runtime.run(SESSION, "clean up", ALICE, THREAD)
+    (requested,) = channel.of(ApprovalRequested)
+    notice = requested.notice
     ids = [i.approval_id for i in notice.items]
 
     async def cli(verb: str, approval: str = "", **more: Any) -> str:
         out = io.StringIO()
         args = argparse.Namespace(verb=verb, id=approval, json=False, **more)
-        assert await run_approvals_command(runtime, args, out) == 0
+        assert await run_approvals_command(runtime.wing, args, out) == 0
         return out.getvalue()
 
     listed = await cli("list", status=None, conversation=None)
     assert "BATCH" in listed and listed.count(notice.batch) == 2
     assert f"(items: {', '.join(ids)})" in await cli("show", ids[1])
     assert await cli("show", notice.batch) == f"batch {notice.batch}: {' '.join(ids)}\n"
-    said = await cli("approve", notice.batch, always=False)
-    assert f"Approved: {', '.join(ids)}." in said
+    operator = Operator(redis, runtime)  # queued for a worker, which decides each call
+    assert await operator.carried_out("approve", notice.batch, capsys=capsys) == 0, operator.err
+    assert operator.out.getvalue().startswith(f"Approval {ids[0]} approved by operator:")
     assert not (workdir / "a.txt").exists() and not (workdir / "b.txt").exists()
 
 
@@ -438,7 +447,7 @@ async def test_a_resume_killed_after_the_batch_never_runs_the_rest_of_the_turn_t
     more = ("w2", "write", '{"path": "more.txt", "content": "y"}')
     model = Scripted(asks(bash("c1", "rm a.txt"), bash("c2", "rm b.txt"), notes, more))
     model.steps.append(says("written"))
-    ran = Calls(crash=["w2"])
+    ran = Calls(before=["w2"])
     first, channel = runtime_with(redis, workdir, model, ran)
     await first.run("k4", "clean up", ALICE, HERE, job="j1")
     notice = channel.of(ApprovalRequested)[0].notice

@@ -16,12 +16,12 @@ import redis.asyncio as aioredis
 
 from adapters.console.channel import (
     ConsoleChannel,
-    render_pending,
     render_request,
     render_update,
 )
 from adapters.console.chat import ConsoleChat
 from adapters.dispatch import dispatch, handle_inbound
+from adapters.pending import render_pending
 from adapters.router import Router
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
@@ -127,7 +127,7 @@ async def test_the_requesters_answer_resumes_the_run_with_it(
 
     shown_one = io.StringIO()
     show = argparse.Namespace(verb="show", id=question_id, json=False)
-    assert await run_approvals_command(runtime, show, shown_one) == 0
+    assert await run_approvals_command(runtime.wing, show, shown_one) == 0
     fields = shown_one.getvalue()
     assert "kind:" in fields and "question" in fields and "Which environment?" in fields
     assert "answer:" in fields and "prod" in fields
@@ -392,7 +392,7 @@ async def test_the_operator_cli_shows_a_question_redacted_and_cannot_answer_it(
     for as_json in (True, False):
         out = io.StringIO()
         show = argparse.Namespace(verb="show", id=question_id, json=as_json)
-        assert await run_approvals_command(runtime, show, out) == 0
+        assert await run_approvals_command(runtime.wing, show, out) == 0
         assert "hunter2" not in out.getvalue() and secret not in out.getvalue()
         assert "token=[redacted]" in out.getvalue()
         if as_json:
@@ -401,7 +401,7 @@ async def test_the_operator_cli_shows_a_question_redacted_and_cannot_answer_it(
     # The operator is not the requester: neither answer nor withdrawal, and it says so.
     for verb in ("approve", "reject"):
         decide = argparse.Namespace(verb=verb, id=question_id, always=False, reason=[])
-        assert await run_approvals_command(runtime, decide, io.StringIO()) == 1
+        assert await run_approvals_command(runtime.wing, decide, io.StringIO()) == 1
         assert f"Only {ALICE.key} can answer this question" in capsys.readouterr().err
     key = f"{PREFIX}:{{s1}}:approval:{question_id}"
     assert await redis.hget(key, "status") == "pending" and len(fake_openai.requests) == 1

@@ -51,7 +51,9 @@ def closed_port() -> int:
         ("redis://:nine/0", "REDIS_URL: bad port in 'redis://:nine/0'"),
     ],
 )
-@pytest.mark.parametrize("command", [["approvals", "list"], ["chat"], ["worker"], ["serve"]])
+@pytest.mark.parametrize(
+    "command", [["approvals", "list"], ["approvals", "stats"], ["chat"], ["worker"], ["serve"]]
+)
 def test_a_malformed_redis_url_is_one_line_and_exit_2(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -66,7 +68,9 @@ def test_a_malformed_redis_url_is_one_line_and_exit_2(
     assert said.startswith(f"clawgate: {line}"), said
 
 
-@pytest.mark.parametrize("command", [["approvals", "list"], ["chat"], ["worker"], ["serve"]])
+@pytest.mark.parametrize(
+    "command", [["approvals", "list"], ["approvals", "stats"], ["chat"], ["worker"], ["serve"]]
+)
 def test_redis_down_is_one_line_and_exit_1_at_start(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:

@@ -224,3 +224,22 @@ def test_approve_with_edit_keeps_the_arguments_as_typed() -> None:
     command = parsed('/approve abc EDIT {"command": "rm Build/TMP"}')
     assert command is not None and command.approval_id == "abc"
     assert command.edit == '{"command": "rm Build/TMP"}' and command.grant is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/mode", Command(name="mode")),
+        ("/mode plan", Command(name="mode", choice="plan")),
+        ("/clawgate mode edits", Command(name="mode", choice="edits")),
+        ("/model", Command(name="model")),
+        ("/model big", Command(name="model", choice="big")),
+    ],
+)
+def test_mode_and_model(text: str, expected: Command) -> None:
+    assert parsed(text) == expected
+
+
+def test_mode_takes_one_name() -> None:
+    with pytest.raises(CommandError, match=r"usage: /model \[name\]"):
+        parse_command("/model big small")

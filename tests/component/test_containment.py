@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.console.channel import render, render_pending
+from adapters.console.channel import render
+from adapters.pending import render_pending
 from runtime.approval.grants import GrantTerms
 from runtime.channel import ApprovalRequested, ToolFinished, ToolStarted
 from runtime.models import AssistantMessage, Message, StopReason, ToolCall, ToolSpec

@@ -707,14 +707,16 @@ def _missing_keys(model: type[BaseModel], data: dict[str, Any], where: str) -> l
         args = typing.get_args(field.annotation)
         origin = typing.get_origin(field.annotation)
         if origin is dict and _model_of(args[1]) is not None:
-            # One entry shows every key; the others may show a part.
-            gaps: list[list[str]] = [
-                _missing_keys(args[1], entry, f"{where}{key}.{entry_key}.")
+            # Every key shown by some entry (a hook's command and url exclude each other).
+            gaps = [
+                {
+                    m.removeprefix(f"{where}{key}.{entry_key}.")
+                    for m in _missing_keys(args[1], entry, f"{where}{key}.{entry_key}.")
+                }
                 for entry_key, entry in data[key].items()
             ]
             assert gaps, f"{where}{key}: show one entry"
-            gaps.sort(key=len)
-            missing += gaps[0]
+            missing += sorted(f"{where}{key}.*.{m}" for m in set.intersection(*gaps))
         elif isinstance(field.annotation, types.UnionType):
             assert all(_model_of(a) is None for a in args)
     return missing

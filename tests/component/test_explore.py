@@ -18,9 +18,12 @@ from runtime.audit import AuditLog
 from runtime.channel import ToolFinished
 from runtime.explorer import REPORT_CHARS, Explorer
 from runtime.models import AssistantMessage, StopReason, ToolMessage, ToolStatus
+from runtime.policy.choices import ConversationChoices
+from runtime.policy.listed_models import ListedModel
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
+from runtime.providers.base import ProviderFactory
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
@@ -45,6 +48,8 @@ def explore_runtime(
     enabled: tuple[str, ...] = ("explore",),
     tracer: Tracer | None = None,
     sandbox: Sandbox | None = None,
+    document: PolicyDocument | None = None,
+    models: ProviderFactory | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
     """A runtime wired as `bot.wiring` wires it, with `enabled` tools."""
     keys = Keys(PREFIX)
@@ -52,7 +57,7 @@ def explore_runtime(
     approvals = ApprovalStore(redis, keys)
     audit = AuditLog(redis, keys)
     defaults = Defaults(enabled=enabled, admins=frozenset({ADMIN.key}))
-    policies = PolicyService(redis, keys, defaults, TOOLS, audit=audit)
+    policies = PolicyService(redis, keys, defaults, TOOLS, document, audit=audit)
     history = HistoryStore(redis, keys)
     bash = BashTool(timeout=10, sandbox=sandbox)
     base: list[Tool[Any]] = [ReadTool(), WriteTool(), EditTool(), bash]
@@ -69,6 +74,7 @@ def explore_runtime(
         policies,
         audit=audit,
         tracer=tracer,
+        models=models,
     )
     return runtime, channel
 
@@ -435,3 +441,25 @@ async def test_an_explorer_takes_no_more_steps_than_a_run_may(
     await runtime.run("s1", "go", ALICE, HERE)
     report = report_of(fake_openai, 2)
     assert "stop reason: max_steps" in report and "steps used: 1" in report
+
+
+async def test_the_explorer_runs_on_the_default_model_whatever_the_conversation_chose(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, big_model: FakeOpenAI
+) -> None:
+    listed = ListedModel(
+        name="big", base_url=big_model.base_url, api_key_env="K", model="big-1", context_window=8192
+    )
+
+    def models(model: ListedModel) -> OpenAIProvider:
+        return OpenAIProvider(model.model, api_key="k", base_url=model.base_url, max_retries=0)
+
+    document = PolicyDocument(models=[listed])
+    runtime, _ = explore_runtime(redis, workdir, fake_openai, document=document, models=models)
+    await ConversationChoices(runtime.policies).switch_model("big", ALICE, HERE)
+    big_model.script = [calls(("p1", "explore", {"task": "look"})), reply("done")]
+    fake_openai.script = [reply("the child's findings")]
+    result = await runtime.run("s1", "look around", ALICE, HERE)
+    assert result.final_text == "done"
+    assert [r["model"] for r in big_model.requests] == ["big-1", "big-1"]
+    assert [r["model"] for r in fake_openai.requests] == ["fake"]  # the child
+    assert "the child's findings" in report_of(big_model, 1)

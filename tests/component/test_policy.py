@@ -739,7 +739,7 @@ async def test_only_the_people_the_policy_names_may_talk_to_the_bot(
     await dispatch(runtime, "s1", "/pending", bob, CHAT, say)
     assert "Sorry, you cannot use clawgate here" in told[-1]
     await dispatch(runtime, "s1", "/pending", alice, CHAT, say)
-    assert told[-1] == "No approvals are pending."
+    assert told[-1].startswith("No approvals are pending.\nThis conversation's mode: auto")
 
 
 def test_access_is_shown_with_where_it_comes_from() -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from adapters.console.channel import render_pending, render_request
+from adapters.console.channel import render_request
 from adapters.dispatch import dispatch
+from adapters.pending import render_pending
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.channel import ApprovalRequested
@@ -34,7 +35,7 @@ async def asked(redis: aioredis.Redis, workdir: Path) -> tuple[Runtime, Recordin
 async def cli(runtime: Runtime, **args: object) -> str:
     out = io.StringIO()
     namespace = argparse.Namespace(**({"status": None, "conversation": None, "json": False} | args))
-    assert await run_approvals_command(runtime, namespace, out) == 0
+    assert await run_approvals_command(runtime.wing, namespace, out) == 0
     return out.getvalue()
 
 

@@ -5,15 +5,17 @@ process left. The real runtime, openai client and slack_sdk against the fakes.""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
+from adapters.slack import stream
 from adapters.slack.answers import FEEDBACK, markdown_text
 from adapters.slack.channel import SlackChannel, web_client
 from adapters.slack.text import escape
-from runtime.channel import Notice, Reply, Writing
+from runtime.channel import Notice, Reply, ToolStarted, Writing
 from runtime.models import ConversationRef
 from runtime.providers.openai_provider import OpenAIProvider
 from tests import support
@@ -32,18 +34,27 @@ ANSWER = (
 )
 
 
+@pytest.fixture
+def quick_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slack's pace (an append every 0.5 s, an edit every 1 s) at a fifth, for speed."""
+    monkeypatch.setattr(stream, "APPEND_INTERVAL", stream.APPEND_INTERVAL / 5)
+    monkeypatch.setattr(stream, "EDIT_INTERVAL", stream.EDIT_INTERVAL / 5)
+
+
 async def tool_using_answer(
     redis: aioredis.Redis, workdir: Path, fake: FakeOpenAI, channel: SlackChannel
 ) -> None:
-    """A read of notes.txt, then ANSWER written in 8 pieces 0.25 s apart."""
+    """A read of notes.txt, then ANSWER written in 8 pieces 0.05 s apart (with `quick_pace`:
+    several appends and edits, as 0.25 s apart at Slack's pace)."""
     (workdir / "notes.txt").write_text("deploy on Friday\n")
     fake.script = [
         calls(("call_1", "read", {"path": "notes.txt"})),
-        streamed(ANSWER, chunks=8, delay=0.25),
+        streamed(ANSWER, chunks=8, delay=0.05),
     ]
     provider = OpenAIProvider("fake-model", api_key="sk-test", base_url=fake.base_url, stream=True)
     runtime, _ = support.make_runtime(redis, workdir, provider)
     runtime.channel.channel = channel  # the runtime's redacting channel, onto this adapter
+    runtime.channel.interval /= 5  # previews at the pace of `quick_pace`
     result = await runtime.run("s1", "when is the deploy?", support.ALICE, HERE)
     assert result.final_text == ANSWER
 
@@ -58,6 +69,7 @@ def feedback_of(blocks: list[dict[str, object]] | None) -> list[object]:
     ]
 
 
+@pytest.mark.usefixtures("quick_pace")
 async def test_a_tool_using_answer_is_one_message_streamed_with_the_status_meanwhile(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
 ) -> None:
@@ -75,6 +87,7 @@ async def test_a_tool_using_answer_is_one_message_streamed_with_the_status_meanw
     assert slack.statuses("C111", THREAD) == ["Running read…", ""]
 
 
+@pytest.mark.usefixtures("quick_pace")
 async def test_where_streaming_is_refused_the_answer_is_posted_once_and_edited(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, slack: FakeSlack
 ) -> None:
@@ -95,6 +108,24 @@ async def test_where_streaming_is_refused_the_answer_is_posted_once_and_edited(
     assert [m.text for m in slack.bot_messages("C111", THREAD)][1] == (
         "A second answer is being written here."
     )
+
+
+@pytest.mark.usefixtures("quick_pace")
+async def test_a_rate_limited_status_pauses_the_previews_not_the_answer(slack: FakeSlack) -> None:
+    """A 429 on the thread's status holds the other calls tried once (appends, edits) for
+    what Slack said, as a 429 on any of them does; the final answer is whole all the same."""
+    channel = SlackChannel(web_client("xoxb-test", slack.base_url))
+    slack.fail_next("assistant.threads.setStatus", retry_after=30)
+    await channel.send(HERE, ToolStarted("call_1", "read", "notes.txt"))
+    await channel.send(HERE, Writing("The file says the deploy"))
+    for more in (" is on", " is on Friday", " is on Friday, after"):
+        await asyncio.sleep(stream.APPEND_INTERVAL * 1.5)  # an append is due each time
+        await channel.send(HERE, Writing("The file says the deploy" + more))
+    await channel.send(HERE, Reply(ANSWER, key="answer/s1/1"))
+    (answer,) = slack.bot_messages("C111", THREAD)
+    assert answer.appends == 0, slack.describe()  # paused: not even tried
+    assert answer.blocks is not None and answer.blocks[0]["text"] == markdown_text(ANSWER)
+    assert len(slack.attempts("assistant.threads.setStatus")) == 1
 
 
 @pytest.mark.parametrize("again", [True, False], ids=["answer recorded", "model asked again"])

@@ -37,6 +37,7 @@ from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 from tests.conftest import CLUSTER, keeps_cluster_setting
 from tests.fake_openai import FakeOpenAI, calls, reply
+from tests.http_client import serving_app
 from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
 
 TTL = 3600
@@ -178,7 +179,7 @@ async def test_paused_and_resumed_run_draws_as_one_tree(
     # The operator's view of the approval points at the trace.
     shown = io.StringIO()
     show = argparse.Namespace(verb="show", id=first.approval_id, json=False)
-    assert await run_approvals_command(runtime, show, shown) == 0
+    assert await run_approvals_command(runtime.wing, show, shown) == 0
     assert f"{paused.trace_id}  (clawgate trace show {paused.trace_id})" in shown.getvalue()
 
 
@@ -664,17 +665,10 @@ async def test_tool_call_arguments_sent_as_an_object_are_taken_as_json(
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", complete)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        provider = OpenAIProvider("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    async with serving_app(app) as base_url:
+        provider = OpenAIProvider("m", base_url=f"{base_url}/v1", max_retries=0)
         runtime, _ = make_runtime(redis, workdir, provider)
         result = await runtime.run("t12", "read a.txt", ALICE, HERE)
-    finally:
-        await runner.cleanup()
     assert result.stop_reason is StopReason.FINAL and result.final_text == "done"
     history = await runtime.history.load("t12")
     assert "A-CONTENT" in [getattr(m, "content", None) for m in history]

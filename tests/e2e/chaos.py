@@ -6,7 +6,10 @@ optionally Redis itself killed and restarted (AOF, `appendfsync always`). Then i
 - lost: an accepted message never answered;
 - answered twice: a message answered more than once;
 - user messages appended twice to a history;
-- calls run twice: every call runs `tally <tag>`, which appends its tag to a log;
+- calls run twice: every approved call runs `tally <tag>`, which appends its tag to a log;
+- outcome unknown, by kind (approved commands), and calls run again by a retake, by kind (the
+  other messages' commands run in the read-only sandbox: they cannot have had an effect, so
+  none of them may end unknown);
 - takeover: from a kill to the moment none of the dead process's jobs is left in its hands.
 
 By hand, with many kills:   python -m tests.e2e.chaos --messages 250 --kills 32
@@ -14,8 +17,8 @@ In CI, a small run:         tests/e2e/test_chaos.py
 On a local Redis Cluster of three masters (tests/cluster.py, AOF, 16 inbox partitions):
                             python -m tests.e2e.chaos --cluster  (--redis-kills: masters)
 
-Runs bash uncontained (CLAWGATE_SANDBOX=off) so that `tally` can keep its log: it tests
-exactness under crashes, not containment.
+Runs bash in the sandbox (CLAWGATE_SANDBOX=bwrap): an approved `tally` writes its log in the
+work dir, the others run read-only (and so log nothing: running them again is harmless).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from adapters.slack.inbound import APPROVE_ONCE
 from bot.settings import CLUSTER_INBOX_PARTITIONS
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
+from runtime.store.streams import entries
 from tests.cluster import LocalCluster
 from tests.conftest import free_port
 from tests.fake_slack import (
@@ -80,6 +84,9 @@ class Figures:
     appended_twice: list[str] = field(default_factory=list)
     run_twice: list[str] = field(default_factory=list)
     unknown_outcomes: int = 0
+    unknown_kinds: Counter[str] = field(default_factory=Counter)  # from the audit trail
+    again_kinds: Counter[str] = field(default_factory=Counter)  # calls run again by a retake
+    unknown_free: list[str] = field(default_factory=list)  # side-effect-free, yet unanswered
     takeovers: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -99,6 +106,7 @@ class Figures:
             f"lost {len(self.lost)}  answered twice {len(self.answered_twice)}  "
             f"user messages appended twice {len(self.appended_twice)}  "
             f"calls run twice {len(self.run_twice)}  outcome unknown {self.unknown_outcomes}",
+            f"unknown: {_split(self.unknown_kinds)}  re-run: {_split(self.again_kinds)}",
         ]
         if self.takeovers:
             lines.append(
@@ -106,10 +114,16 @@ class Figures:
                 f"p50 {statistics.median(self.takeovers):.2f}  p99 {self.percentile(0.99):.2f}  "
                 f"max {max(self.takeovers):.2f}"
             )
-        for name in ("lost", "answered_twice", "appended_twice", "run_twice"):
+        for name in ("lost", "answered_twice", "appended_twice", "run_twice", "unknown_free"):
             if getattr(self, name):
                 lines.append(f"  {name}: {getattr(self, name)[:20]}")
         return "\n".join(lines)
+
+
+def _split(kinds: Counter[str]) -> str:
+    """`3 (bash-approved 2, write 1)`."""
+    parts = ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+    return f"{kinds.total()}" + (f" ({parts})" if parts else "")
 
 
 def approve_buttons(fake: FakeSlack) -> list[tuple[Call, dict[str, Any]]]:
@@ -275,14 +289,15 @@ class Chaos:
         self.url = f"http://127.0.0.1:{port}"
         self.workdir = root / "work"
         self.workdir.mkdir()
-        self.tally = root / "tally.log"
+        # In the work dir: the only place an approved command may write, and a command without
+        # approval sees (read-only).
+        self.tally = self.workdir / "tally.log"
         self.tally.touch()
-        bin_dir = root / "bin"
+        bin_dir = self.workdir / "bin"
         bin_dir.mkdir()
-        script = bin_dir / "tally"  # every call's one effect: its tag appended to the log
-        script.write_text(
-            f'#!/bin/sh\necho "$1" >> {self.tally}\nsleep {call_seconds}\necho "$1 done"\n'
-        )
+        script = bin_dir / "tally"  # an approved call's one effect: its tag appended to the log
+        log = f'case "$1" in a*) echo "$1" >> {self.tally} ;; esac'
+        script.write_text(f'#!/bin/sh\n{log}\nsleep {call_seconds}\necho "$1 done"\n')
         script.chmod(0o755)
         policy = root / "clawgate.toml"
         policy.write_text('[risk]\nsafe_programs = ["tally"]\n')
@@ -296,7 +311,7 @@ class Chaos:
             CLAWGATE_POLICY_FILE=str(policy),
             CLAWGATE_WORKER_CONCURRENCY="8",
             CLAWGATE_SHUTDOWN_GRACE="2",
-            CLAWGATE_SANDBOX="off",
+            CLAWGATE_SANDBOX="bwrap",
             # Every message its own run, answered under its tag (steering's crash safety:
             # tests/component/test_steering.py).
             CLAWGATE_STEERING="queue",
@@ -509,6 +524,8 @@ class Chaos:
                 self.figures.answered_twice.append(tag)
             if not tagged[tag]:
                 missing.setdefault(thread, []).append(tag)
+                if tag.startswith("m"):  # ran in the read-only sandbox: never unknown
+                    self.figures.unknown_free.append(tag)
         for thread, tags in missing.items():
             explained = unfinished[thread]
             self.figures.unknown_outcomes += min(explained, len(tags))
@@ -530,6 +547,16 @@ class Chaos:
                 if message.get("role") == "user":
                     users[message["content"]] += 1
             self.figures.appended_twice += [text for text, n in users.items() if n > 1]
+        await self.count_kinds()
+
+    async def count_kinds(self) -> None:
+        """Calls run again and outcomes unknown, by kind, as the audit trail says."""
+        for _, entry in entries(await self.redis.xrange(Keys(PREFIX).audit())):
+            event = entry.get("event")
+            if event in ("call_outcome_unknown", "approval_outcome_unknown"):
+                self.figures.unknown_kinds[entry.get("kind") or entry.get("tool", "?")] += 1
+            elif event == "call_run_again":
+                self.figures.again_kinds[entry.get("kind", "?")] += 1
 
     async def run(
         self,
@@ -625,6 +652,7 @@ def main() -> int:
     figures = asyncio.run(chaos(**vars(args)))  # the options are chaos()'s parameters
     print(figures.report())
     bad = figures.lost or figures.answered_twice or figures.appended_twice or figures.run_twice
+    bad = bad or figures.unknown_free
     return 1 if bad else 0
 
 

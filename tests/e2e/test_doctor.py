@@ -8,6 +8,7 @@ import contextlib
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -250,3 +251,26 @@ async def test_serve_ignores_a_planted_settings_file_and_refuses_a_policy_file_i
     assert code == 2, err
     assert f"CLAWGATE_POLICY_FILE: {workdir / 'clawgate.toml'}: it is inside the work dir" in err
     assert "Traceback" not in err and "listening on" not in err
+
+
+async def test_each_admin_hook_is_checked_without_being_asked(tmp_path: Path) -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        policy = tmp_path / "clawgate.toml"
+        policy.write_text(
+            f'[hooks.python]\ncommand = ["{sys.executable}", "-c", "pass"]\n'
+            '[hooks.missing]\ncommand = ["no-such-hook-program"]\n'
+            f'[hooks.opa]\nurl = "http://127.0.0.1:{port}/v1/data/clawgate"\n'
+            f'[hooks.gone]\nurl = "http://127.0.0.1:{free_port()}/v1/data/clawgate"\n'
+        )
+        code, lines = await doctor(base_env(CLAWGATE_POLICY_FILE=str(policy)), tmp_path)
+    text = "\n".join(lines)
+    found = marks(lines)
+    assert code == 1, text
+    assert found["hook python"] == ["✓"] and f"command {sys.executable}" in text
+    assert found["hook opa"] == ["✓"] and f"127.0.0.1:{port} accepts connections" in text
+    assert found["hook missing"] == ["✗"] and "'no-such-hook-program' is not an executable" in text
+    assert found["hook gone"] == ["✗"] and "cannot be reached" in text
+    assert "fix: correct its command or url (docs/policy.md, Hooks); until then it asks" in text

@@ -426,6 +426,25 @@ async def test_button_of_someone_who_may_not_approve_is_refused(h: Harness) -> N
     assert listed.body.get("response_type") == "ephemeral"
 
 
+async def test_mode_slash_command_switches_the_channel_for_everyone_in_it(h: Harness) -> None:
+    url = h.fake.new_response_url()
+    status, _ = await h.post(command_body("/mode", "plan", user_id=BOB, response_url=url))
+    assert status == 200
+    switched = f"Mode: plan, set by slack:{BOB} (was auto)"
+    said = lambda: any(switched in text for text in h.texts(CHANNEL))  # noqa: E731
+    await h.fake.await_for(said, 15, what="the switch, in the channel (not ephemeral)")
+    ts = next_ts()
+    await h.post(event_body(mention_event("write planted.txt: x", ts=ts)))
+    offered = "(enabled: read, clarify)"  # the demo model says what it was offered
+    await h.fake.await_for(lambda: offered in " ".join(h.texts(CHANNEL, ts)), 15, what="no write")
+    assert not (h.workdir / "planted.txt").exists()
+    shown = h.fake.new_response_url()
+    await h.post(command_body("/mode", "", user_id=ADMIN, response_url=shown))
+    (mode,) = await h.fake.await_for(lambda: h.fake.responses(shown), 15, what="/mode")
+    assert mode.body["text"].startswith(f"Mode here: plan (set by slack:{BOB}")
+    assert mode.body.get("response_type") == "ephemeral"
+
+
 async def test_typed_approve_of_a_consumed_id_is_refused(h: Harness) -> None:
     pending = await request_risky(h, "run: echo once &gt;&gt; log.txt")
     log = h.workdir / "log.txt"
@@ -1277,7 +1296,7 @@ async def test_a_request_is_decided_from_the_approvers_channel_and_every_copy_up
         # The operator's `approvals show` lists both notices and the decisions so far.
         out = io.StringIO()
         args = argparse.Namespace(verb="show", id=pending.approval_id, json=False)
-        assert await run_approvals_command(h.service.runtime, args, out) == 0
+        assert await run_approvals_command(h.service.runtime.wing, args, out) == 0
         shown = out.getvalue()
         assert f"notice slack:{TEAM_ID}:{CHANNEL}  channel={CHANNEL}" in shown
         assert f"notice slack:{TEAM_ID}:{approvers_channel}  channel={approvers_channel}" in shown
@@ -1291,17 +1310,12 @@ async def test_a_decision_from_the_shell_updates_the_notice_and_the_run_answers_
 
     log = h.workdir / "log.txt"
     pending = await request_risky(h, "run: echo ran &gt;&gt; log.txt")
-    env = clean_env(
-        REDIS_URL=redis_url,
-        CLAWGATE_REDIS_PREFIX=h.prefix,
-        SLACK_BOT_TOKEN="xoxb-test",
-        SLACK_SIGNING_SECRET=SECRET,  # the same settings as serve: its env file
-        SLACK_API_URL=h.fake.base_url,
-        CLAWGATE_WORKDIR=str(h.workdir),
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=h.prefix)  # a worker runs it
+    code, out, err = await chat(
+        "", h.workdir.parent, env, "approvals", "approve", pending.approval_id, "--wait"
     )
-    code, out, err = await chat("", h.workdir, env, "approvals", "approve", pending.approval_id)
     assert code == 0, err
-    assert f"Approval {pending.approval_id} approved." in out
+    assert f"Approval {pending.approval_id} approved by operator:" in out
     assert "[exit code 0]" not in out  # the run answered where it was asked, not here
     assert log.read_text() == "ran\n"
     answers = [t for t in h.texts(CHANNEL, pending.thread_ts) if t == "[exit code 0]"]

@@ -7,8 +7,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from adapters.console.channel import render_pending, render_request, render_update
+from adapters.console.channel import render_request, render_update
 from adapters.feishu.cards import approval_card
+from adapters.pending import render_pending
 from adapters.slack.blocks import approval_blocks, fallback_text
 from adapters.slack.inbound import APPROVE_ONCE, REJECT, action_inbound
 from adapters.slack.payloads import BlockActions

@@ -20,12 +20,13 @@ from runtime.mcp.config import HttpServer, ServerRules, StdioServer
 from runtime.mcp.launch import LaunchError, environment, stdio_parameters
 from runtime.mcp.listing import Unusable, listed
 from runtime.mcp.results import MAX_OUTPUT_CHARS, result_text
-from runtime.mcp.risk import judge
+from runtime.mcp.risk import judge, read_only
 from runtime.mcp.tool import McpTool, arguments_model
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import MCP_OFF, Defaults, resolve
 from runtime.providers.names import name_map, wire_name
 from runtime.risk.policy import Verdict
+from runtime.tools.base import ToolContext
 from runtime.tools.sandbox import NetworkAccess, Sandbox, SandboxMode
 
 SCHEMA: dict[str, Any] = {
@@ -148,6 +149,30 @@ def test_the_policy_and_trusted_annotations_lower_or_raise_the_default(
     raw = tool(read_only=hints.get("read_only"), destructive=hints.get("destructive"))
     decision = judge("gh.create", "gh", listed(raw), server, frozenset(safe))
     assert decision.verdict == verdict
+
+
+@pytest.mark.parametrize(
+    ("rules", "hints", "expected"),
+    [
+        ({}, {}, False),
+        ({"read_only": ["create"]}, {}, True),
+        ({"read_only": ["*"]}, {}, True),
+        ({"read_only": ["other"]}, {}, False),
+        ({}, {"read_only": True}, False),  # the server's word counts only when trusted
+        ({"trust_annotations": True}, {"read_only": True}, True),
+        ({"trust_annotations": True}, {"read_only": True, "destructive": True}, False),
+    ],
+)
+def test_an_mcp_tool_runs_again_after_a_crash_only_where_an_admin_trusts_it_read_only(
+    rules: dict[str, Any], hints: dict[str, bool], expected: bool
+) -> None:
+    server = HttpServer(url="http://h/mcp", **rules)
+    raw = tool(read_only=hints.get("read_only"), destructive=hints.get("destructive"))
+    assert read_only(listed(raw), server) is expected
+    connection = SimpleNamespace(name="gh", rules=server)
+    effects = McpTool(connection, listed(raw)).effects(ToolContext("s1", Path(".")))
+    assert effects.again is expected
+    assert effects.kind == ("mcp-read-only" if expected else "mcp")
 
 
 def test_a_signature_changes_with_the_schema() -> None:

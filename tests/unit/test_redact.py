@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from adapters.console.channel import render, render_pending, render_request
+from adapters.console.channel import render, render_request
 from adapters.feishu.cards import approval_card
+from adapters.pending import render_pending
 from adapters.slack.blocks import approval_blocks
 from bot.cli_approvals import rows
 from bot.tables import print_table
@@ -32,6 +33,8 @@ MASKED = [
     (f"origin https://{PAT}@github.com/org/repo.git (fetch)",
      "origin https://[redacted]@github.com/org/repo.git (fetch)"),
     (f"token {PAT}", "token [redacted]"),
+    # A key masked first, then its header: masked once, nothing of it left over.
+    ('-H "Authorization: Bearer sk-abcdefghijklmnopqrstuvwx"', '-H "Authorization: [redacted]"'),
     ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", MASK),
     ("gho_abcdefghijklmnopqrstuvwxyz0123456789", MASK),
     ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", MASK),
