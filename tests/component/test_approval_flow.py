@@ -155,9 +155,8 @@ async def test_model_repeating_a_rejected_call_stops_the_loop(
     assert len(fake_openai.requests) == 2
 
 
-async def test_two_gated_calls_of_one_turn_are_asked_together_and_run_in_order(
-    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
-) -> None:
+def two_gated_calls(workdir: Path, fake_openai: FakeOpenAI) -> None:
+    """A model turn removing a.txt and b.txt (each asks) with a read between them."""
     for name in ("a.txt", "b.txt"):
         (workdir / name).write_text(name)
     fake_openai.script = [
@@ -168,6 +167,12 @@ async def test_two_gated_calls_of_one_turn_are_asked_together_and_run_in_order(
         ),
         reply("both gone"),
     ]
+
+
+async def test_two_gated_calls_of_one_turn_are_asked_together_and_run_in_order(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    two_gated_calls(workdir, fake_openai)
     runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
     first = await runtime.run("s4", "clean up", ALICE, HERE)
     assert first.approval_id is not None

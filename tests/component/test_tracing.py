@@ -35,6 +35,7 @@ from runtime.tracing import hooks, recorder
 from runtime.tracing.document import SpanDoc, TraceDoc, TraceLink
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
+from tests.component.test_approval_flow import two_gated_calls
 from tests.conftest import CLUSTER, keeps_cluster_setting
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.http_client import serving_app
@@ -234,16 +235,7 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
 async def test_a_batch_pauses_at_each_call_and_its_resume_hangs_under_the_first(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    for name in ("a.txt", "b.txt"):
-        (workdir / name).write_text(name)
-    fake_openai.script = [
-        calls(
-            ("call_a", "bash", {"command": "rm a.txt"}),
-            ("call_r", "read", {"path": "b.txt"}),
-            ("call_b", "bash", {"command": "rm b.txt"}),
-        ),
-        reply("both gone"),
-    ]
+    two_gated_calls(workdir, fake_openai)
     runtime, channel, store = traced(redis, workdir, openai(fake_openai))
     first = await runtime.run("t8", "clean up", ALICE, HERE)
     (requested,) = channel.of(ApprovalRequested)
