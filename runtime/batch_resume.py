@@ -4,8 +4,8 @@ order: an approved one runs exactly once (approved -> executing -> consumed, as 
 approval), a rejected or expired one is answered as such, and the calls that needed nobody keep
 their place between them. Every answer is in history before the next call starts, so a retake
 (the resuming job delivered again after its process died) goes on from what history records:
-nothing runs twice, and only the call that may have been running when the process died ends
-"outcome unknown"."""
+nothing runs twice; a call the dead process may have run ends "outcome unknown" unless its mark
+in the run journal says it never started or may run again (runtime/unfinished.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from runtime.models import (
     ToolStatus,
 )
 from runtime.store.history import HistoryStore
+from runtime.store.runs import CallMark
 from runtime.tracing import hooks as tracing
 
 CANCELLED = "not executed: the run was cancelled before this call"
@@ -76,18 +77,24 @@ class BatchResume:
         prior = list(checkpoint.prior_results)
         repeats = self.loop.repeats(state, calls)
         unsure = retaken  # the first call without an answer may have been running
+        journal = self.loop.journal
+        marks = None if journal is None or not retaken else await journal.marks(state.session)
+
+        def maybe_ran(call: ToolCall) -> bool:
+            return self._maybe_ran(call, marks, checkpoint.history_len)
+
         index = checkpoint.start
         while index < len(calls):
             call = calls[index]
             answered = self._answered(state, call)
             if answered is None:
-                if index > last and not (unsure and self._maybe_ran(call)):
+                if index > last and not (unsure and maybe_ran(call)):
                     break  # the rest of the turn runs as any batch does (it may ask again)
                 if index in repeats:  # answered as the call it repeats
                     answered = await self._record(state, duplicate(prior[repeats[index]], call))
                 elif index in items:
                     answered = await self._item(state, *items[index], unsure)
-                elif unsure and self._maybe_ran(call):
+                elif unsure and maybe_ran(call):
                     unknown = _failed(call, OUTCOME_UNKNOWN, ToolStatus.ERROR)
                     answered = await self._record(state, unknown)
                 else:
@@ -186,10 +193,15 @@ class BatchResume:
         state.history.append(result.to_message())  # recorded by the consuming script
         return result
 
-    def _maybe_ran(self, call: ToolCall) -> bool:
-        """Whether running the call again could repeat an effect (not side-effect free)."""
-        tool = self.loop.registry.resolve(call.name)
-        return tool is None or not tool.parallel_safe
+    def _maybe_ran(self, call: ToolCall, marks: dict[str, CallMark] | None, since: int) -> bool:
+        """Whether the call may have taken effect in the process that died, so that it must
+        not run again: by its mark in the run journal (runtime/unfinished.py; a call of this
+        resume is marked at a history length from `since` on), else by its tool."""
+        if marks is None:
+            tool = self.loop.registry.resolve(call.name)
+            return tool is None or not (tool.parallel_safe or tool.side_effect_free or tool.keyed)
+        mark = marks.get(call.id)
+        return mark is not None and mark.at >= since and not mark.again
 
     async def _free(self, state: RunState, call: ToolCall) -> ToolResult:
         """A call of the batch that needed nobody: run in its place."""

@@ -439,20 +439,23 @@ async def test_a_question_is_never_batched_it_is_asked_after_the_batch(
     assert [cid for cid, _ in tools_sent(fake_openai)] == ["c1", "c2", "q1"]
 
 
+@pytest.mark.parametrize("started", [True, False])
 async def test_a_resume_killed_after_the_batch_never_runs_the_rest_of_the_turn_twice(
-    redis: aioredis.Redis, workdir: Path
+    redis: aioredis.Redis, workdir: Path, started: bool
 ) -> None:
+    """Killed once the write after the batch ran (its outcome is unknown), or before it
+    started (its mark says so: it runs on the retake)."""
     files(workdir, "a.txt", "b.txt")
     notes = ("w1", "write", '{"path": "notes.txt", "content": "x"}')
     more = ("w2", "write", '{"path": "more.txt", "content": "y"}')
     model = Scripted(asks(bash("c1", "rm a.txt"), bash("c2", "rm b.txt"), notes, more))
     model.steps.append(says("written"))
-    ran = Calls(before=["w2"])
+    ran = Calls(crash=["w2"]) if started else Calls(before=["w2"])
     first, channel = runtime_with(redis, workdir, model, ran)
     await first.run("k4", "clean up", ALICE, HERE, job="j1")
     notice = channel.of(ApprovalRequested)[0].notice
     await first.decide(notice.items[0].approval_id, True, ADMIN, HERE, job="d1")
-    try:  # dies at the second write after the batch, the first one done
+    try:  # dies at the second write after the batch
         await first.decide(notice.items[1].approval_id, True, ADMIN, HERE, job="d2")
         raise AssertionError("the process should have died")
     except Crash:
@@ -461,8 +464,9 @@ async def test_a_resume_killed_after_the_batch_never_runs_the_rest_of_the_turn_t
     second, channel = runtime_with(redis, workdir, model, ran)
     again = await second.decide(notice.items[1].approval_id, True, ADMIN, HERE, job="d2")
     assert again.accepted, again.message
-    assert ran.ran == ["c1", "c2", "w1"]  # nothing twice; w2 may have been running: unknown
+    assert ran.ran == ["c1", "c2", "w1", "w2"]  # each once
     answers = [m for m in await second.history.load("k4") if m.role == "tool"]
     assert [m.tool_call_id for m in answers] == ["c1", "c2", "w1", "w2"]
-    assert answers[-1].content.startswith("outcome unknown")
+    assert answers[-1].content.startswith("outcome unknown") is started
+    assert (workdir / "more.txt").exists()
     assert replies(channel)[-1] == "written"
