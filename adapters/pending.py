@@ -21,7 +21,10 @@ def render_pending(notice: ApprovalNotice) -> str:
             f"{notice.approval_id}  {notice.status:<9} question: {notice.question}  "
             f"(to {notice.requester}, expires {expiry(notice)})"
         )
+    batch = f"  [batch {notice.batch}]" if notice.batch else ""
     return (
         f"{notice.approval_id}  {notice.status:<9} {notice.tool}: {notice.arguments}  "
-        f"(by {notice.requester}, expires {expiry(notice)})" + (f"  [{quorum}]" if quorum else "")
+        f"(by {notice.requester}, expires {expiry(notice)})"
+        + (f"  [{quorum}]" if quorum else "")
+        + batch
     )

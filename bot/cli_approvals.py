@@ -39,7 +39,16 @@ Deliver = Callable[[ApprovalRecord, Actor, DecisionRequest], Awaitable[int]]
 REFUSED = 1  # the decision was refused (here, or by the worker); the reason is on stderr
 QUEUED = 3  # no worker took it in time: it waits in the inbox and runs when a worker does
 FAILED = 4  # the worker failed to carry it out, or (--wait) the call or its run failed
-COLUMNS = ("ID", "STATUS", "TOOL", "CONVERSATION", "REQUESTER", "EXPIRES (UTC)", "ARGUMENTS")
+COLUMNS = (
+    "ID",
+    "STATUS",
+    "TOOL",
+    "CONVERSATION",
+    "REQUESTER",
+    "EXPIRES (UTC)",
+    "BATCH",
+    "ARGUMENTS",
+)
 
 
 def _when(ms: int | None) -> str:
@@ -62,6 +71,7 @@ def rows(notices: list[ApprovalNotice]) -> list[tuple[str, ...]]:
             n.conversation,
             n.requester,
             _when(n.expires_at),
+            n.batch or "-",
             n.arguments,
         )
         for n in notices
@@ -97,15 +107,23 @@ async def _show(
 ) -> int:
     """One approval: its fields, every notice posted, and its audit trail."""
     loaded = await view.load(approval_id)
+    items = None if loaded is not None else await view.store.batch_items(approval_id)
+    if items is not None:  # a batch's id: its calls, each shown by its own id
+        batch = {"batch": approval_id.strip().lower(), "items": items}
+        say(json.dumps(batch) if as_json else f"batch {batch['batch']}: {' '.join(items)}")
+        return 0
     if loaded is None:
         print(f"clawgate: unknown approval id {approval_id!r}", file=sys.stderr)
         return 1
     record, checkpoint = loaded
     trail = await view.trail(record)
     trail = [{k: redact_text(v) if isinstance(v, str) else v for k, v in e.items()} for e in trail]
+    # A batch: its id (deciding it decides every item) and its items, in the model's order.
+    batch = {"batch": checkpoint.id, "batch_items": checkpoint.batch} if checkpoint.batch else {}
     if as_json:
         dumped = record.model_dump(mode="json")
         dumped |= _redacted(record)
+        dumped |= batch
         say(json.dumps({**dumped, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
         return 0
     hidden = {"arguments", "notice", "copies", "schema_version"}
@@ -116,6 +134,8 @@ async def _show(
     fields["conversation"] = record.conversation.id
     fields["requester"] = record.requester.key
     fields |= _redacted(record)
+    if batch:
+        fields["batch"] = f"{checkpoint.id}  (items: {', '.join(checkpoint.batch)})"
     if checkpoint.trace_id:
         fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
     width = max(map(len, fields)) + 1

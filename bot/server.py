@@ -376,7 +376,10 @@ async def _feishu(settings: Settings, ingest: Ingest, runtime: Runtime) -> Feish
 async def _notice(runtime: Runtime, approval_id: str) -> ApprovalNotice | None:
     """An approval as the chats show it (redacted), for the card a click is answered with."""
     loaded = await runtime.approvals.load(approval_id)
-    return notice_of(loaded[0]) if loaded is not None else None
+    if loaded is None:
+        return None
+    record, checkpoint = loaded
+    return notice_of(record, checkpoint.id if checkpoint.batch else "")
 
 
 def _feishu_reader(

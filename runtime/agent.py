@@ -19,13 +19,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from runtime.approval.decisions import Answer, Decided, Decision, Retaken
+from runtime.approval.decisions import Answer, Batch, Decided, Decision, Retaken
 from runtime.approval.grants import GrantTerms
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, HeldMessage
 from runtime.approval.notices import is_last
 from runtime.approval.store import ApprovalStore
 from runtime.approval.wing import ApprovalWing
 from runtime.audit import AuditLog
+from runtime.batch_resume import BatchResume
+from runtime.batch_runs import BatchRuns, Recorded
 from runtime.channel import ApprovalNotice, Channel, Event, Notice, RedactingChannel, RunFinished
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
 from runtime.executor import Emit
@@ -60,7 +62,6 @@ WAITING = "Waiting for a decision on approval {id}; your message will run after 
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 Release = Callable[[str, ConversationRef], Awaitable[None]]
 # Told of a decision recorded (the record, the grant's note) before its run goes on.
-Recorded = Callable[[ApprovalRecord, str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,10 @@ class Runtime:
         )
         self.settlement, self.decisions = wing.settlement, wing.decisions
         self.suspender, self.approved_calls = wing.suspender, wing.approved_calls
-        self.retake = Retake(self.loop, wing)
+        resume = BatchResume(self.loop, history, wing.approved_calls, wing.settlement)
+        runtime = (self._context, self._emitter, self._drive, self.release_held)
+        self.batch_runs = BatchRuns(wing.decisions, self.runs, self.tracer, resume, runtime)
+        self.retake = Retake(self.loop, wing, resume)
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
         async def emit(event: Event) -> None:
@@ -280,6 +284,9 @@ class Runtime:
             return decided
         if isinstance(decided, Retaken):
             return await self._continue_decided(decided, job)
+        if isinstance(decided, Batch) or decided.checkpoint.batch:  # runtime/batch_runs.py
+            asked = (approve, actor, conversation, reason, always, job)
+            return await self.batch_runs.decided(decided, asked, self._decide, recorded)
         record = decided.record
         note = await self.decisions.announce(decided, actor, always)
         if recorded is not None:
@@ -332,18 +339,10 @@ class Runtime:
         loop goes on. Also returns how many messages were held when the session was
         released."""
         record, checkpoint = decided.record, decided.checkpoint
-        emit = self._emitter(checkpoint.conversation)
-        ctx = self._context(checkpoint.session, checkpoint.actor, checkpoint.conversation)
-        ctx.policy = decided.policy  # read just before the decision: fresh enough to run with
-        state = RunState.of(
-            decided.window,
-            checkpoint.session,
-            ctx,
-            emit,
-            step=checkpoint.step,
-            resumed_from=record.id,
-            policy_read_at=decided.policy_read_at,
-        )
+        # The policy read just before the decision: fresh enough to run with.
+        policy = (decided.policy, decided.policy_read_at)
+        state = self.batch_runs.resumed(checkpoint, decided.window, record.id, policy)
+        ctx = state.ctx
         call = checkpoint.calls[checkpoint.index]
         tracing.begin_step(checkpoint.step, resumed=record.id, call=(call.id, checkpoint.index))
         first, held = decided.result, decided.held
@@ -400,6 +399,7 @@ class Runtime:
     async def release_held(self, session: str) -> RunResult | None:
         """Run the messages held during a wait, in order, until one suspends again. Each
         stays in its list until its run finished: a crash mid-way retakes it."""
+        await self.batch_runs.expired(session)
         result = None
         while (raw := await self.runs.first_held(session)) is not None:
             message = HeldMessage.model_validate_json(raw)

@@ -108,6 +108,11 @@ class ApprovalNotice:
     options: tuple[str, ...] = ()
     allow_other: bool = False
     answer: str | None = None
+    # A batch: the calls of one model turn put to approvers together. `batch` is its id (on
+    # every item's notice: `/approve <it>` decides them all); the notice posted for it is
+    # its lead's, with every item's notice in `items`, in the model's order.
+    batch: str = ""
+    items: tuple[ApprovalNotice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +177,7 @@ def shown_notice(notice: ApprovalNotice) -> ApprovalNotice:
         question=shown(notice.question),
         options=tuple(map(shown, notice.options)),
         answer=notice.answer and shown(notice.answer),
+        items=tuple(map(shown_notice, notice.items)),
     )
 
 

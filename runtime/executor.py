@@ -27,6 +27,7 @@ from runtime.models import ToolCall, ToolResult, ToolStatus
 from runtime.outputs import keep
 from runtime.redact import one_line, redact_text
 from runtime.tools.base import Effects, ToolCancelled, ToolContext, ToolError
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
@@ -144,7 +145,7 @@ class ToolExecutor:
         for item in prepared:
             if isinstance(item, ToolInvocation) and grants and item.call.id in grants:
                 item.grant = grants[item.call.id]
-        duplicate_of = _duplicates(prepared)
+        duplicate_of = duplicates_in(prepared)
 
         if len(prior) != start:
             raise ValueError("a resumed batch needs exactly one prior result per call before start")
@@ -170,7 +171,7 @@ class ToolExecutor:
                 continue
             item = prepared[i]
             if i in duplicate_of:
-                result = _duplicate(results[duplicate_of[i]], calls[i])
+                result = duplicate(results[duplicate_of[i]], calls[i])
                 tracing.tool_result(calls[i], i, canonical_arguments, result)
             elif isinstance(item, ToolResult):
                 result = self._shape(item)
@@ -187,6 +188,34 @@ class ToolExecutor:
                 return BatchOutcome(results[start:], suspended_at=i)
             i += 1
         return BatchOutcome(results[start:])
+
+    async def judge(
+        self, calls: Sequence[ToolCall], ctx: ToolContext, start: int, most: int
+    ) -> list[tuple[int, ToolResult]]:
+        """The calls from `start` on that would wait for a human, without running any: each
+        goes through the chain to its end, which answers in the tool's stead. Up to `most`,
+        and not past a question (the clarify tool's call stays alone: it is asked after)."""
+        waiting: list[tuple[int, ToolResult]] = []
+        prepared = [self.prepare(call, ctx) for call in calls]
+        duplicate_of = duplicates_in(prepared)
+        for i in range(start, len(calls)):
+            item = prepared[i]
+            if isinstance(item, ToolResult) or i in duplicate_of:
+                continue  # refused as it is, or answered by the call it repeats
+            item.judging = True
+            try:
+                result = await build_chain(self.middlewares, _judged)(item)
+            except LeaseLapsed:
+                raise
+            except Exception:  # fail closed: not batched, judged again when its turn comes
+                log.exception("judging %s for its batch failed", item.call.name)
+                break
+            if result.status is not ToolStatus.SUSPENDED:
+                continue
+            if item.tool.name == ClarifyTool.name or len(waiting) == most:
+                break
+            waiting.append((i, result))
+        return waiting
 
     @staticmethod
     def _parallel_group(
@@ -352,7 +381,12 @@ class ToolExecutor:
             await save(done)
 
 
-def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:
+async def _judged(invocation: ToolInvocation) -> ToolResult:
+    """The chain's end while judging: the call would run (it does not)."""
+    return _error(invocation.call, "(judged only)", ToolStatus.COMPLETED)
+
+
+def duplicates_in(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, int]:
     """Index of each identical repeat -> index of its first occurrence in the batch."""
     first_of: dict[str, int] = {}
     duplicate_of: dict[int, int] = {}
@@ -369,7 +403,7 @@ def _duplicates(prepared: Sequence[ToolInvocation | ToolResult]) -> dict[int, in
     return duplicate_of
 
 
-def _duplicate(original: ToolResult, call: ToolCall) -> ToolResult:
+def duplicate(original: ToolResult, call: ToolCall) -> ToolResult:
     note = f"(identical to call {original.call_id}, which ran once)"
     return original.model_copy(
         update={

@@ -15,7 +15,7 @@ from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import Reply, Writing
 from runtime.context.compactor import Context, compacting
-from runtime.executor import Emit, ToolExecutor
+from runtime.executor import Emit, ToolExecutor, duplicates_in
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
 from runtime.models import (
@@ -39,6 +39,7 @@ from runtime.store.history import HistoryStore, Window
 from runtime.store.runs import CallMark, RunJournal
 from runtime.store.summary import Summary
 from runtime.tools.base import Effects, ToolContext
+from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 
@@ -52,6 +53,8 @@ EMPTY_ANSWER = "(the model returned an empty answer)"
 # start and before the step's calls run when older (a deny made while the model answered
 # applies to the calls of that answer). Saves a Redis round trip per quick step.
 POLICY_MAX_AGE = 1.0
+# Calls of one model turn put to approvers together, at most (one notice holds them all).
+MAX_BATCH = 10
 
 
 @dataclass(slots=True)
@@ -117,6 +120,9 @@ class Suspension:
     prior: list[ToolResult]  # results of calls[:index]
     result: ToolResult  # the suspended call's result, with the risk reasons
     unsaved: list[Message]  # the turn so far, for history: written with the checkpoint
+    # The later calls of the turn that need a human too (index, judged result): put to the
+    # approvers in one batch with the suspended call.
+    more: tuple[tuple[int, ToolResult], ...] = ()
 
 
 def answer_key(session: str, index: int) -> str:
@@ -338,13 +344,12 @@ class AgentLoop:
         produced = [*unsaved, *(r.to_message() for r in done[saved:])]
         if outcome.suspended_at is not None:
             # Not appended here: the checkpoint write appends them in the same atomic step.
+            at, first = outcome.suspended_at, outcome.results[-1]
+            more = []
+            if first.tool != ClarifyTool.name:  # a question is asked alone
+                more = await self._executor(state).judge(calls, state.ctx, at + 1, MAX_BATCH - 1)
             suspension = Suspension(
-                state.step,
-                calls,
-                outcome.suspended_at,
-                [*prior, *done],
-                outcome.results[-1],
-                produced,
+                state.step, calls, at, [*prior, *done], first, produced, tuple(more)
             )
             return self.result(state, StopReason.APPROVAL_REQUIRED), suspension
         await self.append(state, produced)
@@ -352,12 +357,20 @@ class AgentLoop:
             return self.result(state, StopReason.CANCELLED), None
         return None
 
-    async def run_granted(self, state: RunState, call: ToolCall, approval_id: str) -> ToolResult:
-        """Run one approved call through the whole chain; history is the caller's business."""
-        outcome = await self._executor(state).execute(
-            [call], state.ctx, grants={call.id: approval_id}
-        )
+    async def run_granted(
+        self, state: RunState, call: ToolCall, approval_id: str | None
+    ) -> ToolResult:
+        """Run one call through the whole chain, as approved by `approval_id` (None: as it
+        is); history is the caller's business."""
+        grants = None if approval_id is None else {call.id: approval_id}
+        outcome = await self._executor(state).execute([call], state.ctx, grants=grants)
         return outcome.results[0]
+
+    def repeats(self, state: RunState, calls: Sequence[ToolCall]) -> dict[int, int]:
+        """Index of each call that repeats an earlier one of `calls` -> that one's index: it
+        is answered by the earlier one's result, never run (see the executor)."""
+        executor = self._executor(state)
+        return duplicates_in([executor.prepare(call, state.ctx) for call in calls])
 
     def _executor(self, state: RunState) -> ToolExecutor:
         journal = self.journal

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
-from runtime.approval.models import ApprovalStatus
+from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.wing import ApprovalWing
+from runtime.batch_resume import BatchResume
 from runtime.channel import Notice, Reply
 from runtime.loop import EMPTY_ANSWER, AgentLoop, RunState, Suspension, answer_key
 from runtime.models import AssistantMessage, RunResult, StopReason
@@ -23,10 +24,12 @@ CONTINUING = (
 
 
 class Retake:
-    def __init__(self, loop: AgentLoop, wing: ApprovalWing) -> None:
+    def __init__(self, loop: AgentLoop, wing: ApprovalWing, batches: BatchResume) -> None:
         """`wing.worker_id`: this process's; an approval it executes in a run that failed
-        (Redis stalled) is not being executed any more when the job is tried again."""
+        (Redis stalled) is not being executed any more when the job is tried again.
+        `batches` carries a batch out (again) once it is decided."""
         self.loop = loop
+        self.batches = batches
         self.worker_id = wing.worker_id
         self.approvals = wing.store
         self.history = wing.history
@@ -43,6 +46,9 @@ class Retake:
         await state.emit(Notice(CONTINUING))
         state.step = sum(isinstance(m, AssistantMessage) for m in state.since(start))
         approval_id = await self.approvals.pending_id(state.session)
+        loaded = None if approval_id is None else await self.approvals.load(approval_id)
+        if loaded is not None and loaded[1].batch:
+            return await self._batch(state, *loaded)
         if approval_id is not None:
             waiting = await self._settle(state, approval_id)
             if waiting is not None:
@@ -71,6 +77,24 @@ class Retake:
             await state.emit(Reply(text, key=key, again=True))
             return self.loop.result(state, StopReason.FINAL, final_text=text), None
         return await self.loop.run(state)
+
+    async def _batch(
+        self, state: RunState, lead: ApprovalRecord, checkpoint: Checkpoint
+    ) -> tuple[RunResult, Suspension | None]:
+        """A session waiting for a batch: it waits on while items do (its notice posted if the
+        crash came first), else the batch's resume that died goes on where it stopped."""
+        if await self.approvals.resumer(state.session, lead.id) is not None:
+            return await self.batches(state, checkpoint, retaken=True)
+        if not lead.notified:
+            items = [r for r, _ in await self.approvals.load_batch(checkpoint)]
+            await self.suspender.notify(lead, again=True, batch=items, batch_id=checkpoint.id)
+        waiting = RunResult(
+            session=state.session,
+            stop_reason=StopReason.APPROVAL_REQUIRED,
+            steps=state.step,
+            approval_id=lead.id,
+        )
+        return waiting, None
 
     async def _unfinished(self, state: RunState, start: int) -> Unfinished | None:
         """The calls the dead process left without a result (runtime/unfinished.py), each

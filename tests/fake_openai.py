@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,9 @@ def pieces(text: str, count: int) -> list[str]:
 class FakeOpenAI:
     def __init__(self) -> None:
         self.script: list[Step] = []
+        # Answers each request from its body instead of the script (requests that arrive
+        # at once from many conversations).
+        self.respond: Callable[[dict[str, Any]], Step] | None = None
         self.requests: list[dict[str, Any]] = []
         self.models = ["fake-model", "gpt-4o-mini"]  # what GET /v1/models lists
         self.port = 0
@@ -104,9 +108,9 @@ class FakeOpenAI:
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
-        if not self.script:
+        if self.respond is None and not self.script:
             return web.json_response({"error": {"message": "script exhausted"}}, status=500)
-        step = self.script.pop(0)
+        step = self.script.pop(0) if self.respond is None else self.respond(body)
         if step.delay:
             await asyncio.sleep(step.delay)
         if step.status != 200:

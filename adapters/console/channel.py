@@ -44,9 +44,21 @@ def render_question(notice: ApprovalNotice) -> str:
     )
 
 
+def render_batch(notice: ApprovalNotice) -> str:
+    """A batch: every call with its own decision, then the one for them all."""
+    b, n = notice.batch, len(notice.items)
+    lines = [f"[{n} calls need approval: batch {b}; each runs, in order, once all are decided]"]
+    for k, item in enumerate(notice.items, 1):
+        lines += [f"({k}/{n}) " + render_request(item).removeprefix("[approval needed] ")]
+    lines.append(f"  all at once: /approve {b}  or  /reject {b} [reason]")
+    return "\n".join(lines)
+
+
 def render_request(notice: ApprovalNotice) -> str:
     if notice.kind == "question":
         return render_question(notice)
+    if notice.items:
+        return render_batch(notice)
     i = notice.approval_id
     quorum = quorum_line(notice)
     return "\n".join(
@@ -63,6 +75,8 @@ def render_request(notice: ApprovalNotice) -> str:
 
 
 def render_update(notice: ApprovalNotice) -> str:
+    if notice.items:  # a batch: how each call stands
+        return "\n".join(map(render_update, notice.items))
     head = f"[{notice.kind} {notice.approval_id} {notice.status.replace('_', ' ')}"
     if notice.answer:
         return f"{head} by {notice.decided_by}: {notice.answer}]"

@@ -185,7 +185,8 @@ class FeishuAdapter:
         if self.notice is None or click.action in (EDIT, ANSWER):
             return None
         notice = await self.notice(click.approval_id)
-        if notice is None or notice.status != "pending":
+        # An item of a batch: the batch's card keeps the other items' buttons until updated.
+        if notice is None or notice.status != "pending" or notice.batch:
             return None
         if click.action != REJECT and notice.quorum - len(notice.approved_by) > 1:
             return None

@@ -65,6 +65,54 @@ def approval_card(notice: ApprovalNotice, copy: bool = False, deciding: str = ""
     """`copy`: posted in another chat than the one that asked (it names that one);
     `deciding`: a click that decides it was taken (what it does, by whom), the decision not
     recorded yet: the buttons go, the card says so until it is updated with the outcome."""
+    if notice.items:
+        return batch_card(notice, copy)
+    pending = notice.status == "pending"
+    title = "Approval needed" if pending else "Approval"
+    return _card(title, notice.status, _elements(notice, copy, deciding))
+
+
+def batch_card(notice: ApprovalNotice, copy: bool = False) -> Card:
+    """A batch: each call with its own buttons, then approve all / reject all (each decides
+    the calls the clicker may decide); they run in the model's order once all are decided."""
+    b, n = notice.batch, len(notice.items)
+    pending = notice.status == "pending"
+    elements = [_md(f"**Batch:** {b}: the calls run in the model's order once all are decided")]
+    for k, item in enumerate(notice.items, 1):
+        elements += [{"tag": "hr"}, _md(f"**{k} of {n}**"), *_elements(item, copy, "")]
+    if pending:
+        every = [
+            _button("Approve all", APPROVE_ONCE, b, "primary"),
+            _button("Reject all", REJECT, b, "danger"),
+        ]
+        hint = f"or type /approve {b} or /reject {b} <reason>: the calls you may decide"
+        elements += [{"tag": "hr"}, _buttons(every), _plain(hint, grey=True)]
+    title = f"{n} calls need approval" if pending else f"Approvals of {n} calls"
+    return _card(title, "pending" if pending else "approved", elements)
+
+
+def _card(title: str, status: str, elements: list[Card]) -> Card:
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "width_mode": "fill"},
+        "header": {
+            "title": {"tag": "plain_text", "content": title},
+            "template": _TEMPLATES.get(status, "red"),
+        },
+        "body": {"elements": elements},
+    }
+
+
+def _buttons(buttons: list[Card]) -> Card:
+    return {
+        "tag": "column_set",
+        "flex_mode": "flow",
+        "columns": [{"tag": "column", "width": "auto", "elements": [b]} for b in buttons],
+    }
+
+
+def _elements(notice: ApprovalNotice, copy: bool, deciding: str) -> list[Card]:
+    """One call: what it is, then its buttons while pending, else its outcome."""
     i = notice.approval_id
     when = datetime.fromtimestamp(notice.expires_at / 1000, tz=UTC)
     reasons = "\n".join(f"- {r}" for r in notice.reasons) or "- risky call"
@@ -93,30 +141,14 @@ def approval_card(notice: ApprovalNotice, copy: bool = False, deciding: str = ""
         always = [_button(notice.always, APPROVE_ALWAYS, i, "default")] if notice.always else []
         buttons = [_button("Approve once", APPROVE_ONCE, i, "primary"), *always]
         buttons.append(_button("Reject", REJECT, i, "danger"))
-        elements.append(
-            {
-                "tag": "column_set",
-                "flex_mode": "flow",
-                "columns": [
-                    {"tag": "column", "width": "auto", "elements": [button]} for button in buttons
-                ],
-            }
-        )
+        elements.append(_buttons(buttons))
         if notice.editable:
             elements.append(_edit_form(notice))
         hint = f"or type /approve {i}, /approve {i} edit <json> or /reject {i} <reason>"
         elements.append(_plain(hint, grey=True))
     else:
         elements += outcome(notice)
-    return {
-        "schema": "2.0",
-        "config": {"update_multi": True, "width_mode": "fill"},
-        "header": {
-            "title": {"tag": "plain_text", "content": "Approval needed" if pending else "Approval"},
-            "template": _TEMPLATES.get(notice.status, "red"),
-        },
-        "body": {"elements": elements},
-    }
+    return elements
 
 
 def _button(label: str, action: str, approval_id: str, kind: str) -> Card:
@@ -138,7 +170,7 @@ def _edit_form(notice: ApprovalNotice) -> Card:
     submit = _button("Edit and approve", EDIT, notice.approval_id, "default")
     return {
         "tag": "form",
-        "name": "clawgate_edit",
+        "name": f"clawgate_form_{notice.approval_id}",  # unique in a batch's card
         "elements": [
             {
                 "tag": "input",

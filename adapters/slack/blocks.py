@@ -88,24 +88,37 @@ def outcome_line(notice: ApprovalNotice) -> str:
 
 def fallback_text(notice: ApprovalNotice) -> str:
     """The notification text (and what screen readers and old clients show)."""
+    if notice.items:
+        n = len(notice.items)
+        if notice.status == "pending":
+            return f"Approval needed for {n} calls (batch {notice.batch})"
+        return f"Approvals of {n} calls (batch {notice.batch}): decided"
     if notice.status == "pending":
         return f"Approval needed for {notice.tool} ({notice.approval_id})"
     return f"Approval {notice.approval_id} ({notice.tool}): {notice.status.replace('_', ' ')}"
 
 
+def _section(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _context(text: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
 def approval_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:
     """`copy`: posted in another conversation than the one that asked (it names that one)."""
-    i = notice.approval_id
+    if notice.items:
+        return batch_blocks(notice, copy)
     header = ":lock: *Approval needed*" if notice.status == "pending" else "*Approval*"
-    blocks: list[Block] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": header}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _details(notice, copy)}},
-    ]
+    return [_section(header), _section(_details(notice, copy)), *_decision(notice)]
+
+
+def _decision(notice: ApprovalNotice, block_id: str = "clawgate_approval") -> list[Block]:
+    """The buttons of a pending call (and how to type the decision), else its outcome."""
+    i = notice.approval_id
     if notice.status != "pending":
-        blocks.append(
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": outcome_line(notice)}]}
-        )
-        return blocks
+        return [_context(outcome_line(notice))]
     buttons = [
         _button("Approve once", APPROVE_ONCE, i, "primary"),
         *([_button(notice.always, APPROVE_ALWAYS, i, None)] if notice.always else []),
@@ -114,8 +127,29 @@ def approval_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:
     if notice.editable:
         buttons.insert(-1, _button("Edit and approve…", EDIT, f"{i}\n{notice.editable}", None))
     typed = f"or type `/approve {i}`, `/approve {i} edit <json>` or `/reject {i} <reason>`"
-    blocks.append({"type": "actions", "block_id": "clawgate_approval", "elements": buttons})
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": typed}]})
+    return [{"type": "actions", "block_id": block_id, "elements": buttons}, _context(typed)]
+
+
+def batch_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:
+    """A batch: each call with its own buttons, then approve all / reject all (each decides
+    the calls the clicker may decide). Up to 10 calls: 4 blocks each, within Slack's 50."""
+    b, n = notice.batch, len(notice.items)
+    pending = notice.status == "pending"
+    head = f":lock: *{n} calls need approval*" if pending else f"*Approvals of {n} calls*"
+    blocks = [_section(f"{head} (batch `{b}`): they run in the model's order once all are decided")]
+    for k, item in enumerate(notice.items, 1):
+        blocks += [{"type": "divider"}, _section(f"*{k} of {n}*\n{_details(item, copy)}")]
+        blocks += _decision(item, f"clawgate_approval_{item.approval_id}")
+    if pending:
+        every = [
+            _button("Approve all", APPROVE_ONCE, b, "primary"),
+            _button("Reject all", REJECT, b, "danger"),
+        ]
+        blocks += [
+            {"type": "divider"},
+            {"type": "actions", "block_id": "clawgate_batch", "elements": every},
+            _context(f"or type `/approve {b}` or `/reject {b} <reason>`: the calls you may decide"),
+        ]
     return blocks
 
 

@@ -80,6 +80,15 @@ class Decided:
     # The conversation's policy read for the decision, and when: the resumed run uses it.
     policy: EffectivePolicy
     policy_read_at: float
+    claim: str = ""  # an item of a batch: whether this decision claimed its resume (Transition)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The id decided is a batch's: its approvals, in the model's order, are decided one by
+    one (those the decider may decide)."""
+
+    items: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +184,7 @@ class Decisions:
         always: GrantTerms | None,
         job: str = "",
         edit: str | None = None,
-    ) -> Decision | Decided | Retaken:
+    ) -> Decision | Decided | Retaken | Batch:
         """Check who may decide, then run the decision script: a refusal, what was decided
         (audited), or for a retake of `job` (the deciding job) its earlier decision. `edit`:
         the call's arguments as the approver changed them (JSON), approved as edited.
@@ -185,11 +194,8 @@ class Decisions:
         attempt = "answer" if answer is not None else "approve" if approve else "reject"
         loaded = await self.approvals.load(approval_id.strip().lower())
         if loaded is None:
-            message = f"unknown approval id {approval_id!r}"
-            await audit_refusal(
-                self.audit, approval_id, actor, "unknown_id", message, attempt=attempt
-            )
-            return refused(message)
+            attempt = attempt if edit is None else "edit"
+            return await self._batch_or_unknown(approval_id, actor, attempt)
         record, checkpoint = loaded
         if conversation is not None and routed_to(record, conversation, actor):
             conversation = record.conversation  # a copy of the notice: as good as the thread
@@ -216,7 +222,7 @@ class Decisions:
             record, checkpoint = edited.record, edited.checkpoint
         call = checkpoint.calls[checkpoint.index]
         # A question's result holds the answer; people see it redacted.
-        rejected = None if approve else rejection(call, actor, reason)
+        rejected = None if approve else rejection(call, actor.key, reason)
         recorded = rejected if answer is None else answered(call, answer)
         reason = reason if answer is None else redact_text(answer)
         transition, window = await self.approvals.decide(
@@ -233,11 +239,12 @@ class Decisions:
             job=job,
             window=True,
             answer=answer,
+            batch=checkpoint.batch,
         )
         if transition.outcome == "retaken":
             return Retaken(record, checkpoint)
         if transition.outcome in ("partial", "counted"):
-            return await self.counted(record, actor, transition)
+            return await self.counted(record, checkpoint, actor, transition)
         if not transition.ok:
             return refused(
                 await self.transition_refused(record, checkpoint, transition, actor, attempt)
@@ -252,8 +259,28 @@ class Decisions:
         await self._audit_decided(decided, checkpoint, actor, always)
         assert window is not None  # read for every decision made
         return Decided(
-            decided, checkpoint, window, recorded, transition.held, policy, policy_read_at
+            decided,
+            checkpoint,
+            window,
+            recorded,
+            transition.held,
+            policy,
+            policy_read_at,
+            transition.claim,
         )
+
+    async def _batch_or_unknown(
+        self, approval_id: str, actor: Actor, attempt: str
+    ) -> Decision | Batch:
+        """A batch's id (its approvals are decided one by one), or an id nobody knows."""
+        items = await self.approvals.batch_items(approval_id)
+        if items is not None and attempt not in ("answer", "edit"):
+            return Batch(items)
+        message = f"unknown approval id {approval_id!r}"
+        if items is not None:  # one call of it is answered or edited by its own id
+            message = f"{approval_id} is a batch: {attempt} one of its calls by that call's id"
+        await audit_refusal(self.audit, approval_id, actor, "unknown_id", message, attempt=attempt)
+        return refused(message)
 
     async def _audit_decided(
         self,
@@ -365,7 +392,11 @@ class Decisions:
         return edited
 
     async def counted(
-        self, record: ApprovalRecord, actor: Actor, transition: Transition
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: Actor,
+        transition: Transition,
     ) -> Decision:
         """An approval toward the N-person rule: counted (the notice shows how many so far),
         or this approver's second, which does not count."""
@@ -374,7 +405,8 @@ class Decisions:
                 f"you approved {record.id} already; it needs another approver, not you again"
             )
         approved_by = [*record.approved_by, actor.key]
-        await self.settlement.update_notice(record.model_copy(update={"approved_by": approved_by}))
+        counted = record.model_copy(update={"approved_by": approved_by})
+        await self.settlement.update_notice(counted, checkpoint)
         await self.audit.record(
             "approval_counted",
             actor.key,
@@ -396,7 +428,7 @@ class Decisions:
         """Update the notice in place and, for "approve always", add the grant; returns what
         to add to the decider's answer."""
         record = decided.record
-        await self.settlement.update_notice(record)
+        await self.settlement.update_notice(record, decided.checkpoint)
         if always is None or record.status is not ApprovalStatus.APPROVED:
             return ""
         return await self.grant(record, actor, decided.policy, always, decided.checkpoint.trace_id)
@@ -406,8 +438,17 @@ class Decisions:
     ) -> tuple[str | None, str | None]:
         """(why `actor` cannot decide it here or None, the approval's session or None): for
         platforms that must answer a click at once. Advisory: `record` checks everything
-        again atomically, so a click that passes here can still be refused there."""
+        again atomically, so a click that passes here can still be refused there. A batch's
+        id: where it may be decided (each item is checked when decided)."""
         loaded = await self.approvals.load(approval_id.strip().lower())
+        items = await self.approvals.batch_items(approval_id) if loaded is None else None
+        if items:
+            lead = await self.approvals.load(items[0])
+            record = lead[0] if lead is not None else None
+            if record is not None and (
+                record.conversation.id == conversation.id or routed_to(record, conversation, actor)
+            ):
+                return None, record.session
         if loaded is None:
             message = f"unknown approval id {approval_id!r}"
             await audit_refusal(self.audit, approval_id, actor, "unknown_id", message)
@@ -452,6 +493,65 @@ class Decisions:
                 )
                 return message, False
         reason = f"cancelled by {actor.key}"
+        if checkpoint.batch:
+            claim = await self.approvals.claim(record, checkpoint, f"cancel-{actor.key}", True)
+            if claim != "claimed":  # its resume is under way: /cancel stops the running request
+                return f"Batch {checkpoint.id} is being carried out already.", False
+            items = await self.approvals.load_batch(checkpoint)
+        else:
+            items = [(record, checkpoint)]
+        cancelled = []
+        for item, copy in items:
+            transition = await self._cancel(item, copy, actor, reason, conversation)
+            if not transition.ok and len(items) == 1:
+                message = await self.transition_refused(item, copy, transition, actor, "cancel")
+                return message, False
+            if transition.ok:
+                update = {"status": ApprovalStatus.REJECTED, "decided_by": actor.key}
+                cancelled.append(item.model_copy(update={**update, "reason": reason}))
+        APPROVALS.labels("cancelled").inc(len(cancelled))
+        settle = self.settlement
+        for item in cancelled:
+            await self.audit.record(
+                "approval_cancelled",
+                actor.key,
+                approval=item.id,
+                tool=item.tool,
+                session=item.session,
+                conversation=item.conversation.id,
+                trace=checkpoint.trace_id,
+            )
+            await settle.trace_ending(
+                "approval.cancelled", item, checkpoint, cancelled_by=actor.key
+            )
+        await settle.update_notice(cancelled[0] if cancelled else record, checkpoint)
+        await settle.close_batch(
+            record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED
+        )
+        if checkpoint.batch:
+            return f"Batch {checkpoint.id} withdrawn; none of its calls was executed.", True
+        if record.is_question:
+            return f"Question {record.id} withdrawn; the model is told it was not answered.", True
+        return f"Approval {record.id} withdrawn; the call was not executed.", True
+
+    async def _cancel(
+        self,
+        record: ApprovalRecord,
+        checkpoint: Checkpoint,
+        actor: Actor,
+        reason: str,
+        conversation: ConversationRef,
+    ) -> Transition:
+        """Reject a pending approval as withdrawn; an approved item of a batch (its resume
+        never began: the withdrawal claimed it) is rejected too."""
+        if record.status is ApprovalStatus.APPROVED and checkpoint.batch:
+            return await self.approvals.move(
+                record,
+                ApprovalStatus.APPROVED,
+                ApprovalStatus.REJECTED,
+                actor.key,
+                fields={"reason": reason, "decided_by": actor.key},
+            )
         transition, _ = await self.approvals.decide(
             record,
             False,
@@ -461,32 +561,9 @@ class Decisions:
             checkpoint_hash(checkpoint),
             self.worker_id,
             self.liveness_ttl,
+            batch=checkpoint.batch,
         )
-        if not transition.ok:
-            message = await self.transition_refused(record, checkpoint, transition, actor, "cancel")
-            return message, False
-        record = record.model_copy(
-            update={"status": ApprovalStatus.REJECTED, "decided_by": actor.key, "reason": reason}
-        )
-        APPROVALS.labels("cancelled").inc()
-        await self.audit.record(
-            "approval_cancelled",
-            actor.key,
-            approval=record.id,
-            tool=record.tool,
-            session=record.session,
-            conversation=record.conversation.id,
-            trace=checkpoint.trace_id,
-        )
-        settle = self.settlement
-        await settle.trace_ending("approval.cancelled", record, checkpoint, cancelled_by=actor.key)
-        await settle.update_notice(record)
-        await settle.close_batch(
-            record, checkpoint, f"not executed: {reason}", ToolStatus.CANCELLED
-        )
-        if record.is_question:
-            return f"Question {record.id} withdrawn; the model is told it was not answered.", True
-        return f"Approval {record.id} withdrawn; the call was not executed.", True
+        return transition
 
     async def unauthorized(
         self,

@@ -14,8 +14,8 @@ from __future__ import annotations
 _PRELUDE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function audit(event, actor, status, extra)
-  local entry = {'event', event, 'approval', ARGV[1], 'actor', actor, 'status', status,
+local function audit(event, actor, status, extra, id)
+  local entry = {'event', event, 'approval', id or ARGV[1], 'actor', actor, 'status', status,
                  'at', tostring(now)}
   for i = 1, #extra do entry[#entry + 1] = extra[i] end
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', 10000, '*', unpack(entry))
@@ -26,31 +26,56 @@ local function record_result(message, last)
   if message ~= '' then redis.call('RPUSH', KEYS[4], message) end
   if last == '1' and redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 end
+-- KEYS[8..]: the approvals of a batch, its lead first. Once none is pending, the first
+-- claimant (a job) carries out the whole batch: it becomes the run of the session (KEYS[6]),
+-- so that delivered again it continues the resume. `force`: a withdrawal, which carries
+-- nothing out, claims it even while items wait. Answers 'open' (items wait), 'claimed' (now),
+-- 'again' (by this claimant before: it died carrying it out) or 'taken' (by another).
+local function claim(claimant, force)
+  if not force then
+    for i = 8, #KEYS do
+      if redis.call('HGET', KEYS[i], 'status') == 'pending' then return 'open' end
+    end
+  end
+  local holder = redis.call('HGET', KEYS[8], 'resumer')
+  if holder then return holder == claimant and 'again' or 'taken' end
+  redis.call('HSET', KEYS[8], 'resumer', claimant)
+  if not force then redis.call('HSET', KEYS[6], 'job', claimant, 'done', '0') end
+  return 'claimed'
+end
 """
 
-# KEYS: approval, pending, session audit, history
-# ARGV: id, record json, checkpoint json, conversation id, call hash, timeout ms, ttl ms,
-#       requester, tool, approvers needed, then the turn's messages to append to history
-# The checkpoint and the history it points into are written together.
+# KEYS: approval (the lead's), pending, session audit, history, held, run, summary, then every
+#       approval of the request, the lead first
+# ARGV: lead id, conversation id, timeout ms, ttl ms, requester, count, then per approval its
+#       id, record json, checkpoint json, call hash, tool, approvers needed; then the turn's
+#       messages to append to history
+# The checkpoints and the history they point into are written together; a batch's approvals
+# share one expiry. The session waits for the lead.
 CREATE = (
     _PRELUDE
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-local expires = now + tonumber(ARGV[6])
-redis.call('HSET', KEYS[1], 'record', ARGV[2], 'checkpoint', ARGV[3], 'conversation_id', ARGV[4],
-  'call_hash', ARGV[5], 'status', 'pending', 'created_at', now, 'expires_at', expires,
-  'version', 1, 'quorum', ARGV[10])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[7]))
+local expires = now + tonumber(ARGV[3])
+local count = tonumber(ARGV[6])
+for i = 1, count do
+  local a, key = 6 + (i - 1) * 6, KEYS[7 + i]
+  redis.call('HSET', key, 'record', ARGV[a + 2], 'checkpoint', ARGV[a + 3],
+    'conversation_id', ARGV[2], 'call_hash', ARGV[a + 4], 'status', 'pending', 'created_at', now,
+    'expires_at', expires, 'version', 1, 'quorum', ARGV[a + 6])
+  redis.call('PEXPIRE', key, tonumber(ARGV[4]))
+  audit('requested', ARGV[5], 'pending', {'tool', ARGV[a + 5]}, ARGV[a + 1])
+end
 -- The waiting mark outlives the approval's own timeout by two hours (time to execute): a
 -- session can never stay stuck behind a mark that nothing will clear.
-redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[6]) + 7200000)
-for i = 11, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
-audit('requested', ARGV[8], 'pending', {'tool', ARGV[9]})
+redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[3]) + 7200000)
+for i = 7 + count * 6, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
 return {'ok', tostring(now), tostring(expires)}
 """
 )
 
-# KEYS: approval, pending, session audit, history, held, run, summary
+# KEYS: approval, pending, session audit, history, held, run, summary; for an item of a batch
+#       then the batch's approvals, its lead first
 # ARGV: id, 'approved'|'rejected'|'answered', actor, reason, conversation id ('' = operator),
 #       call hash, worker, the call's result message json when rejected or answered ('' =
 #       none), '1' = last call of its batch, the deciding job ('' = none), a question's answer
@@ -62,6 +87,9 @@ return {'ok', tostring(now), tostring(expires)}
 # status} and continues what it began. A decision answers with the history's length as it now
 # stands and the session's context summary: the resumed run reads its window right after, with
 # a plain LRANGE (see runtime/store/history.py), never through this script.
+# An item of a batch stays `approved` (or `rejected`) without touching history: the resume
+# carries the batch out in the model's order once the decision that leaves none pending
+# claims it (`claim`, answered last).
 DECIDE = (
     _PRELUDE
     + """
@@ -108,6 +136,14 @@ if ARGV[2] == 'approved' then
     redis.call('HSET', KEYS[1], 'approved_by', list)
     decided_by = table.concat(approvers, ', ')
   end
+end
+if #KEYS > 7 then
+  redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', decided_by, 'decided_at', now,
+    'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
+  audit(ARGV[2], decided_by, ARGV[2], {'reason', ARGV[4]})
+  local claimed = ARGV[10] ~= '' and claim(ARGV[10], false) or 'open'
+  return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5]),
+    redis.call('LLEN', KEYS[4]), redis.call('HGET', KEYS[7], 'record') or '', claimed}
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', decided_by, 'decided_at', now,
   'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
@@ -177,17 +213,27 @@ return redis.call('LLEN', KEYS[2])
 """
 
 # KEYS: pending, held, history
-# ARGV: approval id, then the tool messages that end the suspended batch
+# ARGV: approval id, '1' = the session waits no more, then the tool messages that end the
+#       suspended batch (or, '0', answer one call of it)
 # Ends a batch whose approval was settled without running it (expired, withdrawn, outcome
 # unknown): the messages are written only while the session still waits for this approval, so
 # a late call can never put orphan results after newer turns. Answers how many are held.
 CLOSE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  for i = 2, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
-  redis.call('DEL', KEYS[1])
+  for i = 3, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
+  if ARGV[2] == '1' then redis.call('DEL', KEYS[1]) end
 end
 return redis.call('LLEN', KEYS[2])
 """
+
+# KEYS: as DECIDE's for a batch   ARGV: lead id, claimant, '1' = even while items are pending
+# (a withdrawal). See `claim`.
+CLAIM = (
+    _PRELUDE
+    + """
+return claim(ARGV[2], ARGV[3] == '1')
+"""
+)
 
 # KEYS: approval, pending, session audit
 # ARGV: id, expected call hash, new call hash, record json, checkpoint json, quorum, actor, diff

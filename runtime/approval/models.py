@@ -24,10 +24,11 @@ def new_approval_id() -> str:
 
 # The shape of stored checkpoints and records. 1: wave 1 (no version field). 2: the version
 # field itself. 3: a record's tool signature and what its "approve always" covers. 4: a
-# record's kind (a question to the requester, with its options, and its answer). A reader
+# record's kind (a question to the requester, with its options, and its answer). 5: a
+# checkpoint's `batch` (the approvals a model turn's calls are put to together). A reader
 # upgrades older versions and refuses newer ones (a rolling deploy must not let an old
 # process misread what a new one wrote).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # How a version-2 record of an MCP tool named its signature: in its risk reasons.
 _OLD_SIGNATURE = re.compile(r"tool signature ([0-9a-f]{10})\b")
 LEGACY_NO_ALWAYS = "requested before this clawgate version named what an always would cover"
@@ -56,7 +57,7 @@ class Versioned(BaseModel):
                 f"schema_version {version!r} was written by a newer clawgate "
                 f"(this one reads up to {SCHEMA_VERSION}); upgrade this process"
             )
-        # 1 -> 2 and 3 -> 4 added only fields with defaults. 2 -> 3: an MCP tool's signature
+        # 1 -> 2, 3 -> 4 and 4 -> 5 added only fields with defaults. 2 -> 3: an MCP tool's signature
         # moves out of the reasons into its own field; what an "always" would have covered
         # was never shown, so such a record is approved once only.
         # (A record made in code names its `always`: only stored ones lack it.)
@@ -104,6 +105,15 @@ class Checkpoint(Versioned):
     history_len: int
     trace_id: str | None = None  # the suspended run's trace: a resumed run's trace links to it
     edit: str | None = None  # an approver changed the call's arguments: the diff, for the model
+    # A batch: the ids of the approvals of this turn's calls, in the model's order (the first
+    # is its lead, which the session waits for); each approval holds a copy whose `index` is
+    # its own call. Empty: one approval alone. `prior_results` end where the batch starts.
+    batch: list[str] = Field(default_factory=list)
+
+    @property
+    def start(self) -> int:
+        """The batch's first call (results before it are in `prior_results`)."""
+        return len(self.prior_results)
 
 
 class ApprovalRecord(Versioned):

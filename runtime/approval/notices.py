@@ -13,7 +13,6 @@ from runtime.approval.models import AlwaysCover, ApprovalRecord, ApprovalStatus,
 from runtime.approval.store import ApprovalStore, Transition
 from runtime.channel import ApprovalNotice, shown_notice
 from runtime.models import (
-    Actor,
     ConversationRef,
     Message,
     ToolCall,
@@ -66,9 +65,19 @@ def notes_of(record: ApprovalRecord) -> tuple[str, ...]:
     return tuple(notes)  # redacted and escaped with the rest (shown_notice)
 
 
-def notice_of(record: ApprovalRecord) -> ApprovalNotice:
-    """The record as a chat shows it: arguments redacted and cut, hidden characters escaped."""
-    return shown_notice(_notice(record))
+def notice_of(record: ApprovalRecord, batch: str = "") -> ApprovalNotice:
+    """The record as a chat shows it: arguments redacted and cut, hidden characters escaped.
+    `batch`: the id of the batch it belongs to."""
+    return shown_notice(replace(_notice(record), batch=batch))
+
+
+def batch_notice(records: Sequence[ApprovalRecord], batch: str) -> ApprovalNotice:
+    """The one notice of a batch: its lead's, holding every item's (in the model's order);
+    pending while any item is."""
+    items = tuple(notice_of(r, batch) for r in records)
+    pending = any(i.status == ApprovalStatus.PENDING for i in items)
+    status = ApprovalStatus.PENDING.value if pending else "decided"
+    return replace(items[0], items=items, status=status)
 
 
 def _notice(record: ApprovalRecord) -> ApprovalNotice:
@@ -111,9 +120,12 @@ def routed(conversation_id: str) -> ConversationRef:
     return ConversationRef(platform=conversation_id.split(":", 1)[0], id=conversation_id)
 
 
-def copies_of(record: ApprovalRecord) -> list[tuple[ConversationRef, ApprovalNotice]]:
-    """Each posted copy of the record's notice, as the conversation and the notice to update."""
-    notice = notice_of(record)
+def copies_of(
+    record: ApprovalRecord, notice: ApprovalNotice | None = None
+) -> list[tuple[ConversationRef, ApprovalNotice]]:
+    """Each posted copy of the record's notice (`notice`, else the record's own), as the
+    conversation and the notice to update."""
+    notice = notice or notice_of(record)
     return [(routed(copy["conversation"]), replace(notice, message=copy)) for copy in record.copies]
 
 
@@ -138,19 +150,21 @@ def transition_message(approval_id: str, transition: Transition, noun: str = "ap
 
 
 def is_last(checkpoint: Checkpoint) -> bool:
-    """The suspended call is the last of its batch."""
-    return checkpoint.index == len(checkpoint.calls) - 1
+    """The suspended call is the last of its model turn (never for an item of a batch: its
+    resume lets the session go once it answered them all)."""
+    return not checkpoint.batch and checkpoint.index == len(checkpoint.calls) - 1
 
 
-def rejection(call: ToolCall, decider: Actor, reason: str | None) -> ToolResult:
+def rejection(call: ToolCall, decider: str, reason: str | None) -> ToolResult:
+    """A rejected call's result, for the model; `decider`: an actor key."""
     return ToolResult(
         call_id=call.id,
         tool=call.name,
         status=ToolStatus.DENIED,
         model_text=(
-            f"rejected by {decider.key}: {reason or 'no reason given'}; the tool was not executed"
+            f"rejected by {decider}: {reason or 'no reason given'}; the tool was not executed"
         ),
-        display=f"{call.name} rejected by {decider.key}",
+        display=f"{call.name} rejected by {decider}",
     )
 
 
@@ -192,7 +206,7 @@ async def open_notices(
         loaded = await approvals.load(approval_id)
         if loaded is None or loaded[0].status not in OPEN:
             continue
-        record = loaded[0]
+        record, checkpoint = loaded
         if conversation is None or record.conversation.id == conversation.id:
-            notices.append(notice_of(record))
+            notices.append(notice_of(record, checkpoint.id if checkpoint.batch else ""))
     return notices

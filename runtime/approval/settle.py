@@ -5,9 +5,10 @@ the rest of the batch in history, and lets the session's held messages run."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
-from runtime.approval.notices import copies_of, notice_of, unanswered
+from runtime.approval.notices import batch_notice, copies_of, notice_of, unanswered
 from runtime.approval.questions import EXPIRED
 from runtime.approval.remind import Reminders
 from runtime.approval.store import ApprovalStore
@@ -19,7 +20,9 @@ from runtime.store.history import encode_message
 from runtime.store.runs import NOT_STARTED, UNMARKED, call_marks
 from runtime.tracing.recorder import Tracer
 
-# Lets a session's held messages run once its wait ended (in this process, or queued).
+EXPIRED_CALL = "not executed: the approval request expired"
+# Lets a session's held messages run once its wait ended (in this process, or queued); for a
+# batch whose last open item expired, its resume (see Runtime.release_held).
 ReleaseHeld = Callable[[ApprovalRecord], Awaitable[None]]
 
 
@@ -39,11 +42,18 @@ class Settlement:
         self.release = release
         self.reminders = Reminders(approvals, audit, send)
 
-    async def update_notice(self, record: ApprovalRecord) -> None:
-        """The notice in its thread and every copy of it, updated in place."""
-        await self.send(record.conversation, ApprovalUpdated(notice_of(record)))
-        for where, notice in copies_of(record):
-            await self.send(where, ApprovalUpdated(notice))
+    async def update_notice(self, record: ApprovalRecord, checkpoint: Checkpoint) -> None:
+        """The notice in its thread and every copy of it, updated in place: a batch's one
+        notice (its lead's) with every item as it stands, `record` as given."""
+        notice = notice_of(record)
+        if checkpoint.batch:
+            items = [r for r, _ in await self.approvals.load_batch(checkpoint)]
+            items = [record if r.id == record.id else r for r in items]
+            record = items[0]
+            notice = replace(batch_notice(items, checkpoint.id), message=record.notice)
+        await self.send(record.conversation, ApprovalUpdated(notice))
+        for where, copy in copies_of(record, notice):
+            await self.send(where, ApprovalUpdated(copy))
 
     async def sweep(self) -> int:
         """Expire overdue approvals, settle calls whose executing process died, and remind
@@ -87,9 +97,10 @@ class Settlement:
             trace=checkpoint.trace_id,
         )
         await self.trace_ending("approval.expired", record, checkpoint)
-        await self.update_notice(record)
-        expired = EXPIRED if record.is_question else "not executed: the approval request expired"
-        await self.close_batch(record, checkpoint, expired, ToolStatus.CANCELLED)
+        await self.update_notice(record, checkpoint)
+        if not checkpoint.batch:  # a batch is answered by its resume, once no item waits
+            expired = EXPIRED if record.is_question else EXPIRED_CALL
+            await self.close_batch(record, checkpoint, expired, ToolStatus.CANCELLED)
         await self.release(record)
 
     async def after_outcome_unknown(
@@ -114,7 +125,7 @@ class Settlement:
             trace=checkpoint.trace_id,
         )
         await self.trace_ending("approval.outcome_unknown", record, checkpoint)
-        await self.update_notice(record)
+        await self.update_notice(record, checkpoint)
         await self.send(
             record.conversation,
             Reply(
@@ -122,12 +133,13 @@ class Settlement:
                 "it may or may not have taken effect, and it will not be run again."
             ),
         )
-        await self.close_batch(
-            record,
-            checkpoint,
-            "outcome unknown: the process executing this call stopped; it was not run again",
-            ToolStatus.ERROR,
-        )
+        unknown = "outcome unknown: the process executing this call stopped; it was not run again"
+        if checkpoint.batch:  # its own answer: the resume of its batch goes on after it
+            message = unanswered([checkpoint.calls[checkpoint.index]], unknown, ToolStatus.ERROR)
+            encoded = [encode_message(m) for m in message]
+            await self.approvals.close(checkpoint.session, checkpoint.batch[0], encoded, False)
+            return
+        await self.close_batch(record, checkpoint, unknown, ToolStatus.ERROR)
         if run_held:
             await self.release(record)
 
@@ -168,11 +180,10 @@ class Settlement:
     ) -> None:
         """A run ends at its suspended call: give that call and the rest of its batch a result
         in history, so the conversation stays well-formed for the model; then the session
-        stops waiting."""
-        calls = checkpoint.calls[checkpoint.index :]
+        stops waiting. A batch's from its first call on (none of it was carried out)."""
+        calls = checkpoint.calls[checkpoint.start if checkpoint.batch else checkpoint.index :]
         messages = unanswered(
             calls, text, status, rest="not executed: the run ended before this call"
         )
-        await self.approvals.close(
-            checkpoint.session, record.id, [encode_message(m) for m in messages]
-        )
+        lead = checkpoint.batch[0] if checkpoint.batch else record.id
+        await self.approvals.close(checkpoint.session, lead, [encode_message(m) for m in messages])

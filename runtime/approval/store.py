@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -71,6 +72,10 @@ class Transition:
     held: int = 0  # messages held in the session, when the transition released it
     approvals: int = 0  # `partial` (counted, more needed) and `counted` (this one before)
     needed: int = 1
+    # An item of a batch decided: whether this decision claimed the batch's resume (`claimed`),
+    # items still wait (`open`), or another claimed it (`taken`; or `again`, the deciding job
+    # itself, which is told `retaken` first). "" for a single approval.
+    claim: str = ""
 
     @property
     def ok(self) -> bool:
@@ -84,7 +89,8 @@ def _transition(reply: list[Any]) -> Transition:
     status = str(reply[1]) if len(reply) > 1 and outcome != "ok" else None
     decided_by = str(reply[2]) if len(reply) > 2 and reply[2] else None
     held = int(reply[3]) if len(reply) > 3 else 0
-    return Transition(outcome, status, decided_by, held)
+    claim = str(reply[6]) if len(reply) > 6 else ""
+    return Transition(outcome, status, decided_by, held, claim=claim)
 
 
 class ApprovalStore:
@@ -107,6 +113,7 @@ class ApprovalStore:
         self._release = redis.register_script(lua.RELEASE)
         self._close = redis.register_script(lua.CLOSE)
         self._flag = redis.register_script(lua.FLAG)
+        self._claim = redis.register_script(lua.CLAIM)
         self.grants = GrantStore(redis, keys)  # what "approve always" leaves behind
         self.changes = UnapprovedChanges(redis, keys)  # written unasked since the last decision
         # approval id -> session never changes: remembering it saves a round trip per decision.
@@ -130,52 +137,109 @@ class ApprovalStore:
 
     async def create(
         self,
-        record: ApprovalRecord,
-        checkpoint: Checkpoint,
+        items: Sequence[tuple[ApprovalRecord, Checkpoint]],
         messages: list[str],
         timeout_s: float | None = None,
-    ) -> ApprovalRecord:
-        """One atomic write of the record, its checkpoint and the turn's `messages` appended to
-        history (the CREATE script); the session is marked pending. The id index and the
-        sweeper's hint travel in the same round trip: they live outside the session's slot.
-        `timeout_s` is the conversation's approval timeout (default: the store's)."""
+    ) -> list[ApprovalRecord]:
+        """One atomic write of the records, their checkpoints and the turn's `messages`
+        appended to history (the CREATE script); the session is marked pending for the first
+        (a batch's lead). The id index and the sweeper's hints travel in the same round trip:
+        they live outside the session's slot. `timeout_s` is the conversation's approval
+        timeout (default: the store's)."""
         timeout_ms = self.timeout_ms if timeout_s is None else int(timeout_s * 1000)
         ttl_ms = timeout_ms + self.grace_ms
+        lead, checkpoint = items[0]
+        session = lead.session
         await guard()
         pipe = self._pipeline()
-        pipe.set(self.keys.approval_index(record.id), record.session, px=ttl_ms, nx=True)
-        keys = self._session_keys(record.session, record.id)
+        for record, _ in items:
+            pipe.set(self.keys.approval_index(record.id), session, px=ttl_ms, nx=True)
+        if checkpoint.batch:  # the batch's own id: `/approve <it>` decides every item
+            pipe.set(self.keys.approval_index(checkpoint.id), session, px=ttl_ms, nx=True)
+            pipe.set(self._batch(checkpoint.id), json.dumps(checkpoint.batch), px=ttl_ms)
+        keys = [
+            *self._session_keys(session, lead.id),
+            *(self.keys.approval(session, r.id) for r, _ in items),
+        ]
+        fields = [
+            part
+            for record, copy in items
+            for part in (
+                record.id,
+                record.model_dump_json(include=IMMUTABLE_FIELDS),
+                copy.model_dump_json(),
+                record.call_hash,
+                record.tool,
+                record.quorum,
+            )
+        ]
         pipe.eval(
             lua.CREATE,
             len(keys),
             *keys,
-            record.id,
-            record.model_dump_json(include=IMMUTABLE_FIELDS),
-            checkpoint.model_dump_json(),
-            record.conversation.id,
-            record.call_hash,
+            lead.id,
+            lead.conversation.id,
             timeout_ms,
             ttl_ms,
-            record.requester.key,
-            record.tool,
-            record.quorum,
+            lead.requester.key,
+            len(items),
+            *fields,
             *messages,
         )
-        # A hint only: the script's server-time expiry is what decisions check.
-        pipe.zadd(self.keys.expiring(), {record.id: time.time() * 1000 + timeout_ms})
-        delays = [d for d in (record.remind_after_ms, record.escalate_after_ms) if d]
-        if delays:  # when the sweeper brings it up again (see Settlement.sweep)
-            pipe.zadd(self.keys.reminders(), {record.id: time.time() * 1000 + min(delays)})
-        pipe.zadd(self.keys.audit_sessions(), {record.session: time.time() * 1000})
-        by_user = self._by_user(record.requester.key)
-        pipe.zadd(by_user, {record.id: time.time() * 1000 + timeout_ms})
+        now_ms = time.time() * 1000
+        by_user = self._by_user(lead.requester.key)
+        for record, _ in items:
+            # A hint only: the script's server-time expiry is what decisions check.
+            pipe.zadd(self.keys.expiring(), {record.id: now_ms + timeout_ms})
+            delays = [d for d in (record.remind_after_ms, record.escalate_after_ms) if d]
+            if delays:  # when the sweeper brings it up again (see Settlement.sweep)
+                pipe.zadd(self.keys.reminders(), {record.id: now_ms + min(delays)})
+        # A batch is one request to look at (one notice): its lead stands for it.
+        pipe.zadd(by_user, {lead.id: now_ms + timeout_ms})
+        pipe.zadd(self.keys.audit_sessions(), {session: now_ms})
         pipe.pexpire(by_user, ttl_ms)
-        indexed, reply, *_ = await pipe.execute()
-        if not indexed or reply[0] != "ok":  # 64 random bits: practically never
-            raise RuntimeError(f"approval id collision: {record.id}")
-        self._remember(record.id, record.session)
+        replies = await pipe.execute()
+        reply = replies[len(items) + (2 if checkpoint.batch else 0)]
+        if not all(replies[: len(items)]) or reply[0] != "ok":  # 64 random bits: practically never
+            raise RuntimeError(f"approval id collision: {lead.id}")
         created, expires = int(reply[1]), int(reply[2])
-        return record.model_copy(update={"created_at": created, "expires_at": expires})
+        for record, _ in items:
+            self._remember(record.id, session)
+        return [
+            record.model_copy(update={"created_at": created, "expires_at": expires})
+            for record, _ in items
+        ]
+
+    def _batch(self, batch_id: str) -> str:
+        """A batch's approval ids, by the batch's own id."""
+        return f"{self.keys.prefix}:approval-batch:{batch_id}"
+
+    async def batch_items(self, batch_id: str) -> list[str] | None:
+        """The approval ids of the batch `batch_id`, in the model's order; None: no batch."""
+        value = await self.redis.get(self._batch(batch_id.strip().lower()))
+        return None if value is None else [str(i) for i in json.loads(value)]
+
+    async def load_batch(self, checkpoint: Checkpoint) -> list[tuple[ApprovalRecord, Checkpoint]]:
+        """Every approval of the checkpoint's batch as it stands, in the model's order."""
+        loaded = [await self.load(i) for i in checkpoint.batch]
+        return [item for item in loaded if item is not None]
+
+    async def claim(
+        self, record: ApprovalRecord, checkpoint: Checkpoint, claimant: str, force: bool = False
+    ) -> str:
+        """Claim the resume of the record's batch for `claimant` (see lua.claim): `claimed`,
+        `again`, `open` or `taken`."""
+        keys = [
+            *self._session_keys(record.session, record.id),
+            *(self.keys.approval(record.session, i) for i in checkpoint.batch),
+        ]
+        args = [checkpoint.batch[0], claimant, "1" if force else "0"]
+        return str(await self._claim(keys=keys, args=args))
+
+    async def resumer(self, session: str, lead: str) -> str | None:
+        """Who claimed the resume of the batch led by `lead` (None: nobody yet)."""
+        value = await self.redis.hget(self.keys.approval(session, lead), "resumer")
+        return None if value is None else str(value)
 
     def _by_user(self, user: str) -> str:
         """The approvals a person asked for, scored by when they expire (a hint)."""
@@ -184,7 +248,8 @@ class ApprovalStore:
     async def pending_of(self, user: str) -> int:
         """How many approvals `user` asked for are still pending, counted exactly (each
         record's status is read) once the hint reaches `max_pending`: the settled ones
-        leave the hint then, so no path that settles an approval has to remember it."""
+        leave the hint then, so no path that settles an approval has to remember it. A
+        batch counts once (its lead), while any of its items waits."""
         key = self._by_user(user)
         pipe = self._pipeline()
         pipe.zremrangebyscore(key, "-inf", time.time() * 1000)  # expired by now
@@ -195,11 +260,16 @@ class ApprovalStore:
         settled = []
         for approval_id in ids:
             loaded = await self.load(approval_id)
-            if loaded is None or loaded[0].status is not ApprovalStatus.PENDING:
+            if loaded is None or not await self._waits(*loaded):
                 settled.append(approval_id)
         if settled:
             await self.redis.zrem(key, *settled)
         return len(ids) - len(settled)
+
+    async def _waits(self, record: ApprovalRecord, checkpoint: Checkpoint) -> bool:
+        if record.status is ApprovalStatus.PENDING:
+            return True
+        return bool(checkpoint.batch) and await self.resumer(record.session, record.id) is None
 
     def _remember(self, approval_id: str, session: str) -> None:
         self._sessions[approval_id] = session
@@ -282,6 +352,7 @@ class ApprovalStore:
         job: str = "",
         window: bool = False,
         answer: str | None = None,
+        batch: Sequence[str] = (),
     ) -> tuple[Transition, Window | None]:
         """pending -> rejected (with `rejection`, the call's result message, recorded in history
         and the session released when `last`), or pending -> approved -> executing under
@@ -291,13 +362,16 @@ class ApprovalStore:
         it stood right after the decision. `answer`: a question answered (pending -> answered,
         with `rejection` its result, recorded the same way). On approval the worker's liveness
         key and the sweeper's hint travel along: recovery tells a crash by the liveness key's
-        absence."""
+        absence. An item of a `batch` (its approvals' ids) stays approved (or rejected, its result
+        not yet in history) until the batch's resume, which the decision leaving none pending
+        claims (`Transition.claim`)."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         if answer is not None:
             approve, status = False, ApprovalStatus.ANSWERED
         keys = self._session_keys(record.session, record.id)
+        keys += [self.keys.approval(record.session, i) for i in batch]
         pipe = self._pipeline()
-        if approve:
+        if approve and not batch:  # an item of a batch executes at its resume
             pipe.eval(liveness.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
             pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
         pipe.eval(
@@ -352,11 +426,15 @@ class ApprovalStore:
         )
         return _transition((await pipe.execute())[-1])
 
-    async def close(self, session: str, approval_id: str, messages: list[str]) -> int:
-        """Write the messages ending a settled batch and release the session, but only while it
-        still waits for this approval. Returns how many messages are held."""
+    async def close(
+        self, session: str, approval_id: str, messages: list[str], release: bool = True
+    ) -> int:
+        """Write the messages ending a settled batch and release the session (unless not
+        `release`: they answer one call of a batch being resumed), but only while it still
+        waits for this approval. Returns how many messages are held."""
         keys = [self.keys.pending(session), self.keys.held(session), self.keys.history(session)]
-        return int(await self._close(keys=keys, args=[approval_id, *messages]))
+        flag = "1" if release else "0"
+        return int(await self._close(keys=keys, args=[approval_id, flag, *messages]))
 
     async def release(self, session: str, approval_id: str) -> int:
         """The session stops waiting for this approval: call once its batch is answered in
@@ -403,6 +481,23 @@ class ApprovalStore:
         pipe = self._pipeline()
         pipe.eval(lua.CONSUME, len(keys), *keys, record.id, outcome, result, "1" if last else "0")
         return _transition((await pipe.execute())[-1])
+
+    async def execute(
+        self, record: ApprovalRecord, worker: str, liveness_ttl_s: float
+    ) -> Transition:
+        """approved -> executing under `worker`: an item of a batch, at its resume (its
+        liveness and the sweeper's hint travel along, as with a decision)."""
+        pipe = self._pipeline()
+        pipe.eval(liveness.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
+        pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
+        await pipe.execute()
+        return await self.move(
+            record,
+            ApprovalStatus.APPROVED,
+            ApprovalStatus.EXECUTING,
+            worker,
+            fields={"worker": worker},
+        )
 
     async def expire(self, record: ApprovalRecord) -> Transition:
         return await self.move(

@@ -19,7 +19,7 @@ from runtime.approval.models import (
     call_hash,
     new_approval_id,
 )
-from runtime.approval.notices import notice_of, routed, unanswered
+from runtime.approval.notices import batch_notice, notice_of, routed, unanswered
 from runtime.approval.questions import ASKED, question_fields
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
@@ -145,28 +145,18 @@ class Suspender:
                 conversation=ctx.conversation.id,
             )
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
-        tool = self.registry.resolve(call.name) if self.registry else None
-        arguments = canonical_arguments(call)
-        record = ApprovalRecord(
-            id=new_approval_id(),
-            session=state.session,
-            conversation=ctx.conversation,
-            requester=ctx.actor,
-            tool=call.name,
-            arguments=arguments,
-            call_id=call.id,
-            call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
-            reasons=suspension.result.reasons,
-            **(
-                _question(call)
-                if isinstance(tool, ClarifyTool)
-                else await self._approval(state, call, tool, suspension.result)
-            ),
-        )
+        waiting = [(suspension.index, suspension.result), *suspension.more]
+        ids = [new_approval_id() for _ in waiting]
+        if len(waiting) > 1:  # one notice, one decision each, one resume for them all
+            checkpoint = checkpoint.model_copy(update={"batch": ids})
+        items = []
+        for approval_id, (index, judged) in zip(ids, waiting, strict=True):
+            copy = checkpoint.model_copy(update={"index": index})
+            items.append((await self._record(state, approval_id, copy, judged), copy))
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
             timeout = ctx.policy.approval_timeout if ctx.policy else None
-            record = await self.approvals.create(record, checkpoint, unsaved, timeout)
+            records = await self.approvals.create(items, unsaved, timeout)
         except OUTAGES:
             # Redis unreachable (or restarted under a pooled connection): the job is tried
             # again, and its retake finds the request if it was stored after all. Telling the
@@ -184,24 +174,55 @@ class Suspender:
             await state.emit(Reply(text))
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
         state.history.extend(suspension.unsaved)
-        APPROVALS.labels("requested").inc()
-        tracing.approval_paused(call.id, record.id, checkpoint.id, call.name, record.reasons)
-        await self.audit.record(
-            "question_asked" if record.is_question else "approval_requested",
-            ctx.actor.key,
-            approval=record.id,
-            tool=record.tool,
-            session=record.session,
-            conversation=ctx.conversation.id,
-            requester=ctx.actor.key,
-            reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
-            expires_at=record.expires_at,
-            # What an "approve always" would grant: `clawgate approvals stats` groups by it.
-            rule=None if record.is_question else audited_rule(record),
-            always=None if record.is_question else record.always.value,
+        for record in records:
+            APPROVALS.labels("requested").inc()
+            tracing.approval_paused(
+                record.call_id, record.id, checkpoint.id, record.tool, record.reasons
+            )
+            await self.audit.record(
+                "question_asked" if record.is_question else "approval_requested",
+                ctx.actor.key,
+                approval=record.id,
+                batch=checkpoint.id if checkpoint.batch else None,
+                tool=record.tool,
+                session=record.session,
+                conversation=ctx.conversation.id,
+                requester=ctx.actor.key,
+                reasons="; ".join(map(redact_text, record.reasons)),  # they may quote the call
+                expires_at=record.expires_at,
+                # What an "approve always" would grant: `clawgate approvals stats` groups by it.
+                rule=None if record.is_question else audited_rule(record),
+                always=None if record.is_question else record.always.value,
+            )
+        await self.notify(records[0], batch=records, batch_id=checkpoint.id)
+        return result.model_copy(update={"approval_id": records[0].id})
+
+    async def _record(
+        self, state: RunState, approval_id: str, checkpoint: Checkpoint, judged: ToolResult
+    ) -> ApprovalRecord:
+        """The approval of the checkpoint's call (`checkpoint.index`), as the chain `judged`
+        it (its reasons; an admin hook's quorum and routes)."""
+        ctx = state.ctx
+        assert ctx.actor is not None and ctx.conversation is not None
+        call = checkpoint.calls[checkpoint.index]
+        tool = self.registry.resolve(call.name) if self.registry else None
+        arguments = canonical_arguments(call)
+        return ApprovalRecord(
+            id=approval_id,
+            session=state.session,
+            conversation=ctx.conversation,
+            requester=ctx.actor,
+            tool=call.name,
+            arguments=arguments,
+            call_id=call.id,
+            call_hash=call_hash(call.name, arguments, call.id, state.session, checkpoint.id),
+            reasons=judged.reasons,
+            **(
+                _question(call)
+                if isinstance(tool, ClarifyTool)
+                else await self._approval(state, call, tool, judged)
+            ),
         )
-        await self.notify(record)
-        return result.model_copy(update={"approval_id": record.id})
 
     async def _approval(
         self, state: RunState, call: ToolCall, tool: Tool[Any] | None, result: ToolResult
@@ -225,11 +246,18 @@ class Suspender:
             **_reminders(policy),
         }
 
-    async def notify(self, record: ApprovalRecord, again: bool = False) -> None:
+    async def notify(
+        self,
+        record: ApprovalRecord,
+        again: bool = False,
+        batch: Sequence[ApprovalRecord] = (),
+        batch_id: str = "",
+    ) -> None:
         """Post the approval notice to its conversation and to the policy's approvers'
         channels, and record that (and where) it was posted. `again`: it may have been
-        posted by a process that died before recording it."""
-        notice = notice_of(record)
+        posted by a process that died before recording it. `batch`: the approvals of the
+        record's batch (it leads): one notice shows them all."""
+        notice = batch_notice(batch, batch_id) if len(batch) > 1 else notice_of(record)
         ref = await self.send(record.conversation, ApprovalRequested(notice, again))
         copies = []
         for target in record.routes:

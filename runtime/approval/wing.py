@@ -52,6 +52,11 @@ class ApprovalView:
         a question (only its asker answers it). A read, not a decision: the worker's atomic
         script checks everything again, so what passes here may still be refused there."""
         loaded = await self.load(approval_id)
+        items = None if loaded is not None else await self.store.batch_items(approval_id)
+        if items:  # a batch: its lead's session and conversation, addressed by the batch's id
+            lead = await self.load(items[0])
+            if lead is not None:
+                return lead[0].model_copy(update={"id": approval_id.strip().lower()})
         if loaded is None:
             message = f"unknown approval id {approval_id!r}"
             await audit_refusal(

@@ -210,6 +210,7 @@ class HumanApprovalMiddleware:
         result = await running
         change = unasked_change(invocation, granted)
         ran = result.status not in (ToolStatus.DENIED, ToolStatus.SUSPENDED)
+        ran = ran and not invocation.judging  # judged only: nothing ran
         if change is not None and ran:  # a failed call may have written part of it
             await self.store.changes.add(invocation.context.session, change)
         return result

@@ -20,6 +20,9 @@ class ToolInvocation:
     context: ToolContext
     # Set by the runtime only, when resuming this exact call after a human approved it.
     grant: str | None = None
+    # Only judged, never run: whether it needs a human (the calls after a suspended one, put
+    # to approvers in one batch). The chain's end answers instead of the tool.
+    judging: bool = False
 
 
 Handler = Callable[[ToolInvocation], Awaitable[ToolResult]]

@@ -155,9 +155,8 @@ async def test_model_repeating_a_rejected_call_stops_the_loop(
     assert len(fake_openai.requests) == 2
 
 
-async def test_two_gated_calls_in_one_batch_suspend_one_after_the_other(
-    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
-) -> None:
+def two_gated_calls(workdir: Path, fake_openai: FakeOpenAI) -> None:
+    """A model turn removing a.txt and b.txt (each asks) with a read between them."""
     for name in ("a.txt", "b.txt"):
         (workdir / name).write_text(name)
     fake_openai.script = [
@@ -168,16 +167,22 @@ async def test_two_gated_calls_in_one_batch_suspend_one_after_the_other(
         ),
         reply("both gone"),
     ]
+
+
+async def test_two_gated_calls_of_one_turn_are_asked_together_and_run_in_order(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    two_gated_calls(workdir, fake_openai)
     runtime, channel = make_runtime(redis, workdir, openai(fake_openai))
     first = await runtime.run("s4", "clean up", ALICE, HERE)
     assert first.approval_id is not None
+    (requested,) = channel.of(ApprovalRequested)  # one notice for both
+    assert [i.arguments for i in requested.notice.items] == ["rm a.txt", "rm b.txt"]
+    second_id = requested.notice.items[1].approval_id
 
     one = await runtime.decide(first.approval_id, True, ADMIN, HERE)
-    assert one.run is not None and one.run.stop_reason is StopReason.APPROVAL_REQUIRED
-    assert not (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
-    second_id = one.run.approval_id
-    assert second_id is not None and second_id != first.approval_id
-    assert channel.of(ApprovalRequested)[-1].notice.arguments == "rm b.txt"
+    assert one.accepted and one.run is None  # the other call still waits: nothing ran
+    assert (workdir / "a.txt").exists() and (workdir / "b.txt").exists()
     # The batch is not answered yet: a new message waits instead of slipping in between.
     fake_openai.script.append(reply("after"))
     waiting = await runtime.run("s4", "and then?", ALICE, HERE)
@@ -185,7 +190,7 @@ async def test_two_gated_calls_in_one_batch_suspend_one_after_the_other(
 
     two = await runtime.decide(second_id, True, ADMIN, HERE)
     assert two.run is not None and two.run.stop_reason is StopReason.FINAL
-    assert not (workdir / "b.txt").exists()
+    assert not (workdir / "a.txt").exists() and not (workdir / "b.txt").exists()
     history = await runtime.history.load("s4")
     assert [m.role for m in history][-3:] == ["assistant", "user", "assistant"]
     # The model saw all three results, in its own order, and exactly once each.

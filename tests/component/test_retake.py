@@ -91,6 +91,8 @@ class Calls:
 
     async def __call__(self, invocation: ToolInvocation, call_next: Handler) -> ToolResult:
         call_id = invocation.call.id
+        if invocation.judging:  # only judged (for a batch): it does not reach its tool
+            return await call_next(invocation)
         if call_id in self.before:
             self.before.discard(call_id)
             raise Crash

@@ -23,6 +23,7 @@ from bot.cli import main
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.audit import AuditLog
+from runtime.channel import ApprovalRequested
 from runtime.models import StopReason, ToolCall, ToolResult, ToolStatus
 from runtime.providers.base import Provider, ProviderError
 from runtime.providers.demo import DemoProvider
@@ -34,6 +35,7 @@ from runtime.tracing import hooks, recorder
 from runtime.tracing.document import SpanDoc, TraceDoc, TraceLink
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
+from tests.component.test_approval_flow import two_gated_calls
 from tests.conftest import CLUSTER, keeps_cluster_setting
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.http_client import serving_app
@@ -192,11 +194,8 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
     for name in ("a.txt", "b.txt"):
         (workdir / name).write_text(name)
     fake_openai.script = [
-        calls(
-            ("call_a", "bash", {"command": "rm a.txt"}),
-            ("call_r", "read", {"path": "b.txt"}),
-            ("call_b", "bash", {"command": "rm b.txt"}),
-        ),
+        calls(("call_a", "bash", {"command": "rm a.txt"})),
+        calls(("call_r", "read", {"path": "b.txt"}), ("call_b", "bash", {"command": "rm b.txt"})),
         reply("both gone"),
     ]
     runtime, _, store = traced(redis, workdir, openai(fake_openai))
@@ -209,13 +208,14 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
 
     middle = await load(store, one.run.trace_id)
     assert middle.links[0].trace_id == first.trace_id
-    (step,) = middle.root.children  # the rest of the batch, then a new pause
-    assert [(c.attributes["call_id"], c.attributes["index"], c.status) for c in step.children] == [
-        ("call_a", 0, "completed"),
-        ("call_r", 1, "completed"),
-        ("call_b", 2, "suspended"),
+    resumed, step = middle.root.children  # the approved call, then a new step and pause
+    assert [c.attributes.get("call_id") for c in resumed.children] == ["call_a"]
+    tools = [c for c in step.children if "call_id" in c.attributes]
+    assert [(c.attributes["call_id"], c.attributes["index"], c.status) for c in tools] == [
+        ("call_r", 0, "completed"),
+        ("call_b", 1, "suspended"),
     ]
-    (pause,) = step.children[2].children
+    (pause,) = tools[1].children
     assert pause.attributes["approval_id"] == one.run.approval_id
     assert middle.root.attributes["approval_id"] == first.approval_id  # the one it resumed
     assert middle.root.attributes["waits_for"] == one.run.approval_id
@@ -230,6 +230,33 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
     assert at_middle < at_last
     indent = [len(line) - len(line.lstrip("│├└─ ")) for line in (lines[at_middle], lines[at_last])]
     assert indent[0] < indent[1]  # the second resume hangs under the first resume's pause
+
+
+async def test_a_batch_pauses_at_each_call_and_its_resume_hangs_under_the_first(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    two_gated_calls(workdir, fake_openai)
+    runtime, channel, store = traced(redis, workdir, openai(fake_openai))
+    first = await runtime.run("t8", "clean up", ALICE, HERE)
+    (requested,) = channel.of(ApprovalRequested)
+    lead, other = (i.approval_id for i in requested.notice.items)
+    paused = await load(store, first.trace_id)
+    pauses = named(paused.root, "approval.pause")
+    assert [(p.attributes["approval_id"], p.attributes["call_id"]) for p in pauses] == [
+        (lead, "call_a"),
+        (other, "call_b"),
+    ]
+    decision = await runtime.decide(requested.notice.batch, True, ADMIN, HERE)
+    assert decision.run is not None
+    resumed = await load(store, decision.run.trace_id)
+    assert resumed.links[0].trace_id == first.trace_id
+    assert resumed.links[0].approval_id == lead
+    tools = [s for s in resumed.root.walk() if "call_id" in s.attributes]
+    assert [(t.attributes["call_id"], t.status) for t in tools] == [
+        ("call_a", "completed"),
+        ("call_r", "completed"),
+        ("call_b", "completed"),
+    ]
 
 
 async def test_concurrent_calls_hang_under_their_step_in_call_order(

@@ -129,6 +129,7 @@ async def test_approval_created_in_one_process_is_approved_from_another(
         "REQUESTER",
         "EXPIRES",
         "(UTC)",
+        "BATCH",
         "ARGUMENTS",
     ]
     assert f"{SESSION}  console:" in listed.splitlines()[1]

@@ -8,6 +8,7 @@ tests/component/test_quorum.py races directly.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +56,11 @@ class Pair:
         status, answer = await post_signed(f"{url}/slack/events", SECRET, body)
         assert status == 200, answer
 
-    async def ask(self, tag: str) -> tuple[str, Call]:
-        """A mention asking to append `tag` to runs.log: (its thread, the approval notice)."""
-        event = mention_event(f"run: echo {tag} &gt;&gt; runs.log", user=ALICE, channel=CHANNEL)
+    async def ask(self, tag: str, text: str = "") -> tuple[str, Call]:
+        """A mention asking to append `tag` to runs.log (or saying `text`): (its thread, the
+        approval notice)."""
+        text = text or f"run: echo {tag} &gt;&gt; runs.log"
+        event = mention_event(text, user=ALICE, channel=CHANNEL)
         await self.post(self.urls[0], event_body(event, event_id=new_event_id()))
         thread = str(event["ts"])
 
@@ -95,13 +98,17 @@ def approval_of(notice: Call) -> str:
     raise AssertionError(f"no Approve button in {notice.params}")
 
 
-@pytest.fixture
-async def pair(redis_url: str, workdir: Path) -> AsyncIterator[Pair]:
+@contextlib.asynccontextmanager
+async def serving_pair(
+    redis_url: str, workdir: Path, policy_text: str = POLICY, **more: str
+) -> AsyncIterator[Pair]:
+    """Two serve processes under the policy `policy_text`, `more` in their environment."""
     policy = workdir.parent / "quorum.toml"
-    policy.write_text(POLICY)
+    policy.write_text(policy_text)
     async with FakeSlack() as fake:
         ports = free_port(), free_port()
         env = serve_env(fake, redis_url, workdir, ports[0], CLAWGATE_POLICY_FILE=str(policy))
+        env |= more
         first = await Clawgate.start("serve", env, workdir)
         second = await Clawgate.start("serve", {**env, "CLAWGATE_PORT": str(ports[1])}, workdir)
         try:
@@ -110,6 +117,12 @@ async def pair(redis_url: str, workdir: Path) -> AsyncIterator[Pair]:
             yield Pair(fake, urls, (first, second), env["CLAWGATE_REDIS_PREFIX"])
         finally:
             await asyncio.gather(first.stop(), second.stop())
+
+
+@pytest.fixture
+async def pair(redis_url: str, workdir: Path) -> AsyncIterator[Pair]:
+    async with serving_pair(redis_url, workdir) as serving:
+        yield serving
 
 
 def runs(workdir: Path) -> list[str]:

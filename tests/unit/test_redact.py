@@ -242,7 +242,8 @@ def surfaces(rec: ApprovalRecord) -> list[str]:
     `clawgate approvals list`."""
     notice = notice_of(rec)
     table = io.StringIO()
-    print_table(["ID", "ARGUMENTS"], [row[::6] for row in rows([notice])], table, width=200)
+    cells = [(row[0], row[-1]) for row in rows([notice])]
+    print_table(["ID", "ARGUMENTS"], cells, table, width=200)
     return [
         json.dumps(approval_blocks(notice), ensure_ascii=False),
         json.dumps(approval_card(notice), ensure_ascii=False),

@@ -58,3 +58,10 @@ def test_a_newer_version_is_refused_not_misread(model: type[Checkpoint | Approva
     data = V1_CHECKPOINT if model is Checkpoint else V1_RECORD
     with pytest.raises(ValidationError, match="newer clawgate"):
         model.model_validate({**data, "schema_version": SCHEMA_VERSION + 1})
+
+
+def test_a_version_4_checkpoint_is_one_approval_alone() -> None:
+    """Before batches, a checkpoint held one suspended call: read as a batch of none."""
+    checkpoint = Checkpoint.model_validate({**V1_CHECKPOINT, "schema_version": 4})
+    assert checkpoint.schema_version == SCHEMA_VERSION == 5
+    assert checkpoint.batch == [] and checkpoint.start == 0
