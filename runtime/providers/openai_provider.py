@@ -38,6 +38,8 @@ from runtime.providers.names import name_map, wire_name
 from runtime.tracing import hooks as tracing
 
 log = logging.getLogger(__name__)
+# Seconds before a broken stream is asked again, doubled each time (as the client's retries).
+STREAM_RETRY_DELAY = 0.5
 
 
 def to_openai_message(message: Message, images: Path | None = None) -> ChatCompletionMessageParam:
@@ -242,7 +244,7 @@ class OpenAIProvider:
             except BrokenStream as exc:
                 log.warning("model stream %s, attempt %d", exc, attempt + 1)
                 if attempt < self.max_retries:
-                    await asyncio.sleep(min(0.5 * 2**attempt, 8.0))
+                    await asyncio.sleep(min(STREAM_RETRY_DELAY * 2**attempt, 8.0))
                     continue
                 if isinstance(exc.__cause__, openai.APITimeoutError):
                     raise self._failed(exc.__cause__) from exc

@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 
 from runtime.channel import Reply, RunFinished, ToolStarted, Writing
 from runtime.models import AssistantMessage, StopReason, ToolSpec, UserMessage
+from runtime.providers import openai_provider
 from runtime.providers.base import ProviderError, Streaming
 from runtime.providers.openai_provider import BrokenStream, OpenAIProvider, StreamedAnswer
 from tests import support
@@ -126,6 +127,12 @@ async def test_streamed_usage_is_counted(fake_openai: FakeOpenAI) -> None:
     assert "tools" not in fake_openai.requests[0]
 
 
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(openai_provider, "STREAM_RETRY_DELAY", 0.01)
+
+
+@pytest.mark.usefixtures("quick_retries")
 @pytest.mark.parametrize("clean", [False, True], ids=["connection dropped", "body ended early"])
 async def test_a_stream_broken_off_is_asked_again(fake_openai: FakeOpenAI, clean: bool) -> None:
     broken = reply(ANSWER)
@@ -138,6 +145,7 @@ async def test_a_stream_broken_off_is_asked_again(fake_openai: FakeOpenAI, clean
     assert texts.seen[-1] == ANSWER  # the preview started over with the second stream
 
 
+@pytest.mark.usefixtures("quick_retries")
 @pytest.mark.parametrize("clean", [False, True], ids=["connection dropped", "body ended early"])
 async def test_a_stream_that_keeps_breaking_fails_like_a_failed_request(
     fake_openai: FakeOpenAI, clean: bool
