@@ -269,7 +269,9 @@ async def _grants(
 
 async def _feedback(runtime: Runtime, router: Router, inbound: Inbound) -> None:
     answer, message = inbound.source.get("answer", ""), inbound.message
-    model = runtime.provider.name
+    # The conversation's model (/model), as near as a click can tell which one answered.
+    listed = (await runtime.policies.effective(inbound.conversation.id)).model
+    model = runtime.provider.name if listed is None else f"openai:{listed.model}"  # its name
     args = (inbound.actor, inbound.conversation, inbound.text, answer, message)
     if await record_feedback(runtime.audit, model, *args):
         await router.tell(inbound.conversation, inbound.actor, THANKS, inbound.reply)

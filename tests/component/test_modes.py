@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from adapters.dispatch import dispatch
+from adapters.dispatch import dispatch, handle_inbound
+from adapters.router import Router
 from bot.doctor import checks
 from bot.settings import Settings
 from bot.wiring import listed_models
@@ -21,6 +22,7 @@ from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
 from runtime.policy.model import PolicyDocument
 from runtime.providers.base import ProviderFactory
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.queue.inbound import Inbound
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.support import ADMIN, RecordingChannel, make_runtime, working_sandbox
 
@@ -326,6 +328,33 @@ async def test_model_switches_the_server_that_answers_and_the_answer_names_it(
         ("model_refused", "huge"),
         ("model_changed", "big"),
         ("model_changed", "default"),
+    ]
+
+
+async def test_feedback_names_the_conversations_model(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI, big_model: FakeOpenAI
+) -> None:
+    chat, _ = big_chat(redis, workdir, fake_openai, big_model)
+    runtime = chat.runtime
+    await _switch(chat, "/model big")
+    thumbs = Inbound(
+        platform="slack",
+        event_id="e1",
+        dedupe_keys=("e1",),
+        session="s1",
+        conversation=CHAT,
+        actor=ALICE,
+        text="good",
+        kind="feedback",
+        source={"answer": "answer/s1/1"},
+    )
+    await handle_inbound(runtime, Router(), thumbs, "job-1")
+    await _switch(chat, "/model default")
+    await handle_inbound(runtime, Router(), thumbs, "job-2")
+    entries = [e for e in await runtime.audit.newest(50) if e.event == "feedback"]
+    assert [e.fields["model"] for e in reversed(entries)] == [
+        "openai:big-model-1",
+        "openai:fake-model",
     ]
 
 
