@@ -352,7 +352,7 @@ async def test_feedback_names_the_conversations_model(
     await _switch(chat, "/model default")
     await handle_inbound(runtime, Router(), thumbs, "job-2")
     entries = [e for e in await runtime.audit.newest(50) if e.event == "feedback"]
-    assert [e.fields["model"] for e in reversed(entries)] == [
+    assert [e.fields["model"] for e in entries] == [
         "openai:big-model-1",
         "openai:fake-model",
     ]
