@@ -41,6 +41,7 @@ HELP = """Commands:
   /approve <id> edit <json>     approve the call with its arguments changed, e.g.
                                 /approve k3x9 edit {"command": "rm -rf build/tmp"}
   /reject <id> [reason]         refuse it; the model is told who refused and why
+                                (a batch's id: every call of it you may decide)
   /answer <id> <n|words>        answer the assistant's question to you: an option's
                                 number or text, or your own words when it allows them
   /pending                      approvals and questions waiting in this conversation
