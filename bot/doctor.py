@@ -256,10 +256,11 @@ async def _mcp(settings: Settings, document: PolicyDocument | None) -> list[Chec
 
 
 async def _hooks(document: PolicyDocument | None) -> list[Check]:
-    """Each admin hook of the policy file: its command found, or its URL reachable; it is not
-    asked (that could count as a real call)."""
+    """Each enabled admin hook of the policy file: its command found, or its URL reachable; it
+    is not asked (that could count as a real call). A disabled one is never asked: not
+    probed either (the example file's are)."""
     scopes = document.scopes() if document else []
-    hooks = [hook for rules in scopes for hook in rules.hooks.items()]
+    hooks = [hook for rules in scopes for hook in rules.hooks.items() if hook[1].enabled]
 
     async def one(name: str, hook: HookConfig) -> Check:
         try:

@@ -264,6 +264,7 @@ async def test_each_admin_hook_is_checked_without_being_asked(tmp_path: Path) ->
             '[hooks.missing]\ncommand = ["no-such-hook-program"]\n'
             f'[hooks.opa]\nurl = "http://127.0.0.1:{port}/v1/data/clawgate"\n'
             f'[hooks.gone]\nurl = "http://127.0.0.1:{free_port()}/v1/data/clawgate"\n'
+            '[hooks.off]\ncommand = ["not-installed-yet"]\nenabled = false\n'
         )
         code, lines = await doctor(base_env(CLAWGATE_POLICY_FILE=str(policy)), tmp_path)
     text = "\n".join(lines)
@@ -273,4 +274,9 @@ async def test_each_admin_hook_is_checked_without_being_asked(tmp_path: Path) ->
     assert found["hook opa"] == ["✓"] and f"127.0.0.1:{port} accepts connections" in text
     assert found["hook missing"] == ["✗"] and "'no-such-hook-program' is not an executable" in text
     assert found["hook gone"] == ["✗"] and "cannot be reached" in text
+    assert "hook off" not in found  # disabled: never asked, not probed
+    # The example policy file's hooks (and models) are all disabled: none is probed.
+    example = Path(__file__).parents[2] / "deploy" / "policy" / "clawgate.toml"
+    _, lines = await doctor(base_env(CLAWGATE_POLICY_FILE=str(example)), tmp_path)
+    assert not [name for name in marks(lines) if name.startswith(("hook ", "model "))], lines
     assert "fix: correct its command or url (docs/policy.md, Hooks); until then it asks" in text
