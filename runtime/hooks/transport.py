@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 
 import aiohttp
 
+from runtime.child_process import kill_group, read_capped
 from runtime.hooks.answer import HookFailure
 from runtime.mcp.config import resolve_value
 from runtime.policy.model import HookConfig
@@ -51,33 +51,22 @@ async def ask_command(argv: list[str], env: dict[str, str], payload: bytes) -> b
         raise HookFailure(f"could not start {argv[0]!r} ({exc.strerror or exc})") from None
     try:
         assert process.stdin and process.stdout and process.stderr
-        out, err, _ = await asyncio.gather(
-            _read(process.stdout, MAX_ANSWER),
-            _read(process.stderr, STDERR_KEPT),
+        (out, size), (err, _), _ = await asyncio.gather(
+            read_capped(process.stdout, MAX_ANSWER),
+            read_capped(process.stderr, STDERR_KEPT),
             _write(process.stdin, payload),
         )
         status = await process.wait()
     finally:
         if process.returncode is None:  # timed out or cancelled: no hook outlives its call
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            kill_group(process.pid)
             await process.wait()
     if status != 0:
         said = one_line(redact_text(err.decode("utf-8", "replace").strip()), 200)
         raise HookFailure(f"exited with status {status}" + (f": {said}" if said else ""))
-    if len(out) > MAX_ANSWER:
+    if size > MAX_ANSWER:
         raise HookFailure(f"answered more than {MAX_ANSWER} bytes")
     return out
-
-
-async def _read(stream: asyncio.StreamReader, keep: int) -> bytes:
-    """Up to `keep` + 1 bytes of the stream, draining the rest so the command never blocks
-    on a full pipe (the +1 tells that there was more)."""
-    kept = bytearray()
-    while chunk := await stream.read(65536):
-        if len(kept) <= keep:
-            kept += chunk[: keep + 1 - len(kept)]
-    return bytes(kept)
 
 
 async def _write(stdin: asyncio.StreamWriter, payload: bytes) -> None:

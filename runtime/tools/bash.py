@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 from dataclasses import dataclass
 
 from pydantic import Field
 
+from runtime.child_process import kill_group, read_capped
 from runtime.redact import one_line
 from runtime.tools.base import Effects, Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from runtime.tools.git_view import READ_ONLY_CONFIG, READ_ONLY_ENV
@@ -97,22 +97,6 @@ class _Run:
     @property
     def text(self) -> str:
         return self.output.decode("utf-8", errors="replace")
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, int]:
-    """Keep the first `cap` bytes, drain (and count) the rest so the child never blocks."""
-    kept = bytearray()
-    total = 0
-    while chunk := await stream.read(65536):
-        total += len(chunk)
-        if len(kept) < cap:
-            kept.extend(chunk[: cap - len(kept)])
-    return bytes(kept), total
 
 
 class BashTool(Tool[BashArgs]):
@@ -201,7 +185,7 @@ class BashTool(Tool[BashArgs]):
             os.close(read_fd)
             with contextlib.suppress(Exception):  # cancelled: the process may run already
                 made = await spawning
-                _kill_group(made.pid)
+                kill_group(made.pid)
                 await made.wait()
             raise
         finally:
@@ -214,12 +198,12 @@ class BashTool(Tool[BashArgs]):
             pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
             )
-            reader = asyncio.create_task(_read_capped(stream, self.output_limit))
+            reader = asyncio.create_task(read_capped(stream, self.output_limit))
             await asyncio.wait_for(proc.wait(), seconds)
         except TimeoutError:
             timed_out = True
         except BaseException:  # cancelled (or the pipe failed): nothing it started outlives it
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             if pipe is not None:
                 pipe.close()
             if reader is not None:
@@ -228,7 +212,7 @@ class BashTool(Tool[BashArgs]):
             raise
         assert pipe is not None and reader is not None
         # Also after a normal exit: nothing the command started in the background outlives it.
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         await proc.wait()
         escaped = False
         try:
