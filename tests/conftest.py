@@ -60,9 +60,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str, what: str = "Redis") -> None:
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (under CI a missing Redis is a failure, not a skip)")
+        pytest.fail(f"{reason} (under CI a missing {what} is a failure, not a skip)")
     pytest.skip(reason)
 
 

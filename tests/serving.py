@@ -40,12 +40,12 @@ F = TypeVar("F", bound=ThreadedServer)
 
 @contextlib.asynccontextmanager
 async def running(
-    settings: Settings, *, worker: bool, start_worker: bool = True
+    settings: Settings, *, worker: bool, start_worker: bool = True, port: int | None = None
 ) -> AsyncIterator[tuple[Service, TestServer]]:
-    """The service `bot.server` builds for `settings`, served on a free port; its in-process
-    worker (with `worker`) is started unless `start_worker` is false."""
+    """The service `bot.server` builds for `settings`, served on `port` (default a free one);
+    its in-process worker (with `worker`) is started unless `start_worker` is false."""
     service = await build_service(settings, load_policy(settings), worker=worker)
-    server = TestServer(build_app(service), host="127.0.0.1", port=free_port())
+    server = TestServer(build_app(service), host="127.0.0.1", port=port or free_port())
     await server.start_server()
     if start_worker and service.worker is not None:
         await service.worker.start()
