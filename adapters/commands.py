@@ -2,7 +2,8 @@
 
 `/approve <id> [once|always [thread|here|everywhere] [for <duration>]|edit <json>]`, `/reject <id>
 [reason]`, `/answer <id> <number or words>`, `/cancel`, `/pending`, `/policy show|grants|allow
-<tool>|deny <tool>|reset <tool>|revoke <grant>`, `/mode [name]`, `/model [name]`, `/help`;
+<tool>|deny <tool>|reset <tool>|revoke <grant>`, `/mode [name]`, `/model [name]`, `/console`,
+`/help`;
 `/clawgate <cmd> ...` is the namespaced form of each.
 """
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel
 from runtime.approval.grants import GrantScope, GrantTerms, parse_duration
 
 CommandName = Literal[
-    "approve", "reject", "answer", "cancel", "pending", "policy", "mode", "model", "help"
+    "approve", "reject", "answer", "cancel", "pending", "policy", "mode", "model", "console", "help"
 ]
 NAMES: tuple[CommandName, ...] = (
     "approve",
@@ -26,6 +27,7 @@ NAMES: tuple[CommandName, ...] = (
     "policy",
     "mode",
     "model",
+    "console",
     "help",
 )
 ANSWER_USAGE = "/answer <id> <option number or words>"

@@ -56,6 +56,8 @@ HELP = """Commands:
                                 auto lets the risk rules decide, edits also accepts
                                 project-file edits (up to the admins' limit)
   /model [name]                 show or switch this conversation's model (admins list them)
+  /clawgate console             a sign-in link to the web console (the approvals inbox),
+                                for you alone; it works once, for 10 minutes
   /help                         this list
 Anything else is a message to the assistant."""
 
@@ -87,7 +89,7 @@ async def dispatch(
     message's prompt for the model (thread context, attachments), asked only for a message
     someone may send here; else the text alone. `attached`: the message carries files, so it
     never answers a question (the files would be lost): it is held like any other."""
-    say = shown_say(say)
+    private, say = say, shown_say(say)
     try:
         command = parse_command(text)
     except CommandError as exc:
@@ -115,6 +117,10 @@ async def dispatch(
         if not prompt.text.strip():
             return None  # nothing the model could read (a sticker, a refused file): told so
         return await runtime.run(session, prompt.text, actor, conversation, job, prompt.images)
+    if command.name == "console":  # the link is a secret for them alone: said unredacted
+        if not await _refused(runtime, actor, conversation, say):
+            await private(await _console_link(runtime, actor))
+        return None
     async with runtime.audit.unit():  # the command's record goes with what it caused
         return await _command(runtime, command, session, actor, conversation, say, help_text, job)
 
@@ -190,6 +196,24 @@ async def _command(  # noqa: PLR0912 (one branch per command)
     else:
         await say(await _policy(runtime, command, actor, conversation))
     return None
+
+
+async def _console_link(runtime: Runtime, actor: Actor) -> str:
+    """A one-time sign-in link to the web console, for `actor` alone."""
+    if runtime.sign_in is None:
+        return (
+            "The web console is not available from here: it is off (CLAWGATE_CONSOLE=off), or "
+            "this chat keeps its state in memory (set REDIS_URL and run `clawgate serve`)."
+        )
+    try:
+        link = await runtime.sign_in.link(actor)
+    except RedisError:
+        return "Cannot reach Redis, so no sign-in link was made; try again shortly."
+    await runtime.audit.record("console_link_issued", actor.key, person=actor.key)
+    return (
+        f"Your sign-in link to the clawgate console (it works once, for 10 minutes; do not "
+        f"share it): {link}"
+    )
 
 
 async def _refused(runtime: Runtime, actor: Actor, conversation: ConversationRef, say: Say) -> bool:

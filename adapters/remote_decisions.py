@@ -74,7 +74,7 @@ async def carry_out(runtime: Runtime, inbound: Inbound, job: str) -> RunResult |
             inbound.approval_id,
             request.approve,
             inbound.actor,
-            None,
+            inbound.conversation if request.console else None,
             reason=request.reason,
             always=request.grant(),
             job=job,

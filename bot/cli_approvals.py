@@ -18,20 +18,20 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 from bot.errors import Unavailable
 from bot.tables import print_table
 from runtime.approval.models import ApprovalRecord
+from runtime.approval.notices import shown_fields
 from runtime.approval.wing import ApprovalView
-from runtime.canonical import canonical_json
 from runtime.channel import ApprovalNotice
 from runtime.models import Actor
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.queue.inbound import DecisionRequest
 from runtime.queue.ingest import Ingest, IngestUnavailable
 from runtime.queue.remote import Replies, decision_request, send_decision
-from runtime.redact import redact, redact_text, shown, visible
+from runtime.redact import redact_text, shown, visible
 
 # Carries a decision out (queued for a worker, or here for a `clawgate chat` conversation);
 # returns the exit code.
@@ -82,26 +82,6 @@ def _copies(copies: list[dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
     return [(copy.get("conversation", "?"), copy) for copy in copies]
 
 
-def _redacted(record: ApprovalRecord) -> dict[str, Any]:
-    """What of a record may quote the call, redacted as a notice shows it (secrets in the
-    arguments masked as data: under a secret-sounding key, or in the text of a value)."""
-    try:
-        arguments = canonical_json(redact(json.loads(record.arguments)))
-    except json.JSONDecodeError:
-        arguments = redact_text(record.arguments)
-    return {
-        "arguments": arguments,
-        "reasons": [redact_text(reason) for reason in record.reasons],
-        "reason": record.reason and redact_text(record.reason),
-        "outcome": record.outcome and redact_text(record.outcome),
-        # A question's words are the model's (it may quote a secret it read), the answer
-        # the requester's.
-        "question": redact_text(record.question),
-        "options": [redact_text(option) for option in record.options],
-        "answer": record.answer and redact_text(record.answer),
-    }
-
-
 async def _show(
     view: ApprovalView, approval_id: str, as_json: bool, say: Callable[[str], None]
 ) -> int:
@@ -122,7 +102,7 @@ async def _show(
     batch = {"batch": checkpoint.id, "batch_items": checkpoint.batch} if checkpoint.batch else {}
     if as_json:
         dumped = record.model_dump(mode="json")
-        dumped |= _redacted(record)
+        dumped |= shown_fields(record)
         dumped |= batch
         say(json.dumps({**dumped, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
         return 0
@@ -133,7 +113,7 @@ async def _show(
             fields[name] = _when(fields[name]) + " UTC"
     fields["conversation"] = record.conversation.id
     fields["requester"] = record.requester.key
-    fields |= _redacted(record)
+    fields |= shown_fields(record)
     if batch:
         fields["batch"] = f"{checkpoint.id}  (items: {', '.join(checkpoint.batch)})"
     if checkpoint.trace_id:

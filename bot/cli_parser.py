@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=["bash", "zsh", "tcsh"])
 
     add_approvals_parser(sub)
+    add_console_parser(sub)
     add_audit_parser(sub)
     add_policy_parser(sub)
     add_trace_parser(sub)
@@ -232,6 +233,26 @@ def add_approvals_parser(sub: Any) -> None:
             f"default {DECISION_TIMEOUT:g}); exit 3 after",
         )
     add_stats_verb(verbs)
+
+
+def add_console_parser(sub: Any) -> None:
+    """`sub`: the `clawgate` parser's subparsers."""
+    console = sub.add_parser("console", help="web console sign-in links and sessions")
+    verbs = console.add_subparsers(dest="verb", required=True)
+    link = verbs.add_parser("link", help="print a one-time sign-in link for one person")
+    link.add_argument(
+        "--as",
+        dest="person",
+        required=True,
+        metavar="PLATFORM:USER",
+        help="whose link: a chat identity like slack:U123 or feishu:ou_abc",
+    )
+    sessions = verbs.add_parser("sessions", help="signed-in console sessions")
+    actions = sessions.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="live sessions, oldest first")
+    listing.add_argument("--json", action="store_true", help="a JSON array")
+    revoke = actions.add_parser("revoke", help="end sessions now")
+    revoke.add_argument("what", help="a session id (as listed) or a person, like slack:U123")
 
 
 def add_stats_verb(verbs: Any) -> None:

@@ -21,6 +21,7 @@ from adapters.console.terminal import start_line
 from adapters.router import Router
 from bot.cli_approvals import REFUSED, run_approvals_command, through_workers
 from bot.cli_audit import run_audit_command
+from bot.cli_console import run_console_command
 from bot.cli_parser import build_parser
 from bot.cli_policy import run_policy_command
 from bot.cli_stats import run_stats_command
@@ -42,6 +43,7 @@ from runtime.queue.remote import Replies
 from runtime.redact import shown, shown_url
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
+from runtime.web_access import WebAccess
 
 SWEEP_INTERVAL = 5.0
 CONSOLE = "console"  # the platform of `clawgate chat` conversations
@@ -68,6 +70,9 @@ async def _chat(settings: Settings, session: str) -> int:
         runtime = build_runtime(
             settings, policy, redis, channel, [actor.key], sandbox=sandbox, mcp=mcp
         )
+        if settings.redis_url and settings.console == "on":  # a `serve` may share this Redis
+            keys = Keys(settings.redis_prefix)
+            runtime.sign_in = WebAccess(redis, keys, settings.console_url)
         about = start_line(
             settings.model, settings.openai_base_url, settings.redis_url, settings.uses_demo_model
         )
@@ -256,6 +261,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_policy_command(settings, args)
     if args.command == "trace":
         return run_trace_command(settings, args)
+    if args.command == "console":
+        return run_console_command(settings, args)
     if args.command == "approvals" and args.verb == "stats":  # the audit trail only
         return run_stats_command(settings, args)
     if args.command == "approvals":

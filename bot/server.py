@@ -24,6 +24,7 @@ from adapters.dispatch import steering_kind
 from adapters.http import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT, MAX_BODY
 from adapters.jobs import JobHandler
 from adapters.router import Router
+from adapters.web.app import console_app
 from bot.doctor import policy_file_problem, print_serving_checks
 from bot.errors import Unavailable
 from bot.http_limits import ConnectionLimits, GuardedSite
@@ -53,6 +54,7 @@ from runtime.store.durability import (
 )
 from runtime.store.keys import Keys
 from runtime.tools.sandbox import Sandbox
+from runtime.web_access import WebAccess
 
 # A platform's SDK is imported only when the platform is enabled: lark-oapi alone takes
 # seconds and ~170 MB, which a Slack-only server never needs.
@@ -77,6 +79,7 @@ QUEUE_DEPTH = Gauge("clawgate_queue_depth", "Inputs waiting in the inbox", ["sta
 # The platforms' request URLs (`clawgate slack manifest` and `feishu checklist` print them).
 SLACK_EVENTS_PATH = "/slack/events"
 FEISHU_EVENTS_PATH = "/feishu/events"
+CONSOLE_PATH = "/console/"
 
 
 @dataclass
@@ -97,6 +100,7 @@ class Service:
     long_connection: LongConnection | None = None  # Feishu's, once started
     socket_mode: AsyncSocketModeHandler | None = None  # Slack's, once started
     mcp: McpServers | None = None  # the policy file's MCP servers, supervised here
+    ingest: Ingest | None = None  # queues decisions made in the web console
 
     async def aclose(self) -> None:
         if self.mcp is not None:
@@ -290,7 +294,21 @@ async def _build(
     for warning in warnings:
         log.warning("%s", warning)
     await mcp.settled()  # the MCP servers start with the service, not at the first message
-    return Service(redis, inbox, runtime, worker, slack, feishu, http, sandbox, warnings, mcp=mcp)
+    if settings.console == "on":  # links are made by any process that answers the chat
+        runtime.sign_in = WebAccess(redis, Keys(settings.redis_prefix), settings.console_url)
+    return Service(
+        redis,
+        inbox,
+        runtime,
+        worker,
+        slack,
+        feishu,
+        http,
+        sandbox,
+        warnings,
+        mcp=mcp,
+        ingest=ingest,
+    )
 
 
 def _slack_reader(
@@ -431,6 +449,9 @@ def build_app(
         app.router.add_post(SLACK_EVENTS_PATH, service.slack.handle_http)
     if platforms and service.feishu is not None:
         app.router.add_post(FEISHU_EVENTS_PATH, service.feishu.handle_http)
+    sign_in, ingest = service.runtime.sign_in, service.ingest
+    if platforms and sign_in is not None and ingest is not None:
+        app.add_subapp(CONSOLE_PATH, console_app(service.runtime, sign_in, ingest))
     return app
 
 

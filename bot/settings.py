@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", alias="CLAWGATE_HOST")
     port: int = Field(8080, alias="CLAWGATE_PORT", ge=1, le=65535)
     workdir: Path = Field(default_factory=Path.cwd, alias="CLAWGATE_WORKDIR")
+    # The web console under /console/ (docs/console.md), and the address people reach
+    # `serve` at (its sign-in links name it); None: http://CLAWGATE_HOST:CLAWGATE_PORT.
+    console: Literal["on", "off"] = Field("on", alias="CLAWGATE_CONSOLE")
+    public_url: str | None = Field(None, alias="CLAWGATE_PUBLIC_URL")
     # The settings file to read, named in the environment (bot/settings_file.py decides
     # whether it is read; `settings_file` is the outcome).
     env_file: Path | None = Field(None, alias="CLAWGATE_ENV_FILE")
@@ -217,6 +221,26 @@ class Settings(BaseSettings):
             raise ValueError("expected an http(s) URL like https://api.openai.com/v1")
         _port(value)
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_origin(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        # An origin: the console's pages link to /console/… from the root.
+        if not re.fullmatch(r"https?://[^\s/?#@]+", value):
+            raise ValueError(
+                "expected the origin people open, like https://clawgate.example.com (no path)"
+            )
+        _port(value)
+        return value
+
+    @property
+    def console_url(self) -> str:
+        """Where sign-in links point: CLAWGATE_PUBLIC_URL, else this server's own address."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return self.public_url or f"http://{host}:{self.port}"
 
     @field_validator("feishu_domain")
     @classmethod

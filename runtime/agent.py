@@ -46,6 +46,7 @@ from runtime.tools.base import ToolContext
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing import hooks as tracing
 from runtime.tracing.recorder import Tracer
+from runtime.web_access import WebAccess
 
 log = logging.getLogger(__name__)
 DEFAULT_SYSTEM_PROMPT = (
@@ -145,6 +146,7 @@ class Runtime:
         runtime = (self._context, self._emitter, self._drive, self.release_held)
         self.batch_runs = BatchRuns(wing.decisions, self.runs, self.tracer, resume, runtime)
         self.retake = Retake(self.loop, wing, resume)
+        self.sign_in: WebAccess | None = None  # the web console's links; None: it is off
 
     def _emitter(self, conversation: ConversationRef) -> Emit:
         async def emit(event: Event) -> None:

@@ -138,6 +138,18 @@ def checkpoint_hash(checkpoint: Checkpoint) -> str:
     return checkpoint_call_hash(checkpoint, canonical_arguments(checkpoint.calls[checkpoint.index]))
 
 
+def decider_refusal(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
+    """Why `actor` may not decide `record` under `policy` (None if they may)."""
+    if record.is_question:
+        mine = actor.key == record.requester.key
+        return None if mine else "only the person who asked may answer it"
+    refusal = policy.approver_policy().refusal(actor, record)
+    escalated = record.escalated and actor.key in record.escalate_to
+    if refusal is not None and escalated and actor.key != record.requester.key:
+        return None  # the second group the request was escalated to
+    return refusal
+
+
 class Decisions:
     def __init__(
         self,
@@ -165,14 +177,7 @@ class Decisions:
         """Why `actor` may not decide `record` under its conversation's policy (None if they
         may), and that policy. A question: only the requester answers it."""
         policy = await self.policies.effective(record.conversation.id)
-        if record.is_question:
-            mine = actor.key == record.requester.key
-            return (None if mine else "only the person who asked may answer it"), policy
-        refusal = policy.approver_policy().refusal(actor, record)
-        escalated = record.escalated and actor.key in record.escalate_to
-        if refusal is not None and escalated and actor.key != record.requester.key:
-            refusal = None  # the second group the request was escalated to
-        return refusal, policy
+        return decider_refusal(policy, actor, record), policy
 
     async def record(
         self,

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from runtime.approval.always import LABELS
 from runtime.approval.changes import Changed
 from runtime.approval.models import AlwaysCover, ApprovalRecord, ApprovalStatus, Checkpoint
 from runtime.approval.store import ApprovalStore, Transition
+from runtime.canonical import canonical_json
 from runtime.channel import ApprovalNotice, shown_notice
 from runtime.models import (
     ConversationRef,
@@ -20,7 +22,7 @@ from runtime.models import (
     ToolResult,
     ToolStatus,
 )
-from runtime.redact import argument_summary, redact
+from runtime.redact import argument_summary, redact, redact_text
 
 # `noun`: "approval", or "question" for a question to the requester.
 TRANSITION_MESSAGES = {
@@ -210,3 +212,23 @@ async def open_notices(
         if conversation is None or record.conversation.id == conversation.id:
             notices.append(notice_of(record, checkpoint.id if checkpoint.batch else ""))
     return notices
+
+
+def shown_fields(record: ApprovalRecord) -> dict[str, Any]:
+    """What of a record may quote the call, redacted as a notice shows it (secrets in the
+    arguments masked as data: under a secret-sounding key, or in the text of a value)."""
+    try:
+        arguments = canonical_json(redact(json.loads(record.arguments)))
+    except json.JSONDecodeError:
+        arguments = redact_text(record.arguments)
+    return {
+        "arguments": arguments,
+        "reasons": [redact_text(reason) for reason in record.reasons],
+        "reason": record.reason and redact_text(record.reason),
+        "outcome": record.outcome and redact_text(record.outcome),
+        # A question's words are the model's (it may quote a secret it read), the answer
+        # the requester's.
+        "question": redact_text(record.question),
+        "options": [redact_text(option) for option in record.options],
+        "answer": record.answer and redact_text(record.answer),
+    }

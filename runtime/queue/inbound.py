@@ -44,6 +44,9 @@ class DecisionRequest(BaseModel):
     seconds: float | None = None
     edit: str | None = None
     reply: str = Field(min_length=1)
+    # Made in the web console by a signed-in person: it counts as made in the approval's
+    # conversation (the console checked who they are; the operator CLI needs no such check).
+    console: bool = False
 
     def grant(self) -> GrantTerms | None:
         return GrantTerms(self.scope, self.seconds) if self.approve and self.always else None

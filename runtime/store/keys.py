@@ -100,6 +100,24 @@ class Keys:
     def rules(self, conversation_id: str) -> str:
         return f"{self.prefix}:rules:{conversation_id}"
 
+    # The web console's sign-in (runtime/web_access.py): one hash tag, so a session and the
+    # index of sessions change in one step on a Redis Cluster too.
+    def console_link(self, link_id: str) -> str:
+        """A one-time sign-in link, by its public half (the secret is kept hashed)."""
+        return f"{self.prefix}:{{console}}:link:{link_id}"
+
+    def console_session(self, session_id: str) -> str:
+        """A console session, by the hash of its cookie (a dump of Redis holds no cookie)."""
+        return f"{self.prefix}:{{console}}:session:{session_id}"
+
+    def console_sessions(self) -> str:
+        """Console sessions by their absolute expiry (ms): `clawgate console sessions`."""
+        return f"{self.prefix}:{{console}}:sessions"
+
+    def console_attempts(self, client: str) -> str:
+        """Sign-in attempts of one client address in the current minute."""
+        return f"{self.prefix}:{{console}}:attempts:{client}"
+
     # Traces (runtime/tracing): one JSON document per run, and the runs that resumed it.
     def trace(self, trace_id: str) -> str:
         return f"{self.prefix}:trace:{trace_id}"

@@ -1,0 +1,35 @@
+"""What the console's pages share: the runtime (its public API), the sign-in store, the inbox
+through which decisions travel to the workers, and the live changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from adapters.web.live import Changes
+from runtime.agent import Runtime
+from runtime.approval.desk import ApprovalDesk
+from runtime.queue.ingest import Ingest
+from runtime.web_access import WebAccess
+
+
+@dataclass
+class Console:
+    runtime: Runtime
+    access: WebAccess
+    ingest: Ingest
+    changes: Changes
+
+    @property
+    def desk(self) -> ApprovalDesk:
+        runtime = self.runtime
+        return ApprovalDesk(runtime.wing, runtime.decisions, runtime.policies)
+
+    @property
+    def secure(self) -> bool:
+        """Served over https (the public URL says so): cookies are `Secure`."""
+        return self.access.public_url.startswith("https://")
+
+
+CONSOLE = web.AppKey("console", Console)

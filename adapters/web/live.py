@@ -1,0 +1,93 @@
+"""Live updates: `GET /console/events` is a server-sent event stream that says `change`
+whenever the audit trail records something a console page shows (an approval requested,
+decided, run, expired; a grant added or revoked; a policy changed). It says nothing of what
+changed: the page fetches itself again, as the person it belongs to, so a stream never shows
+anyone what their pages would not.
+
+One task per process follows the audit stream (XREAD BLOCK), only while someone watches, and
+wakes every open stream; the chat path never waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiohttp import web
+
+from runtime.audit import AuditLog
+from runtime.store.connection import OUTAGES
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
+RETRY_MS = 2_000  # how soon a browser reconnects a dropped stream
+SHOWN = ("approval_", "grant_", "question_", "policy_", "tool_executed", "call_", "console_")
+
+
+class Changes:
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
+        self.version = 0
+        self._changed = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
+        self._watchers = 0
+
+    async def close(self) -> None:
+        self._closed.set()
+        self._changed.set()
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+
+    def _notify(self) -> None:
+        self.version += 1
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _follow(self) -> None:
+        after = await self.audit.last_id()
+        while not self._closed.is_set() and self._watchers:
+            try:
+                async for entry in self.audit.follow(after, block_ms=1000, stop=self._closed):
+                    after = entry.id
+                    if entry.event.startswith(SHOWN):
+                        self._notify()
+                    if not self._watchers:
+                        break
+                else:
+                    return
+            except OUTAGES as exc:  # Redis away: try again shortly, pages still load
+                log.warning("console: cannot follow the audit trail (%s)", type(exc).__name__)
+                await asyncio.sleep(1.0)
+
+    async def wait(self, seconds: float) -> bool:
+        """Whether something changed within `seconds`."""
+        changed = self._changed
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await changed.wait()
+        return changed.is_set()
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+        )
+        await response.prepare(request)
+        await response.write(f"retry: {RETRY_MS}\n\n".encode())
+        self._watchers += 1
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.create_task(self._follow())
+        try:
+            while not self._closed.is_set():
+                if await self.wait(KEEPALIVE_S) and not self._closed.is_set():
+                    await response.write(f"event: change\ndata: {self.version}\n\n".encode())
+                else:
+                    await response.write(b": keepalive\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._watchers -= 1
+        return response

@@ -1,0 +1,32 @@
+// clawgate console: live updates without a build step. The server says "change" on
+// /console/events (server-sent events); the page then fetches itself again and swaps its
+// <main>, keeping what the person is typing (an open form is left alone until it is sent).
+(function () {
+  "use strict";
+  var url = document.body.getAttribute("data-live");
+  if (!url || !window.EventSource) { return; }
+  var busy = false;
+  function typing() {
+    var a = document.activeElement;
+    return a && (a.tagName === "TEXTAREA" || (a.tagName === "INPUT" && a.type !== "hidden"));
+  }
+  function refresh() {
+    if (busy || typing()) { return; }
+    busy = true;
+    fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) { return; }
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("live");
+        var main = document.getElementById("live");
+        if (fresh && main) {
+          main.replaceChildren.apply(main, Array.prototype.slice.call(fresh.childNodes));
+          document.body.setAttribute("data-refreshed", String(Date.now()));
+        }
+      })
+      .finally(function () { busy = false; });
+  }
+  var source = new EventSource(url);
+  source.addEventListener("change", refresh);
+  source.addEventListener("open", function () { document.body.setAttribute("data-live-open", "1"); });
+})();

@@ -1,0 +1,87 @@
+"""What one person may see and decide outside a chat (the web console): exactly what the chat
+lets them decide. Admins of every conversation see everything; anyone else sees the approvals
+whose conversation's policy lets them decide (as an admin or approver there, as the requester
+where `requester_may_approve` is set, or as whom it was escalated to) and whose `[access]` lets
+them use clawgate there. Questions belong to their asker and stay in the chat."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime.approval.decisions import Decisions, decider_refusal
+from runtime.approval.models import ApprovalRecord, Checkpoint
+from runtime.approval.notices import OPEN, notice_of
+from runtime.approval.wing import ApprovalView
+from runtime.channel import ApprovalNotice
+from runtime.models import Actor
+from runtime.policy.model import GLOBAL
+from runtime.policy.resolve import EffectivePolicy
+from runtime.policy.service import PolicyService
+
+
+@dataclass(frozen=True, slots=True)
+class DeskItem:
+    record: ApprovalRecord
+    checkpoint: Checkpoint
+    notice: ApprovalNotice  # redacted, as a chat shows it
+
+
+class ApprovalDesk:
+    def __init__(self, view: ApprovalView, decisions: Decisions, policies: PolicyService) -> None:
+        self.view = view
+        self.decisions = decisions
+        self.policies = policies
+
+    def is_global_admin(self, actor: Actor) -> bool:
+        return self.policies.reach(actor, GLOBAL) == GLOBAL
+
+    async def refusal(self, actor: Actor, record: ApprovalRecord) -> str | None:
+        """Why `actor` may neither see nor decide `record` (None: they may)."""
+        if record.is_question:
+            return "a question is answered by its asker, in the chat"
+        refusal, policy = await self.decisions.refusal(actor, record)
+        return refusal or _access(policy, actor, record)
+
+    async def item(self, actor: Actor, approval_id: str) -> DeskItem | str:
+        """One approval `actor` may see, or why not (an unknown id reads the same as one
+        they may not see: the console does not tell which ids exist)."""
+        loaded = await self.view.load(approval_id)
+        if loaded is None:
+            return f"no approval {approval_id!r} that you may see"
+        record, checkpoint = loaded
+        if await self.refusal(actor, record) is not None:
+            return f"no approval {approval_id!r} that you may see"
+        return DeskItem(record, checkpoint, _notice(record, checkpoint))
+
+    async def open_items(self, actor: Actor) -> list[DeskItem]:
+        """The open approvals (pending or executing) `actor` may decide, oldest first."""
+        admin = self.is_global_admin(actor)
+        policies: dict[str, EffectivePolicy] = {}
+        found = []
+        for approval_id in await self.view.store.open_ids():
+            loaded = await self.view.load(approval_id)
+            if loaded is None or loaded[0].status not in OPEN or loaded[0].is_question:
+                continue
+            record, checkpoint = loaded
+            if not admin and await self._refused(actor, record, policies):
+                continue
+            found.append(DeskItem(record, checkpoint, _notice(record, checkpoint)))
+        return sorted(found, key=lambda item: (item.record.created_at, item.record.id))
+
+    async def _refused(
+        self, actor: Actor, record: ApprovalRecord, policies: dict[str, EffectivePolicy]
+    ) -> bool:
+        conversation = record.conversation.id
+        if conversation not in policies:  # one policy read per conversation, not per approval
+            policies[conversation] = await self.policies.effective(conversation)
+        policy = policies[conversation]
+        refusal = decider_refusal(policy, actor, record)
+        return (refusal or _access(policy, actor, record)) is not None
+
+
+def _access(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
+    return policy.access_refusal(actor, record.conversation.direct)
+
+
+def _notice(record: ApprovalRecord, checkpoint: Checkpoint) -> ApprovalNotice:
+    return notice_of(record, checkpoint.id if checkpoint.batch else "")
