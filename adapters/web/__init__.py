@@ -1,0 +1,1 @@
+"""The web console: an aiohttp sub-app under /console/ with server-rendered pages."""
