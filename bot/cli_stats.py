@@ -1,7 +1,8 @@
 """`clawgate approvals stats [--since 7d] [--conversation REF] [--json]`: how approval
-requests went (runtime/approval/stats.py), from the audit trail in Redis. Two tables in a
-terminal (per signature, per conversation) and the suggestions, or one JSON object. Needs only
-REDIS_URL (and reads the policy file, to leave out suggestions the policy would refuse)."""
+requests went (runtime/approval/stats.py), from the audit trail in Redis. Three tables in a
+terminal (per signature, per conversation, per UTC day) and the suggestions, or one JSON
+object. Needs only REDIS_URL (and reads the policy file, to leave out suggestions the policy
+would refuse)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,9 @@ def print_stats(stats: ApprovalStats, out: TextIO, as_json: bool, width: int | N
     out.write("\n")
     conversations = [(*_counts(t), c) for c, t in ranked(stats.by_conversation)]
     print_table((*COUNTS, "CONVERSATION"), conversations, out, width)
+    out.write("\n")
+    days = [(day.isoformat(), *_counts(t)) for day, t in stats.daily()]
+    print_table(("DAY (UTC)", *COUNTS), days, out, width)
     if stats.suggestions:
         out.write(
             f"\nSuggestions (approved at least {SUGGEST_MIN_APPROVED} times in a conversation, "

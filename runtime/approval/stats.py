@@ -10,6 +10,9 @@ with its own `at`), over approved and rejected requests only. The trail is read 
 (XRANGE from the window's start, which stream ids make a time), never whole, up to the entry
 that was newest when reading began: what is held is one small record per request.
 
+Each request also counts in the UTC day of its request entry (`by_day`; `daily` fills the days
+in between with nothing), for the console's plots.
+
 Entries written before requests recorded their `rule` count under their tool alone, with no
 suggestion. Rules are stored with secrets masked (masking them again would mangle the mask).
 """
@@ -20,6 +23,7 @@ import math
 import statistics
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import TypeVar
 
 from runtime.approval.models import AlwaysCover
@@ -34,6 +38,9 @@ SUGGEST_MIN_APPROVED = 5
 # (not denied, not on its `ask` list): suggestions are checked with it when given.
 Grantable = Callable[[str, str], Awaitable[bool]]
 K = TypeVar("K")
+DAY_MS = 86_400_000
+# date.fromordinal of a day since the epoch: cheaper per request than a datetime.
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
 @dataclass(slots=True)
@@ -99,7 +106,7 @@ class Signature:
 @dataclass(slots=True)
 class _Request:
     at: int
-    tallies: tuple[Tally, ...]  # its signature's, its conversation's, and the pair's
+    tallies: tuple[Tally, ...]  # its signature's, its conversation's, the pair's, its day's
     ended: bool = False
 
 
@@ -141,6 +148,7 @@ class ApprovalStats:
     by_signature: dict[Signature, Tally] = field(default_factory=dict)
     by_conversation: dict[str, Tally] = field(default_factory=dict)
     by_both: dict[tuple[str, Signature], Tally] = field(default_factory=dict)
+    by_day: dict[date, Tally] = field(default_factory=dict)  # UTC day of the request
     suggestions: list[Suggestion] = field(default_factory=list)
     _requests: dict[str, _Request] = field(default_factory=dict)
 
@@ -148,11 +156,22 @@ class ApprovalStats:
     def requests(self) -> int:
         return sum(t.requests for t in self.by_conversation.values())
 
-    def _tallies(self, signature: Signature, conversation: str) -> tuple[Tally, ...]:
+    def daily(self) -> list[tuple[date, Tally]]:
+        """Every UTC day from the first request's to the last's, oldest first; a day without
+        requests has an empty tally (a plot shows it as a gap, not as nothing)."""
+        if not self.by_day:
+            return []
+        first, last = min(self.by_day), max(self.by_day)
+        days = (first + timedelta(days=n) for n in range((last - first).days + 1))
+        return [(day, self.by_day.get(day) or Tally()) for day in days]
+
+    def _tallies(self, signature: Signature, conversation: str, at: int) -> tuple[Tally, ...]:
+        day = date.fromordinal(_EPOCH_ORDINAL + at // DAY_MS)
         return (
             self.by_signature.setdefault(signature, Tally()),
             self.by_conversation.setdefault(conversation, Tally()),
             self.by_both.setdefault((conversation, signature), Tally()),
+            self.by_day.setdefault(day, Tally()),
         )
 
     def add(self, entry: AuditEntry) -> None:
@@ -198,7 +217,7 @@ class ApprovalStats:
             rule=rule,
             grantable=rule is not None and always != AlwaysCover.NEVER.value,
         )
-        request = _Request(entry.at, self._tallies(signature, conversation))
+        request = _Request(entry.at, self._tallies(signature, conversation, entry.at))
         self._requests[approval] = request
         for tally in request.tallies:
             tally.requests += 1
@@ -235,6 +254,7 @@ class ApprovalStats:
             "conversations": [
                 {"conversation": c, **t.as_json()} for c, t in ranked(self.by_conversation)
             ],
+            "days": [{"day": d.isoformat(), **t.as_json()} for d, t in self.daily()],
             "suggestions": [s.as_json() for s in self.suggestions],
         }
 

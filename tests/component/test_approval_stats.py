@@ -9,12 +9,15 @@ from __future__ import annotations
 import io
 import json
 import time
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from adapters.web.charts import insight_svgs
 from bot.cli import main
 from bot.cli_stats import print_stats
 from runtime.approval.stats import ApprovalStats, approval_stats, policy_grantable, wait_text
@@ -224,6 +227,53 @@ async def test_since_conversation_and_the_policy_narrow_it(redis: aioredis.Redis
         audit, now - 7 * 24 * HOUR_MS, grantable=policy_grantable(make_policies(redis))
     )
     assert len(plain.suggestions) == 1
+
+
+async def test_per_day_figures_in_utc_days_with_the_gaps(redis: aioredis.Redis) -> None:
+    """A request counts on the UTC day it was made, even when decided the next; a day with no
+    requests is there, empty; the CLI prints the days, `--json` has them, the plots use them."""
+    day_ms = 24 * HOUR_MS
+    midnight = (int(time.time() * 1000) // day_ms - 3) * day_ms  # three days ago, 00:00 UTC
+    first = datetime.fromtimestamp(midnight / 1000, UTC).date()
+    out = []
+    for i, wait_s in enumerate((10, 20, 30, 40, 600)):  # day 1: five approved
+        out += [request(f"a{i}", midnight + i * 1000, C1, "bash ls")]
+        out += [decided(f"a{i}", midnight + i * 1000 + wait_s * 1000)]
+    late = midnight + day_ms - 1000  # day 1, 23:59:59: decided on day 2
+    out += [request("late", late, C1, "bash ls"), decided("late", late + 7_200_000, "rejected")]
+    third = midnight + 2 * day_ms  # day 2: nothing asked; day 3: one expired, one open
+    out += [request("ex", third, C2, "bash rm"), entry("approval_expired", third + HOUR_MS, "ex")]
+    out += [request("open", third + 1, C2, "bash rm")]
+    await seed(redis, out)
+
+    stats = await approval_stats(audit_of(redis), midnight)
+    days = stats.daily()
+    assert [d for d, _ in days] == [first + timedelta(days=n) for n in range(3)]
+    one, two, three = (t for _, t in days)
+    assert (one.requests, one.approved, one.rejected, one.expired) == (6, 5, 1, 0)
+    assert (one.median_ms, one.p90_ms) == (35_000, 7_200_000)  # of 10, 20, 30, 40, 600 s, 2 h
+    assert two.requests == 0 and two.median_ms is None
+    assert (three.requests, three.expired, three.pending, three.p90_ms) == (2, 1, 1, None)
+    json_days = stats.as_json()["days"]
+    assert [(d["day"], d["requests"], d["p90_s"]) for d in json_days] == [  # type: ignore[attr-defined]
+        (first.isoformat(), 6, 7200.0),
+        ((first + timedelta(days=1)).isoformat(), 0, None),
+        ((first + timedelta(days=2)).isoformat(), 2, None),
+    ]
+
+    shown = io.StringIO()
+    print_stats(stats, shown, as_json=False, width=None)
+    rows = {line.split()[0]: line.split()[1:] for line in shown.getvalue().splitlines() if line}
+    assert rows[first.isoformat()] == ["6", "5", "1", "0", "0", "0", "35", "s", "2.0", "h"]
+    assert rows[(first + timedelta(days=1)).isoformat()][:2] == ["0", "0"]
+
+    svgs = insight_svgs(stats)
+    (approved,) = [
+        e for e in ET.fromstring(svgs["outcomes"]).iter() if e.get("class") == "bar-approved"
+    ]
+    assert (
+        approved.findtext("{http://www.w3.org/2000/svg}title") == f"{first.isoformat()}: 5 approved"
+    )
 
 
 def test_wait_text() -> None:
