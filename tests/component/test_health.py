@@ -21,6 +21,7 @@ from runtime.store.connection import EMBEDDED_WARNING, connect
 from runtime.store.durability import durability_warnings
 from runtime.store.keys import Keys
 from tests.fake_openai import FakeOpenAI
+from tests.processes import CLAWGATE, clean_env
 from tests.serving import running
 
 TTL = 0.4  # seconds a worker's liveness mark lasts here
@@ -182,3 +183,35 @@ async def test_the_embedded_store_is_said_to_keep_nothing() -> None:
     assert facts.redis == RedisFact(cluster=False, nodes=[], warnings=[EMBEDDED_WARNING])
     assert [w.state for w in facts.workers] == ["alive"]
     assert sum(p.waiting for p in facts.partitions) == 1
+
+
+async def test_a_worker_process_killed_shows_as_gone_within_its_liveness_time(
+    redis_url: str, redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    prefix = f"health-{uuid.uuid4().hex[:8]}"
+    env = clean_env(
+        REDIS_URL=redis_url,
+        CLAWGATE_REDIS_PREFIX=prefix,
+        CLAWGATE_WORKDIR=str(tmp_path),
+        CLAWGATE_LIVENESS_TTL="1",
+    )
+    proc = await asyncio.create_subprocess_exec(
+        *CLAWGATE, "worker", cwd=tmp_path, env=env, stderr=asyncio.subprocess.DEVNULL
+    )
+    inbox = Inbox(redis, Keys(prefix), partitions=Settings(REDIS_URL=redis_url).partitions)
+    try:
+        deadline = time.monotonic() + 30
+        while not [w for w in (await queue_facts(inbox)).workers if w.pid == proc.pid]:
+            assert time.monotonic() < deadline and proc.returncode is None, "never listed"
+            await asyncio.sleep(0.1)
+        [before] = (await queue_facts(inbox)).workers
+        assert before.alive
+    finally:
+        proc.kill()
+        await proc.wait()
+    killed = time.monotonic()
+    while (await queue_facts(inbox)).workers[0].alive:
+        assert time.monotonic() - killed < 1.5, "still alive after its liveness time"
+        await asyncio.sleep(0.05)
+    [after] = (await queue_facts(inbox)).workers
+    assert (after.id, after.state, after.gone) == (before.id, "gone", True)
