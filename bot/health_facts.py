@@ -5,6 +5,7 @@ ready (/readyz) and whether the model answers (`clawgate doctor`'s probe, cached
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -72,7 +73,9 @@ async def gather(
         sandbox=service.sandbox.describe(),
         sandbox_warning=service.sandbox.missing,
     )
-    mcp = service.mcp.states() if service.mcp is not None else []
+    # A server's detail may quote its failure, URL and all.
+    states = service.mcp.states() if service.mcp is not None else []
+    mcp = [dataclasses.replace(s, detail=redact_text(s.detail)) for s in states]
     return HealthReport(process, problems, list(service.warnings), queue, mcp, model_fact)
 
 
