@@ -81,7 +81,8 @@ async def _redis(settings: Settings) -> list[Check]:
     return [reach, Check("redis durability", False, warning, fix)]
 
 
-async def _model(settings: Settings) -> Check:
+async def model_check(settings: Settings) -> Check:
+    """Whether the default model answers (also for the console's Health page)."""
     if settings.uses_demo_model:
         detail = "the offline demo model (set OPENAI_API_KEY, or OPENAI_BASE_URL, for a real one)"
         return Check("model", True, detail)
@@ -358,7 +359,8 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
     policy, document = _policy(settings)
     found = [*_settings(settings, serving), policy, _sandbox(settings)]
     found += _people(settings, document)
-    services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings), _model(settings)]
+    services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings)]
+    services.append(model_check(settings))
     services += [_listed_model(model) for model in (document.offered_models if document else [])]
     if not serving:
         # The platform SDKs load in seconds, which would stall the event loop while the other

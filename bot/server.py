@@ -42,7 +42,7 @@ from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
 from runtime.queue.steering import Steering
-from runtime.queue.worker import Worker, sweep_forever
+from runtime.queue.worker import WORKER_SILENCE, Worker, sweep_forever
 from runtime.redact import shown_url
 from runtime.shutdown import cancel
 from runtime.store.connection import REDIS_FAILURES, connect
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
-WORKER_SILENCE = 10.0  # seconds without polling after which a worker counts as gone
 READY_TIMEOUT = 0.8  # seconds: /readyz answers within a second whatever Redis does
 # Redis (a cluster's client errors included) or the network to it failing.
 REDIS_DOWN: tuple[type[Exception], ...] = (*REDIS_FAILURES, OSError)

@@ -148,6 +148,30 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 3600000)
 )
 # KEYS: workers zset   ARGV: window ms
 POLLING = _NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')"
+# KEYS: workers zset.  Now, then each worker and when it last polled (the last hour's).
+POLLED = _NOW + "return {now, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')}"
+
+# KEYS: stream (one partition's)   ARGV: group.  {now, waiting, in progress, id of the oldest
+# entry not yet read or ''}. Acknowledged entries are deleted, so the stream holds exactly the
+# waiting and the in-progress ones; the oldest waiting one is the first after the group's
+# last delivered id.
+DEPTH = (
+    _NOW
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {now, 0, 0, ''} end
+local last, pending = '0-0', 0
+for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local fields = {}
+  for i = 1, #group, 2 do fields[group[i]] = group[i + 1] end
+  if fields['name'] == ARGV[1] then
+    last, pending = fields['last-delivered-id'], fields['pending']
+  end
+end
+local waiting = math.max(redis.call('XLEN', KEYS[1]) - pending, 0)
+local oldest = redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', 1)[1]
+return {now, waiting, pending, oldest and oldest[1] or ''}
+"""
+)
 
 
 Lost = Literal["taken", "gone"]  # why a worker no longer owns a job it held (Inbox.keep)
@@ -166,6 +190,23 @@ class Job:
     def ref(self) -> tuple[int, str]:
         """Unique across partitions."""
         return self.partition, self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Polled:
+    """A worker as the inbox knows it (`Inbox.workers`)."""
+
+    name: str
+    polled_ms_ago: int  # since it last said it polls (server time)
+    mark: str | None  # its liveness mark: alive, gone (stopped), fenced, or None (lapsed)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDepth:
+    partition: int
+    waiting: int  # not read by any worker yet
+    in_progress: int  # read, not acknowledged
+    oldest_waiting_ms: int | None  # how long the oldest waiting job has waited; None: none
 
 
 def _jobs(entries: Sequence[Any], partition: int) -> list[Job]:
@@ -455,18 +496,41 @@ class Inbox:
         count = await self.redis.eval(POLLING, 1, self.keys.inbox_workers(), int(within_s * 1000))
         return int(count) > 0
 
+    async def workers(self) -> list[Polled]:
+        """Every worker that polled in the last hour, with its liveness mark: one that was
+        killed or stopped stays listed, its mark lapsed or ended. Two round trips."""
+        now, flat = await self.redis.eval(POLLED, 1, self.keys.inbox_workers())
+        polled = [
+            (str(name), int(float(at))) for name, at in zip(flat[::2], flat[1::2], strict=True)
+        ]
+        if not polled:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for name, _ in polled:
+            pipe.get(self.keys.worker(name))
+        marks = await pipe.execute()
+        return [
+            Polled(name, int(now) - at, None if mark is None else str(mark))
+            for (name, at), mark in zip(polled, marks, strict=True)
+        ]
+
+    async def partition_depths(self) -> list[PartitionDepth]:
+        """Each partition's jobs waiting and in progress, and how long the oldest has waited:
+        a script per partition (its stream's slot), all in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for stream in self.streams:
+            pipe.eval(DEPTH, 1, stream, GROUP)
+        depths = []
+        for partition, (now, waiting, in_hand, oldest) in enumerate(await pipe.execute()):
+            # A stream id starts with the server time it was added, in ms.
+            age = int(now) - int(str(oldest).split("-")[0]) if oldest else None
+            depths.append(PartitionDepth(partition, int(waiting), int(in_hand), age))
+        return depths
+
     async def depth(self) -> tuple[int, int]:
         """(jobs not yet read, jobs read but not acknowledged), over every partition."""
-        waiting = in_hand = 0
-        for stream in self.streams:
-            groups = await self.redis.xinfo_groups(stream)
-            group = next((g for g in groups if g["name"] == GROUP), None)
-            if group is None:
-                waiting += int(await self.redis.xlen(stream))
-            else:
-                waiting += int(group.get("lag") or 0)
-                in_hand += int(group["pending"])
-        return waiting, in_hand
+        depths = await self.partition_depths()
+        return sum(d.waiting for d in depths), sum(d.in_progress for d in depths)
 
     async def spread(self) -> list[int]:
         """Inputs ever added to each partition (XINFO STREAM entries-added): how ingest

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Job], Awaitable[None]]
 HELD_PER_LANE = 4  # jobs read ahead per busy lane: a busy session never starves the others
 BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
+WORKER_SILENCE = 10.0  # seconds without such a mark after which a worker counts as gone
 MAX_STARTS = 5  # a job that keeps killing its workers is dropped, not retried forever
 TAKEOVER_INTERVAL = 0.25  # seconds between looks for workers whose liveness mark lapsed
 # A lapsed mark is trusted only after this long: right after Redis restarts (or stalls), live

@@ -211,3 +211,8 @@ def connect(url: str | None, cluster: bool = False) -> Redis:
 
 def is_cluster(redis: Redis) -> bool:
     return isinstance(redis, RedisCluster)
+
+
+def is_embedded(redis: Redis) -> bool:
+    """The embedded store (no REDIS_URL): it keeps nothing and answers no INFO."""
+    return type(redis).__module__.startswith("fakeredis")
