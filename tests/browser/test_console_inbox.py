@@ -120,7 +120,8 @@ async def test_who_may_not_decide_sees_nothing_and_a_forged_decision_is_refused_
         assert forged.status == 403
     refused = [e async for e in served.service.runtime.audit.since(0)]
     assert any(e.event == "console_refused" and e.actor == f"slack:{ALICE}" for e in refused)
-    assert (await served.service.runtime.wing.load(approval_id))[0].status.value == "pending"
+    loaded = await served.service.runtime.wing.load(approval_id)
+    assert loaded is not None and loaded[0].status.value == "pending"
 
     # A used link does not work again.
     again = await page.goto(link)
