@@ -35,6 +35,11 @@ class ApprovalDesk:
     def is_global_admin(self, actor: Actor) -> bool:
         return self.policies.reach(actor, GLOBAL) == GLOBAL
 
+    def oversight(self, actor: Actor) -> Oversight:
+        """What of the grants, the audit trail and the runs `actor` may see (one page's
+        worth: it remembers each conversation's answer)."""
+        return Oversight(actor, self.is_global_admin(actor), self.policies)
+
     async def refusal(self, actor: Actor, record: ApprovalRecord) -> str | None:
         """Why `actor` may neither see nor decide `record` (None: they may)."""
         if record.is_question:
@@ -77,6 +82,29 @@ class ApprovalDesk:
         policy = policies[conversation]
         refusal = decider_refusal(policy, actor, record)
         return (refusal or _access(policy, actor, record)) is not None
+
+
+class Oversight:
+    """Whether one person oversees a conversation: admins of every conversation oversee all;
+    anyone else the conversations whose policy makes them an admin or an approver (and whose
+    `[access]` lets them in). Conversation-less records (a policy reload) are the admins'."""
+
+    def __init__(self, actor: Actor, admin: bool, policies: PolicyService) -> None:
+        self.actor, self.admin, self.policies = actor, admin, policies
+        self._known: dict[str, bool] = {}
+
+    async def oversees(self, conversation: str | None) -> bool:
+        if self.admin:
+            return True
+        if not conversation:
+            return False
+        if conversation not in self._known:
+            policy = await self.policies.effective(conversation)
+            deciders = policy.approver_policy()
+            self._known[conversation] = (
+                deciders.is_admin(self.actor) or self.actor.key in deciders.approvers
+            ) and policy.access_refusal(self.actor, direct=False) is None
+        return self._known[conversation]
 
 
 def _access(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
