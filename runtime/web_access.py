@@ -140,15 +140,27 @@ class WebAccess:
         await self.redis.pexpire(key, min(IDLE_TTL_S * 1000, left_ms))
         return session
 
+    async def alive(self, session: ConsoleSession) -> bool:
+        """Whether `session` still lives (not ended, not expired), without renewing it."""
+        if session.expires_at <= _now_ms():
+            return False
+        return bool(await self.redis.exists(self.keys.console_session(session.id)))
+
     async def sessions(self) -> list[ConsoleSession]:
-        """Every live session, oldest first."""
-        ids = await self.redis.zrangebyscore(self.keys.console_sessions(), _now_ms(), "+inf")
-        found = []
-        for session_id in ids:
+        """Every live session, oldest first. Sessions that ended by idling leave the index
+        here (their keys expired by themselves)."""
+        index = self.keys.console_sessions()
+        await self.redis.zremrangebyscore(index, 0, _now_ms())
+        found, idled = [], []
+        for session_id in await self.redis.zrange(index, 0, -1):
             sid = session_id.decode() if isinstance(session_id, bytes) else str(session_id)
             raw = await self.redis.get(self.keys.console_session(sid))
-            if raw is not None:
+            if raw is None:
+                idled.append(sid)
+            else:
                 found.append(ConsoleSession.model_validate_json(raw))
+        if idled:
+            await self.redis.zrem(index, *idled)
         return sorted(found, key=lambda s: s.created_at)
 
     async def end(self, session_id: str) -> bool:

@@ -45,28 +45,30 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def console_app(runtime: Runtime, access: WebAccess, ingest: Ingest) -> web.Application:
     console = Console(runtime, access, ingest, Changes(runtime.audit))
-    app = web.Application(middlewares=[_headers, _signed_in])
+    app = web.Application(middlewares=[_signed_in])
     app[CONSOLE] = console
+    # On every response, whatever made it: a page, a refusal, a 404, a file, the event
+    # stream (which sends its headers before its handler returns).
+    app.on_response_prepare.append(_headers)
     signin.add_routes(app)
     inbox.add_routes(app)
-    app.router.add_get("/events", console.changes.stream, name="events")
+    app.router.add_get("/events", _events, name="events")
     app.router.add_static("/static/", STATIC, name="static")
     app.on_shutdown.append(lambda _: console.changes.close())
     return app
 
 
-@web.middleware
-async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:  # a 404 or a redirect is a response too
-        exc.headers.update(HEADERS)
-        raise
-    if not response.prepared:  # an event stream sent its headers already
-        response.headers.update(HEADERS)
-        if request.match_info.route.name == "static":
-            response.headers["Cache-Control"] = "private, max-age=300"
-    return response
+async def _headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(HEADERS)
+    if request.match_info.route.name == "static":
+        response.headers["Cache-Control"] = "private, max-age=300"
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    """The live changes, for as long as the session lives: a revoked or expired session's
+    stream ends (its idle expiry is not renewed by watching)."""
+    console, session = request.app[CONSOLE], request[SESSION]
+    return await console.changes.stream(request, lambda: console.access.alive(session))
 
 
 @web.middleware

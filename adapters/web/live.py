@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -71,7 +72,10 @@ class Changes:
                 await changed.wait()
         return changed.is_set()
 
-    async def stream(self, request: web.Request) -> web.StreamResponse:
+    async def stream(
+        self, request: web.Request, alive: Callable[[], Awaitable[bool]]
+    ) -> web.StreamResponse:
+        """The stream for `request` while `alive()` says its watcher may still watch."""
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
@@ -82,7 +86,10 @@ class Changes:
             self._follower = asyncio.create_task(self._follow())
         try:
             while not self._closed.is_set():
-                if await self.wait(KEEPALIVE_S) and not self._closed.is_set():
+                changed = await self.wait(KEEPALIVE_S)
+                if self._closed.is_set() or not await _still(alive):
+                    break
+                if changed:
                     await response.write(f"event: change\ndata: {self.version}\n\n".encode())
                 else:
                     await response.write(b": keepalive\n\n")
@@ -91,3 +98,10 @@ class Changes:
         finally:
             self._watchers -= 1
         return response
+
+
+async def _still(alive: Callable[[], Awaitable[bool]]) -> bool:
+    try:
+        return await alive()
+    except OUTAGES:  # Redis away: cannot tell, keep the stream (the pages say what is wrong)
+        return True

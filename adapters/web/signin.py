@@ -55,6 +55,9 @@ async def login(request: web.Request) -> web.StreamResponse:
     if actor is None:
         await audit.record("console_sign_in_refused", "", why="link not valid", client=client)
         return message(request, "Sign-in link not valid", NOT_VALID, 403)
+    replaced = await console.access.session(request.cookies.get(COOKIE, ""))
+    if replaced is not None:  # one browser, one session: the one it had ends
+        await console.access.end(replaced.id)
     cookie, session = await console.access.open_session(actor, client)
     await audit.record("console_signed_in", actor.key, session=session.short_id, client=client)
     response = web.HTTPSeeOther("/console/welcome")
