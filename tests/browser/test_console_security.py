@@ -185,6 +185,43 @@ async def test_a_hostile_rejection_reason_and_edit_render_as_text(
         await assert_inert(watched, [PAYLOADS[9]])
 
 
+async def test_hostile_fields_only_redis_holds_render_as_text(
+    served: Harness, browser: Browser
+) -> None:
+    """What no message can set (a worker's name, an outcome, notes, where notices were
+    posted, the approval's audit trail) is written into Redis directly, as a compromised
+    worker or a future code path could."""
+    _, approval_id = await pending_approval(served, "rm -rf stored")
+    store = served.service.runtime.wing.store
+    session = await store.session_of(approval_id)
+    assert session is not None
+    key = Keys(served.prefix).approval(session, approval_id)
+    record = json.loads(await served.redis.hget(key, "record") or "{}")
+    record |= {
+        "always": "never",
+        "no_always": PAYLOADS[1],
+        "runs_with": PAYLOADS[4],
+        "unapproved_changes": [PAYLOADS[2], PAYLOADS[20]],
+    }
+    await served.redis.hset(
+        key,
+        mapping={
+            "record": json.dumps(record),
+            "outcome": PAYLOADS[9],
+            "worker": PAYLOADS[16],
+            "notice": json.dumps({"channel": PAYLOADS[13], PAYLOADS[5]: PAYLOADS[17]}),
+            "copies": json.dumps([{"conversation": PAYLOADS[18], "ts": PAYLOADS[27]}]),
+        },
+    )
+    await store.audit(session, PAYLOADS[10], approval_id, PAYLOADS[11], PAYLOADS[14])
+    shown = [PAYLOADS[n] for n in (1, 4, 9, 16, 13, 5, 17, 18, 27, 10, 11, 14)]
+    async with hostile_browser(browser, served, ADMIN) as watched:
+        await watched.page.goto(served.url(f"/console/approvals/{approval_id}"))
+        await assert_inert(watched, shown)
+        await watched.page.goto(served.url("/console/"))
+        await assert_inert(watched, [PAYLOADS[1], PAYLOADS[4]])
+
+
 # -- CSRF ---------------------------------------------------------------------------------------
 
 
