@@ -222,6 +222,30 @@ async def test_hostile_fields_only_redis_holds_render_as_text(
         await assert_inert(watched, [PAYLOADS[1], PAYLOADS[4]])
 
 
+async def test_the_csp_stops_a_payload_that_got_into_a_page(served: Harness, page: Page) -> None:
+    """The second wall: were a payload put into a page (here by the test itself), the
+    policy would neither run its handler or inline script nor let it load from elsewhere."""
+    watched = Watched(page)
+    await page.goto(served.url(f"/console/login?token={await link_token(served, APPROVER)}"))
+    await page.wait_for_url(re.compile(r"/console/$"))
+    blocked = await page.evaluate(
+        """() => new Promise((done) => {
+            const seen = [];
+            document.addEventListener(
+                "securitypolicyviolation", (e) => seen.push(e.violatedDirective));
+            document.body.insertAdjacentHTML("beforeend",
+                '<img src="x" onerror="alert(1)">'
+                + '<img src="https://evil.example/x.png">');
+            const s = document.createElement("script");
+            s.textContent = "alert(2)";
+            document.body.appendChild(s);
+            setTimeout(() => done(seen), 300);
+        })"""
+    )
+    assert watched.dialogs == []
+    assert {"script-src-attr", "script-src-elem", "img-src"} <= set(blocked), blocked
+
+
 # -- CSRF ---------------------------------------------------------------------------------------
 
 
@@ -428,6 +452,13 @@ async def test_every_console_response_forbids_framing(served: Harness) -> None:
         ):
             assert events.status == 200
             responses["events"] = type(responses["inbox"])(events.status, events.headers, "")
+    policy = responses["inbox"].headers["Content-Security-Policy"]
+    directives = {d.strip().partition(" ")[0]: d.strip() for d in policy.split(";")}
+    assert directives["default-src"] == "default-src 'none'"
+    assert directives["script-src"] == "script-src 'self'"  # no inline code, no eval
+    assert directives["form-action"] == "form-action 'self'"  # an injected form posts nowhere
+    assert directives["base-uri"] == "base-uri 'none'"  # an injected <base> moves no link
+    assert "unsafe" not in policy
     for what, reply in responses.items():
         assert "frame-ancestors 'none'" in reply.headers.get("Content-Security-Policy", ""), what
         assert reply.headers.get("X-Frame-Options") == "DENY", what
