@@ -2,7 +2,7 @@
 whenever the audit trail records something a console page shows (an approval requested,
 decided, run, expired; a grant added or revoked; a policy changed). It says nothing of what
 changed: the page fetches itself again, as the person it belongs to, so a stream never shows
-anyone what their pages would not.
+anyone what their pages would not. A stream ends once its session does (revoked, expired).
 
 One task per process follows the audit stream (XREAD BLOCK), only while someone watches, and
 wakes every open stream; the chat path never waits for it."""

@@ -1,12 +1,12 @@
 """Signing in with a one-time link, and out.
 
 `GET /console/login?token=…` redeems the link (once; attempts per address are limited),
-starts a new session, sets its cookie (HttpOnly, SameSite=Strict, Secure over https, path
-/console/) and redirects to `/console/welcome`, a page that needs no session and moves on to
-the inbox by itself. That step is why a link clicked in Slack works: a SameSite=Strict cookie
-is not sent on a redirect that began on another site, but it is on a navigation the console's
-own page starts. Where the browser goes next is never taken from the request (no open
-redirect)."""
+starts a new session (ending the one the browser sent, if any), sets its cookie (HttpOnly,
+SameSite=Strict, Secure over https, path /console/) and redirects to `/console/welcome`, a
+page that needs no session and moves on to the inbox by itself. That step is why a link
+clicked in Slack works: a SameSite=Strict cookie is not sent on a redirect that began on
+another site, but it is on a navigation the console's own page starts. Where the browser
+goes next is never taken from the request (no open redirect)."""
 
 from __future__ import annotations
 
