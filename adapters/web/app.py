@@ -60,7 +60,7 @@ def console_app(runtime: Runtime, access: WebAccess, ingest: Ingest) -> web.Appl
 
 async def _headers(request: web.Request, response: web.StreamResponse) -> None:
     response.headers.update(HEADERS)
-    if request.match_info.route.name == "static":
+    if request.match_info.route.name == "static" and response.status == 200:
         response.headers["Cache-Control"] = "private, max-age=300"
 
 

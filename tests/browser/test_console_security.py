@@ -463,6 +463,8 @@ async def test_every_console_response_forbids_framing(served: Harness) -> None:
         assert "frame-ancestors 'none'" in reply.headers.get("Content-Security-Policy", ""), what
         assert reply.headers.get("X-Frame-Options") == "DENY", what
         assert reply.headers.get("X-Content-Type-Options") == "nosniff", what
+        if what not in ("css", "js"):  # a page seen signed in is not kept for the back button
+            assert reply.headers.get("Cache-Control") == "no-store", what
 
 
 # -- The session cookie -------------------------------------------------------------------------
@@ -616,6 +618,8 @@ async def test_a_revoked_session_loses_its_live_updates_and_an_idle_one_ends(
         async with asyncio.timeout(5):
             body = await events.content.read()  # the stream ends
         assert b"event: change" not in body
+    again = await request(served, "GET", "/console/events", cookie=carol.cookie)
+    assert again.status == 401  # and the browser's reconnection is refused
 
     idle = await signed_in(served, ALICE)
     keys = Keys(served.prefix)
