@@ -52,10 +52,12 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-# The console's pages that show what hostile approvals hold, visited signed in as an admin
-# (who sees everything). "{approval}" is each hostile approval's id. A page that shows
-# approvals, grants, audit entries or runs belongs here.
-HOSTILE_PAGES = ("/console/", "/console/approvals/{approval}")
+# The console's pages that may show what hostile approvals hold (their requests, reasons,
+# requesters, conversations, audit entries, runs), visited signed in as an admin, who sees
+# everything. Each must stay inert; True: it must also show every payload it is about as
+# text (a reason, the requester and the conversation of each approval). "{approval}" is
+# each hostile approval's id. A new page that shows any of it belongs here.
+HOSTILE_PAGES: dict[str, bool] = {"/console/": True, "/console/approvals/{approval}": True}
 
 
 def sed_of(payload: str) -> str:
@@ -120,15 +122,19 @@ async def test_hostile_arguments_reasons_names_and_conversations_render_as_text(
     made = await hostile_approvals(served)
     wing = served.service.runtime.wing
     visits: list[tuple[str, list[str]]] = []
-    for path in HOSTILE_PAGES:
-        if "{approval}" not in path:
-            visits.append((served.url(path), list(PAYLOADS)))
-            continue
-        for approval_id, payload in made.items():
-            loaded = await wing.load(approval_id)
-            assert loaded is not None
-            shown = shown_on(loaded[0], payload)
-            visits.append((served.url(path.format(approval=approval_id)), shown))
+    facts: dict[str, list[str]] = {}  # approval id -> what a page about it shows
+    for approval_id, payload in made.items():
+        loaded = await wing.load(approval_id)
+        assert loaded is not None
+        facts[approval_id] = shown_on(loaded[0], payload)
+    for path, shows in HOSTILE_PAGES.items():
+        if "{approval}" in path:
+            for approval_id, shown in facts.items():
+                url = served.url(path.format(approval=approval_id))
+                visits.append((url, shown if shows else []))
+        else:
+            every = [fact for shown in facts.values() for fact in shown]
+            visits.append((served.url(path), every if shows else []))
     async with hostile_browser(browser, served, ADMIN) as watched:
         page = watched.page
         await assert_all_inert(page.context, visits)
