@@ -448,9 +448,9 @@ def build_app(
         app.router.add_post(SLACK_EVENTS_PATH, service.slack.handle_http)
     if platforms and service.feishu is not None:
         app.router.add_post(FEISHU_EVENTS_PATH, service.feishu.handle_http)
-    sign_in, ingest = service.runtime.sign_in, service.ingest
-    if platforms and sign_in is not None and ingest is not None:
-        app.add_subapp(CONSOLE_PATH, console_app(service.runtime, sign_in, ingest))
+    if platforms and service.ingest is not None and service.runtime.sign_in is not None:
+        console = console_app(service.runtime, service.runtime.sign_in, service.ingest)
+        app.add_subapp(CONSOLE_PATH, console)
     return app
 
 

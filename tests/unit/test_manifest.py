@@ -130,7 +130,7 @@ def _served_post_paths() -> dict[str, str]:
         "slack": SimpleNamespace(handle_http=slack),
         "feishu": SimpleNamespace(handle_http=feishu),
     }
-    service = cast(Service, SimpleNamespace(**adapters))
+    service = cast(Service, SimpleNamespace(**adapters, ingest=None))
     names: dict[object, str] = {slack: "slack", feishu: "feishu"}
     paths = {}
     for route in build_app(service, platforms=True).router.routes():
