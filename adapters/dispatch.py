@@ -83,13 +83,15 @@ async def dispatch(
     job: str = "",
     read: Callable[[], Awaitable[Prompt]] | None = None,
     attached: bool = False,
+    whisper: Say | None = None,
 ) -> RunResult | None:
     """Handle one input; returns the run's result when the agent ran (or resumed). `job`: the
     inbox entry it came in (delivered again, its run continues where it stopped). `read`: a
     message's prompt for the model (thread context, attachments), asked only for a message
     someone may send here; else the text alone. `attached`: the message carries files, so it
-    never answers a question (the files would be lost): it is held like any other."""
-    private, say = say, shown_say(say)
+    never answers a question (the files would be lost): it is held like any other.
+    `whisper`: says what only the sender may ever see (a sign-in link); default `say`."""
+    private, say = whisper or say, shown_say(say)
     try:
         command = parse_command(text)
     except CommandError as exc:
@@ -338,6 +340,9 @@ async def handle_inbound(
     async def say(text: str) -> None:
         await router.tell(inbound.conversation, inbound.actor, text, inbound.reply)
 
+    async def whisper(text: str) -> None:
+        await router.tell(inbound.conversation, inbound.actor, text, inbound.reply, secret=True)
+
     async def read() -> Prompt:
         return await router.read(inbound, job)
 
@@ -351,4 +356,5 @@ async def handle_inbound(
         job=job,
         read=read,
         attached=bool(inbound.attachments),
+        whisper=whisper,
     )

@@ -177,5 +177,5 @@ async def decide(request: web.Request) -> web.StreamResponse:
     reply = await replies.pop(wanted.reply, FIRST_REPLY_S)
     if reply is not None and reply.step == "refused":
         return message(request, "Not decided", reply.text, 409)
-    where = "/console/" if checked.id != request.match_info["id"].strip().lower() else ""
-    raise web.HTTPSeeOther(where or f"/console/approvals/{checked.id}")
+    batch = await console.runtime.wing.load(checked.id) is None  # a batch's id: no page
+    raise web.HTTPSeeOther("/console/" if batch else f"/console/approvals/{checked.id}")
