@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from adapters.web import signin
-from adapters.web.context import CONSOLE, Console
+from adapters.web.context import CONSOLE, Console, Health
 from adapters.web.live import Changes
-from adapters.web.pages import inbox
+from adapters.web.pages import health as health_page
+from adapters.web.pages import inbox, insight
 from adapters.web.render import IS_ADMIN, SESSION, message
 from runtime.agent import Runtime
 from runtime.queue.ingest import Ingest
@@ -43,12 +44,17 @@ HEADERS = {
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def console_app(runtime: Runtime, access: WebAccess, ingest: Ingest) -> web.Application:
-    console = Console(runtime, access, ingest, Changes(runtime.audit))
+def console_app(
+    runtime: Runtime, access: WebAccess, ingest: Ingest, health: Health | None = None
+) -> web.Application:
+    """`health`: what the Health page shows, gathered by the serving process."""
+    console = Console(runtime, access, ingest, Changes(runtime.audit), health)
     app = web.Application(middlewares=[_headers, _signed_in])
     app[CONSOLE] = console
     signin.add_routes(app)
     inbox.add_routes(app)
+    health_page.add_routes(app)
+    insight.add_routes(app)
     app.router.add_get("/events", console.changes.stream, name="events")
     app.router.add_static("/static/", STATIC, name="static")
     app.on_shutdown.append(lambda _: console.changes.close())
