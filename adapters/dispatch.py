@@ -204,8 +204,9 @@ async def _console_link(runtime: Runtime, actor: Actor) -> str:
     """A one-time sign-in link to the web console, for `actor` alone."""
     if runtime.sign_in is None:
         return (
-            "The web console is not available from here: it is off (CLAWGATE_CONSOLE=off), or "
-            "this chat keeps its state in memory (set REDIS_URL and run `clawgate serve`)."
+            "No sign-in link from here: the web console is served by `clawgate serve` (with "
+            "CLAWGATE_CONSOLE=on) for chat identities; from a shell with REDIS_URL, "
+            "`clawgate console link --as slack:U…` prints a link for one."
         )
     try:
         link = await runtime.sign_in.link(actor)
