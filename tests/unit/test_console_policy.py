@@ -10,6 +10,7 @@ from adapters.web.pages.policy import (
     REDIS,
     approval_rules,
     override_rows,
+    risk_rules,
     scope_choices,
     tool_rows,
 )
@@ -23,9 +24,11 @@ DOCUMENT = PolicyDocument.model_validate(
         "tools": {"ask": ["write"]},
         "approvals": {"admins": ["slack:UA"], "timeout": 600},
         "modes": {"max": "ask"},
+        "risk": {"ask_patterns": ["curl"], "large_deletion_lines": 50},
         "conversations": {
             "slack:T1": {
                 "tools": {"deny": ["bash"]},
+                "risk": {"ask_patterns": ["wget"], "safe_tools": ["read", "edit"]},
                 "approvals": {"approvers": ["slack:UB"], "quorum_tools": {"edit": 2}},
             }
         },
@@ -67,6 +70,15 @@ def test_the_approval_rules_say_where_each_comes_from() -> None:
     assert rules["requester may approve"] == ("no", "default: no")
     assert rules["loosest mode allowed"] == ("ask", "policy file [global]")
     assert rules["mode"][0] == "ask"  # the default, auto, capped by the limit
+
+
+def test_the_risk_rules_say_what_adds_up_and_where_the_others_come_from() -> None:
+    rules = {rule.name: (rule.value, rule.source) for rule in risk_rules(_policy())}
+    assert rules["ask patterns"] == ("curl, wget", "the policy file, every scope's added up")
+    assert rules["deny patterns"] == ("none", "default: none")
+    assert rules["safe tools"] == ("read, edit", "policy file [slack:T1]")
+    assert rules["an edit asks when it deletes"] == ("50+ lines", "policy file [global]")
+    assert rules["safe programs"] == ("built in only", "default: built in")
 
 
 def test_the_overrides_shown_are_those_that_apply_at_the_scope() -> None:

@@ -136,6 +136,42 @@ def approval_rules(policy: EffectivePolicy) -> list[Rule]:
     ]
 
 
+def risk_rules(policy: EffectivePolicy) -> list[Rule]:
+    """The `[risk]` extensions of the built-in rules: lists add up from every scope, the
+    other values come from the most specific scope that sets them."""
+    risk, src = policy.risk, policy.sources
+    added = "the policy file, every scope's added up"
+    listed = [
+        ("ask patterns", risk.ask_patterns),
+        ("deny patterns", risk.deny_patterns),
+        ("protected paths", risk.protected_paths),
+    ]
+    chosen = [
+        ("safe programs", ", ".join(risk.safe_programs) or "built in only", "safe_programs"),
+        ("safe tools", ", ".join(risk.safe_tools) or "none", "safe_tools"),
+        (
+            "an edit asks when it deletes",
+            f"{risk.large_deletion_lines}+ lines",
+            "large_deletion_lines",
+        ),
+    ]
+    return [
+        *(
+            Rule(name, ", ".join(values) or "none", added if values else "default: none")
+            for name, values in listed
+        ),
+        *(
+            Rule(name, value, src.get(f"risk.{key}", "default: built in"))
+            for name, value, key in chosen
+        ),
+        Rule(
+            "locked paths (no call changes them)",
+            ", ".join(risk.locked_paths) or "none",
+            "the policy file, as it lies in the work directory" if risk.locked_paths else "-",
+        ),
+    ]
+
+
 def override_rows(scope: str, overrides: Mapping[str, Mapping[str, Override]]) -> list[OverrideRow]:
     """The Redis layer that applies at `scope`: its own overrides and its wider scopes'."""
     return [
@@ -238,6 +274,7 @@ async def _show(
         tools=tool_rows(effective),
         offered=sorted(effective.offered),
         rules=approval_rules(effective),
+        risk=risk_rules(effective),
         hooks=[(h, hook_target(h), file_label(h.scope)) for h in effective.hooks],
         overrides=override_rows(scope, overrides),
         actions=ACTIONS,
