@@ -64,6 +64,14 @@ async def test_runs_list_the_decision_and_a_run_draws_its_pause_and_resume(
         assert "completed" in await resumed_row.inner_text()  # the call ran, once
         assert "final" in await resumed_row.locator(".stopped").inner_text()
         await save_screenshot(page, "runs")
+        conversation = await section.get_attribute("data-conversation")
+        assert conversation
+        await page.goto(served.url("/console/runs?conversation=slack:T111:C999"))
+        assert await page.locator("tr[data-trace-id]").count() == 0
+        await page.select_option('select[name="conversation"]', conversation)
+        await page.locator('form.filters button[type="submit"]').click()
+        await page.wait_for_url(re.compile(r"conversation="))
+        assert await page.locator("tr[data-trace-id]").count() == 2
 
         await row.locator(f'a[href="/console/runs/{paused}"]').click()
         await page.wait_for_url(re.compile(f"/console/runs/{paused}$"))
@@ -115,3 +123,25 @@ async def test_without_its_trace_a_run_shows_its_audit_trail(
         trail = await page.locator("table.trail").first.inner_text()
         assert "approval_requested" in trail and f"slack:{APPROVER}" in trail
         assert await page.locator(f'table a[href="/console/approvals/{approval_id}"]').count()
+
+
+async def test_a_run_page_shows_replayed_text_as_text_with_secrets_masked(
+    redis_url: str, workdir: Path, page: Page
+) -> None:
+    secret = "sk-" + "q" * 40
+    hostile = '<img src=x onerror="document.title=1">'
+    async with serving(redis_url, workdir, CLAWGATE_TRACE_MODE="replay") as served:
+        _, approval_id = await pending_approval(served, f"rm -rf '{hostile}' OPENAI_KEY={secret}")
+        loaded = await served.service.runtime.wing.load(approval_id)
+        assert loaded is not None and loaded[1].trace_id
+        await page.goto(await sign_in_link(served, APPROVER))
+        await page.wait_for_url(re.compile(r"/console/$"))
+
+        await page.goto(served.url(f"/console/runs/{loaded[1].trace_id}"))
+        payloads = await page.locator("ul.tree pre.payload").all_inner_texts()
+        assert any(hostile in text for text in payloads)  # shown as text, not markup
+        assert await page.locator("main img").count() == 0
+        assert secret not in await page.content()
+        await page.goto(served.url("/console/runs"))
+        assert await page.locator("main img").count() == 0
+        assert secret not in await page.content()
