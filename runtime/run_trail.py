@@ -71,8 +71,8 @@ def runs(entries: Sequence[AuditEntry]) -> list[RunTrail]:
     found: dict[str, RunTrail] = {}
     asked: dict[str, tuple[Asked, str]] = {}  # approval id -> (it, the trace that asked)
     for entry in entries:
-        ended = entry.event in ENDINGS and asked.get(entry.fields.get("approval", ""))
-        if ended:
+        ended = asked.get(entry.fields.get("approval", "")) if entry.event in ENDINGS else None
+        if ended is not None:
             approval = ended[0]
             approval.outcome = entry.fields.get("decision") or ENDINGS[entry.event] or "decided"
             approval.by = entry.actor or entry.fields.get("decided_by", "")

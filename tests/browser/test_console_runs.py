@@ -89,6 +89,9 @@ async def test_runs_list_the_decision_and_a_run_draws_its_pause_and_resume(
         trail = await page.locator("table.trail").first.inner_text()
         assert "approval_requested" in trail and "approval_decided" in trail
         await save_screenshot(page, "run")
+        for unknown in ("0123456789abcdef", "%3Cscript%3E"):
+            response = await page.goto(served.url(f"/console/runs/{unknown}"))
+            assert response is not None and response.status == 404
 
         # The requester oversees no conversation: no runs, and a run's page is not found.
         context = await browser.new_context()

@@ -13,6 +13,7 @@ Anything else reads as not found."""
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import replace
 
 from aiohttp import web
@@ -27,6 +28,7 @@ from runtime.tracing.tree import Linked, Node, collect, trace_headline, tree
 
 SCAN = 2000  # the newest audit entries the runs are read from
 PER_CONVERSATION = 10
+TRACE_ID = re.compile(r"[0-9a-f]{1,64}")  # runtime/tracing/recorder.py makes them hex
 SHOWN_FIELDS = ("tool", "status", "decision", "approval", "reason", "reasons", "name")
 
 
@@ -96,6 +98,8 @@ def _conversation(linked: Linked | None, trail: RunTrail | None) -> str:
 async def run_page(request: web.Request) -> web.StreamResponse:
     console, session = request.app[CONSOLE], request[SESSION]
     trace_id = request.match_info["trace_id"].strip()
+    if not TRACE_ID.fullmatch(trace_id):
+        return message(request, "Not found", "No run by that id.", 404)
     unreadable = False
     try:
         linked = await collect(console.traces, trace_id)
@@ -103,11 +107,12 @@ async def run_page(request: web.Request) -> web.StreamResponse:
         linked, unreadable = None, True
     trails = {t.trace: t for t in runs(await console.runtime.audit.newest(SCAN))}
     trail = trails.get(trace_id)
-    oversight = console.desk.oversight(session.actor)
-    if (linked is None and trail is None and not unreadable) or not await oversight.oversees(
+    known = linked is not None or trail is not None or unreadable
+    overseen = await console.desk.oversight(session.actor).oversees(
         _conversation(linked, trail) or None
-    ):
-        return message(request, "Not found", f"No run {trace_id[:64]!r} that you may see.", 404)
+    )
+    if not (known and overseen):  # an unknown run reads the same as one not theirs
+        return message(request, "Not found", f"No run {trace_id!r} that you may see.", 404)
     if linked is not None:
         followed = linked.trace_ids()
     else:  # the runs that resumed it, as the audit trail links them
