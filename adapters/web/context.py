@@ -13,6 +13,7 @@ from runtime.agent import Runtime
 from runtime.approval.desk import ApprovalDesk
 from runtime.health import HealthReport
 from runtime.queue.ingest import Ingest
+from runtime.tracing.store import TraceStore
 from runtime.web_access import WebAccess
 
 # The Health page's facts, as the serving process gathers them (bot/health_facts.py).
@@ -31,6 +32,12 @@ class Console:
     def desk(self) -> ApprovalDesk:
         runtime = self.runtime
         return ApprovalDesk(runtime.wing, runtime.decisions, runtime.policies)
+
+    @property
+    def traces(self) -> TraceStore:
+        """Where runs' traces are read (their TTL is the writer's business)."""
+        audit = self.runtime.audit
+        return TraceStore(audit.redis, audit.keys)
 
     @property
     def secure(self) -> bool:
