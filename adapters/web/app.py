@@ -21,7 +21,7 @@ from aiohttp import web
 from adapters.web import signin
 from adapters.web.context import CONSOLE, Console
 from adapters.web.live import Changes
-from adapters.web.pages import inbox
+from adapters.web.pages import audit, grants, inbox
 from adapters.web.render import IS_ADMIN, SESSION, message
 from runtime.agent import Runtime
 from runtime.queue.ingest import Ingest
@@ -49,6 +49,8 @@ def console_app(runtime: Runtime, access: WebAccess, ingest: Ingest) -> web.Appl
     app[CONSOLE] = console
     signin.add_routes(app)
     inbox.add_routes(app)
+    grants.add_routes(app)
+    audit.add_routes(app)
     app.router.add_get("/events", console.changes.stream, name="events")
     app.router.add_static("/static/", STATIC, name="static")
     app.on_shutdown.append(lambda _: console.changes.close())
