@@ -15,6 +15,7 @@ from adapters.remote_decisions import carry_out
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
+from runtime.approval.grants import revoke_grant
 from runtime.approval.questions import answered_by
 from runtime.channel import Notice
 from runtime.feedback import THANKS, record_feedback
@@ -284,12 +285,10 @@ async def _grants(
         if found is None:
             return f"No grant {command.tool} applies here (see /policy grants)."
         policy = await runtime.policies.effective(conversation.id)
-        if actor.key != found.by and not policy.approver_policy().is_admin(actor):
-            return f"Grant {found.id} not revoked: only admins here or {found.by} may revoke it."
-        if await store.revoke(found):
-            await runtime.audit.record(
-                "grant_revoked", actor.key, grant=found.id, scope=found.scope, tool=found.tool
-            )
+        admin = policy.approver_policy().is_admin(actor)
+        refusal = await revoke_grant(store, runtime.audit, found, actor.key, admin=admin)
+        if refusal is not None:
+            return f"Grant {found.id} not revoked: {refusal}."
         return f"Grant {found.id} revoked: `{found.shown}` asks again from the next call on."
     except RedisError:
         return "Cannot reach Redis, so grants were neither read nor changed; try again."

@@ -21,8 +21,8 @@ from aiohttp import web
 from adapters.web import signin
 from adapters.web.context import CONSOLE, Console, Health
 from adapters.web.live import Changes
+from adapters.web.pages import audit, grants, inbox, insight, policy, runs
 from adapters.web.pages import health as health_page
-from adapters.web.pages import inbox, insight, policy, runs
 from adapters.web.render import IS_ADMIN, SESSION, message
 from runtime.agent import Runtime
 from runtime.queue.ingest import Ingest
@@ -57,6 +57,8 @@ def console_app(
     insight.add_routes(app)
     policy.add_routes(app)
     runs.add_routes(app)
+    grants.add_routes(app)
+    audit.add_routes(app)
     app.router.add_get("/events", console.changes.stream, name="events")
     app.router.add_static("/static/", STATIC, name="static")
     app.on_shutdown.append(lambda _: console.changes.close())
