@@ -15,6 +15,7 @@ from adapters.remote_decisions import carry_out
 from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
+from runtime.approval.grants import revoke_grant
 from runtime.approval.questions import answered_by
 from runtime.channel import Notice
 from runtime.feedback import THANKS, record_feedback
@@ -83,13 +84,15 @@ async def dispatch(
     job: str = "",
     read: Callable[[], Awaitable[Prompt]] | None = None,
     attached: bool = False,
+    whisper: Say | None = None,
 ) -> RunResult | None:
     """Handle one input; returns the run's result when the agent ran (or resumed). `job`: the
     inbox entry it came in (delivered again, its run continues where it stopped). `read`: a
     message's prompt for the model (thread context, attachments), asked only for a message
     someone may send here; else the text alone. `attached`: the message carries files, so it
-    never answers a question (the files would be lost): it is held like any other."""
-    private, say = say, shown_say(say)
+    never answers a question (the files would be lost): it is held like any other.
+    `whisper`: says what only the sender may ever see (a sign-in link); default `say`."""
+    private, say = whisper or say, shown_say(say)
     try:
         command = parse_command(text)
     except CommandError as exc:
@@ -202,8 +205,9 @@ async def _console_link(runtime: Runtime, actor: Actor) -> str:
     """A one-time sign-in link to the web console, for `actor` alone."""
     if runtime.sign_in is None:
         return (
-            "The web console is not available from here: it is off (CLAWGATE_CONSOLE=off), or "
-            "this chat keeps its state in memory (set REDIS_URL and run `clawgate serve`)."
+            "No sign-in link from here: the web console is served by `clawgate serve` (with "
+            "CLAWGATE_CONSOLE=on) for chat identities; from a shell with REDIS_URL, "
+            "`clawgate console link --as slack:U…` prints a link for one."
         )
     try:
         link = await runtime.sign_in.link(actor)
@@ -281,12 +285,10 @@ async def _grants(
         if found is None:
             return f"No grant {command.tool} applies here (see /policy grants)."
         policy = await runtime.policies.effective(conversation.id)
-        if actor.key != found.by and not policy.approver_policy().is_admin(actor):
-            return f"Grant {found.id} not revoked: only admins here or {found.by} may revoke it."
-        if await store.revoke(found):
-            await runtime.audit.record(
-                "grant_revoked", actor.key, grant=found.id, scope=found.scope, tool=found.tool
-            )
+        admin = policy.approver_policy().is_admin(actor)
+        refusal = await revoke_grant(store, runtime.audit, found, actor.key, admin=admin)
+        if refusal is not None:
+            return f"Grant {found.id} not revoked: {refusal}."
         return f"Grant {found.id} revoked: `{found.shown}` asks again from the next call on."
     except RedisError:
         return "Cannot reach Redis, so grants were neither read nor changed; try again."
@@ -338,6 +340,9 @@ async def handle_inbound(
     async def say(text: str) -> None:
         await router.tell(inbound.conversation, inbound.actor, text, inbound.reply)
 
+    async def whisper(text: str) -> None:
+        await router.tell(inbound.conversation, inbound.actor, text, inbound.reply, secret=True)
+
     async def read() -> Prompt:
         return await router.read(inbound, job)
 
@@ -351,4 +356,5 @@ async def handle_inbound(
         job=job,
         read=read,
         attached=bool(inbound.attachments),
+        whisper=whisper,
     )

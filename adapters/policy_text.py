@@ -83,12 +83,12 @@ def _hook(hook: ScopedHook) -> str:
     tools = ", ".join(config.tools) if config.tools is not None else "every tool"
     cache = f", answers kept {config.cache_seconds:g} s" if config.cache_seconds else ""
     return (
-        f"{hook.name}: {_target(hook)}; checks {tools}; timeout {config.timeout:g} s{cache} "
+        f"{hook.name}: {hook_target(hook)}; checks {tools}; timeout {config.timeout:g} s{cache} "
         f"({file_label(hook.scope)})"
     )
 
 
-def _target(hook: ScopedHook) -> str:
+def hook_target(hook: ScopedHook) -> str:
     """What the hook runs, secrets masked (a token in an argument or a URL)."""
     config = hook.config
     if config.url is not None:
@@ -149,7 +149,7 @@ def as_json(policy: EffectivePolicy) -> str:
                 {
                     "name": hook.name,
                     "scope": scope_label(hook.scope),
-                    "runs": _target(hook),
+                    "runs": hook_target(hook),
                     "tools": hook.config.tools,
                     "timeout": hook.config.timeout,
                     "cache_seconds": hook.config.cache_seconds,

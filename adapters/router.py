@@ -20,9 +20,15 @@ class PlatformChannel(Protocol):
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None: ...
 
     async def tell(
-        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+        self,
+        conversation: ConversationRef,
+        actor: Actor,
+        text: str,
+        reply: Mapping[str, str],
+        secret: bool = False,
     ) -> None:
-        """Say something only `actor` sees; `reply` is what the adapter put in the Inbound."""
+        """Say something only `actor` sees; `reply` is what the adapter put in the Inbound.
+        `secret`: what only they may ever see, even later in a group (a sign-in link)."""
 
 
 class Router:
@@ -64,8 +70,13 @@ class Router:
         return None if channel is None else await channel.send(conversation, event)
 
     async def tell(
-        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+        self,
+        conversation: ConversationRef,
+        actor: Actor,
+        text: str,
+        reply: Mapping[str, str],
+        secret: bool = False,
     ) -> None:
         channel = self._channel(conversation)
         if channel is not None:
-            await channel.tell(conversation, actor, text, reply)
+            await channel.tell(conversation, actor, text, reply, secret)

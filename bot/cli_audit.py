@@ -15,7 +15,6 @@ import json
 import re
 import signal
 import sys
-import time
 from datetime import datetime
 from typing import TextIO
 
@@ -23,12 +22,11 @@ from bot.cli_parser import DEFAULT_LINES
 from bot.settings import Settings, SettingsError
 from bot.tables import hanging, terminal_width
 from runtime.audit import AuditEntry, AuditLog
+from runtime.audit_search import parse_moment
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
 
 INTERRUPTED = 130  # the exit code after Ctrl-C
-_DURATION = re.compile(r"(\d+)\s*(s|sec|m|min|h|d|w)")
-_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 _PLAIN = re.compile(r"[^\s=\"']+")
 WIDTHS = (19, 24, 20, 16)  # time, event, actor, trace (padded, never cut)
 
@@ -37,23 +35,12 @@ class UsageError(ValueError):
     """A bad argument: one line, exit code 2."""
 
 
-def parse_since(text: str, now: float | None = None) -> int:
-    """`text` as milliseconds since the epoch: a duration back from `now`, or an ISO time."""
-    now = time.time() if now is None else now
-    value = text.strip()
-    duration = _DURATION.fullmatch(value.lower())
-    if duration:
-        return int((now - int(duration[1]) * _SECONDS[duration[2]]) * 1000)
+def parse_since(text: str) -> int:
+    """`--since` as milliseconds since the epoch (runtime/audit_search.py: `parse_moment`)."""
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise UsageError(
-            f"--since: expected a duration like 10m, 2h, 1d or an ISO time like "
-            f"2025-01-31T09:00, got {text!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time, like the table shows
-    return int(moment.timestamp() * 1000)
+        return parse_moment(text)
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}") from None
 
 
 def parse_lines(text: str | None) -> int | None:

@@ -16,7 +16,7 @@ from typing import TextIO
 from adapters.policy_text import as_json, render_grant, render_policy
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_policies, load_policy
-from runtime.approval.grants import GrantStore
+from runtime.approval.grants import GrantStore, revoke_grant
 from runtime.audit import AuditLog
 from runtime.models import Actor
 from runtime.policy.model import GLOBAL, check_scope, override_state
@@ -100,12 +100,9 @@ async def _grants(settings: Settings, args: argparse.Namespace, out: TextIO) -> 
         if found is None:
             print(f"clawgate: no grant {args.grant} (see clawgate policy grants)", file=sys.stderr)
             return 1
-        await store.revoke(found)
         operator = f"operator:{getpass.getuser()}"
         audit = AuditLog(redis, keys, settings.audit_maxlen)
-        await audit.record(
-            "grant_revoked", operator, grant=found.id, scope=found.scope, tool=found.tool
-        )
+        await revoke_grant(store, audit, found, operator, admin=True)  # the operator may
         out.write(f"Grant {found.id} revoked: `{found.shown}` asks again from the next call on.\n")
         return 0
     finally:

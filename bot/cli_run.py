@@ -43,7 +43,6 @@ from runtime.queue.remote import Replies
 from runtime.redact import shown, shown_url
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
-from runtime.web_access import WebAccess
 
 SWEEP_INTERVAL = 5.0
 CONSOLE = "console"  # the platform of `clawgate chat` conversations
@@ -70,9 +69,6 @@ async def _chat(settings: Settings, session: str) -> int:
         runtime = build_runtime(
             settings, policy, redis, channel, [actor.key], sandbox=sandbox, mcp=mcp
         )
-        if settings.redis_url and settings.console == "on":  # a `serve` may share this Redis
-            keys = Keys(settings.redis_prefix)
-            runtime.sign_in = WebAccess(redis, keys, settings.console_url)
         about = start_line(
             settings.model, settings.openai_base_url, settings.redis_url, settings.uses_demo_model
         )

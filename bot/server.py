@@ -93,6 +93,7 @@ class Service:
     feishu: FeishuAdapter | None
     http: ClientSession  # shared by the platform clients: connections are kept open
     sandbox: Sandbox  # how bash commands are contained here
+    settings: Settings  # what it was started with (the console's Health page probes the model)
     # What could go wrong unnoticed (a Redis that may lose writes, no sandbox): said at start
     # and in /readyz, which stays ready.
     warnings: list[str] = field(default_factory=list)
@@ -304,6 +305,7 @@ async def _build(
         feishu,
         http,
         sandbox,
+        settings,
         warnings,
         mcp=mcp,
         ingest=ingest,
@@ -449,8 +451,12 @@ def build_app(
     if platforms and service.feishu is not None:
         app.router.add_post(FEISHU_EVENTS_PATH, service.feishu.handle_http)
     sign_in, ingest = service.runtime.sign_in, service.ingest
-    if platforms and sign_in is not None and ingest is not None:
-        app.add_subapp(CONSOLE_PATH, console_app(service.runtime, sign_in, ingest))
+    if platforms and ingest is not None and sign_in is not None:
+        # Imported here: bot.health_facts builds on this module's Service.
+        from bot.health_facts import ModelReachability, gather  # noqa: PLC0415
+
+        health = functools.partial(gather, service, ModelReachability(service.settings))
+        app.add_subapp(CONSOLE_PATH, console_app(service.runtime, sign_in, ingest, health))
     return app
 
 

@@ -210,7 +210,11 @@ class Runtime:
             state.steer = self.steering.port(self.runs, session, message.job, message.actor)
         work = self.retake(state, entry.start) if entry.state == "again" else self.loop.run(state)
         async with self.tracer.trace(
-            "agent.run", session=session, actor=message.actor.key, payloads={"input": message.text}
+            "agent.run",
+            session=session,
+            actor=message.actor.key,
+            conversation=message.conversation.id,  # whose overseers may read it (the console)
+            payloads={"input": message.text},
         ) as trace:
             result = trace.done(await self._drive(state, work))
         await self.runs.finish(session, message.job, held)
@@ -301,6 +305,7 @@ class Runtime:
             decision=record.status.value,
             decided_by=actor.key,
             tool=record.tool,
+            conversation=record.conversation.id,
         ) as trace:
             result, held = await self._resume(decided, actor)
             result = trace.done(result)

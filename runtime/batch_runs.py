@@ -153,6 +153,7 @@ class BatchRuns:
             resumes=checkpoint.trace_id,
             approval_id=checkpoint.batch[0],
             batch=checkpoint.id,
+            conversation=state.ctx.conversation.id if state.ctx.conversation else None,
         ) as trace:
             work = self.resume(state, checkpoint, retaken)
             result = trace.done(await self.drive(state, work))

@@ -41,7 +41,12 @@ class ConsoleRelay:
         return posted(event)
 
     async def tell(
-        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+        self,
+        conversation: ConversationRef,
+        actor: Actor,
+        text: str,
+        reply: Mapping[str, str],
+        secret: bool = False,
     ) -> None:
         await self._line(conversation, text)  # a console conversation has one person
 

@@ -159,12 +159,20 @@ class FeishuChannel:
         return None
 
     async def tell(
-        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+        self,
+        conversation: ConversationRef,
+        actor: Actor,
+        text: str,
+        reply: Mapping[str, str],
+        secret: bool = False,
     ) -> None:
         """Feishu has no private text messages in groups: answer the command's message (in
-        its thread), which only adds to the conversation the command started."""
+        its thread), which only adds to the conversation the command started. A `secret` goes
+        to the person's direct chat with the bot instead."""
         where = dict(conversation.data)
-        if reply.get("message_id"):
+        if secret and not conversation.direct:
+            where = {"open_id": actor.user_id}
+        elif reply.get("message_id"):
             where["message_id"] = reply["message_id"]
         for piece in split_text(text, MAX_TEXT):
             await self._say(where, "text", {"text": piece})

@@ -123,7 +123,12 @@ class SlackChannel:
         return None
 
     async def tell(
-        self, conversation: ConversationRef, actor: Actor, text: str, reply: Mapping[str, str]
+        self,
+        conversation: ConversationRef,
+        actor: Actor,
+        text: str,
+        reply: Mapping[str, str],
+        secret: bool = False,
     ) -> None:
         """Say something only `actor` sees (command answers, refusals): through the slash
         command's response_url when there is one (works where the bot is not a member)."""

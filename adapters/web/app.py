@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from adapters.web import signin
-from adapters.web.context import CONSOLE, Console
+from adapters.web.context import CONSOLE, Console, Health
 from adapters.web.live import Changes
-from adapters.web.pages import inbox
+from adapters.web.pages import audit, grants, inbox, insight, policy, runs
+from adapters.web.pages import health as health_page
 from adapters.web.render import IS_ADMIN, SESSION, message
 from runtime.agent import Runtime
 from runtime.queue.ingest import Ingest
@@ -43,8 +44,11 @@ HEADERS = {
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def console_app(runtime: Runtime, access: WebAccess, ingest: Ingest) -> web.Application:
-    console = Console(runtime, access, ingest, Changes(runtime.audit))
+def console_app(
+    runtime: Runtime, access: WebAccess, ingest: Ingest, health: Health | None = None
+) -> web.Application:
+    """`health`: what the Health page shows, gathered by the serving process."""
+    console = Console(runtime, access, ingest, Changes(runtime.audit), health)
     app = web.Application(middlewares=[_signed_in])
     app[CONSOLE] = console
     # On every response, whatever made it: a page, a refusal, a 404, a file, the event
@@ -52,6 +56,12 @@ def console_app(runtime: Runtime, access: WebAccess, ingest: Ingest) -> web.Appl
     app.on_response_prepare.append(_headers)
     signin.add_routes(app)
     inbox.add_routes(app)
+    health_page.add_routes(app)
+    insight.add_routes(app)
+    policy.add_routes(app)
+    runs.add_routes(app)
+    grants.add_routes(app)
+    audit.add_routes(app)
     app.router.add_get("/events", _events, name="events")
     app.router.add_static("/static/", STATIC, name="static")
     app.on_shutdown.append(lambda _: console.changes.close())

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from runtime.approval.stats import wait_text
 from runtime.web_access import ConsoleSession
 
 SESSION = web.RequestKey("console_session", ConsoleSession)
@@ -48,8 +49,14 @@ def ago(ms: int | float | None) -> str:
     return f"in {text}" if later else text
 
 
+def span(seconds: float | None) -> str:
+    """A duration in seconds as people say it: `0.4 s`, `40 s`, `3 min`."""
+    return "-" if seconds is None else wait_text(seconds * 1000)
+
+
 _ENV.filters["when"] = when
 _ENV.filters["ago"] = ago
+_ENV.filters["span"] = span
 
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:

@@ -642,6 +642,7 @@ class Decisions:
             at=now,
             expires_at=None if terms.seconds is None else now + int(terms.seconds * 1000),
             approval=record.id,
+            conversation=record.conversation.id,
         )
         await self.approvals.grants.add(grant)
         await self.audit.record(

@@ -91,20 +91,32 @@ class Oversight:
 
     def __init__(self, actor: Actor, admin: bool, policies: PolicyService) -> None:
         self.actor, self.admin, self.policies = actor, admin, policies
-        self._known: dict[str, bool] = {}
+        self._known: dict[str, EffectivePolicy] = {}
+
+    async def _policy(self, conversation: str) -> EffectivePolicy:
+        if conversation not in self._known:
+            self._known[conversation] = await self.policies.effective(conversation)
+        return self._known[conversation]
 
     async def oversees(self, conversation: str | None) -> bool:
         if self.admin:
             return True
         if not conversation:
             return False
-        if conversation not in self._known:
-            policy = await self.policies.effective(conversation)
-            deciders = policy.approver_policy()
-            self._known[conversation] = (
-                deciders.is_admin(self.actor) or self.actor.key in deciders.approvers
-            ) and policy.access_refusal(self.actor, direct=False) is None
-        return self._known[conversation]
+        policy = await self._policy(conversation)
+        deciders = policy.approver_policy()
+        return (
+            deciders.is_admin(self.actor) or self.actor.key in deciders.approvers
+        ) and policy.access_refusal(self.actor, direct=False) is None
+
+    async def administers(self, conversation: str | None) -> bool:
+        """Whether they are an admin there (as the chat asks before a grant is revoked);
+        of a conversation-less thing (a grant for everywhere), admins of every one are."""
+        if self.admin:
+            return True
+        if not conversation:
+            return False
+        return (await self._policy(conversation)).approver_policy().is_admin(self.actor)
 
 
 def _access(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:

@@ -6,6 +6,9 @@ risk reasons were approved with it (so `cp a b` approved never covers `cp .env /
 Each scope is one Redis hash, signature -> grant JSON. A grant's id is derived from its scope
 and signature, so it is stable and needs no index; grants written by wave 1 (a JSON list of
 reasons) read as grants without a granter or an expiry.
+
+Who may revoke one is the same in the chat, the console and the CLI (`revoke_grant`): admins
+where it applies, or whoever granted it; a revocation and a refused attempt are audited.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Literal, cast
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
+from runtime.audit import AuditLog
 from runtime.store.keys import Keys
 
 GrantScope = Literal["thread", "here", "everywhere"]
@@ -53,6 +57,7 @@ class Grant(BaseModel):
     at: int = 0  # ms since the epoch
     expires_at: int | None = None
     approval: str = ""
+    conversation: str = ""  # where it was granted ("" in grants of before it was recorded)
 
     @property
     def id(self) -> str:
@@ -66,6 +71,16 @@ class Grant(BaseModel):
     @property
     def shown(self) -> str:
         return self.rule.replace("\x1f", " ")
+
+    @property
+    def applies_in(self) -> str | None:
+        """The conversation it applies in; None for everywhere (and for a thread's grant
+        written before grants recorded their conversation)."""
+        if self.scope == EVERYWHERE:
+            return None
+        if self.scope.startswith("thread:"):
+            return self.conversation or None
+        return self.scope
 
     def live(self, now_ms: int) -> bool:
         return self.expires_at is None or now_ms < self.expires_at
@@ -162,3 +177,23 @@ class GrantStore:
     async def revoke(self, grant: Grant) -> bool:
         """Remove `grant`; False when it was gone already."""
         return bool(await self.redis.hdel(self.keys.rules(grant.scope), grant.rule))
+
+
+async def revoke_grant(
+    store: GrantStore, audit: AuditLog, grant: Grant, actor: str, *, admin: bool
+) -> str | None:
+    """Revoke `grant` as `actor` (`admin`: an admin where it applies); None when it is gone
+    (revoked now or already), else why not. A revocation and a refusal are audited."""
+    where = {
+        "grant": grant.id,
+        "scope": grant.scope,
+        "tool": grant.tool,
+        "conversation": grant.applies_in,  # who oversees it sees this in the audit trail
+    }
+    if not admin and actor != grant.by:
+        why = f"only admins where it applies or {grant.by or 'whoever granted it'} may revoke it"
+        await audit.record("grant_revoke_refused", actor, why=why, **where)
+        return why
+    if await store.revoke(grant):
+        await audit.record("grant_revoked", actor, **where)
+    return None

@@ -171,6 +171,7 @@ class Settlement:
             approval_id=record.id,
             tool=record.tool,
             cancelled_by=cancelled_by,
+            conversation=record.conversation.id,
         ) as trace:
             if trace.trace is not None:
                 trace.trace.root.end(name.removeprefix("approval."))

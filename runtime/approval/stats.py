@@ -37,6 +37,8 @@ SUGGEST_MIN_APPROVED = 5
 # Whether the conversation's policy still lets an "approve always" of the tool be granted
 # (not denied, not on its `ask` list): suggestions are checked with it when given.
 Grantable = Callable[[str, str], Awaitable[bool]]
+# Whether a conversation's requests are counted (the console: the ones a person oversees).
+Visible = Callable[[str], Awaitable[bool]]
 K = TypeVar("K")
 DAY_MS = 86_400_000
 # date.fromordinal of a day since the epoch: cheaper per request than a datetime.
@@ -272,10 +274,18 @@ async def approval_stats(
     since_ms: int,
     conversation: str | None = None,
     grantable: Grantable | None = None,
+    visible: Visible | None = None,
 ) -> ApprovalStats:
-    """The approval requests made since `since_ms` (ms since the epoch), and how they went."""
+    """The approval requests made since `since_ms` (ms since the epoch), and how they went;
+    with `visible`, only those of the conversations it says yes to (what one person oversees)."""
     stats = ApprovalStats(since_ms, conversation)
     async for entry in audit.since(since_ms, until=await audit.last_id()):
+        if (
+            visible is not None
+            and entry.event == "approval_requested"
+            and not await visible(entry.fields.get("conversation", ""))
+        ):
+            continue  # what follows of that request is left out with it
         stats.add(entry)
     await stats.suggest(grantable)
     return stats

@@ -214,6 +214,15 @@ async def test_since_conversation_and_the_policy_narrow_it(redis: aioredis.Redis
     assert set(slack.by_conversation) == {C1, C2}
     assert (await approval_stats(audit, 0, conversation="slack:T")).requests == 0  # whole parts
 
+    async def oversees_c2(conversation: str) -> bool:  # the console: what one person oversees
+        return conversation == C2
+
+    seen = await approval_stats(audit, now - 7 * 24 * HOUR_MS, visible=oversees_c2)
+    assert list(seen.by_conversation) == [C2] and seen.requests == 5
+    assert {s.rule for s in seen.by_signature} == {"bash git status"}
+    assert sum(t.approved for t in seen.by_signature.values()) == 5  # its decisions, no other
+    assert seen.suggestions == []  # C1's suggestion is not shown to who oversees C2 only
+
     # bash always asks in C1 now: an "approve always" would add no grant there.
     document = PolicyDocument()
     document.conversations[C1] = ScopeRules()

@@ -20,9 +20,9 @@ import redis.asyncio as aioredis
 
 from adapters.dispatch import dispatch
 from bot.cli import main
-from bot.cli_audit import parse_since
 from runtime.approval.grants import GrantTerms
 from runtime.audit import AuditEntry, AuditLog, arguments_digest
+from runtime.audit_search import parse_moment
 from runtime.canonical import canonical_json
 from runtime.executor import ToolExecutor
 from runtime.models import Actor, ConversationRef, StopReason, ToolCall
@@ -573,13 +573,13 @@ def test_tail_since_filters_by_time(cli_env: str, capsys: pytest.CaptureFixture[
     assert "new" in capsys.readouterr().out
 
 
-def test_parse_since_accepts_durations_and_iso_times() -> None:
+def test_parse_moment_accepts_durations_and_iso_times() -> None:
     now = 1_700_000_000.0
-    assert parse_since("10m", now) == (now - 600) * 1000
-    assert parse_since("2h", now) == (now - 7200) * 1000
-    assert parse_since("1d", now) == (now - 86_400) * 1000
-    assert parse_since("2023-11-14T22:13:20Z", now) == now * 1000
-    assert parse_since("2023-11-14T22:13:20+00:00", now) == now * 1000
+    assert parse_moment("10m", now) == (now - 600) * 1000
+    assert parse_moment("2h", now) == (now - 7200) * 1000
+    assert parse_moment("1d", now) == (now - 86_400) * 1000
+    assert parse_moment("2023-11-14T22:13:20Z", now) == now * 1000
+    assert parse_moment("2023-11-14T22:13:20+00:00", now) == now * 1000
 
 
 @pytest.mark.parametrize("args", [["--since", "yesterday"], ["--since", "10x"], ["-n", "0"]])

@@ -71,7 +71,13 @@ async def test_a_grant_is_listed_revoked_by_those_who_may_and_asks_again_everywh
     assert f"`bash rm`  {HERE.id}  by {APPROVER.key}" in line and "until revoked" in line
 
     refused = await command(two, "s2", f"/policy revoke {grant_id}", BOB)
-    assert "not revoked: only admins here or slack:UCAROL may revoke it" in refused
+    assert "not revoked: only admins where it applies or slack:UCAROL may revoke it" in refused
+    (attempt,) = [
+        e
+        for e in await AuditLog(redis, Keys(PREFIX)).newest(100)
+        if e.event == "grant_revoke_refused"
+    ]
+    assert attempt.actor == BOB.key and attempt.fields["grant"] == grant_id
     assert await runs(two, "s2", "rm c.txt")
 
     revoked = await command(one, "s1", f"/policy revoke {grant_id}", ADMIN)
@@ -126,6 +132,7 @@ async def test_the_operator_lists_and_revokes_grants_of_every_scope(
     assert await asyncio.to_thread(main, ["policy", "grants", "--json"]) == 0
     (grant,) = json.loads(capsys.readouterr().out)
     assert grant["scope"] == "thread:s1" and grant["rule"] == "bash\x1frm"
+    assert grant["conversation"] == HERE.id  # the console shows it to who oversees HERE
     assert grant["by"] == APPROVER.key and grant["expires_at"] > grant["at"]
 
     assert await asyncio.to_thread(main, ["policy", "revoke", grant["id"]]) == 0
@@ -137,6 +144,7 @@ async def test_the_operator_lists_and_revokes_grants_of_every_scope(
         e for e in await AuditLog(redis, Keys(PREFIX)).newest(50) if e.event == "grant_revoked"
     ]
     assert revoked.actor.startswith("operator:") and revoked.fields["grant"] == grant["id"]
+    assert revoked.fields["conversation"] == HERE.id
 
 
 @pytest.mark.parametrize(

@@ -456,6 +456,24 @@ async def test_mentions_of_others_are_named_and_help_is_answered(h: Harness) -> 
     assert len(help_text) == 1
 
 
+async def test_a_console_link_asked_for_in_a_group_comes_in_a_direct_message(h: Harness) -> None:
+    """A sign-in link is a secret: never in the group, where everyone reads the thread."""
+    said = await h.say("/clawgate console")
+    direct = f"oc_p2p_{ALICE}"
+    (message,) = await h.fake.await_for(
+        lambda: [m for m in h.fake.messages(direct) if "/console/login?token=" in (m.text or "")],
+        15,
+        what="the sign-in link in Alice's direct chat",
+    )
+    assert message.text is not None and "works once, for 10 minutes" in message.text
+    assert not [m for m in h.fake.messages(CHAT) if "/console/" in (m.text or "")]
+    assert h.texts(said.message_id) == []
+    token = message.text.split("token=")[1].split()[0]
+    assert h.service.runtime.sign_in is not None
+    actor = await h.service.runtime.sign_in.redeem(token)
+    assert actor is not None and actor.key == f"feishu:{ALICE}"
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. Human approval through card buttons and typed commands
 # ---------------------------------------------------------------------------------------------

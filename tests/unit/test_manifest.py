@@ -130,7 +130,9 @@ def _served_post_paths() -> dict[str, str]:
         "slack": SimpleNamespace(handle_http=slack),
         "feishu": SimpleNamespace(handle_http=feishu),
     }
-    service = cast(Service, SimpleNamespace(**adapters))
+    # No console: it needs the sign-in store and the inbox, which are not asked about here.
+    no_console = {"runtime": SimpleNamespace(sign_in=None), "ingest": None}
+    service = cast(Service, SimpleNamespace(**adapters, **no_console))
     names: dict[object, str] = {slack: "slack", feishu: "feishu"}
     paths = {}
     for route in build_app(service, platforms=True).router.routes():

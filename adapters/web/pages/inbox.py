@@ -17,6 +17,7 @@ from typing import cast
 from aiohttp import web
 
 from adapters.web.context import CONSOLE
+from adapters.web.filters import choices, matches
 from adapters.web.render import SESSION, message, render
 from runtime.approval.decisions import audit_refusal
 from runtime.approval.desk import DeskItem
@@ -57,27 +58,21 @@ def _groups(items: list[DeskItem]) -> list[Group]:
     return list(groups.values())
 
 
-def _matches(item: DeskItem, wanted: dict[str, str]) -> bool:
-    facts = {
+def _facts(item: DeskItem) -> dict[str, str]:
+    return {
         "conversation": item.record.conversation.id,
         "tool": item.record.tool,
         "requester": item.record.requester.key,
         "status": item.record.status.value,
     }
-    return all(facts[name] == value for name, value in wanted.items() if value)
 
 
 async def inbox(request: web.Request) -> web.StreamResponse:
     console, session = request.app[CONSOLE], request[SESSION]
     items = await console.desk.open_items(session.actor)
     wanted = {name: request.query.get(name, "") for name in FILTERS}
-    options = {
-        "conversation": sorted({i.record.conversation.id for i in items}),
-        "tool": sorted({i.record.tool for i in items}),
-        "requester": sorted({i.record.requester.key for i in items}),
-        "status": ["pending", "executing"],
-    }
-    shown = [item for item in items if _matches(item, wanted)]
+    options = {**choices(map(_facts, items), FILTERS), "status": ["pending", "executing"]}
+    shown = [item for item in items if matches(_facts(item), wanted)]
     return render(
         request,
         "inbox.html",
@@ -177,5 +172,5 @@ async def decide(request: web.Request) -> web.StreamResponse:
     reply = await replies.pop(wanted.reply, FIRST_REPLY_S)
     if reply is not None and reply.step == "refused":
         return message(request, "Not decided", reply.text, 409)
-    where = "/console/" if checked.id != request.match_info["id"].strip().lower() else ""
-    raise web.HTTPSeeOther(where or f"/console/approvals/{checked.id}")
+    batch = await console.runtime.wing.load(checked.id) is None  # a batch's id: no page
+    raise web.HTTPSeeOther("/console/" if batch else f"/console/approvals/{checked.id}")

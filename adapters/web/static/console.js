@@ -1,10 +1,10 @@
 // clawgate console: live updates without a build step. The server says "change" on
 // /console/events (server-sent events); the page then fetches itself again and swaps its
 // <main>, keeping what the person is typing (an open form is left alone until it is sent).
+// A page whose facts change without an audit entry (Health) marks its <main> with
+// data-poll="<seconds>" and is fetched again that often besides, while it is shown.
 (function () {
   "use strict";
-  var url = document.body.getAttribute("data-live");
-  if (!url || !window.EventSource) { return; }
   var busy = false;
   function typing() {
     var a = document.activeElement;
@@ -24,8 +24,16 @@
           document.body.setAttribute("data-refreshed", String(Date.now()));
         }
       })
+      .catch(function () { /* offline for a moment: the next change or poll tries again */ })
       .finally(function () { busy = false; });
   }
+  var main = document.getElementById("live");
+  var every = main ? parseFloat(main.getAttribute("data-poll") || "") : NaN;
+  if (every > 0) {
+    window.setInterval(function () { if (!document.hidden) { refresh(); } }, every * 1000);
+  }
+  var url = document.body.getAttribute("data-live");
+  if (!url || !window.EventSource) { return; }
   var source = new EventSource(url);
   source.addEventListener("change", refresh);
   source.addEventListener("open", function () { document.body.setAttribute("data-live-open", "1"); });
