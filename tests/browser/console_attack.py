@@ -119,15 +119,18 @@ async def assert_inert(watched: Watched, shown: Iterable[str] = ()) -> None:
 
 
 async def assert_all_inert(
-    context: BrowserContext, visits: Sequence[tuple[str, Sequence[str]]]
+    context: BrowserContext, visits: Sequence[tuple[str, Sequence[str]]], *, found: bool = True
 ) -> None:
-    """`assert_inert` for each (url, what it shows) of `visits`, a few tabs at a time."""
+    """`assert_inert` for each (url, what it shows) of `visits`, a few tabs at a time;
+    `found`: every page is there (not a 404, nor a sign-in page)."""
 
     async def tab(share: Sequence[tuple[str, Sequence[str]]]) -> None:
         watched = Watched(await context.new_page())
         try:
             for url, shown in share:
-                await watched.page.goto(url)
+                response = await watched.page.goto(url)
+                assert response is not None
+                assert response.ok or not found, f"{url}: {response.status}"
                 await assert_inert(watched, shown)
         finally:
             await watched.page.close()

@@ -55,9 +55,20 @@ pytestmark = pytest.mark.e2e
 # The console's pages that may show what hostile approvals hold (their requests, reasons,
 # requesters, conversations, audit entries, runs), visited signed in as an admin, who sees
 # everything. Each must stay inert; True: it must also show every payload it is about as
-# text (a reason, the requester and the conversation of each approval). "{approval}" is
-# each hostile approval's id. A new page that shows any of it belongs here.
-HOSTILE_PAGES: dict[str, bool] = {"/console/": True, "/console/approvals/{approval}": True}
+# text (a reason, the requester and the conversation of each approval). "{approval}" and
+# "{trace}" are each hostile approval's id and its run's. A new page that shows any of it
+# belongs here.
+HOSTILE_PAGES: dict[str, bool] = {
+    "/console/": True,
+    "/console/approvals/{approval}": True,
+    "/console/audit": True,
+    "/console/runs": False,
+    "/console/runs/{trace}": True,
+    "/console/grants": False,
+    "/console/insight": False,
+    "/console/policy": False,
+    "/console/health": False,
+}
 
 
 def sed_of(payload: str) -> str:
@@ -123,14 +134,16 @@ async def test_hostile_arguments_reasons_names_and_conversations_render_as_text(
     wing = served.service.runtime.wing
     visits: list[tuple[str, list[str]]] = []
     facts: dict[str, list[str]] = {}  # approval id -> what a page about it shows
+    traces: dict[str, str] = {}  # approval id -> the run that asked for it
     for approval_id, payload in made.items():
         loaded = await wing.load(approval_id)
         assert loaded is not None
         facts[approval_id] = shown_on(loaded[0], payload)
+        traces[approval_id] = loaded[1].trace_id or ""
     for path, shows in HOSTILE_PAGES.items():
-        if "{approval}" in path:
+        if "{" in path:
             for approval_id, shown in facts.items():
-                url = served.url(path.format(approval=approval_id))
+                url = served.url(path.format(approval=approval_id, trace=traces[approval_id]))
                 visits.append((url, shown if shows else []))
         else:
             every = [fact for shown in facts.values() for fact in shown]
@@ -152,7 +165,7 @@ async def test_reflected_ids_and_filters_render_as_text(served: Harness, browser
     paths = [f"/console/approvals/{quote(payload, safe='')}" for payload in PAYLOADS]
     async with hostile_browser(browser, served, ADMIN) as watched:
         visits = [(served.url(path), ()) for path in [*paths, f"/console/?{wanted}"]]
-        await assert_all_inert(watched.page.context, visits)
+        await assert_all_inert(watched.page.context, visits, found=False)
 
 
 async def test_a_hostile_rejection_reason_and_edit_render_as_text(
