@@ -309,6 +309,45 @@ async def test_forged_and_cross_site_posts_are_refused_audited_and_decide_nothin
     assert loaded is not None and loaded[0].status.value == "pending"
 
 
+def console_posts(served: Harness) -> list[str]:
+    """Every POST route of the console (a page added later is covered by itself), its
+    parameters filled with `x`."""
+    for resource in served.server.app.router.resources():
+        info = resource.get_info()
+        if info.get("prefix") == "/console":
+            console: web.Application = info["app"]
+            return sorted(
+                re.sub(r"{[^}]+}", "x", route.resource.canonical)
+                for route in console.router.routes()
+                if route.method == "POST" and route.resource is not None
+            )
+    raise AssertionError("no console mounted")
+
+
+async def test_every_post_route_refuses_a_request_without_this_sessions_token_or_by_get(
+    served: Harness,
+) -> None:
+    admin, other = await signed_in(served, ADMIN), await signed_in(served, APPROVER)
+    posts = console_posts(served)
+    assert "/console/approvals/x/decide" in posts and "/console/logout" in posts
+    for path in posts:
+        for form, headers in (
+            ({}, {}),
+            ({"csrf": other.csrf}, {}),
+            ({"csrf": admin.csrf}, {"Origin": "https://evil.example"}),
+        ):
+            reply = await request(
+                served, "POST", path, cookie=admin.cookie, data=form, headers=headers
+            )
+            assert reply.status == 403, (path, form, headers)
+        as_get = await request(served, "GET", f"{path}?csrf={admin.csrf}", cookie=admin.cookie)
+        assert as_get.status == 405, path  # a link or an <img> changes nothing
+    refused = await refusals(served)
+    assert len(refused) == 3 * len(posts)
+    assert {who for who, _ in refused} == {f"slack:{ADMIN}"}
+    assert (await request(served, "GET", "/console/", cookie=admin.cookie)).status == 200
+
+
 async def test_a_get_never_changes_anything(served: Harness) -> None:
     _, approval_id = await pending_approval(served, "rm -rf by-get")
     carol = await signed_in(served, APPROVER)
