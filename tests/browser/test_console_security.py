@@ -204,6 +204,24 @@ async def test_a_hostile_rejection_reason_and_edit_render_as_text(
         await assert_inert(watched, [PAYLOADS[9]])
 
 
+async def test_grants_of_hostile_calls_render_as_text(served: Harness, browser: Browser) -> None:
+    admin = await signed_in(served, ADMIN)
+    hostile = [PAYLOADS[n] for n in (1, 4, 12, 16, 19, 21)]
+    for payload in hostile:
+        _, approval_id = await pending_approval(served, slack_escaped(sed_of(payload)))
+        decided = await request(
+            served,
+            "POST",
+            f"/console/approvals/{approval_id}/decide",
+            cookie=admin.cookie,
+            data={"csrf": admin.csrf, "decision": "approve_always", "scope": "everywhere"},
+        )
+        assert decided.status == 303, decided.text
+    async with hostile_browser(browser, served, ADMIN) as watched:
+        await watched.page.goto(served.url("/console/grants"))
+        await assert_inert(watched, [f"bash sed --{payload}" for payload in hostile])
+
+
 async def test_hostile_fields_only_redis_holds_render_as_text(
     served: Harness, browser: Browser
 ) -> None:
