@@ -50,6 +50,7 @@ from adapters.slack.inbound import (
 from adapters.slack.payloads import (
     BlockActions,
     EventCallback,
+    Malformed,
     MessageEvent,
     ModalContext,
     SlashCommand,
@@ -92,10 +93,6 @@ def _bolt_logger() -> logging.Logger:
 
 
 Ingest = Callable[[Inbound], Awaitable[bool]]
-
-
-class Malformed(Exception):
-    """A signed request whose content is not what Slack sends."""
 
 
 def _validate(model: type[Any], data: Any) -> Any:

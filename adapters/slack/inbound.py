@@ -10,6 +10,7 @@ from adapters.commands import decision_target
 from adapters.slack.answers import BAD, FEEDBACK, GOOD
 from adapters.slack.payloads import (
     BlockActions,
+    Malformed,
     MessageEvent,
     ModalContext,
     SlackFile,
@@ -20,6 +21,7 @@ from adapters.slack.text import clean_text, mentions
 from runtime.attachments import stored_name
 from runtime.models import Actor, ConversationRef
 from runtime.queue.inbound import Attachment, Inbound
+from runtime.store.keys import check_session_id
 from runtime.tools.clarify import option_number
 
 PLATFORM = "slack"
@@ -72,7 +74,11 @@ def _private_name(name: str | None) -> bool:
 
 
 def session_of(team: str, channel: str, thread_ts: str | None) -> str:
-    return f"slack:{team}:{channel}" + (f":{thread_ts}" if thread_ts else "")
+    """Raises `Malformed` for ids no Slack sends (a space or a brace: no session key)."""
+    try:
+        return check_session_id(f"slack:{team}:{channel}" + (f":{thread_ts}" if thread_ts else ""))
+    except ValueError as exc:
+        raise Malformed("a team, channel or thread id that Slack never sends") from exc
 
 
 def _actor(user: str) -> Actor:

@@ -8,6 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+class Malformed(Exception):
+    """A signed request whose content is not what Slack sends."""
+
+
 class _Payload(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

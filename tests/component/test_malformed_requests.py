@@ -130,6 +130,19 @@ async def test_slack_answers_400_to_deep_json(
     no_tracebacks(caplog)
 
 
+async def test_slack_answers_400_to_ids_slack_never_sends(
+    slack_url: str, queued: list[Inbound], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A channel or thread id with a space or a brace can be no session: 400, not a 500."""
+    for channel, thread in (("C1 x", None), ("C{1}", None), ("C1", "1.2 3")):
+        event = fake_slack.mention_event("hello", channel=channel, thread_ts=thread)
+        body = json.dumps(fake_slack.event_payload(event))
+        status, text = await fake_slack.post_signed(slack_url, SECRET, body)
+        assert status == 400 and "never sends" in text, (channel, thread, text)
+    assert queued == []
+    no_tracebacks(caplog)
+
+
 async def test_slack_answers_400_to_every_wrong_type_of_a_signed_payload(
     slack_url: str, queued: list[Inbound], caplog: pytest.LogCaptureFixture
 ) -> None:
