@@ -22,11 +22,15 @@ from runtime.store.connection import connect
 from runtime.store.keys import Keys
 from runtime.web_access import WebAccess
 
+CHAT_PLATFORMS = ("slack", "feishu")  # a console session is a chat identity's
+
 
 def _person(text: str) -> Actor:
     platform, _, user = text.partition(":")
-    if not platform or not user or ":" in user or any(c.isspace() for c in text):
-        raise SettingsError(f"--as: expected a chat identity like slack:U123, not {text!r}")
+    if platform not in CHAT_PLATFORMS or not user or ":" in user or any(c.isspace() for c in text):
+        raise SettingsError(
+            f"--as: expected a chat identity like slack:U123 or feishu:ou_abc, not {text!r}"
+        )
     return Actor(platform=platform, user_id=user)
 
 

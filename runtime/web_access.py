@@ -24,7 +24,7 @@ from runtime.store.keys import Keys
 LINK_TTL_S = 600  # a sign-in link works for 10 minutes
 IDLE_TTL_S = 3_600  # a session unused for an hour ends
 ABSOLUTE_TTL_S = 12 * 3_600  # and every session ends 12 hours after sign-in
-ATTEMPTS_PER_MINUTE = 10  # sign-in attempts per client address
+ATTEMPTS_PER_MINUTE = 10  # failed sign-in attempts per client address
 SHORT_ID = 12  # characters of a session's id that `clawgate console sessions` shows
 
 
@@ -91,14 +91,21 @@ class WebAccess:
             return None
         return stored.actor if stored.expires_at > _now_ms() else None
 
-    async def allow_attempt(self, client: str) -> bool:
-        """Whether `client` may try another link this minute (ATTEMPTS_PER_MINUTE)."""
-        key = self.keys.console_attempts(_digest(client)[:16])
+    async def tally(self, client: str, what: str) -> int:
+        """Count one `what` (a failed sign-in, an anonymous post) of `client` this minute;
+        returns the count so far."""
+        key = self.keys.console_attempts(f"{what}:{_digest(client)[:16]}")
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)
             pipe.expire(key, 60, nx=True)
             count, _ = await pipe.execute()
-        return int(count) <= ATTEMPTS_PER_MINUTE
+        return int(count)
+
+    async def may_try(self, client: str) -> bool:
+        """Whether `client` may try a link: fewer than ATTEMPTS_PER_MINUTE failed this
+        minute. Only failures count: behind a proxy everyone shares one address."""
+        failed = await self.redis.get(self.keys.console_attempts(f"failed:{_digest(client)[:16]}"))
+        return int(failed or 0) < ATTEMPTS_PER_MINUTE
 
     async def open_session(self, actor: Actor, client: str) -> tuple[str, ConsoleSession]:
         """A new session for `actor`: its cookie value (given to the browser only) and
@@ -121,8 +128,9 @@ class WebAccess:
             await pipe.execute()
         return cookie, session
 
-    async def session(self, cookie: str) -> ConsoleSession | None:
-        """The live session of a cookie, its idle expiry renewed; None once it ended."""
+    async def session(self, cookie: str, renew: bool = True) -> ConsoleSession | None:
+        """The live session of a cookie, its idle expiry renewed (unless `renew` is false:
+        a page refreshing itself is no use); None once it ended."""
         if not cookie or len(cookie) > 128:
             return None
         key = self.keys.console_session(_digest(cookie))
@@ -137,7 +145,8 @@ class WebAccess:
         if left_ms <= 0:
             await self.end(session.id)
             return None
-        await self.redis.pexpire(key, min(IDLE_TTL_S * 1000, left_ms))
+        if renew:
+            await self.redis.pexpire(key, min(IDLE_TTL_S * 1000, left_ms))
         return session
 
     async def alive(self, session: ConsoleSession) -> bool:

@@ -41,6 +41,7 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+REFRESH_HEADER = "X-Clawgate-Refresh"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -86,20 +87,30 @@ async def _signed_in(request: web.Request, handler: Handler) -> web.StreamRespon
     if request.match_info.route.name in signin.PUBLIC:
         return await handler(request)
     console = request.app[CONSOLE]
-    session = await console.access.session(request.cookies.get(signin.COOKIE, ""))
+    # A page fetching itself after a change (console.js) keeps no idle session alive.
+    renew = request.headers.get(REFRESH_HEADER) != "1"
+    session = await console.access.session(request.cookies.get(signin.COOKIE, ""), renew)
     if request.method == "POST":
         problem = await _forged(request, console, session)
         if problem is not None:
-            actor = session.actor.key if session is not None else ""
-            await console.runtime.audit.record(
-                "console_refused", actor, why=problem, path=request.path
-            )
+            await _audit_refused(request, console, session, problem)
             return message(request, "Refused", f"This request was refused: {problem}.", 403)
     if session is None:
         return message(request, "Sign in", signin.HOW_TO_SIGN_IN, 401)
     request[SESSION] = session
     request[IS_ADMIN] = console.desk.is_global_admin(session.actor)
     return await handler(request)
+
+
+async def _audit_refused(
+    request: web.Request, console: Console, session: ConsoleSession | None, problem: str
+) -> None:
+    """A refused post is audited with who it claimed to be; one without a session once a
+    minute per address (anyone can send those, as many as they like)."""
+    if session is None and await console.access.tally(signin.client_of(request), "anon") > 1:
+        return
+    actor = session.actor.key if session is not None else ""
+    await console.runtime.audit.record("console_refused", actor, why=problem, path=request.path)
 
 
 async def _forged(

@@ -3,8 +3,9 @@ through which decisions travel to the workers, the live changes, and the process
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -13,6 +14,7 @@ from runtime.agent import Runtime
 from runtime.approval.desk import ApprovalDesk
 from runtime.health import HealthReport
 from runtime.queue.ingest import Ingest
+from runtime.queue.remote import Replies
 from runtime.tracing.store import TraceStore
 from runtime.web_access import WebAccess
 
@@ -27,6 +29,9 @@ class Console:
     ingest: Ingest
     changes: Changes
     health: Health | None = None  # None: this process cannot say (the page says so)
+    # Decisions whose page waits for the worker's first word at once: each wait holds one
+    # of the Redis connections the chat path uses too; the rest go on without waiting.
+    waits: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
 
     @property
     def desk(self) -> ApprovalDesk:
@@ -38,6 +43,12 @@ class Console:
         """Where runs' traces are read (their TTL is the writer's business)."""
         audit = self.runtime.audit
         return TraceStore(audit.redis, audit.keys)
+
+    @property
+    def replies(self) -> Replies:
+        """What workers tell of the decisions queued here (runtime/queue/remote.py)."""
+        audit = self.runtime.audit
+        return Replies(audit.redis, audit.keys)
 
     @property
     def secure(self) -> bool:

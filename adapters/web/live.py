@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 RETRY_MS = 2_000  # how soon a browser reconnects a dropped stream
-SHOWN = ("approval_", "grant_", "question_", "policy_", "tool_executed", "call_", "console_")
+# What the pages show. Not `console_`: anyone may cause those (a refused sign-in), and each
+# change makes every open page fetch itself again.
+SHOWN = ("approval_", "grant_", "question_", "policy_", "tool_executed", "call_")
 
 
 class Changes:
@@ -49,9 +51,10 @@ class Changes:
         self._changed = asyncio.Event()
 
     async def _follow(self) -> None:
-        after = await self.audit.last_id()
+        after = None
         while not self._closed.is_set() and self._watchers:
             try:
+                after = after or await self.audit.last_id()
                 async for entry in self.audit.follow(after, block_ms=1000, stop=self._closed):
                     after = entry.id
                     if entry.event.startswith(SHOWN):

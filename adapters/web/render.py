@@ -30,7 +30,10 @@ def when(ms: int | float | None) -> str:
     """A time in ms since the epoch, in UTC."""
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):  # a stored time no calendar has
+        return f"{ms:.0f} ms"
 
 
 def ago(ms: int | float | None) -> str:

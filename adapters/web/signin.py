@@ -40,19 +40,23 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/logout", logout, name="logout")
 
 
-def _client(request: web.Request) -> str:
+def client_of(request: web.Request) -> str:
     return request.remote or "?"
 
 
 async def login(request: web.Request) -> web.StreamResponse:
     console = request.app[CONSOLE]
     audit = console.runtime.audit
-    client = _client(request)
-    if not await console.access.allow_attempt(client):
-        await audit.record("console_sign_in_refused", "", why="too many attempts", client=client)
-        return message(request, "Slow down", "Too many sign-in attempts; wait a minute.", 429)
+    client = client_of(request)
+    if not await console.access.may_try(client):
+        # Said once a minute: refusals someone causes at will must not flood the audit trail.
+        if await console.access.tally(client, "throttled") == 1:
+            why = "too many attempts"
+            await audit.record("console_sign_in_refused", "", why=why, client=client)
+        return message(request, "Slow down", "Too many failed sign-ins; wait a minute.", 429)
     actor = await console.access.redeem(request.query.get("token", ""))
-    if actor is None:
+    if actor is None:  # at most ATTEMPTS_PER_MINUTE of these a minute per address
+        await console.access.tally(client, "failed")
         await audit.record("console_sign_in_refused", "", why="link not valid", client=client)
         return message(request, "Sign-in link not valid", NOT_VALID, 403)
     replaced = await console.access.session(request.cookies.get(COOKIE, ""))

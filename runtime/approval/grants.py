@@ -41,12 +41,18 @@ class GrantTerms:
     seconds: float | None = None
 
 
+MAX_DURATION_S = 366 * 86_400  # a grant "for" longer than a year is one without an end
+
+
 def parse_duration(text: str) -> float:
-    """`30m`, `2h`, `7d` -> seconds; ValueError otherwise."""
+    """`30m`, `2h`, `7d` -> seconds (a year at most); ValueError otherwise."""
     match = _DURATION.match(text.strip().lower())
     if not match or int(match[1]) == 0:
         raise ValueError(f"expected a duration like 30m, 2h or 7d, got {text!r}")
-    return int(match[1]) * _UNIT_SECONDS[match[2]]
+    seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"{text!r} is longer than a year; leave the end out instead")
+    return seconds
 
 
 class Grant(BaseModel):

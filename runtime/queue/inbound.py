@@ -46,6 +46,8 @@ class DecisionRequest(BaseModel):
     reply: str = Field(min_length=1)
     # Made in the web console by a signed-in person: it counts as made in the approval's
     # conversation (the console checked who they are; the operator CLI needs no such check).
+    # Only the console sets it; anyone who can write the inbox can forge any entry anyway.
+    # The worker checks again who may decide (not `[access]`, not whether the session lives).
     console: bool = False
 
     def grant(self) -> GrantTerms | None:

@@ -1,4 +1,4 @@
-"""Decisions made outside a chat (the operator CLI now, the web console next) travel to the
+"""Decisions made outside a chat (the operator CLI, the web console) travel to the
 workers: the decider reads the record (ApprovalView.decidable refuses what is settled),
 then queues a `decision` inbox entry in the approval's session lane, as a click is queued.
 A worker of any process serving that conversation takes it and decides through the same

@@ -114,9 +114,9 @@ class Keys:
         """Console sessions by their absolute expiry (ms): `clawgate console sessions`."""
         return f"{self.prefix}:{{console}}:sessions"
 
-    def console_attempts(self, client: str) -> str:
-        """Sign-in attempts of one client address in the current minute."""
-        return f"{self.prefix}:{{console}}:attempts:{client}"
+    def console_attempts(self, what: str) -> str:
+        """A count of one kind of attempt by one client address in the current minute."""
+        return f"{self.prefix}:{{console}}:attempts:{what}"
 
     # Traces (runtime/tracing): one JSON document per run, and the runs that resumed it.
     def trace(self, trace_id: str) -> str:

@@ -66,10 +66,14 @@ async def test_malformed_tokens_and_cookies_sign_no_one_in(access: WebAccess) ->
     assert await access.session("") is None
 
 
-async def test_sign_in_attempts_are_limited_per_client(access: WebAccess) -> None:
-    allowed = [await access.allow_attempt("10.0.0.1") for _ in range(ATTEMPTS_PER_MINUTE + 1)]
+async def test_failed_sign_ins_are_limited_per_client(access: WebAccess) -> None:
+    allowed = []
+    for _ in range(ATTEMPTS_PER_MINUTE + 1):
+        allowed.append(await access.may_try("10.0.0.1"))
+        await access.tally("10.0.0.1", "failed")
     assert allowed == [True] * ATTEMPTS_PER_MINUTE + [False]
-    assert await access.allow_attempt("10.0.0.2")
+    assert await access.may_try("10.0.0.2")
+    assert [await access.tally("10.0.0.2", "anon") for _ in range(3)] == [1, 2, 3]
 
 
 async def test_a_session_renews_its_idle_expiry_on_use_but_not_by_being_watched(

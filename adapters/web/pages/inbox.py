@@ -25,7 +25,7 @@ from runtime.approval.grants import GrantScope, parse_duration
 from runtime.approval.notices import shown_fields
 from runtime.queue.inbound import DecisionRequest
 from runtime.queue.ingest import IngestUnavailable
-from runtime.queue.remote import Replies, decision_request, send_decision
+from runtime.queue.remote import decision_request, send_decision
 from runtime.redact import redact_text
 
 CHOICES = ("approve", "approve_always", "reject")
@@ -156,20 +156,26 @@ async def decide(request: web.Request) -> web.StreamResponse:
     if isinstance(wanted, str):
         return message(request, "Not decided", f"Not decided: {wanted}.", 400)
     attempt = "edit" if wanted.edit else "approve" if wanted.approve else "reject"
-    checked = await console.runtime.wing.decidable(request.match_info["id"], actor, attempt)
-    if isinstance(checked, str):
+    approval_id = request.match_info["id"]
+    unseen = f"Not decided: no approval {approval_id[:40]!r} that you may see."
+    checked = await console.runtime.wing.decidable(approval_id, actor, attempt)
+    if isinstance(checked, str):  # unknown, decided already: said only to who may see it
+        if isinstance(await console.desk.item(actor, approval_id), str):
+            return message(request, "Not decided", unseen, 404)
         return message(request, "Not decided", f"Not decided: {checked}.", 409)
     refusal = await console.desk.refusal(actor, checked)
-    if refusal is not None:
+    if refusal is not None:  # audited as the chat's are; answered as an unknown id is
         await audit_refusal(audit, checked.id, actor, "unauthorized", refusal, checked, attempt)
-        return message(request, "Not decided", f"Not decided: {refusal}.", 403)
+        return message(request, "Not decided", unseen, 404)
     try:
         await send_decision(console.ingest, checked, actor, wanted)
     except IngestUnavailable:
         text = "Cannot reach Redis, so nothing was decided; try again shortly."
         return message(request, "Not decided", text, 503)
-    replies = Replies(console.runtime.approvals.redis, console.runtime.approvals.keys)
-    reply = await replies.pop(wanted.reply, FIRST_REPLY_S)
+    reply = None
+    if not console.waits.locked():  # a few wait at once: each holds a Redis connection
+        async with console.waits:
+            reply = await console.replies.pop(wanted.reply, FIRST_REPLY_S)
     if reply is not None and reply.step == "refused":
         return message(request, "Not decided", reply.text, 409)
     batch = await console.runtime.wing.load(checked.id) is None  # a batch's id: no page

@@ -13,7 +13,9 @@
   function refresh() {
     if (busy || typing()) { return; }
     busy = true;
-    fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    // The header says no one acted: the session's idle time is not renewed by it.
+    var headers = { "Accept": "text/html", "X-Clawgate-Refresh": "1" };
+    fetch(window.location.href, { credentials: "same-origin", headers: headers })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null) { return; }
@@ -32,7 +34,8 @@
   if (every > 0) {
     window.setInterval(function () { if (!document.hidden) { refresh(); } }, every * 1000);
   }
-  var url = document.body.getAttribute("data-live");
+  // A page that is costly to make (Insight) is not made again on every change.
+  var url = main && main.hasAttribute("data-still") ? null : document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
   var source = new EventSource(url);
   source.addEventListener("change", refresh);
