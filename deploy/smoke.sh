@@ -409,6 +409,20 @@ families=$(grep -c '^# TYPE clawgate_' <<<"$metrics" || true)
 say "/metrics 200: $families clawgate_ metric families"
 in_image "${settings[@]}" -- "${healthcheck[@]}" || fail "the image's HEALTHCHECK failed against a healthy serve"
 say "the image's HEALTHCHECK (${healthcheck[0]} …) passes"
+# The web console's pages and files ship in the image: its sign-in page and its stylesheet.
+console=$(python3 - "http://127.0.0.1:$port/console/" <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=5)
+except urllib.error.HTTPError as answer:
+    print(answer.code, answer.read().decode())
+PY
+) || fail "/console/ did not answer"
+[[ $console == 401* && $console == *"Sign in with a link"* ]] ||
+  fail "/console/ did not render its sign-in page from the image: ${console:0:200}"
+poll "http://127.0.0.1:$port/console/static/console.css" 5 >/dev/null ||
+  fail "/console/static/console.css is not in the image"
+say "/console/ renders its sign-in page (401) and serves its stylesheet"
 
 # `clawgate worker` (as deploy/k8s/worker.yaml runs it): its /healthz, /readyz and /metrics.
 metrics_port=$(free_port)
