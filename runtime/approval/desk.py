@@ -2,7 +2,9 @@
 lets them decide. Admins of every conversation see everything; anyone else sees the approvals
 whose conversation's policy lets them decide (as an admin or approver there, as the requester
 where `requester_may_approve` is set, or as whom it was escalated to) and whose `[access]` lets
-them use clawgate there. Questions belong to their asker and stay in the chat."""
+them use clawgate there. A direct conversation's requests are the admins' (and the requester's,
+where allowed) unless the policy posts them somewhere approvers decide. Questions belong to
+their asker and stay in the chat."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ class ApprovalDesk:
         if record.is_question:
             return "a question is answered by its asker, in the chat"
         refusal, policy = await self.decisions.refusal(actor, record)
-        return refusal or _access(policy, actor, record)
+        return refusal or _access(policy, actor, record) or _direct(policy, actor, record)
 
     async def item(self, actor: Actor, approval_id: str) -> DeskItem | str:
         """One approval `actor` may see, or why not (an unknown id reads the same as one
@@ -81,7 +83,8 @@ class ApprovalDesk:
             policies[conversation] = await self.policies.effective(conversation)
         policy = policies[conversation]
         refusal = decider_refusal(policy, actor, record)
-        return (refusal or _access(policy, actor, record)) is not None
+        refusal = refusal or _access(policy, actor, record) or _direct(policy, actor, record)
+        return refusal is not None
 
 
 class Oversight:
@@ -121,6 +124,17 @@ class Oversight:
 
 def _access(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
     return policy.access_refusal(actor, record.conversation.direct)
+
+
+def _direct(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
+    """A direct conversation's request is decided in it, or where the policy posts it too,
+    or by whom it was escalated to (the chat's rule): an approver who could do none of that
+    does not see someone's direct messages in the console either; admins do."""
+    if not record.conversation.direct or record.routes or policy.approver_policy().is_admin(actor):
+        return None
+    if actor.key == record.requester.key or (record.escalated and actor.key in record.escalate_to):
+        return None
+    return "a direct conversation's requests are decided in it"
 
 
 def _notice(record: ApprovalRecord, checkpoint: Checkpoint) -> ApprovalNotice:
