@@ -36,7 +36,7 @@ class Console:
     @property
     def desk(self) -> ApprovalDesk:
         runtime = self.runtime
-        return ApprovalDesk(runtime.wing, runtime.decisions, runtime.policies)
+        return ApprovalDesk(runtime.wing, runtime.policies)
 
     @property
     def traces(self) -> TraceStore:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.approval.decisions import Decisions, decider_refusal
+from runtime.approval.decisions import decider_refusal
 from runtime.approval.models import ApprovalRecord, Checkpoint
 from runtime.approval.notices import OPEN, notice_of
 from runtime.approval.wing import ApprovalView
@@ -29,9 +29,8 @@ class DeskItem:
 
 
 class ApprovalDesk:
-    def __init__(self, view: ApprovalView, decisions: Decisions, policies: PolicyService) -> None:
+    def __init__(self, view: ApprovalView, policies: PolicyService) -> None:
         self.view = view
-        self.decisions = decisions
         self.policies = policies
 
     def is_global_admin(self, actor: Actor) -> bool:
@@ -39,15 +38,14 @@ class ApprovalDesk:
 
     def oversight(self, actor: Actor) -> Oversight:
         """What of the grants, the audit trail and the runs `actor` may see (one page's
-        worth: it remembers each conversation's answer)."""
+        worth: it remembers each conversation's policy)."""
         return Oversight(actor, self.is_global_admin(actor), self.policies)
 
     async def refusal(self, actor: Actor, record: ApprovalRecord) -> str | None:
         """Why `actor` may neither see nor decide `record` (None: they may)."""
         if record.is_question:
             return "a question is answered by its asker, in the chat"
-        refusal, policy = await self.decisions.refusal(actor, record)
-        return refusal or _access(policy, actor, record) or _direct(policy, actor, record)
+        return _refusal(await self.policies.effective(record.conversation.id), actor, record)
 
     async def item(self, actor: Actor, approval_id: str) -> DeskItem | str:
         """One approval `actor` may see, or why not (an unknown id reads the same as one
@@ -62,29 +60,19 @@ class ApprovalDesk:
 
     async def open_items(self, actor: Actor) -> list[DeskItem]:
         """The open approvals (pending or executing) `actor` may decide, oldest first."""
-        admin = self.is_global_admin(actor)
-        policies: dict[str, EffectivePolicy] = {}
+        oversight = self.oversight(actor)  # one policy read per conversation, not per approval
         found = []
         for approval_id in await self.view.store.open_ids():
             loaded = await self.view.load(approval_id)
             if loaded is None or loaded[0].status not in OPEN or loaded[0].is_question:
                 continue
             record, checkpoint = loaded
-            if not admin and await self._refused(actor, record, policies):
-                continue
+            if not oversight.admin:
+                policy = await oversight.policy(record.conversation.id)
+                if _refusal(policy, actor, record) is not None:
+                    continue
             found.append(DeskItem(record, checkpoint, _notice(record, checkpoint)))
         return sorted(found, key=lambda item: (item.record.created_at, item.record.id))
-
-    async def _refused(
-        self, actor: Actor, record: ApprovalRecord, policies: dict[str, EffectivePolicy]
-    ) -> bool:
-        conversation = record.conversation.id
-        if conversation not in policies:  # one policy read per conversation, not per approval
-            policies[conversation] = await self.policies.effective(conversation)
-        policy = policies[conversation]
-        refusal = decider_refusal(policy, actor, record)
-        refusal = refusal or _access(policy, actor, record) or _direct(policy, actor, record)
-        return refusal is not None
 
 
 class Oversight:
@@ -96,7 +84,8 @@ class Oversight:
         self.actor, self.admin, self.policies = actor, admin, policies
         self._known: dict[str, EffectivePolicy] = {}
 
-    async def _policy(self, conversation: str) -> EffectivePolicy:
+    async def policy(self, conversation: str) -> EffectivePolicy:
+        """The conversation's effective policy, read once a page."""
         if conversation not in self._known:
             self._known[conversation] = await self.policies.effective(conversation)
         return self._known[conversation]
@@ -106,7 +95,7 @@ class Oversight:
             return True
         if not conversation:
             return False
-        policy = await self._policy(conversation)
+        policy = await self.policy(conversation)
         deciders = policy.approver_policy()
         return (
             deciders.is_admin(self.actor) or self.actor.key in deciders.approvers
@@ -119,11 +108,17 @@ class Oversight:
             return True
         if not conversation:
             return False
-        return (await self._policy(conversation)).approver_policy().is_admin(self.actor)
+        return (await self.policy(conversation)).approver_policy().is_admin(self.actor)
 
 
-def _access(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
-    return policy.access_refusal(actor, record.conversation.direct)
+def _refusal(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:
+    """Why `actor` may not decide `record` under `policy`: the chat's rule, `[access]`, and
+    the rule of direct conversations."""
+    return (
+        decider_refusal(policy, actor, record)
+        or policy.access_refusal(actor, record.conversation.direct)
+        or _direct(policy, actor, record)
+    )
 
 
 def _direct(policy: EffectivePolicy, actor: Actor, record: ApprovalRecord) -> str | None:

@@ -23,7 +23,7 @@ async def test_each_person_sees_what_the_chat_lets_them_decide(
     redis: aioredis.Redis, workdir: Path
 ) -> None:
     runtime, _ = make_runtime(redis, workdir, DemoProvider(), approvers=(CAROL.key,))
-    desk = ApprovalDesk(runtime.wing, runtime.decisions, runtime.policies)
+    desk = ApprovalDesk(runtime.wing, runtime.policies)
     channel = await runtime.run("slack:T1:C1:1.1", "run: rm a.txt", ALICE, CHANNEL)
     direct = await runtime.run("slack:T1:D1", "run: rm b.txt", ALICE, DM)
     assert channel.approval_id and direct.approval_id
