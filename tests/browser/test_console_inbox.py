@@ -38,18 +38,17 @@ async def sign_in_link(served: Harness, user: str) -> str:
 
 async def pending_approval(served: Harness, command: str) -> tuple[str, str]:
     """ALICE asks for `command` in a new thread; returns the thread and the approval id."""
+    before = {n.approval_id for n in await served.service.runtime.wing.pending()}
     thread = await served.post_slack_message(f"run: {command}", user=ALICE)
-    notice = await served.await_posted(
+    await served.await_posted(
         lambda call: "blocks" in call.params and "approve" in str(call.params["blocks"]),
         "the approval notice",
         "chat.postMessage",
         thread_ts=thread,
     )
-    found = re.search(r'"approve:([a-z0-9]+)', str(notice.params["blocks"]).replace("'", '"'))
-    approvals = await served.service.runtime.wing.pending()
-    assert approvals, "no approval is pending"
-    approval_id = found.group(1) if found else approvals[0].approval_id
-    return thread, approval_id
+    new = {n.approval_id for n in await served.service.runtime.wing.pending()} - before
+    assert len(new) == 1, f"expected one new approval, got {new}"
+    return thread, new.pop()
 
 
 async def test_an_approver_signs_in_from_slack_approves_in_the_inbox_and_the_thread_is_answered(
