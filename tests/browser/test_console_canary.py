@@ -22,8 +22,15 @@ pytestmark = pytest.mark.e2e
 
 CANARY = "c4n4ryC4N4RYc4n4ry7q"  # the secret's body: no page may hold it
 KEY = f"sk-proj-{CANARY}"
-PAGES = ("/console/", "/console/audit", "/console/runs", "/console/grants", "/console/policy")
-PAGES += ("/console/health", "/console/insight")
+PAGES = (
+    "/console/",
+    "/console/audit",
+    "/console/runs",
+    "/console/grants",
+    "/console/policy",
+    "/console/health",
+    "/console/insight",
+)
 
 
 @pytest.fixture
