@@ -115,6 +115,9 @@ async def test_a_batch_is_decided_at_once_and_each_call_runs_once(
     group = page.locator("[data-batch-id]")
     await group.wait_for()
     assert await group.locator("article[data-approval-id]").count() == 3
+    shown = await group.locator("article pre.args").all_inner_texts()
+    assert shown == [f"echo line-{k} >> runs.log" for k in "123"]  # in the model's order
+    assert await group.locator("form.decide + details.edit").count() == 3  # per call only
     await save_screenshot(page, "batch")
     await group.locator('form.decide button[name="decision"][value="approve"]').first.click()
     await page.wait_for_url(re.compile(r"/console/$"))

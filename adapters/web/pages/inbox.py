@@ -55,7 +55,13 @@ def _groups(items: list[DeskItem]) -> list[Group]:
         batch = item.notice.batch
         key = batch or item.record.id
         groups.setdefault(key, Group(batch, [])).items.append(item)
+    for group in groups.values():  # a batch's calls in the model's order
+        group.items.sort(key=lambda item: _position(item.checkpoint.batch, item.record.id))
     return list(groups.values())
+
+
+def _position(batch: list[str], approval_id: str) -> int:
+    return batch.index(approval_id) if approval_id in batch else len(batch)
 
 
 def _facts(item: DeskItem) -> dict[str, str]:
