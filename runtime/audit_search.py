@@ -22,12 +22,14 @@ MOST_READ = 5000  # entries read for one page at most: a rare filter pages on, n
 
 def parse_moment(text: str, now: float | None = None, zone: tzinfo | None = None) -> int:
     """`text` as milliseconds since the epoch: a duration back from `now`, or an ISO date or
-    time (in `zone` unless it names one; None: local time). ValueError otherwise."""
+    time (in `zone` unless it names one; None: local time). ValueError otherwise. A moment
+    before the epoch is the epoch (no stream entry is older, and Redis takes no negative id)."""
     now = time.time() if now is None else now
     value = text.strip()
     duration = _DURATION.fullmatch(value.lower())
     if duration:
-        return int((now - int(duration[1]) * _SECONDS[duration[2]]) * 1000)
+        back = int(duration[1]) * _SECONDS[duration[2]]
+        return max(0, int((now - min(back, now)) * 1000))
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -37,7 +39,7 @@ def parse_moment(text: str, now: float | None = None, zone: tzinfo | None = None
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone) if zone is not None else moment.astimezone()
-    return int(moment.timestamp() * 1000)
+    return max(0, int(moment.timestamp() * 1000))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from adapters.web.filters import choices, matches
-from adapters.web.pages.audit import audit_query, shown_row
+from adapters.web.pages.audit import audit_query, entry_id, shown_row
 from adapters.web.pages.grants import grant_facts
 from runtime.approval.grants import EVERYWHERE, Grant, thread_scope
 from runtime.audit import AuditEntry
@@ -100,3 +100,15 @@ def test_an_audit_row_shows_every_value_redacted() -> None:
 def test_a_moment_that_is_none_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="expected a duration"):
         parse_moment(text)
+
+
+@pytest.mark.parametrize("text", ["100000d", "9" * 400 + "w", "0001-01-01T00:00+14:00"])
+def test_a_moment_before_the_epoch_is_the_epoch(text: str) -> None:
+    """Redis takes no negative stream id: a filter reaching that far back is a 200, not a 500."""
+    assert parse_moment(text, NOW) == 0
+
+
+def test_only_ids_redis_takes_page_the_audit_trail() -> None:
+    assert entry_id("1700000000000-0") and entry_id(f"{2**64 - 1}-{2**64 - 1}")
+    assert not entry_id(f"{2**64}-0") and not entry_id("99999999999999999999-0")
+    assert not entry_id("1-2-3") and not entry_id("-1-0")
