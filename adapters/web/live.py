@@ -67,13 +67,16 @@ class Changes:
                 log.warning("console: cannot follow the audit trail (%s)", type(exc).__name__)
                 await asyncio.sleep(1.0)
 
-    async def wait(self, seconds: float) -> bool:
-        """Whether something changed within `seconds`."""
+    async def wait(self, seconds: float, seen: int) -> bool:
+        """Whether something changed since version `seen`, waiting up to `seconds` (a
+        change made while the watcher was busy writing counts too)."""
+        if self.version > seen:
+            return True
         changed = self._changed
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 await changed.wait()
-        return changed.is_set()
+        return self.version > seen
 
     async def stream(
         self, request: web.Request, alive: Callable[[], Awaitable[bool]]
@@ -87,13 +90,15 @@ class Changes:
         self._watchers += 1
         if self._follower is None or self._follower.done():
             self._follower = asyncio.create_task(self._follow())
+        seen = self.version
         try:
             while not self._closed.is_set():
-                changed = await self.wait(KEEPALIVE_S)
+                changed = await self.wait(KEEPALIVE_S, seen)
                 if self._closed.is_set() or not await _still(alive):
                     break
                 if changed:
-                    await response.write(f"event: change\ndata: {self.version}\n\n".encode())
+                    seen = self.version
+                    await response.write(f"event: change\ndata: {seen}\n\n".encode())
                 else:
                     await response.write(b": keepalive\n\n")
         except (ConnectionResetError, asyncio.CancelledError):

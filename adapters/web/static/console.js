@@ -6,13 +6,16 @@
 (function () {
   "use strict";
   var busy = false;
+  var again = false;  // a change came while a fetch was under way: fetch once more after it
   function typing() {
     var a = document.activeElement;
     return a && (a.tagName === "TEXTAREA" || (a.tagName === "INPUT" && a.type !== "hidden"));
   }
   function refresh() {
-    if (busy || typing()) { return; }
+    if (busy) { again = true; return; }
+    if (typing()) { return; }
     busy = true;
+    again = false;
     // The header says no one acted: the session's idle time is not renewed by it.
     var headers = { "Accept": "text/html", "X-Clawgate-Refresh": "1" };
     fetch(window.location.href, { credentials: "same-origin", headers: headers })
@@ -27,7 +30,7 @@
         }
       })
       .catch(function () { /* offline for a moment: the next change or poll tries again */ })
-      .finally(function () { busy = false; });
+      .finally(function () { busy = false; if (again) { refresh(); } });
   }
   var main = document.getElementById("live");
   var every = main ? parseFloat(main.getAttribute("data-poll") || "") : NaN;
