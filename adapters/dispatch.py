@@ -4,10 +4,12 @@ through `say`), anything else is a message for the agent."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
+from adapters.help import HELP, help_for
 from adapters.pending import render_pending
 from adapters.policy_text import mode_line, render_grant, render_policy
 from adapters.reading import Prompt
@@ -16,6 +18,7 @@ from adapters.router import Router
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
 from runtime.approval.grants import revoke_grant
+from runtime.approval.models import ApprovalRecord
 from runtime.approval.questions import answered_by
 from runtime.channel import Notice
 from runtime.feedback import THANKS, record_feedback
@@ -35,33 +38,6 @@ from runtime.redact import shown
 Say = Callable[[str], Awaitable[None]]
 ASK_AN_ADMIN = "An admin can change who may (the policy file's [access] table)."
 
-HELP = """Commands:
-  /approve <id> [once|always]   run a call that waits for approval (always: also allow
-                                calls like it in this conversation from now on; add
-                                thread or everywhere (admins), and/or for 30m|2h|7d)
-  /approve <id> edit <json>     approve the call with its arguments changed, e.g.
-                                /approve k3x9 edit {"command": "rm -rf build/tmp"}
-  /reject <id> [reason]         refuse it; the model is told who refused and why
-                                (a batch's id: every call of it you may decide)
-  /answer <id> <n|words>        answer the assistant's question to you: an option's
-                                number or text, or your own words when it allows them
-  /pending                      approvals and questions waiting in this conversation
-  /cancel                       stop this session's running request (at its next step)
-                                or withdraw its pending approval or question
-  /policy show                  the tools and approval rules here, and where they come from
-  /policy grants                what "approve always" allows here, by whom, until when
-  /policy revoke <grant>        remove a grant (admins, or whoever granted it)
-  /policy allow|deny|reset <tool>   admins: change a tool's policy in this conversation
-  /mode [plan|ask|auto|edits]   show or switch this conversation's mode: plan runs
-                                nothing that changes anything, ask asks for every change,
-                                auto lets the risk rules decide, edits also accepts
-                                project-file edits (up to the admins' limit)
-  /model [name]                 show or switch this conversation's model (admins list them)
-  /clawgate console             a sign-in link to the web console (the approvals inbox),
-                                for you alone; it works once, for 10 minutes
-  /help                         this list
-Anything else is a message to the assistant."""
-
 
 def shown_say(say: Say) -> Say:
     """`say` with its text as people may see it: a grant's rule or an edit's diff may quote a
@@ -71,6 +47,14 @@ def shown_say(say: Say) -> Say:
         await say(shown(text))
 
     return told
+
+
+def too_long(length: int, limit: int) -> str:
+    return (
+        f"That message is {length:,} characters long; the limit here is {limit:,} "
+        "(CLAWGATE_MAX_MESSAGE_CHARS). Nothing was run: send a shorter one, or attach the text "
+        "as a file."
+    )
 
 
 async def dispatch(
@@ -101,25 +85,33 @@ async def dispatch(
     if command is None:
         if await _refused(runtime, actor, conversation, say):  # said to them alone; nothing runs
             return None
-        question, how = (
-            (None, "") if attached else await answered_by(runtime.approvals, session, text, actor)
-        )
+        if len(text) > runtime.config.max_message_chars:
+            await say(too_long(len(text), runtime.config.max_message_chars))
+            return None
+        prompt = Prompt(text) if read is None else await read()
+        if not prompt.text.strip():
+            return None  # nothing the model could read (a sticker, a refused file): told so
+        run = partial(runtime.run, session, prompt.text, actor, conversation, job, prompt.images)
+        # A message with files never answers a question (the files would be lost).
+        result = await run(ask=not attached)
+        if not result.asked:
+            return result
+        assert result.approval_id is not None
+        question, how = await answered_by(runtime.approvals, result.approval_id, text, actor)
         # Words that answered a question already (their job resumed the run, then died)
         # answer no later question: delivered again, they retake that run.
         if (question or how) and await runtime.runs.is_latest(session, job):
             question, how = None, ""
         if how:  # the asker's words answer nothing: held, and they are told how to answer
             await say(how)
-        if question is not None:  # the asker's next words answer the question they were asked
-            command = Command(name="answer", approval_id=question, answer=text)
-            async with runtime.audit.unit():
-                return await _command(
-                    runtime, command, session, actor, conversation, say, help_text, job
-                )
-        prompt = Prompt(text) if read is None else await read()
-        if not prompt.text.strip():
-            return None  # nothing the model could read (a sticker, a refused file): told so
-        return await runtime.run(session, prompt.text, actor, conversation, job, prompt.images)
+        if question is None:
+            return await run()  # held: it runs after the decision
+        # The asker's next words answer the question they were asked.
+        command = Command(name="answer", approval_id=question, answer=text)
+        async with runtime.audit.unit():
+            return await _command(
+                runtime, command, session, actor, conversation, say, help_text, job
+            )
     if command.name == "console":  # the link is a secret for them alone: said unredacted
         if not await _refused(runtime, actor, conversation, say):
             await private(await _console_link(runtime, actor))
@@ -155,17 +147,25 @@ async def _command(  # noqa: PLR0912 (one branch per command)
         await say(help_text)
     elif command.name in ("approve", "reject"):
         assert command.approval_id is not None
+        approve, plain = command.name == "approve", not command.grant and not command.edit
+
+        async def confirm(record: ApprovalRecord, _: str) -> None:
+            """Told at once, before the call runs: whoever typed it knows it took."""
+            if plain:  # a grant's or an edit's own message says more, at the end
+                await say(f"{'Approved' if approve else 'Rejected'} {record.tool} ({record.id}).")
+
         decision = await runtime.decide(
             command.approval_id,
-            command.name == "approve",
+            approve,
             actor,
             conversation,
             reason=command.reason,
             always=command.grant,
             job=job,
             edit=command.edit,
+            recorded=confirm,
         )
-        if not decision.accepted or command.grant or command.edit or decision.run is None:
+        if not decision.accepted or not plain or decision.run is None:
             await say(decision.message)  # a refusal, a grant, an edit, a count toward a quorum
         return decision.run
     elif command.name == "answer":
@@ -353,6 +353,7 @@ async def handle_inbound(
         inbound.actor,
         inbound.conversation,
         say,
+        help_for(inbound.conversation.platform),
         job=job,
         read=read,
         attached=bool(inbound.attachments),

@@ -11,6 +11,7 @@ from prometheus_client import Histogram
 
 from adapters.dispatch import handle_inbound
 from adapters.router import Router
+from runtime import log_context
 from runtime.agent import Runtime
 from runtime.channel import Notice
 from runtime.queue.inbound import Inbound
@@ -62,7 +63,8 @@ class JobHandler:
         inbound = Inbound.model_validate_json(job.payload)
         QUEUE_LAG.observe(max(0.0, time.time() - inbound.received_at))
         try:
-            await handle_inbound(self.runtime, self.router, inbound, job.id)
+            with log_context.bound(conversation=inbound.conversation.id):
+                await handle_inbound(self.runtime, self.router, inbound, job.id)
         except OUTAGES:
             if job.attempt == 0 and inbound.kind == "input":  # said once; the worker retries
                 await self.router.send(inbound.conversation, Notice(REDIS_WAIT))

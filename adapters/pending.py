@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from runtime.approval.notices import quorum_line
+from runtime.approval.notices import quorum_line, said
 from runtime.channel import ApprovalNotice
 
 
@@ -18,12 +18,12 @@ def render_pending(notice: ApprovalNotice) -> str:
     quorum = quorum_line(notice)
     if notice.kind == "question":
         return (
-            f"{notice.approval_id}  {notice.status:<9} question: {notice.question}  "
+            f"{notice.approval_id}  {said(notice.status)}: question: {notice.question}  "
             f"(to {notice.requester}, expires {expiry(notice)})"
         )
     batch = f"  [batch {notice.batch}]" if notice.batch else ""
     return (
-        f"{notice.approval_id}  {notice.status:<9} {notice.tool}: {notice.arguments}  "
+        f"{notice.approval_id}  {said(notice.status)}: {notice.tool}: {notice.arguments}  "
         f"(by {notice.requester}, expires {expiry(notice)})"
         + (f"  [{quorum}]" if quorum else "")
         + batch

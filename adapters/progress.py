@@ -24,6 +24,7 @@ STOPS = {
     StopReason.MAX_STEPS: "Stopped: step limit reached",
     StopReason.CANCELLED: "Cancelled",
     StopReason.ERROR: "Stopped by an error",
+    StopReason.REPEATED_CALLS: "Stopped: the same call kept repeating",
 }
 ProgressEvent = ToolStarted | ToolFinished | Writing | RunFinished
 # The answer or the approval notice says it all when no tool ran.

@@ -9,6 +9,7 @@ import logging
 
 from runtime.agent import Runtime
 from runtime.approval.models import ApprovalRecord, ApprovalStatus
+from runtime.approval.notices import said as status_said
 from runtime.models import RunResult, StopReason
 from runtime.queue.inbound import Inbound
 from runtime.queue.remote import Replies, Reply
@@ -23,6 +24,7 @@ STOPPED = {
     StopReason.MAX_STEPS: "the run stopped at its step limit; said in {where}",
     StopReason.CANCELLED: "the run was cancelled; said in {where}",
     StopReason.ERROR: "the run failed ({error}); said in {where}",
+    StopReason.REPEATED_CALLS: "the run stopped repeating the same call; said in {where}",
 }
 # The approval's end, for a call that did not complete.
 FAILED = (ApprovalStatus.OUTCOME_UNKNOWN, ApprovalStatus.EXPIRED)
@@ -42,7 +44,7 @@ def outcome(record: ApprovalRecord | None, run: RunResult | None) -> list[Reply]
         step = "ran" if ran == "completed" else "failed"
         replies.append(Reply(step=step, text=f"The call ran in a worker: {ran}."))
     elif record is not None and record.status in FAILED:
-        shown = record.outcome or record.status.value.replace("_", " ")
+        shown = record.outcome or status_said(record.status)
         replies.append(Reply(step="failed", text=f"The call did not complete: {shown}."))
     if run is not None:
         where = record.conversation.id if record is not None else run.session

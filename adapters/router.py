@@ -9,8 +9,8 @@ from typing import Protocol
 
 from adapters.reading import Prompt, Reader
 from runtime.channel import Channel, Event, MessageRef, Notice
-from runtime.lease import guard
 from runtime.models import Actor, ConversationRef
+from runtime.ownership.lease import guard
 from runtime.queue.inbound import Inbound
 
 log = logging.getLogger(__name__)

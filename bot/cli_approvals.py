@@ -26,11 +26,12 @@ from runtime.approval.models import ApprovalRecord
 from runtime.approval.notices import shown_fields
 from runtime.approval.wing import ApprovalView
 from runtime.channel import ApprovalNotice
-from runtime.models import Actor
+from runtime.models import Actor, ToolStatus
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.queue.inbound import DecisionRequest
 from runtime.queue.ingest import Ingest, IngestUnavailable
 from runtime.queue.remote import Replies, decision_request, send_decision
+from runtime.receipts import Receipt, of_approval
 from runtime.redact import redact_text, shown, visible
 
 # Carries a decision out (queued for a worker, or here for a `clawgate chat` conversation);
@@ -82,10 +83,20 @@ def _copies(copies: list[dict[str, str]]) -> list[tuple[str, dict[str, str]]]:
     return [(copy.get("conversation", "?"), copy) for copy in copies]
 
 
+async def _receipt(view: ApprovalView, record: ApprovalRecord) -> Receipt | None:
+    """The receipt of the approved call's execution, from the global audit trail (read from
+    its decision on); None when it did not complete (or was not approved)."""
+    if record.decided_at is None or record.outcome != ToolStatus.COMPLETED.value:
+        return None  # not looked for: nothing after the decision would hold it
+    entry = await of_approval(view.audit, record.id, record.decided_at)
+    return None if entry is None else Receipt.from_fields(entry.fields)
+
+
 async def _show(
     view: ApprovalView, approval_id: str, as_json: bool, say: Callable[[str], None]
 ) -> int:
-    """One approval: its fields, every notice posted, and its audit trail."""
+    """One approval: its fields, every notice posted, its audit trail, and the receipt of
+    the call it let run."""
     loaded = await view.load(approval_id)
     items = None if loaded is not None else await view.store.batch_items(approval_id)
     if items is not None:  # a batch's id: its calls, each shown by its own id
@@ -100,10 +111,12 @@ async def _show(
     trail = [{k: redact_text(v) if isinstance(v, str) else v for k, v in e.items()} for e in trail]
     # A batch: its id (deciding it decides every item) and its items, in the model's order.
     batch = {"batch": checkpoint.id, "batch_items": checkpoint.batch} if checkpoint.batch else {}
+    receipt = await _receipt(view, record)
     if as_json:
         dumped = record.model_dump(mode="json")
         dumped |= shown_fields(record)
         dumped |= batch
+        dumped["receipt"] = None if receipt is None else receipt.model_dump(mode="json")
         say(json.dumps({**dumped, "trace": checkpoint.trace_id, "audit": trail}, indent=2))
         return 0
     hidden = {"arguments", "notice", "copies", "schema_version"}
@@ -118,6 +131,11 @@ async def _show(
         fields["batch"] = f"{checkpoint.id}  (items: {', '.join(checkpoint.batch)})"
     if checkpoint.trace_id:
         fields["trace"] = f"{checkpoint.trace_id}  (clawgate trace show {checkpoint.trace_id})"
+    if receipt is not None:
+        fields["receipt"] = (
+            f"{receipt.id}  (result sha256 {receipt.result_sha256[:12]}, key {receipt.kid}; "
+            f"clawgate audit receipt {receipt.id})"
+        )
     width = max(map(len, fields)) + 1
     for name, value in fields.items():
         say(shown(f"{name + ':':<{width}} {value if value not in (None, []) else '-'}"))

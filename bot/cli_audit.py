@@ -1,4 +1,5 @@
-"""`clawgate audit tail [--follow] [--json] [--since SINCE] [-n N]`: the global audit trail.
+"""`clawgate audit tail [--follow] [--json] [--since SINCE] [-n N]`: the global audit trail
+(`clawgate audit receipt`: bot/cli_receipt.py; `clawgate audit verify`: bot/cli_audit_verify.py).
 
 A table in a terminal (time, event, actor, trace, then the entry's other fields as key=value),
 or JSON Lines with --json. `--since` takes a duration back from now (`90s`, `10m`, `2h`, `1d`,
@@ -18,7 +19,9 @@ import sys
 from datetime import datetime
 from typing import TextIO
 
+from bot.cli_audit_verify import run_verify
 from bot.cli_parser import DEFAULT_LINES
+from bot.cli_receipt import run_receipt_command
 from bot.settings import Settings, SettingsError
 from bot.tables import hanging, terminal_width
 from runtime.audit import AuditEntry, AuditLog
@@ -154,7 +157,9 @@ async def _run(settings: Settings, args: argparse.Namespace, since_ms: int | Non
     stop = asyncio.Event()
     handled = args.follow and _on_ctrl_c(stop)
     try:
-        audit = AuditLog(redis, Keys(settings.redis_prefix), settings.audit_maxlen)
+        audit = AuditLog(
+            redis, Keys(settings.redis_prefix), settings.audit_maxlen, settings.audit_chain()
+        )
         return await tail(
             audit,
             sys.stdout,
@@ -180,12 +185,17 @@ def run_audit_command(settings: Settings, args: argparse.Namespace) -> int:
         raise SettingsError(
             "REDIS_URL: required for `clawgate audit` (the audit trail lives there)"
         )
+    if args.verb == "receipt":
+        return run_receipt_command(settings, args, sys.stdout)
     try:
-        parse_lines(args.lines)
+        if args.verb == "tail":
+            parse_lines(args.lines)
         since_ms = None if args.since is None else parse_since(args.since)
     except UsageError as exc:
         print(f"clawgate: {exc}", file=sys.stderr)
         return 2
+    if args.verb == "verify":
+        return run_verify(settings, args, since_ms)
     try:
         return asyncio.run(_run(settings, args, since_ms))
     except REDIS_FAILURES as exc:

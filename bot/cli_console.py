@@ -47,7 +47,8 @@ def run_console_command(settings: Settings, args: argparse.Namespace) -> int:
 async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
     redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     keys = Keys(settings.redis_prefix)
-    access, audit = WebAccess(redis, keys, settings.console_url), AuditLog(redis, keys)
+    access = WebAccess(redis, keys, settings.console_url)
+    audit = AuditLog(redis, keys, settings.audit_maxlen, settings.audit_chain())
     operator = f"{OPERATOR_PLATFORM}:{getpass.getuser()}"
     try:
         if args.verb == "link":

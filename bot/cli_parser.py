@@ -52,9 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="session name (default: local; no spaces or braces, at most 192 characters)",
     )
 
-    sub.add_parser("serve", help="serve the chat platforms over HTTP, with a worker in process")
-    sub.add_parser("worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)")
+    serve = sub.add_parser(
+        "serve", help="serve the chat platforms over HTTP, with a worker in process"
+    )
+    serve.add_argument("--host", help="the address to listen on (wins over CLAWGATE_HOST)")
+    serve.add_argument("--port", type=_port, help="the port to listen on (wins over CLAWGATE_PORT)")
+    worker = sub.add_parser(
+        "worker", help="an extra worker: takes queued work, no HTTP (needs REDIS_URL)"
+    )
+    for command in (serve, worker):
+        command.add_argument(
+            "--workdir", help="where tools work and files land (wins over CLAWGATE_WORKDIR)"
+        )
 
+    sub.add_parser(
+        "selftest",
+        help="a live run of the configured model and platform: a tool call, an approval, "
+        "the file it wrote (in a throwaway work dir)",
+    )
     sub.add_parser(
         "doctor",
         help="check this machine is ready: settings, Redis, the model, Slack, Feishu, the port, "
@@ -64,9 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "completion",
         help="print a shell completion script",
         description="e.g. clawgate completion bash > ~/.local/share/bash-completion/completions/"
-        "clawgate, or clawgate completion zsh > ~/.zfunc/_clawgate",
+        "clawgate, clawgate completion zsh > ~/.zfunc/_clawgate, or clawgate completion fish > "
+        "~/.config/fish/completions/clawgate.fish",
     )
-    completion.add_argument("shell", choices=["bash", "zsh", "tcsh"])
+    completion.add_argument("shell", choices=["bash", "zsh", "tcsh", "fish"])
 
     add_approvals_parser(sub)
     add_console_parser(sub)
@@ -105,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--split",
         action="store_true",
-        help="ingest: serve without its worker (CLAWGATE_INPROCESS_WORKER=false) + one worker",
+        help="ingest: serve without its worker (CLAWGATE_WORKER_MODE=none) + one worker",
     )
     bench.add_argument(
         "--threads",
@@ -117,7 +133,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--history",
         type=_counts,
         default=None,
-        help="approval: prior messages in a session, one measure each (default 10,100,1000,10000)",
+        help="approval: prior messages in a session, one measure each (default 10,100,1000,10000;"
+        " runtime --model-server: 10,400)",
+    )
+    bench.add_argument(
+        "--peers",
+        action="store_true",
+        help="approval: the same round in the OpenAI Agents SDK and LangGraph, side by side "
+        '(needs REDIS_URL and pip install "clawgate[peers]")',
+    )
+    bench.add_argument(
+        "--model-server",
+        action="store_true",
+        help="runtime: time turns on the real openai client against a local OpenAI-compatible "
+        "fake the bench starts (CPU, Redis round trips, turns/s per turn) instead; ingest: the "
+        "server under test uses the openai provider against such a fake in its own process",
+    )
+    bench.add_argument(
+        "--floor",
+        action="store_true",
+        help="ingest: the floor app (bot/bench/floor.py: the least code doing the same durable "
+        "Slack turn) instead of clawgate, with the fake model",
+    )
+    bench.add_argument(
+        "--compare-floor",
+        action="store_true",
+        help="ingest: clawgate with the fake model, then the floor app under the same load: "
+        "CPU per turn clawgate/floor and Redis commands per turn of both",
     )
     bench.add_argument(
         "--json", action="store_true", help="print one JSON document of the figures (every bench)"
@@ -142,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="ingest --workers: events queued before the workers start (default 2000)",
     )
     return parser
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"not a port (1-65535): {text!r}")
+    return int(text)
 
 
 def _worker_counts(text: str) -> list[int]:
@@ -297,6 +345,28 @@ def add_audit_parser(sub: Any) -> None:
     tail.add_argument(
         "-f", "--follow", action="store_true", help="keep printing new entries until Ctrl-C"
     )
+    receipt = verbs.add_parser(
+        "receipt",
+        help="check a tool receipt: its MAC (CLAWGATE_AUDIT_KEY) and the session's history; "
+        "exit 1 when not verified",
+    )
+    receipt.add_argument("id", help="the receipt's id, like rc_0123456789abcdef0123")
+    receipt.add_argument("--json", action="store_true", help="one JSON object")
+    verify = verbs.add_parser(
+        "verify", help="check the audit trail's hash chain; exit 1 at the first broken link"
+    )
+    verify.add_argument(
+        "--since",
+        metavar="SINCE",
+        help="only entries since then (as for tail): the first one anchors the check",
+    )
+    verify.add_argument("--session", metavar="ID", help="only this session's sub-chain")
+    verify.add_argument(
+        "--checkpoints",
+        metavar="FILE",
+        help="also match the checkpoints kept in this file (CLAWGATE_AUDIT_CHECKPOINT_FILE)",
+    )
+    verify.add_argument("--json", action="store_true", help="one JSON object")
 
 
 def add_policy_parser(sub: Any) -> None:
@@ -343,7 +413,35 @@ def add_trace_parser(sub: Any) -> None:
 
 
 def add_onboarding_parsers(sub: Any) -> None:
-    """`clawgate slack manifest` and `clawgate feishu checklist`. `sub`: the subparsers."""
+    """`clawgate init`, `clawgate slack manifest` and `clawgate feishu checklist`. `sub`: the
+    subparsers."""
+    init = sub.add_parser(
+        "init",
+        help="set up a deployment here: ask the settings, check them live, write .env and "
+        "clawgate.toml, run doctor",
+    )
+    init.add_argument(
+        "--non-interactive", action="store_true", help="take every answer from the flags"
+    )
+    init.add_argument("--force", action="store_true", help="replace .env and clawgate.toml")
+    for flag, what in (
+        ("--platform", "slack, feishu or none"),
+        ("--slack-bot-token", "xoxb-…"),
+        ("--slack-app-token", "xapp-…, for Socket Mode"),
+        ("--slack-signing-secret", "for HTTP (the Events API)"),
+        ("--slack-api-url", "Slack's Web API (default https://slack.com/api/)"),
+        ("--feishu-app-id", "cli_…"),
+        ("--feishu-app-secret", "the app's secret"),
+        ("--feishu-domain", "default https://open.feishu.cn"),
+        ("--model-base-url", "an OpenAI-compatible server (default OpenAI; demo: offline)"),
+        ("--model-api-key", "its key"),
+        ("--model", "the model's name"),
+        ("--redis-url", "redis://… (default: the embedded store, chat only)"),
+        ("--admins", "slack:U… or feishu:ou_…, comma-separated"),
+        ("--workdir", "where tools work (default ./workspace)"),
+        ("--policy", "the starting policy: default, strict or none"),
+    ):
+        init.add_argument(flag, help=what)
     slack = sub.add_parser("slack", help="set up the Slack app (docs/slack.md)")
     slack_verbs = slack.add_subparsers(dest="verb", required=True)
     manifest = slack_verbs.add_parser(

@@ -43,7 +43,7 @@ async def _run(settings: Settings, args: argparse.Namespace, out: TextIO) -> int
     document = load_policy(settings)
     redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     keys = Keys(settings.redis_prefix)
-    audit = AuditLog(redis, keys, settings.audit_maxlen)
+    audit = AuditLog(redis, keys, settings.audit_maxlen, settings.audit_chain())
     policies = build_policies(settings, document, redis, audit)
     scope: str = args.conversation
     try:
@@ -101,7 +101,7 @@ async def _grants(settings: Settings, args: argparse.Namespace, out: TextIO) -> 
             print(f"clawgate: no grant {args.grant} (see clawgate policy grants)", file=sys.stderr)
             return 1
         operator = f"operator:{getpass.getuser()}"
-        audit = AuditLog(redis, keys, settings.audit_maxlen)
+        audit = AuditLog(redis, keys, settings.audit_maxlen, settings.audit_chain())
         await revoke_grant(store, audit, found, operator, admin=True)  # the operator may
         out.write(f"Grant {found.id} revoked: `{found.shown}` asks again from the next call on.\n")
         return 0

@@ -36,6 +36,7 @@ from runtime.approval.models import ApprovalRecord
 from runtime.approval.wing import ApprovalView
 from runtime.audit import AuditLog
 from runtime.models import Actor
+from runtime.outage import OUTAGE
 from runtime.queue.inbound import DecisionRequest
 from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
@@ -63,6 +64,7 @@ async def _chat(settings: Settings, session: str) -> int:
     async with _redis(settings) as redis:
         if settings.redis_url:  # a shared store that is down: say so now, not per message
             await redis.ping()
+        OUTAGE.watch(redis)  # one that goes away later is said once, and once it is back
         channel = ConsoleChannel(sys.stdout)
         sandbox = build_sandbox(settings)
         mcp = build_mcp(settings, policy, sandbox)
@@ -73,7 +75,14 @@ async def _chat(settings: Settings, session: str) -> int:
             settings.model, settings.openai_base_url, settings.redis_url, settings.uses_demo_model
         )
         chat = ConsoleChat(
-            runtime, f"console:{session}", actor, sys.stdin, sys.stdout, channel, about
+            runtime,
+            f"console:{session}",
+            actor,
+            sys.stdin,
+            sys.stdout,
+            channel,
+            about,
+            embedded=settings.redis_url is None,
         )
         keys = Keys(settings.redis_prefix)
         background = [
@@ -106,7 +115,9 @@ async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
                 ingest, replies, record, actor, request, wait, timeout, sys.stdout
             )
 
-        view = ApprovalView(store, AuditLog(redis, keys))
+        view = ApprovalView(
+            store, AuditLog(redis, keys, settings.audit_maxlen, settings.audit_chain())
+        )
         return await run_approvals_command(view, args, sys.stdout, deliver)
 
 
@@ -190,6 +201,9 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
                 workers=args.workers,
                 backlog=args.backlog,
                 as_json=getattr(args, "json", False),
+                model_server=args.model_server,
+                floor=args.floor,
+                compare_floor=args.compare_floor,
             )
         )
     from bot.bench.runtime import run_bench  # noqa: PLC0415 - only the bench needs it
@@ -203,6 +217,8 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
             args.bash_calls,
             history=args.history,
             as_json=args.json,
+            model_server=args.model_server,
+            peers=args.peers,
         )
     )
 
@@ -230,27 +246,18 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command == "doctor":  # reads the settings itself: a bad one is a failed check
-        from bot.doctor import run_doctor  # noqa: PLC0415
-
-        return run_doctor(sys.stdout)
-    if args.command == "completion":  # needs no settings
-        import shtab  # noqa: PLC0415
-
-        print(shtab.complete(build_parser(), shell=args.shell))
-        return 0
-    if args.command == "slack":  # set-up help: needs no settings, loads no SDK
-        from bot.slack_manifest import print_manifest  # noqa: PLC0415
-
-        return print_manifest(args.url, args.socket_mode, sys.stdout, sys.stderr)
-    if args.command == "feishu":
-        from bot.feishu_checklist import print_checklist  # noqa: PLC0415
-
-        return print_checklist(args.url, sys.stdout, sys.stderr)
-    settings = load_settings()
+    unset = _without_settings(args)
+    if unset is not None:
+        return unset
+    _flags_win(args)
+    settings = load_settings(platforms=args.command != "chat")
     configure_logging(settings.log_level, settings.log_format, sys.stderr)
     if args.command == "chat":
         return asyncio.run(_chat(settings, args.session))
+    if args.command == "selftest":
+        from bot.selftest import run_selftest  # noqa: PLC0415
+
+        return run_selftest(settings)
     if args.command == "audit":
         return run_audit_command(settings, args)
     if args.command == "policy":
@@ -266,6 +273,55 @@ def _run(args: argparse.Namespace) -> int:
     if args.command in ("serve", "worker"):
         return asyncio.run(_serve(settings, http=args.command == "serve"))
     return _bench(settings, args)
+
+
+def _without_settings(args: argparse.Namespace) -> int | None:
+    """The commands that read no settings (doctor reads them itself, init makes them, the
+    others help set up); None for the rest."""
+    if args.command == "doctor":  # a bad setting is a failed check there
+        from bot.doctor import run_doctor  # noqa: PLC0415
+
+        return run_doctor(sys.stdout)
+    if args.command == "completion":
+        return _completion(args.shell)
+    if args.command == "init":
+        from bot.init_setup import run_init  # noqa: PLC0415
+
+        return run_init(args)
+    if args.command == "slack":  # loads no SDK
+        from bot.slack_manifest import print_manifest  # noqa: PLC0415
+
+        return print_manifest(args.url, args.socket_mode, sys.stdout, sys.stderr)
+    if args.command == "feishu":
+        from bot.feishu_checklist import print_checklist  # noqa: PLC0415
+
+        return print_checklist(args.url, sys.stdout, sys.stderr)
+    return None
+
+
+def _completion(shell: str) -> int:
+    if shell == "fish":  # shtab makes the others, not fish's
+        from bot.completion_fish import fish_script  # noqa: PLC0415
+
+        sys.stdout.write(fish_script(build_parser()))
+        return 0
+    import shtab  # noqa: PLC0415
+
+    print(shtab.complete(build_parser(), shell=shell))
+    return 0
+
+
+# `serve`/`worker` flags → the settings they stand for.
+FLAG_SETTINGS = {"host": "CLAWGATE_HOST", "port": "CLAWGATE_PORT", "workdir": "CLAWGATE_WORKDIR"}
+
+
+def _flags_win(args: argparse.Namespace) -> None:
+    """`serve --host/--port/--workdir`: a flag wins over the environment and the settings
+    file. Set in this process's environment, so that serve's worker child has it too."""
+    for flag, name in FLAG_SETTINGS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[name] = str(value)
 
 
 def _fail(problem: object, code: int) -> int:

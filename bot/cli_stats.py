@@ -86,7 +86,9 @@ async def _run(settings: Settings, args: argparse.Namespace, since_ms: int) -> i
     document = load_policy(settings)
     redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     try:
-        audit = AuditLog(redis, Keys(settings.redis_prefix), settings.audit_maxlen)
+        audit = AuditLog(
+            redis, Keys(settings.redis_prefix), settings.audit_maxlen, settings.audit_chain()
+        )
         policies = build_policies(settings, document, redis, audit)
         stats = await approval_stats(audit, since_ms, args.conversation, policy_grantable(policies))
         print_stats(stats, sys.stdout, args.json)

@@ -1,9 +1,11 @@
 """`clawgate trace show <trace-id> [--json]`: one run's decision tree, from Redis.
 
-The tree is drawn with box characters: each span's name, status, duration and attributes (and,
-for traces recorded in replay mode, its redacted payloads). Links are followed: a run that paused
-for approval shows the trace(s) of the run(s) that resumed it beneath its `approval.pause`
-span, so one command draws the whole paused-and-resumed run. `--json` prints the documents,
+The tree is drawn with box characters: each span's name, status, duration and attributes (a
+tool call's policy verdict, its source and rule and its error code first; a step's offered
+tools on a line of their own) and, for traces recorded in replay mode, its redacted payloads.
+Links are followed: a run that paused for approval shows the trace(s) of the run(s) that
+resumed it beneath its `approval.pause` span, so one command draws the whole
+paused-and-resumed run. `--json` prints the documents,
 nested the same way: `{"trace": {...}, "resumed_by": [{"trace": {...}, "resumed_by": [...]}]}`.
 """
 

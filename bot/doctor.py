@@ -179,6 +179,17 @@ async def _feishu(settings: Settings) -> Check | None:
     return Check("feishu", True, f"bot {identity.open_id}, {settings.feishu_mode}")
 
 
+async def live_checks(settings: Settings, what: str) -> list[Check]:
+    """The live checks of one part of the settings (`clawgate init` checks each answer as it
+    is given): "redis", "model", "slack" or "feishu"."""
+    if what == "redis":
+        return await _redis(settings)
+    if what == "model":
+        return [await model_check(settings)]
+    found = await (_slack(settings) if what == "slack" else _feishu(settings))
+    return [found] if found else []
+
+
 def _port(settings: Settings) -> Check:
     where = f"{settings.host}:{settings.port}"
     with socket.socket() as probe_socket:
@@ -211,8 +222,9 @@ def _policy(settings: Settings) -> tuple[Check, PolicyDocument | None]:
     try:
         document = load_policy(settings)
     except PolicyFileError as exc:
-        first, *_ = str(exc).splitlines() or ["unreadable"]
-        return Check("policy", False, first, "correct the file (docs/policy.md)"), None
+        first, *more = str(exc).splitlines() or ["unreadable"]
+        also = "".join(f"\n    {line}" for line in more)  # every problem, one a line
+        return Check("policy", False, first + also, "correct the file (docs/policy.md)"), None
     if settings.policy_file is None:
         return Check("policy", True, "no policy file: the built-in defaults"), document
     problem = policy_file_problem(settings)
@@ -315,6 +327,23 @@ SECURITY_SETTINGS = (
 )
 
 
+def _audit_key(settings: Settings) -> list[Check]:
+    """Serving with Redis, the audit chain (runtime/audit_chain.py) should be keyed: unkeyed,
+    whoever can write Redis can rebuild it after changing an entry."""
+    if not settings.redis_url:
+        return []
+    ring = settings.evidence_keys()
+    if not ring.keyed:
+        detail = "none set: the audit chain catches accidents, not someone who can write Redis"
+        fix = "set CLAWGATE_AUDIT_KEY=k1:<32 random characters> or CLAWGATE_AUDIT_KEY_FILE"
+        return [Check("audit key", False, detail, fix)]
+    count = len(ring.keys)
+    detail = (
+        f"{ring.current} seals new entries ({count} key{'s' if count != 1 else ''} in the ring)"
+    )
+    return [Check("audit key", True, detail)]
+
+
 def _settings(settings: Settings, serving: bool) -> list[Check]:
     """Where every setting came from: the environment, the settings file, or its default."""
     by_source: dict[str, list[str]] = {}
@@ -340,10 +369,41 @@ def _settings(settings: Settings, serving: bool) -> list[Check]:
     }
     security = ", ".join(f"{name}={shown[name]} ({settings.source(name)})" for name in shown)
     found.append(Check("security settings", True, security))
+    found += [
+        Check("setting name", False, line, "docs/configuration.md names every setting")
+        for line in settings.unknown
+    ]
     ignored = settings.settings_file.ignored
     if ignored and not serving:  # `serve` said so as it read its settings
         found.append(Check("settings file", False, ignored, FIX))
     return found
+
+
+# Where `serve`'s worker runs, by CLAWGATE_WORKER_MODE.
+WORKER_PLACES = {
+    "child": "`serve` runs its worker in a child process it supervises (acks never wait for it)",
+    "inprocess": "`serve` runs its worker in its own event loop (acks wait behind it under load)",
+    "none": "`serve` only takes inputs: `clawgate worker` processes do the work",
+}
+
+
+def _worker_topology(settings: Settings) -> Check:
+    mode = settings.worker_topology
+    source = (
+        "the deprecated CLAWGATE_INPROCESS_WORKER"
+        if settings.inprocess_worker is not None
+        and settings.source("CLAWGATE_WORKER_MODE") == "default"
+        else settings.source("CLAWGATE_WORKER_MODE")
+    )
+    detail = f"CLAWGATE_WORKER_MODE={mode} ({source}): {WORKER_PLACES[mode]}"
+    if mode == "child":
+        port = settings.metrics_port
+        detail += (
+            f"; its /metrics on port {port}"
+            if port
+            else ("; its metrics are not served (set CLAWGATE_METRICS_PORT)")
+        )
+    return Check("worker", True, detail)
 
 
 async def print_serving_checks(settings: Settings, out: TextIO) -> None:
@@ -357,7 +417,7 @@ async def print_serving_checks(settings: Settings, out: TextIO) -> None:
 async def checks(settings: Settings, serving: bool = False) -> list[Check]:
     """Every check; `serving`: only those `serve` does not do itself as it starts."""
     policy, document = _policy(settings)
-    found = [*_settings(settings, serving), policy, _sandbox(settings)]
+    found = [*_settings(settings, serving), policy, _sandbox(settings), *_audit_key(settings)]
     found += _people(settings, document)
     services: list[Awaitable[Check | list[Check] | None]] = [_redis(settings)]
     services.append(model_check(settings))
@@ -375,8 +435,8 @@ async def checks(settings: Settings, serving: bool = False) -> list[Check]:
         services.append(_hooks(document))
     for result in await asyncio.gather(*services):
         found += result if isinstance(result, list) else [result] if result else []
-    if not serving:
-        found.append(_port(settings))
+    if not serving:  # `serve` says where its worker runs as it starts
+        found += [_worker_topology(settings), _port(settings)]
     return found
 
 

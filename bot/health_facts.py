@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Literal
 
 from bot.doctor import Check, model_check
-from bot.server import REDIS_DOWN, Service
+from bot.server import Service
 from bot.settings import Settings
 from runtime.health import HealthReport, ModelFact, ProcessFact, QueueFacts, queue_facts
 from runtime.redact import redact_text
+from runtime.store.connection import REDIS_DOWN
 
 MODEL_TIMEOUT = 2.0  # seconds the model's provider gets to answer for the page
 MODEL_CACHE = 30.0  # seconds an answer is reused: refreshing the page does not ask again
@@ -65,13 +66,14 @@ async def gather(
     problems, model_fact, queue = await asyncio.gather(service.ready(), model(), _queue(service))
     if queue is None and not problems:
         problems = [f"redis did not answer the health questions within {FACTS_TIMEOUT:g} s"]
-    worker = service.worker
+    worker, child = service.worker, service.worker_child
     process = ProcessFact(
         role=role,
         worker_id=None if worker is None else worker.consumer,
-        worker_alive=None if worker is None else worker.alive(),
+        worker_polling=None if worker is None else worker.polling(),
         sandbox=service.sandbox.describe(),
         sandbox_warning=service.sandbox.missing,
+        child_worker_pid=child.pid if child is not None and child.running else None,
     )
     # A server's detail may quote its failure, URL and all.
     states = service.mcp.states() if service.mcp is not None else []

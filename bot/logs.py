@@ -1,4 +1,6 @@
-"""Logging for the `clawgate` command: text or JSON lines, with secrets masked in both."""
+"""Logging for the `clawgate` command: text or JSON lines, with secrets masked in both, and
+the running code's context (runtime/log_context.py: session, conversation, approval, trace,
+job, worker) in each: JSON fields, or a `key=value` suffix of a text line."""
 
 from __future__ import annotations
 
@@ -7,9 +9,11 @@ import logging
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from runtime import log_context
 from runtime.redact import redact, redact_text
 
-TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+CONTEXT = "log_context"  # the record attribute ContextFilter puts the context in
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", None, None).__dict__) | {
@@ -17,7 +21,30 @@ _STANDARD = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", None, None)
     "asctime",
     "taskName",
 }
-_CORE = ("ts", "level", "logger", "message", "exc")
+_CORE = ("ts", "level", "logger", "message", "exc", CONTEXT)
+
+
+def timestamp(record: logging.LogRecord) -> str:
+    """When the record was made: ISO 8601 in UTC, to the millisecond."""
+    when = datetime.fromtimestamp(record.created, tz=UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ContextFilter(logging.Filter):
+    """Puts the context of the code that logged (its ids, only those set) on the record;
+    handlers run in the caller's task, so it is that task's context."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            setattr(record, CONTEXT, log_context.current())
+        except Exception:  # never break the caller: the line goes out without its context
+            setattr(record, CONTEXT, {})
+        return True
+
+
+def _context(record: logging.LogRecord) -> dict[str, str]:
+    found = getattr(record, CONTEXT, None)
+    return found if isinstance(found, dict) else {}
 
 
 class RedactingFilter(logging.Filter):
@@ -54,13 +81,13 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, tz=UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
+            "ts": timestamp(record),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
         }
+        # The context as fields; a field given with `extra=` says more and wins.
+        entry.update((k, v) for k, v in _context(record).items() if k not in record.__dict__)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         exc = record.exc_text or ""
@@ -79,13 +106,33 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """`<ISO time> LEVEL logger: message  key=value ...` (the context set), then any
+    traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return timestamp(record)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        context = _context(record)
+        if not context:
+            return line
+        return line + "  " + " ".join(f"{k}={v}" for k, v in context.items())
+
+
 def make_handler(fmt: str, stream: TextIO) -> logging.Handler:
-    """A handler writing `fmt` ("text" or "json") lines to `stream`, secrets masked."""
+    """A handler writing `fmt` ("text" or "json") lines to `stream`, with the context and
+    secrets masked."""
     if fmt not in ("text", "json"):
         raise ValueError(f"unknown log format {fmt!r}: expected text or json")
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    handler.addFilter(RedactingFilter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(ContextFilter())
+    handler.addFilter(RedactingFilter())  # after: the context is masked like the rest
     return handler
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from bot.policy_errors import described
 from runtime.policy.model import PolicyDocument
 
 
@@ -22,7 +23,8 @@ def load_policy_file(path: Path | None, tools: Collection[str] = ()) -> PolicyDo
     if path is None:
         return PolicyDocument()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise PolicyFileError(f"{path}: cannot read ({exc.strerror})") from exc
     except tomllib.TOMLDecodeError as exc:
@@ -34,12 +36,7 @@ def load_policy_file(path: Path | None, tools: Collection[str] = ()) -> PolicyDo
     try:
         document = PolicyDocument.model_validate(data)
     except ValidationError as exc:
-        lines = [
-            f"{path}: {'.'.join(str(p) for p in err['loc'])}: "
-            + err["msg"].removeprefix("Value error, ")
-            for err in exc.errors()
-        ]
-        raise PolicyFileError("\n".join(lines)) from exc
+        raise PolicyFileError("\n".join(described(path, text, PolicyDocument, exc))) from exc
     unknown = document.unknown_tools(set(tools)) if tools else []
     if unknown:
         raise PolicyFileError(

@@ -1,5 +1,6 @@
-"""`clawgate serve` and `clawgate worker`: the HTTP endpoints, the in-process worker, Socket
-Mode, and a graceful stop on SIGTERM (stop accepting, finish or hand back work in hand)."""
+"""`clawgate serve` and `clawgate worker`: the HTTP endpoints, serve's worker (in a child
+process, bot/worker_child.py, or in this one), Socket Mode, and a graceful stop on SIGTERM
+(stop accepting, finish or hand back work in hand)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiohttp import ClientSession, web
-from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.asyncio import Redis
 
 from adapters.console.relay import ConsoleRelay
@@ -31,13 +33,16 @@ from bot.http_limits import ConnectionLimits, GuardedSite
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
+from bot.worker_child import WorkerChild, die_with_parent
 from runtime.agent import Release, Runtime
 from runtime.approval.notices import notice_of
 from runtime.channel import ApprovalNotice
 from runtime.mcp.supervisor import McpServers
 from runtime.models import Actor, ConversationRef
+from runtime.outage import OUTAGE
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.model import PolicyDocument
+from runtime.queue.gauges import sample_inbox
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import Inbox
 from runtime.queue.ingest import Ingest
@@ -45,7 +50,7 @@ from runtime.queue.steering import Steering
 from runtime.queue.worker import WORKER_SILENCE, Worker, sweep_forever
 from runtime.redact import shown_url
 from runtime.shutdown import cancel
-from runtime.store.connection import REDIS_FAILURES, connect
+from runtime.store.connection import REDIS_DOWN, connect
 from runtime.store.durability import (
     DurabilityError,
     DurabilityUnknown,
@@ -72,9 +77,6 @@ log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
 READY_TIMEOUT = 0.8  # seconds: /readyz answers within a second whatever Redis does
-# Redis (a cluster's client errors included) or the network to it failing.
-REDIS_DOWN: tuple[type[Exception], ...] = (*REDIS_FAILURES, OSError)
-QUEUE_DEPTH = Gauge("clawgate_queue_depth", "Inputs waiting in the inbox", ["state"])
 # The platforms' request URLs (`clawgate slack manifest` and `feishu checklist` print them).
 SLACK_EVENTS_PATH = "/slack/events"
 FEISHU_EVENTS_PATH = "/feishu/events"
@@ -88,7 +90,7 @@ class Service:
     redis: Redis
     inbox: Inbox
     runtime: Runtime
-    worker: Worker | None  # None: this process only ingests (CLAWGATE_INPROCESS_WORKER=false)
+    worker: Worker | None  # None: this process only ingests (CLAWGATE_WORKER_MODE child, none)
     slack: SlackAdapter | None
     feishu: FeishuAdapter | None
     http: ClientSession  # shared by the platform clients: connections are kept open
@@ -101,6 +103,7 @@ class Service:
     socket_mode: AsyncSocketModeHandler | None = None  # Slack's, once started
     mcp: McpServers | None = None  # the policy file's MCP servers, supervised here
     ingest: Ingest | None = None  # queues decisions made in the web console
+    worker_child: WorkerChild | None = None  # serve's worker process (CLAWGATE_WORKER_MODE=child)
 
     async def aclose(self) -> None:
         if self.mcp is not None:
@@ -134,7 +137,9 @@ class Service:
         if self.socket_mode is not None and not await self.socket_mode.client.is_connected():
             problems.append("the slack socket mode connection is down")
         if self.worker is not None:
-            return problems if self.worker.alive() else [*problems, "worker not polling"]
+            return problems if self.worker.polling() else [*problems, "worker not polling"]
+        if self.worker_child is not None and not self.worker_child.running:
+            problems.append("the worker child process is not running (it is started again)")
         try:
             polling = await self.inbox.workers_polling(WORKER_SILENCE)
         except REDIS_DOWN:
@@ -195,6 +200,7 @@ async def _check_app_token(client: AsyncWebClient, app_token: str) -> None:
 
 async def build_service(settings: Settings, policy: PolicyDocument, worker: bool = True) -> Service:
     redis = connect(settings.redis_url, cluster=settings.redis_cluster)
+    OUTAGE.watch(redis)  # an outage is said once, and once more when it is over
     http = ClientSession()
     try:
         inbox = await _inbox(settings, redis)
@@ -437,10 +443,7 @@ def build_app(
         return web.Response(text="ready\n" + "".join(f"{line}\n" for line in service.details()))
 
     async def metrics(_: web.Request) -> web.Response:
-        with contextlib.suppress(*REDIS_DOWN):
-            waiting, in_hand = await service.inbox.depth()
-            QUEUE_DEPTH.labels("waiting").set(waiting)
-            QUEUE_DEPTH.labels("in_progress").set(in_hand)
+        await sample_inbox(service.inbox)
         return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app.router.add_get("/healthz", healthz)
@@ -470,9 +473,12 @@ def _stop_signal() -> asyncio.Event:
 
 async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
     """Serve until SIGTERM/SIGINT. `http=False` is `clawgate worker`: no endpoints."""
+    if not http:
+        die_with_parent()  # a child worker: serve's end is its end
     if problem := policy_file_problem(settings):
         raise SettingsError(problem)
-    service = await build_service(settings, policy, worker=settings.inprocess_worker or not http)
+    topology = settings.worker_topology if http else "inprocess"
+    service = await build_service(settings, policy, worker=topology == "inprocess")
     # Everything loaded so far (the platform SDKs define thousands of classes) lives as long
     # as the process: keep it out of the garbage collector's full passes, which otherwise
     # pause the event loop for 100+ ms every few seconds under load.
@@ -480,14 +486,16 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
     gc.freeze()
     stop = _stop_signal()
     runner: web.AppRunner | None = None
-    socket_mode: AsyncSocketModeHandler | None = None
-    long_connection: LongConnection | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
         policies = service.runtime.policies
-        tasks.append(asyncio.create_task(keep_policy_fresh(policies, settings.policy_file)))
+        fresh = keep_policy_fresh(policies, settings.policy_file, settings.workdir)
+        tasks.append(asyncio.create_task(fresh))
         if service.worker is not None:
             tasks += await _start_worker(service.worker, service.runtime, settings, stop)
+        else:  # a worker elsewhere: Redis must answer all the same
+            async with _reaching_redis(settings):
+                await service.redis.ping()
         port = settings.port if http else settings.metrics_port
         if port is not None:  # a worker serves only /healthz, /readyz and /metrics
             runner = await _listen(
@@ -512,41 +520,67 @@ async def run(settings: Settings, policy: PolicyDocument, http: bool) -> int:
             )
             long_connection.start()
             service.long_connection = long_connection
+        if topology == "child":  # once serve's own checks passed (a child would repeat them)
+            service.worker_child = WorkerChild(settings.shutdown_grace)
+            await service.worker_child.start()
         await print_serving_checks(settings, sys.stderr)  # what `clawgate doctor` would say
         _announce(settings, service, http)
         await stop.wait()
         print("clawgate: stopping", file=sys.stderr, flush=True)
     finally:
-        if socket_mode is not None:
-            # Its close waits on a websocket that may never answer: at most the grace.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(settings.shutdown_grace, 0.1)):
-                    await socket_mode.close_async()  # type: ignore[no-untyped-call]
-        if long_connection is not None:
-            await long_connection.stop()
-        if runner is not None:
-            await runner.cleanup()  # stop accepting; requests in flight finish
-        if service.worker is not None:
-            await service.worker.stop(settings.shutdown_grace)
-        await cancel(tasks)
-        await service.aclose()
+        await _shut_down(settings, service, runner, tasks)
     # Its jobs were taken over after a stall: exit 1, so the supervisor starts it afresh.
     return 1 if service.worker is not None and service.worker.lease.fenced.is_set() else 0
+
+
+async def _shut_down(
+    settings: Settings,
+    service: Service,
+    runner: web.AppRunner | None,
+    tasks: list[asyncio.Task[None]],
+) -> None:
+    """Stop taking inputs, then finish or hand back the work in hand, then let go. A child
+    worker is told at once, so its grace runs beside serve's own (within the deploy files'
+    stop periods)."""
+    child = service.worker_child
+    child_stopped = asyncio.create_task(child.stop()) if child is not None else None
+    if service.socket_mode is not None:
+        # Its close waits on a websocket that may never answer: at most the grace.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(settings.shutdown_grace, 0.1)):
+                await service.socket_mode.close_async()  # type: ignore[no-untyped-call]
+    if service.long_connection is not None:
+        await service.long_connection.stop()
+    if runner is not None:
+        await runner.cleanup()  # stop accepting; requests in flight finish
+    if service.worker is not None:
+        await service.worker.stop(settings.shutdown_grace)
+    if child_stopped is not None:
+        await child_stopped
+    await cancel(tasks)
+    await service.aclose()
 
 
 async def _start_worker(
     worker: Worker, runtime: Runtime, settings: Settings, stop: asyncio.Event
 ) -> list[asyncio.Task[None]]:
     """The worker polling, and the tasks beside it: the sweeper, the stop once fenced."""
-    try:
+    async with _reaching_redis(settings):
         await worker.start()
-    except REDIS_DOWN as exc:
-        where = shown_url(settings.redis_url or "the embedded store")
-        raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
     return [
         asyncio.create_task(sweep_forever(runtime.sweep, SWEEP_INTERVAL)),
         asyncio.create_task(_stop_when_fenced(worker, stop)),
     ]
+
+
+@contextlib.asynccontextmanager
+async def _reaching_redis(settings: Settings) -> AsyncIterator[None]:
+    """Redis away at start: one line and exit 1 (bot/errors.py), not a traceback."""
+    try:
+        yield
+    except REDIS_DOWN as exc:
+        where = shown_url(settings.redis_url or "the embedded store")
+        raise Unavailable(f"cannot reach Redis at {where} ({exc})") from exc
 
 
 async def _connect(socket_mode: AsyncSocketModeHandler, stop: asyncio.Event) -> bool:
@@ -600,7 +634,7 @@ def _announce(settings: Settings, service: Service, http: bool) -> None:
     if service.feishu is not None:
         platforms.append(f"feishu ({settings.feishu_mode})")
     where = f"listening on http://{settings.host}:{settings.port}" if http else "worker"
-    worker = "no worker here" if service.worker is None else f"worker {service.runtime.worker_id}"
+    worker = _worker_line(settings, service)
     enabled = ", ".join(platforms) or "none (set SLACK_BOT_TOKEN or FEISHU_APP_ID)"
     print(
         f"clawgate: {where}; platforms: {enabled}; {worker}; "
@@ -608,3 +642,18 @@ def _announce(settings: Settings, service: Service, http: bool) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _worker_line(settings: Settings, service: Service) -> str:
+    """Where this process's worker runs, and where its metrics are served."""
+    if service.worker is not None:
+        return f"worker {service.runtime.worker_id}"
+    child = service.worker_child
+    if child is None:
+        return "no worker here (CLAWGATE_WORKER_MODE=none: a `clawgate worker` does the work)"
+    metrics = (
+        f"its /metrics on port {settings.metrics_port}"
+        if settings.metrics_port
+        else "its metrics not served: set CLAWGATE_METRICS_PORT"
+    )
+    return f"worker in child process {child.pid} ({metrics})"

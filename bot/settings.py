@@ -5,9 +5,11 @@ each."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal, TextIO
 from urllib.parse import urlsplit
@@ -26,13 +28,22 @@ from adapters.long_answer import DEFAULT_FILE_CHARS
 from adapters.reading import ReadingLimits
 from adapters.thread_context import DEFAULT_CHARS, DEFAULT_MESSAGES, ContextLimits, Outsiders
 from bot.settings_file import ENV_FILE_VARIABLE, FIX, SettingsFile, find_settings_file
+from bot.worker_child import PARENT_VARIABLE
+from runtime import evidence_keys
 from runtime.attachments import DEFAULT_MAX_BYTES, DEFAULT_TYPES, AttachmentLimits
+from runtime.audit_chain import DEFAULT_CHECKPOINT_EVERY, ChainConfig
 from runtime.context.budget import DEFAULT_BUDGET, MIN_BUDGET
+from runtime.evidence_keys import KeyRing
+from runtime.executor import DEFAULT_MAX_PARALLEL
+from runtime.repeats import DEFAULT_LIMIT as DEFAULT_REPEAT_LIMIT
 from runtime.risk.exports import SCAN_BYTES
 from runtime.tools.sandbox import NetworkAccess, SandboxMode, UnixSockets
 from runtime.tools.send_file import DEFAULT_MAX_BYTES as SEND_FILE_MAX_BYTES
 
 CommaList = Annotated[list[str], NoDecode]
+# Where `clawgate serve` runs its worker: in a supervised child process (its agent runs never
+# delay an acknowledgment), in its own event loop, or nowhere (a `clawgate worker` elsewhere).
+WorkerMode = Literal["child", "inprocess", "none"]
 # A cluster's default: several partitions per master of a 3-6 master cluster, so ingest
 # spreads evenly (see runtime/store/keys.py), for 16 blocking reads per worker process.
 CLUSTER_INBOX_PARTITIONS = 16
@@ -53,6 +64,7 @@ class Settings(BaseSettings):
     # Where each setting came from, for `clawgate doctor` (set by `load_settings`).
     _file: SettingsFile = PrivateAttr(default_factory=SettingsFile)
     _environment: frozenset[str] = PrivateAttr(default=frozenset())
+    _unknown: tuple[str, ...] = PrivateAttr(default=())
 
     redis_url: str | None = Field(None, alias="REDIS_URL")
     redis_prefix: str = Field("clawgate", alias="CLAWGATE_REDIS_PREFIX", pattern=r"^[\w.:-]+$")
@@ -122,6 +134,16 @@ class Settings(BaseSettings):
     liveness_ttl: float = Field(2.5, alias="CLAWGATE_LIVENESS_TTL", ge=1)
     max_steps: int = Field(12, alias="CLAWGATE_MAX_STEPS", ge=1, le=200)
     max_tool_result_chars: int = Field(16_000, alias="CLAWGATE_MAX_TOOL_RESULT_CHARS", ge=200)
+    max_message_chars: int = Field(100_000, alias="CLAWGATE_MAX_MESSAGE_CHARS", ge=1)
+    # A run stops when the same call gets the same outcome this many times in a row (0: never);
+    # the tools never counted, besides those marked polling (runtime/repeats.py).
+    repeat_limit: int = Field(DEFAULT_REPEAT_LIMIT, alias="CLAWGATE_REPEAT_LIMIT", ge=0, le=1000)
+    polling_tools: CommaList = Field(default_factory=list, alias="CLAWGATE_POLLING_TOOLS")
+    # Read-only calls of one model turn run side by side (at most this many at once), or not.
+    parallel_tools: bool = Field(True, alias="CLAWGATE_PARALLEL_TOOLS")
+    max_parallel_tools: int = Field(
+        DEFAULT_MAX_PARALLEL, alias="CLAWGATE_MAX_PARALLEL_TOOLS", ge=1, le=256
+    )
     # Characters of a conversation the model is sent; older turns are compacted into a summary.
     context_budget: int = Field(
         DEFAULT_BUDGET, alias="CLAWGATE_CONTEXT_BUDGET", ge=MIN_BUDGET, le=10_000_000
@@ -137,7 +159,11 @@ class Settings(BaseSettings):
     log_level: str = Field("WARNING", alias="CLAWGATE_LOG_LEVEL")
     log_format: Literal["text", "json"] = Field("text", alias="CLAWGATE_LOG_FORMAT")
     # Serving: the inbox and its workers.
-    inprocess_worker: bool = Field(True, alias="CLAWGATE_INPROCESS_WORKER")
+    # Where `serve`'s worker runs (WorkerMode); None: child with REDIS_URL, else inprocess
+    # (the embedded store lives in one process). Filled in by `_worker_mode`.
+    worker_mode: WorkerMode | None = Field(None, alias="CLAWGATE_WORKER_MODE")
+    # Deprecated alias of CLAWGATE_WORKER_MODE: true is inprocess, false is none.
+    inprocess_worker: bool | None = Field(None, alias="CLAWGATE_INPROCESS_WORKER")
     worker_concurrency: int = Field(64, alias="CLAWGATE_WORKER_CONCURRENCY", ge=1, le=10_000)
     reclaim_idle: float = Field(30.0, alias="CLAWGATE_RECLAIM_IDLE", ge=1)
     dedupe_ttl: float = Field(86_400, alias="CLAWGATE_DEDUPE_TTL", ge=8 * 3600)
@@ -165,8 +191,21 @@ class Settings(BaseSettings):
         "metadata", alias="CLAWGATE_TRACE_MODE"
     )
     trace_ttl: int = Field(7 * 24 * 3600, alias="CLAWGATE_TRACE_TTL", ge=60)
+    # Characters kept of each replay payload (the text is cut there, saying so).
+    trace_payload_chars: int = Field(
+        2_000, alias="CLAWGATE_TRACE_PAYLOAD_CHARS", ge=200, le=1_000_000
+    )
     # The global audit trail keeps about the newest N entries (trimmed approximately).
     audit_maxlen: int = Field(100_000, alias="CLAWGATE_AUDIT_MAXLEN", ge=1000)
+    # The keys of the audit chain and tool receipts (runtime/evidence_keys.py): never in Redis.
+    audit_key: SecretStr | None = Field(None, alias="CLAWGATE_AUDIT_KEY")
+    audit_key_file: Path | None = Field(None, alias="CLAWGATE_AUDIT_KEY_FILE")
+    # The audit chain adds a signed checkpoint every N entries, also appended as a JSON line to
+    # the file when set (a copy outside Redis for `clawgate audit verify --checkpoints`).
+    audit_checkpoint_every: int = Field(
+        DEFAULT_CHECKPOINT_EVERY, alias="CLAWGATE_AUDIT_CHECKPOINT_EVERY", ge=10
+    )
+    audit_checkpoint_file: Path | None = Field(None, alias="CLAWGATE_AUDIT_CHECKPOINT_FILE")
     # Slack: enabled when SLACK_BOT_TOKEN is set.
     slack_bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
     slack_signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")
@@ -184,7 +223,9 @@ class Settings(BaseSettings):
     # Answers streamed into a CardKit card; false: a text working message and the answer apart.
     feishu_streaming_cards: bool = Field(True, alias="FEISHU_STREAMING_CARDS")
 
-    @field_validator("enabled_tools", "admins", "approvers", "attachment_types", mode="before")
+    @field_validator(
+        "enabled_tools", "admins", "approvers", "attachment_types", "polling_tools", mode="before"
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
@@ -277,6 +318,25 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _audit_keys(self) -> Settings:
+        self.evidence_keys()  # a bad key fails at start, not at the first audit entry
+        return self
+
+    def evidence_keys(self) -> KeyRing:
+        """The audit chain's and receipts' key ring (unkeyed when no key is set)."""
+        secret = self.audit_key.get_secret_value() if self.audit_key else None
+        try:
+            return evidence_keys.load(secret, self.audit_key_file)
+        except evidence_keys.AuditKeyError as exc:
+            raise ValueError(str(exc)) from None
+
+    def audit_chain(self) -> ChainConfig:
+        """How this process seals the audit trail's entries (runtime/audit_chain.py)."""
+        return ChainConfig(
+            self.evidence_keys(), self.audit_checkpoint_every, self.audit_checkpoint_file
+        )
+
+    @model_validator(mode="after")
     def _default_policy_file(self) -> Settings:
         if self.policy_file is None and DEFAULT_POLICY_FILE.is_file():
             self.policy_file = DEFAULT_POLICY_FILE.resolve()
@@ -302,13 +362,27 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _a_worker_somewhere(self) -> Settings:
-        if not self.inprocess_worker and not self.redis_url:
+    def _worker_mode(self) -> Settings:
+        alias = None if self.inprocess_worker is None else _ALIAS_MODE[self.inprocess_worker]
+        if self.worker_mode is not None and alias is not None and alias != self.worker_mode:
             raise ValueError(
-                "CLAWGATE_INPROCESS_WORKER: false needs REDIS_URL (a `clawgate worker` "
-                "elsewhere must share the queue; the embedded store lives in this process)"
+                f"CLAWGATE_INPROCESS_WORKER (deprecated: {alias}) contradicts "
+                f"CLAWGATE_WORKER_MODE={self.worker_mode}: keep only CLAWGATE_WORKER_MODE"
             )
+        mode = self.worker_mode or alias or ("child" if self.redis_url else "inprocess")
+        if mode != "inprocess" and not self.redis_url:
+            raise ValueError(
+                f"CLAWGATE_WORKER_MODE: {mode} needs REDIS_URL (the worker in another process "
+                "must share the queue; the embedded store lives in this process)"
+            )
+        self.worker_mode = mode
         return self
+
+    @property
+    def worker_topology(self) -> WorkerMode:
+        """Where `serve`'s worker runs, settled (CLAWGATE_WORKER_MODE or its default)."""
+        assert self.worker_mode is not None  # set by _worker_mode
+        return self.worker_mode
 
     @model_validator(mode="after")
     def _cluster_url(self) -> Settings:
@@ -355,6 +429,11 @@ class Settings(BaseSettings):
         return self.slack_bot_token is not None
 
     @property
+    def parallel_calls(self) -> int:
+        """Parallel-safe calls run at once, at most: 1 with CLAWGATE_PARALLEL_TOOLS off."""
+        return self.max_parallel_tools if self.parallel_tools else 1
+
+    @property
     def partitions(self) -> int:
         """The inbox partitions in effect (CLAWGATE_INBOX_PARTITIONS or its default)."""
         if self.inbox_partitions is not None:
@@ -386,6 +465,11 @@ class Settings(BaseSettings):
         """Every setting's variable name, in the order of the fields."""
         return [info.alias or name.upper() for name, info in cls.model_fields.items()]
 
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        """A line for each CLAWGATE_ variable set that is no setting (a typo, most likely)."""
+        return self._unknown
+
     def source(self, name: str) -> str:
         """Where the setting `name` (its variable, e.g. CLAWGATE_SANDBOX) came from."""
         if name.upper() in self._environment:
@@ -395,6 +479,13 @@ class Settings(BaseSettings):
         return "default"
 
 
+_ALIAS_MODE: dict[bool, WorkerMode] = {True: "inprocess", False: "none"}
+DEPRECATED_INPROCESS_WORKER = (
+    "CLAWGATE_INPROCESS_WORKER is deprecated: use CLAWGATE_WORKER_MODE "
+    "(true is inprocess, false is none; the default with REDIS_URL is child)"
+)
+
+
 def _port(url: str) -> None:
     try:
         urlsplit(url).port  # noqa: B018 - raises for a port that is no number or out of range
@@ -402,8 +493,55 @@ def _port(url: str) -> None:
         raise ValueError(f"bad port in {url!r} ({exc})") from None
 
 
-def load_settings(warnings: TextIO = sys.stderr) -> Settings:
-    """The settings of this process; why a settings file was ignored goes to `warnings`."""
+# CLAWGATE_ variables read elsewhere that are no setting: serve's pid in its worker child;
+# the bench's profiler switch (bot/bench/platforms.py).
+NOT_SETTINGS = frozenset({PARENT_VARIABLE, "CLAWGATE_BENCH_PROFILE"})
+PREFIX = len("CLAWGATE_")
+
+
+def unknown_variables(names: Iterable[str], where: str) -> list[str]:
+    """A line for each CLAWGATE_ variable among `names` that clawgate does not read, with the
+    setting it most likely meant: unnoticed, a typo (CLAWGATE_MODLE) would leave the default
+    in force."""
+    known = Settings.variables()
+    lines = []
+    for name in sorted({name.upper() for name in names}):
+        if not name.startswith("CLAWGATE_") or name in known or name in NOT_SETTINGS:
+            continue
+        # Compared without the prefix all of them share, which alone would look alike.
+        near = difflib.get_close_matches(name[PREFIX:], [k[PREFIX:] for k in known], 1, 0.75)
+        meant = f"; did you mean CLAWGATE_{near[0]}?" if near else ""
+        lines.append(f"{name} {where} is not a setting and is ignored{meant}")
+    return lines
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors():
+        if not err["loc"]:  # a check across settings names its settings itself
+            lines.extend(err["msg"].removeprefix("Value error, ").splitlines())
+            continue
+        name = ".".join(str(p) for p in err["loc"])
+        lines.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
+    return lines
+
+
+# The chat platforms' settings, which `clawgate chat` does not use.
+PLATFORM_FIELDS = (
+    "slack_bot_token",
+    "slack_signing_secret",
+    "slack_app_token",
+    "feishu_app_id",
+    "feishu_app_secret",
+    "feishu_verification_token",
+    "feishu_encrypt_key",
+)
+
+
+def load_settings(warnings: TextIO = sys.stderr, platforms: bool = True) -> Settings:
+    """The settings of this process; why a settings file was ignored goes to `warnings`.
+    Without `platforms` (the terminal chat), incomplete Slack or Feishu settings are left
+    out, said, instead of stopping the process."""
     found = find_settings_file(os.environ, Path.cwd(), Settings.variables())
     if found.missing:
         raise SettingsError(f"{ENV_FILE_VARIABLE}: {found.missing} does not exist")
@@ -413,14 +551,22 @@ def load_settings(warnings: TextIO = sys.stderr) -> Settings:
     try:
         settings = Settings(_env_file=found.path)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            if not err["loc"]:  # a check across settings names its settings itself
-                lines.extend(err["msg"].removeprefix("Value error, ").splitlines())
-                continue
-            name = ".".join(str(p) for p in err["loc"])
-            lines.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
-        raise SettingsError("\n".join(lines)) from exc
+        problems = _problems(exc)
+        if platforms or not all(line.startswith(("SLACK_", "FEISHU_")) for line in problems):
+            raise SettingsError("\n".join(problems)) from exc
+        for line in problems:
+            warnings.write(f"clawgate: the chat platforms' settings are not used here: {line}\n")
+        settings = Settings(_env_file=found.path, **dict.fromkeys(PLATFORM_FIELDS))
+    if settings.inprocess_worker is not None:
+        warnings.write(f"clawgate: {DEPRECATED_INPROCESS_WORKER}\n")
+        warnings.flush()
     settings._file = found
     settings._environment = frozenset(name.upper() for name in os.environ)
+    settings._unknown = (
+        *unknown_variables(os.environ, "(in the environment)"),
+        *unknown_variables(found.values, f"(in {found.path})"),
+    )
+    for line in settings.unknown:
+        warnings.write(f"clawgate: {line}\n")
+    warnings.flush()
     return settings

@@ -3,7 +3,8 @@
 An approved command may write anywhere in the work dir, so a settings file there (`./.env`
 with CLAWGATE_WORKDIR the current directory, the default layout) could turn the sandbox off
 or add an admin at the next start, and every command could read clawgate's own keys in it.
-The file (`CLAWGATE_ENV_FILE`, else `.env` in the current directory) is therefore read only
+The file (`CLAWGATE_ENV_FILE`, else `.env` in the current directory, else the user's own,
+`~/.config/clawgate/env`, which `clawgate init` writes) is therefore read only
 when neither its path nor what it resolves to lies inside the work dir, and it is no hard
 link (another name of it may be inside); otherwise it is ignored, with one warning naming the
 fix. Where it is comes from the process environment alone; the work dir the file may name
@@ -46,7 +47,12 @@ def find_settings_file(
     sets none of them is not clawgate's: ignored without a word."""
     upper = {name.upper(): value for name, value in environ.items()}
     named = upper.get(ENV_FILE_VARIABLE)
-    path = Path(named).expanduser() if named else Path(ENV_FILE)
+    if named:
+        path = Path(named).expanduser()
+    elif (cwd / ENV_FILE).exists():
+        path = Path(ENV_FILE)
+    else:  # the user's own, where `clawgate init` writes it
+        path = user_settings_file(environ)
     location = Path(os.path.abspath(cwd / path))  # the name as given: its links unresolved
     if not location.is_file():
         return SettingsFile(missing=str(location) if named else None)
@@ -63,6 +69,13 @@ def find_settings_file(
         if why:
             return SettingsFile()
     return SettingsFile(location, frozenset(values))
+
+
+def user_settings_file(environ: Mapping[str, str]) -> Path:
+    """$XDG_CONFIG_HOME/clawgate/env (by default ~/.config/clawgate/env): the settings file
+    read where CLAWGATE_ENV_FILE names none and the current directory has no `.env`."""
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(Path.home(), ".config")
+    return Path(base) / "clawgate" / "env"
 
 
 def agent_may_write(location: Path, workdir: Path) -> str | None:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from redis.asyncio import Redis
 
 from bot.policy_file import load_policy_file
 from bot.settings import Settings, SettingsError
-from runtime.agent import Release, Runtime, RuntimeConfig
+from runtime.agent import Release, Runtime
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import Channel
 from runtime.explorer import Explorer
+from runtime.loop import LoopOptions
 from runtime.mcp.supervisor import McpServers
 from runtime.policy.listed_models import ListedModel
 from runtime.policy.model import PolicyDocument
@@ -24,6 +26,8 @@ from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderError, ProviderFactory
 from runtime.providers.demo import DemoProvider
 from runtime.queue.steering import Steering
+from runtime.repeats import RepeatRule
+from runtime.runtime_config import RuntimeConfig
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.base import Tool
@@ -34,7 +38,7 @@ from runtime.tools.files import EditTool, ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import Sandbox, SandboxUnavailable, probe
 from runtime.tools.send_file import SendFileTool
-from runtime.tracing.recorder import Tracer
+from runtime.tracing.recorder import Tracer, TraceSink
 from runtime.tracing.store import TraceStore
 
 log = logging.getLogger(__name__)
@@ -184,6 +188,60 @@ def approval_store(settings: Settings, redis: Redis) -> ApprovalStore:
     )
 
 
+OTEL_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+OTEL_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+
+
+def otel_export_on(env: Mapping[str, str]) -> bool:
+    """Whether runs are exported to OpenTelemetry: an OTLP endpoint is set and neither
+    OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none turns the export off. A protocol
+    other than http/protobuf is a settings error (only that exporter is installed)."""
+    if not any(env.get(name, "").strip() for name in OTEL_ENDPOINTS):
+        return False
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        endpoint = next(name for name in OTEL_ENDPOINTS if env.get(name, "").strip())
+        raise SettingsError(
+            f"{endpoint} is set but the OpenTelemetry SDK is not installed: "
+            "pip install 'clawgate[otel]' (or unset it)"
+        )
+    for name in OTEL_PROTOCOLS:  # the first one set is the one the SDK would use
+        if protocol := env.get(name, "").strip():
+            if protocol != "http/protobuf":
+                raise SettingsError(
+                    f"{name}={protocol}: clawgate exports traces over OTLP/HTTP with protobuf "
+                    "only; set it to http/protobuf (the collector's port 4318) or unset it"
+                )
+            break
+    return True
+
+
+def build_tracer(settings: Settings, redis: Redis, keys: Keys) -> Tracer:
+    """Traces stored in Redis for `CLAWGATE_TRACE_TTL` unless CLAWGATE_TRACE_MODE=off, replay
+    payloads cut at `CLAWGATE_TRACE_PAYLOAD_CHARS`; with an OTLP endpoint set, also exported to
+    OpenTelemetry — then with tracing off, recorded as metadata for the export alone."""
+    store: TraceSink | None = None
+    if settings.trace_mode != "off":
+        store = TraceStore(redis, keys, settings.trace_ttl)
+    if not otel_export_on(os.environ):
+        return Tracer(settings.trace_mode, store, payload_chars=settings.trace_payload_chars)
+    # The SDK takes a while to import and starts a thread: only where export is on.
+    from runtime.tracing.otel import exporting  # noqa: PLC0415
+
+    mode = "metadata" if settings.trace_mode == "off" else settings.trace_mode
+    return Tracer(mode, exporting(store), payload_chars=settings.trace_payload_chars)
+
+
+def loop_options(settings: Settings) -> LoopOptions:
+    """When a run stops repeating itself, how many read-only calls run at once, and the key
+    ring of receipts (from the environment or a file, never from Redis)."""
+    repeats = RepeatRule(settings.repeat_limit, frozenset(settings.polling_tools))
+    return LoopOptions(repeats, settings.parallel_calls, settings.evidence_keys())
+
+
 def build_runtime(
     settings: Settings,
     policy: PolicyDocument,
@@ -204,12 +262,14 @@ def build_runtime(
         workdir=settings.workdir,
         max_steps=settings.max_steps,
         max_tool_result_chars=settings.max_tool_result_chars,
+        max_message_chars=settings.max_message_chars,
         liveness_ttl=settings.liveness_ttl,
         context_budget=settings.context_budget,
+        loop=loop_options(settings),
     )
     keys = Keys(settings.redis_prefix)
     approvals = approvals or approval_store(settings, redis)
-    audit = AuditLog(redis, keys, settings.audit_maxlen)
+    audit = AuditLog(redis, keys, settings.audit_maxlen, settings.audit_chain())
     sandbox = sandbox or build_sandbox(settings)
     mcp = mcp or build_mcp(settings, policy, sandbox)
     policies = build_policies(settings, policy, redis, audit, extra_admins, mcp)
@@ -231,6 +291,7 @@ def build_runtime(
         audit,
         step_limit=settings.max_steps,
         context_budget=settings.context_budget,
+        options=config.loop,
     )
     # Not the explorer's: a child that only reads posts nothing.
     tools += [ExploreTool(explorer), SendFileTool(settings.send_file_max_bytes), ClarifyTool()]
@@ -245,7 +306,7 @@ def build_runtime(
         approvals,
         policies,
         audit=audit,
-        tracer=Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl)),
+        tracer=build_tracer(settings, redis, keys),
         release=release,
         steering=steering,
         models=listed_models(settings),

@@ -323,6 +323,8 @@ settings=(
   "CLAWGATE_PORT=$port"
   CLAWGATE_SANDBOX=bwrap # refuse to start without the sandbox
   CLAWGATE_ADMINS=slack:U0SMOKE01
+  # As a deployment has it (`clawgate doctor` asks for one): the audit chain's key.
+  "CLAWGATE_AUDIT_KEY=smoke:$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 )
 
 expected="clawgate $(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')"
@@ -448,6 +450,19 @@ serve_bwrap="" worker_bwrap=""
 ((serve_code == 0)) || { tail -20 "$work/serve.log"; fail "clawgate serve exited $serve_code on SIGTERM"; }
 ((worker_code == 0)) || { tail -20 "$work/worker.log"; fail "clawgate worker exited $worker_code on SIGTERM"; }
 say "serve and worker exited 0 on SIGTERM ($(since "$t") s)"
+
+# The audit chain from the image: an operator command records an entry, sealed with the key;
+# `clawgate audit verify` checks it. And the image has the OpenTelemetry extra.
+in_image "${settings[@]}" -- "${entrypoint[@]}" console link --as slack:U0SMOKE01 >/dev/null ||
+  fail "clawgate console link in the image"
+verified=$(in_image "${settings[@]}" -- "${entrypoint[@]}" audit verify) ||
+  fail "clawgate audit verify in the image: $verified"
+[[ $verified == "Audit chain intact"* ]] || fail "clawgate audit verify said: ${verified:0:200}"
+say "clawgate audit verify in the image: ${verified%%$'\n'*}"
+in_image "${settings[@]}" -- python -c \
+  'import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http' ||
+  fail "the image lacks the OpenTelemetry extra"
+say "the image has the OpenTelemetry SDK and OTLP/HTTP exporter (the otel extra)"
 
 wait "$gzip_pid" || fail "gzip"
 gzip_pid=""

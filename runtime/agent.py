@@ -14,9 +14,7 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from runtime.approval.decisions import Answer, Batch, Decided, Decision, Retaken
@@ -29,17 +27,19 @@ from runtime.audit import AuditLog
 from runtime.batch_resume import BatchResume
 from runtime.batch_runs import BatchRuns, Recorded
 from runtime.channel import ApprovalNotice, Channel, Event, Notice, RedactingChannel, RunFinished
-from runtime.context.compactor import DEFAULT_BUDGET, compacting
+from runtime.context.compactor import compacting
 from runtime.executor import Emit
 from runtime.loop import AgentLoop, RunState, Suspension, fingerprint
 from runtime.metrics import RUNS
 from runtime.middleware.chain import Middleware
 from runtime.middleware.default import default_chain
 from runtime.models import Actor, ConversationRef, RunResult, StopReason
-from runtime.policy.service import PolicyService
+from runtime.policy.service import PolicyRead, PolicyService
 from runtime.providers.base import Provider, ProviderFactory
 from runtime.queue.steering import Steering
 from runtime.retake import Retake
+from runtime.runtime_config import RuntimeConfig
+from runtime.store import closing
 from runtime.store.history import HistoryStore, encode_message
 from runtime.store.runs import Entry, RunJournal, held_job, new_job
 from runtime.tools.base import ToolContext
@@ -49,12 +49,6 @@ from runtime.tracing.recorder import Tracer
 from runtime.web_access import WebAccess
 
 log = logging.getLogger(__name__)
-DEFAULT_SYSTEM_PROMPT = (
-    "You are clawgate, a careful engineering assistant working inside a team chat. "
-    "You can use tools on the files of one work directory. Prefer reading before changing. "
-    "Some tool calls need a human's approval or are denied by policy; when a call is denied or "
-    "rejected, do not retry it unchanged. Answer concisely."
-)
 DEMO_NOTICE = (
     "Using the offline demo model (no OPENAI_API_KEY or OPENAI_BASE_URL). "
     "Try: read README.md, run: ls, write notes.txt: hello"
@@ -62,17 +56,6 @@ DEMO_NOTICE = (
 WAITING = "Waiting for a decision on approval {id}; your message will run after it."
 LoopWork = Coroutine[Any, Any, tuple[RunResult, Suspension | None]]
 Release = Callable[[str, ConversationRef], Awaitable[None]]
-# Told of a decision recorded (the record, the grant's note) before its run goes on.
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    workdir: Path
-    max_steps: int = 12
-    max_tool_result_chars: int = 16_000
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    liveness_ttl: float = 2.5  # seconds a silent process is presumed alive (renewed 3x as often)
-    context_budget: int = DEFAULT_BUDGET  # characters of history the model is sent (compacted)
 
 
 class Runtime:
@@ -104,8 +87,7 @@ class Runtime:
         self.provider = provider
         self.registry = registry
         self.history = history
-        # Every event goes out redacted (replies and previews included), for every platform.
-        self.channel = channel = RedactingChannel(channel)
+        self.channel = channel = RedactingChannel(channel)  # every event redacted, on any platform
         self.approvals = approvals
         self.audit = audit or AuditLog(approvals.redis, approvals.keys)
         self.policies = policies
@@ -124,6 +106,7 @@ class Runtime:
             context=compacting(provider, history, config.context_budget, self.audit),
             models=models,
             journal=self.runs,
+            options=config.loop,
         )
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._cancels: dict[str, asyncio.Event] = {}
@@ -164,27 +147,35 @@ class Runtime:
         conversation: ConversationRef,
         job: str = "",
         images: tuple[str, ...] = (),
+        ask: bool = False,
     ) -> RunResult:
         """Handle one message as the run of `job`, its inbox entry: a delivery of the same job
         again (its process died) continues the run from what was recorded. Redis failing is
         raised, never half-handled: the worker keeps the job and tries again. `images`: the
-        person's attached images, paths in the work dir (`UserMessage.images`)."""
-        async with self.audit.unit():  # the run's records in as few round trips as may be
+        person's attached images, paths in the work dir (`UserMessage.images`). `ask`: while
+        the session waits for a decision, do nothing but say so (`RunResult.asked`): the
+        message may answer a question (the caller looks, and runs it again if it does not)."""
+        # The run's records in as few round trips as may be.
+        async with self.audit.unit(), closing.joined(self.history.redis):
             job = job or new_job()
             held = HeldMessage(
                 text=text, actor=actor, conversation=conversation, job=job, images=images
             )
             user = encode_message(held.user_message())
-            entry = await self.runs.enter(session, held.model_dump_json(), user, job)
-            if entry.state != "held":
-                return await self._run_entry(session, held, entry)
+            policy = await self.policies.read(conversation.id)  # read with the entry
+            entry = await self.runs.enter(session, held.model_dump_json(), user, job, policy, ask)
+            if entry.state not in ("held", "asked"):
+                return await self._run_entry(session, held, entry, policy=policy)
             waiting = RunResult(
                 session=session,
                 stop_reason=StopReason.APPROVAL_REQUIRED,
                 steps=0,
                 approval_id=entry.waiting_for or None,
-                held=True,
+                held=entry.state == "held",
+                asked=entry.state == "asked",
             )
+            if waiting.asked:
+                return waiting
             if not entry.waiting_for:
                 # Leftovers of an interrupted wait: they run first, in arrival order, then
                 # this one (unless the session started waiting again: then all of them wait).
@@ -194,10 +185,16 @@ class Runtime:
             return waiting
 
     async def _run_entry(
-        self, session: str, message: HeldMessage, entry: Entry, held: str = ""
+        self,
+        session: str,
+        message: HeldMessage,
+        entry: Entry,
+        held: str = "",
+        policy: PolicyRead | None = None,
     ) -> RunResult:
         """Run a message that entered (`entry`): a new run, or a retake continued from what
-        was recorded. `held`: the held message it came from, which leaves its list at the end."""
+        was recorded. `held`: the held message it came from, which leaves its list at the end.
+        `policy`: the conversation's, read with the entry (no read of its own at step one)."""
         emit = self._emitter(message.conversation)
         if entry.state == "again" and entry.done:
             await self.runs.finish(session, message.job, held)
@@ -206,6 +203,8 @@ class Runtime:
             await emit(Notice(DEMO_NOTICE))
         ctx = self._context(session, message.actor, message.conversation, entry.state == "again")
         state = RunState.of(entry.window, session, ctx, emit)
+        if policy is not None:
+            ctx.policy, state.policy_read_at = policy.policy(), policy.at
         if self.steering is not None and not held:  # a held message's job left its lane
             state.steer = self.steering.port(self.runs, session, message.job, message.actor)
         work = self.retake(state, entry.start) if entry.state == "again" else self.loop.run(state)
@@ -267,7 +266,8 @@ class Runtime:
         """`conversation` is where the decision was made; None outside a chat (the CLI).
         `job`: the deciding inbox entry; delivered again, it continues what it began. Redis
         failing is raised (the job is tried again). `Answer`: a question's, by its asker."""
-        async with self.audit.unit():  # the decision's and the resumed run's records together
+        # The decision's and the resumed run's records together.
+        async with self.audit.unit(), closing.joined(self.history.redis):
             decision = (approval_id, approve, actor, conversation, reason, always)
             return await self._decide(*decision, job or new_job(), edit, recorded)
 
@@ -301,6 +301,7 @@ class Runtime:
             "approval.resume",
             session=record.session,
             resumes=decided.checkpoint.trace_id,
+            origin=decided.checkpoint.trace_origin,
             approval_id=record.id,
             decision=record.status.value,
             decided_by=actor.key,
@@ -386,8 +387,7 @@ class Runtime:
                     [*checkpoint.prior_results, first],
                 )
                 if stop is not None and stop[1] is not None:
-                    # Suspended again: the session keeps waiting (the new checkpoint takes the
-                    # pending mark over) until the rest of the batch is answered.
+                    # Suspended again: the session waits (its new checkpoint holds the mark).
                     return stop
                 # The whole batch is answered in history: only now may other messages run.
                 released[0] = await self.approvals.release(checkpoint.session, record.id)

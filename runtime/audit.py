@@ -14,6 +14,10 @@ Building and writing never raise: by the time something is audited its side effe
 happened, so a failure logs one warning and the caller goes on. The per-session streams written
 by the approval scripts (exact, atomic with each transition) stay as they are; this one is the
 operator's timeline (`clawgate audit tail`).
+
+Every entry is sealed into a hash chain as it is written (runtime/audit_chain.py: its `seq`,
+`kid`, `prev`, `mac`, and `sseq`, `sprev` in a session), which `clawgate audit verify` checks
+(runtime/audit_verify.py). Read back, those fields are the entry's `chain`, not its `fields`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict
 from redis.asyncio import Redis
 
+from runtime.audit_chain import CHAIN_FIELDS, ChainConfig, ChainWriter
+from runtime.audit_verify import page_check
 from runtime.canonical import key_names, text_sha256
 from runtime.store.keys import Keys
 from runtime.store.streams import entries, last_id, read_after
@@ -43,13 +49,13 @@ _UNIT: ContextVar[list[tuple[AuditLog, Mapping[str, str]]] | None] = ContextVar(
 
 DEFAULT_MAXLEN = 100_000
 Field = str | int | float | None
-RESERVED = ("event", "at", "actor", "trace")
+RESERVED = ("event", "at", "actor", "trace", *CHAIN_FIELDS)
 PAGE = 1000
 
 
 class AuditEntry(BaseModel):
     """One entry as read back: the stream id, when (ms since the epoch), what, who, which run,
-    and the event's other fields."""
+    the event's other fields, and its place in the chain (runtime/audit_chain.py)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -59,6 +65,7 @@ class AuditEntry(BaseModel):
     actor: str = ""
     trace: str = ""
     fields: dict[str, str] = {}
+    chain: dict[str, str] = {}
 
     @classmethod
     def from_stream(cls, entry_id: str, raw: Mapping[str, str]) -> AuditEntry:
@@ -73,8 +80,14 @@ class AuditEntry(BaseModel):
             event=data.pop("event", ""),
             actor=data.pop("actor", ""),
             trace=data.pop("trace", ""),
+            chain={name: data.pop(name) for name in CHAIN_FIELDS if name in data},
             fields=data,
         )
+
+    def stored(self) -> dict[str, str]:
+        """The entry's fields as the chain sealed them (as `AuditLog.entry` writes every one)."""
+        fixed = {"event": self.event, "actor": self.actor, "trace": self.trace, "at": str(self.at)}
+        return {**self.fields, **fixed, **self.chain}
 
     @property
     def time(self) -> datetime:
@@ -106,11 +119,19 @@ def arguments_digest(canonical: str) -> tuple[str | None, str]:
 
 
 class AuditLog:
-    def __init__(self, redis: Redis, keys: Keys, maxlen: int = DEFAULT_MAXLEN) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        maxlen: int = DEFAULT_MAXLEN,
+        chain: ChainConfig | None = None,
+    ) -> None:
+        """`chain`: the key ring and checkpoints (default: unkeyed, as with no key set)."""
         self.redis = redis
         self.keys = keys
         self.maxlen = maxlen
         self.key = keys.audit()
+        self.writer = ChainWriter(redis, keys, maxlen, chain or ChainConfig())
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -176,25 +197,18 @@ class AuditLog:
         await _write(_UNIT.get() or [])
 
     async def record_many(self, entries: Sequence[Mapping[str, str]]) -> None:
-        """Append entries built with `entry` in one round trip. Never raises."""
+        """Append entries built with `entry`, chained, in one round trip (with what other
+        tasks of this process append meanwhile). Never raises."""
         if not entries:
             return
-        try:
-            pipe = self.redis.pipeline(transaction=False)
-            for fields in entries:
-                pipe.xadd(self.key, dict(fields), maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
-            await pipe.execute()
-        except Exception as exc:
-            log.warning(
-                "audit: %d entr%s (%s) not recorded: %s: %s",
-                len(entries),
-                "y" if len(entries) == 1 else "ies",
-                ", ".join(sorted({e.get("event", "?") for e in entries})),
-                type(exc).__name__,
-                exc,
-            )
+        await self.writer.append(entries)
 
     # --- reading ----------------------------------------------------------------------------
+
+    def check_shown(self, shown: Sequence[AuditEntry]) -> str:
+        """A line on whether `shown` verify among themselves ("" when none is chained)."""
+        stored = [entry.stored() for entry in shown]
+        return page_check(self.key, self.writer.config.ring, stored)
 
     async def last_id(self) -> str:
         """The id of the newest entry, "0-0" when the stream is empty: where following starts."""
@@ -218,6 +232,17 @@ class AuditLog:
             if len(page) < PAGE:
                 return
             low = "(" + page[-1][0]
+
+    async def backwards(self) -> AsyncIterator[AuditEntry]:
+        """Every entry from the newest back, read in pages (a lookup that usually ends soon)."""
+        high = "+"
+        while True:
+            page = entries(await self.redis.xrevrange(self.key, max=high, min="-", count=PAGE))
+            for entry_id, fields in page:
+                yield AuditEntry.from_stream(entry_id, fields)
+            if len(page) < PAGE:
+                return
+            high = "(" + page[-1][0]
 
     async def follow(
         self, after: str, block_ms: int = 1000, stop: asyncio.Event | None = None

@@ -150,6 +150,15 @@ class BatchResume:
                 "runtime",
                 fields={"reason": "the run was cancelled before it ran"},
             )
+            await self.approved_calls.audit.record(
+                "approved_call_cancelled",
+                "runtime",
+                approval=record.id,
+                tool=record.tool,
+                session=record.session,
+                conversation=record.conversation.id,
+                why="the run was cancelled before it ran",
+            )
             return await self._record(state, _failed(call, CANCELLED, ToolStatus.CANCELLED))
         if status is ApprovalStatus.APPROVED:
             ttl = self.approved_calls.liveness_ttl

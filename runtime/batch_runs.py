@@ -151,6 +151,7 @@ class BatchRuns:
             "approval.resume",
             session=session,
             resumes=checkpoint.trace_id,
+            origin=checkpoint.trace_origin,
             approval_id=checkpoint.batch[0],
             batch=checkpoint.id,
             conversation=state.ctx.conversation.id if state.ctx.conversation else None,

@@ -20,11 +20,14 @@ from runtime.canonical import (
     tool_fields,
 )
 from runtime.channel import Event, ToolFinished, ToolStarted
-from runtime.lease import LeaseLapsed, guard
+from runtime.error_codes import tool_error_code
+from runtime.evidence_keys import KeyRing
 from runtime.metrics import TOOL_CALLS
 from runtime.middleware.chain import Middleware, ToolInvocation, build_chain
-from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.models import PolicyDecision, ToolCall, ToolResult, ToolStatus
 from runtime.outputs import keep
+from runtime.ownership.lease import LeaseLapsed, guard
+from runtime.receipts import Receipt, for_result
 from runtime.redact import one_line, redact_text
 from runtime.tools.base import Effects, ToolCancelled, ToolContext, ToolError
 from runtime.tools.clarify import ClarifyTool
@@ -34,12 +37,19 @@ from runtime.tracing import hooks as tracing
 log = logging.getLogger(__name__)
 
 NO_OUTPUT = "(no output)"
+INVALID = "invalid_arguments"
+# A known tool the process does not run here: CLAWGATE_ENABLED_TOOLS (or, for an MCP tool,
+# the policy) leaves it out, so the model was not offered it either.
+NOT_ENABLED = PolicyDecision(verdict="deny", source="settings", rule="not enabled")
+# Parallel-safe calls of one batch run at once, at most (CLAWGATE_MAX_PARALLEL_TOOLS).
+DEFAULT_MAX_PARALLEL = 8
 DISPLAY_CHARS = 200
 Emit = Callable[[Event], Awaitable[None]]
 # Records the batch's results so far (in history) before a call with side effects runs.
 Save = Callable[[Sequence[ToolResult]], Awaitable[None]]
 # Records that a call is about to run, and what it may change (the run journal's mark).
 Started = Callable[[ToolCall, Effects], Awaitable[None]]
+Entry = dict[str, str]  # an audit entry, as AuditLog.entry builds it
 
 
 @dataclass(slots=True)
@@ -56,8 +66,18 @@ class BatchOutcome:
         return any(r.status is ToolStatus.CANCELLED for r in self.results)
 
 
-def _error(call: ToolCall, text: str, status: ToolStatus = ToolStatus.ERROR) -> ToolResult:
-    return ToolResult(call_id=call.id, tool=call.name, status=status, model_text=text, display=text)
+def _error(
+    call: ToolCall, text: str, status: ToolStatus = ToolStatus.ERROR, code: str | None = None
+) -> ToolResult:
+    """`code`: the failure's (runtime/error_codes.py), where its status does not say it."""
+    return ToolResult(
+        call_id=call.id,
+        tool=call.name,
+        status=status,
+        model_text=text,
+        display=text,
+        error_code=code,
+    )
 
 
 def _validation_message(tool: str, exc: ValidationError) -> str:
@@ -77,11 +97,17 @@ class ToolExecutor:
         audit: AuditLog | None = None,
         middlewares: Sequence[Middleware] = (),
         started: Started | None = None,
+        keys: KeyRing | None = None,
+        max_parallel: int = DEFAULT_MAX_PARALLEL,
     ) -> None:
         """`middlewares`: the chain every call runs through, in order (see
         runtime.middleware.default_chain); `started`: told of each call before its tool runs,
-        with what it may change (its access decided by the chain)."""
+        with what it may change (its access decided by the chain); `keys`: what each
+        completed call's receipt is made with (runtime/receipts.py; default unkeyed);
+        `max_parallel`: parallel-safe calls run at once, at most (1: one at a time)."""
         self.registry = registry
+        self.keys = keys or KeyRing()
+        self.max_parallel = max(1, max_parallel)
         self.started = started
         self.middlewares = tuple(middlewares)
         self.max_result_chars = max_result_chars
@@ -93,19 +119,23 @@ class ToolExecutor:
         tool = self.registry.resolve(call.name)
         if tool is None:
             if self.registry.known(call.name):
-                return _error(call, f"tool {call.name!r} is not enabled here", ToolStatus.DENIED)
+                refused = _error(call, f"tool {call.name!r} is not enabled here", ToolStatus.DENIED)
+                refused.policy = NOT_ENABLED
+                return refused
             names = ", ".join(t.name for t in self.registry.active()) or "none"
-            return _error(call, f"unknown tool {call.name!r}; available tools: {names}")
+            text = f"unknown tool {call.name!r}; available tools: {names}"
+            return _error(call, text, code="unknown_tool")
         try:
             raw = json.loads(call.arguments or "{}")
         except json.JSONDecodeError as exc:
-            return _error(call, f"arguments for {call.name} are not valid JSON: {exc.msg}")
+            text = f"arguments for {call.name} are not valid JSON: {exc.msg}"
+            return _error(call, text, code=INVALID)
         if not isinstance(raw, dict):
-            return _error(call, f"arguments for {call.name} must be a JSON object")
+            return _error(call, f"arguments for {call.name} must be a JSON object", code=INVALID)
         try:
             args = tool.args_model.model_validate(strip_markers(raw))
         except ValidationError as exc:
-            return _error(call, _validation_message(call.name, exc))
+            return _error(call, _validation_message(call.name, exc), code=INVALID)
         return ToolInvocation(call=call, tool=tool, args=args, context=ctx)
 
     async def execute(
@@ -160,7 +190,7 @@ class ToolExecutor:
                 break
             group = self._parallel_group(prepared, duplicate_of, i)
             if len(group) > 1:
-                ran = await asyncio.gather(*(self._run_one(v, i + k) for k, v in enumerate(group)))
+                ran = await self._together(group, i)
                 for offset, (result, entry) in enumerate(ran):
                     self._keep(entry)  # in the model's order, whatever finished first
                     results.append(result)
@@ -175,7 +205,7 @@ class ToolExecutor:
                 tracing.tool_result(calls[i], i, canonical_arguments, result)
             elif isinstance(item, ToolResult):
                 result = self._shape(item)
-                self._keep(self._entry(calls[i], ctx, result))
+                self._keep(self._evidence(calls[i], ctx, result)[0])
                 known = self.registry.known(calls[i].name)
                 tracing.tool_result(calls[i], i, canonical_arguments, result, known)
                 await self._emit(ToolFinished(item.call_id, item.tool, item.status, result.display))
@@ -217,11 +247,14 @@ class ToolExecutor:
             waiting.append((i, result))
         return waiting
 
-    @staticmethod
     def _parallel_group(
-        prepared: list[ToolInvocation | ToolResult], duplicate_of: dict[int, int], start: int
+        self, prepared: list[ToolInvocation | ToolResult], duplicate_of: dict[int, int], start: int
     ) -> list[ToolInvocation]:
+        """The parallel-safe calls from `start` on that may run together (none when they run
+        one at a time: then each goes the sequential way)."""
         group: list[ToolInvocation] = []
+        if self.max_parallel == 1:
+            return group
         for j in range(start, len(prepared)):
             item = prepared[j]
             if (
@@ -233,9 +266,22 @@ class ToolExecutor:
             group.append(item)
         return group
 
+    async def _together(
+        self, group: Sequence[ToolInvocation], first: int
+    ) -> list[tuple[ToolResult, Entry | None]]:
+        """Run a group of parallel-safe calls (batch indexes from `first`), at most
+        `max_parallel` at once, started in the model's order; their outcomes in that order."""
+        gate = asyncio.Semaphore(self.max_parallel)
+
+        async def one(invocation: ToolInvocation, index: int) -> tuple[ToolResult, Entry | None]:
+            async with gate:
+                return await self._run_one(invocation, index)
+
+        return await asyncio.gather(*(one(v, first + k) for k, v in enumerate(group)))
+
     async def _run_one(
         self, invocation: ToolInvocation, index: int = 0
-    ) -> tuple[ToolResult, dict[str, str] | None]:
+    ) -> tuple[ToolResult, Entry | None]:
         """Run one call through the chain: its result, and its audit entry for the caller to
         keep in call order."""
         tool, call = invocation.tool, invocation.call
@@ -252,10 +298,12 @@ class ToolExecutor:
         except Exception as exc:
             # Fail closed: a broken policy check (or Redis going away) means "do not run".
             log.exception("tool chain failed for %s", call.name)
-            result = _error(call, f"not executed: {type(exc).__name__} while checking the call")
+            text = f"not executed: {type(exc).__name__} while checking the call"
+            result = _error(call, text, code="check_failed")
         elapsed = (time.perf_counter() - began) * 1000
-        entry = self._entry(call, invocation.context, result, elapsed, invocation.grant)
-        tracing.tool_finished(span, result, invocation.grant)
+        ctx, grant = invocation.context, invocation.grant
+        entry, receipt = self._evidence(call, ctx, result, elapsed, grant)
+        tracing.tool_finished(span, result, grant, None if receipt is None else receipt.id)
         log.info("session %s: %s %s", invocation.context.session, tool.name, result.status.value)
         await self._emit(ToolFinished(call.id, tool.name, result.status, result.display))
         return result, entry
@@ -275,10 +323,11 @@ class ToolExecutor:
         except ToolCancelled as exc:
             return _error(call, f"{call.name} cancelled: {exc}", ToolStatus.CANCELLED)
         except ToolError as exc:
-            return _error(call, f"{call.name} failed: {exc}")
+            return _error(call, f"{call.name} failed: {exc}", code=exc.code)
         except Exception as exc:
             log.exception("tool %s crashed", call.name)
-            return _error(call, f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+            text = f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}"
+            return _error(call, text, code="tool_crashed")
         return ToolResult(
             call_id=call.id,
             tool=call.name,
@@ -286,6 +335,7 @@ class ToolExecutor:
             model_text=output.text,
             display=output.display or tool.summarize(invocation.args),
             audit=dict(output.audit),
+            error_code=output.error_code,
         )
 
     def _shape(self, result: ToolResult) -> ToolResult:
@@ -329,26 +379,28 @@ class ToolExecutor:
         if self.emit is not None:
             await self.emit(event)
 
-    def _keep(self, entry: dict[str, str] | None) -> None:
+    def _keep(self, entry: Entry | None) -> None:
         if entry is not None and self.audit is not None:
             self.audit.keep(entry)
 
-    def _entry(
+    def _evidence(
         self,
         call: ToolCall,
         ctx: ToolContext,
         result: ToolResult,
         duration_ms: float | None = None,
         approval: str | None = None,
-    ) -> dict[str, str] | None:
-        """The audit entry of a call that went through the chain (or failed to prepare): its
-        status and duration; of its arguments only a hash and the key names, never the
-        values."""
+    ) -> tuple[Entry | None, Receipt | None]:
+        """The audit entry of a call that went through the chain (or failed to prepare), and
+        its receipt when it completed (runtime/receipts.py; recorded in the entry): its status
+        and duration; of its arguments only a hash and the key names, never the values. No
+        audit trail: neither (a receipt is verified against the entry that records it)."""
         if self.audit is None:
-            return None
+            return None, None
         try:
             digest, keys = arguments_digest(canonical_arguments(call))
-            return self.audit.entry(
+            receipt = for_result(self.keys, result, digest, ctx.session, approval)
+            entry = self.audit.entry(
                 "tool_executed",
                 ctx.actor.key if ctx.actor else "",
                 session=ctx.session,
@@ -360,11 +412,15 @@ class ToolExecutor:
                 args_sha256=digest,
                 arg_keys=keys or None,
                 approval=approval,
+                policy_source=result.policy.source if result.policy else None,
+                error_code=tool_error_code(result),
                 **result.audit,
+                **({} if receipt is None else receipt.audit_fields()),
             )
+            return entry, receipt
         except Exception as exc:  # the call has run: auditing it must not fail the run
             log.warning("audit: a tool_executed entry was not recorded: %s", type(exc).__name__)
-            return None
+            return None, None
 
     async def _before(
         self, invocation: ToolInvocation, save: Save | None, done: Sequence[ToolResult]

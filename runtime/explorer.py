@@ -21,13 +21,14 @@ from typing import Any
 from runtime.audit import AuditLog
 from runtime.channel import Event
 from runtime.context.compactor import DEFAULT_BUDGET, compacting
-from runtime.loop import AgentLoop, RunState
-from runtime.middleware.approval import assess
-from runtime.middleware.chain import Handler, ToolInvocation
+from runtime.loop import AgentLoop, LoopOptions, RunState
+from runtime.middleware.approval import assess, risk_decision
+from runtime.middleware.chain import Handler, ToolInvocation, decided
 from runtime.middleware.tool_policy import denied
 from runtime.models import (
     AssistantMessage,
     Message,
+    PolicyDecision,
     RunResult,
     StopReason,
     ToolMessage,
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 REPORT_CHARS = 4_000
 CHILD_TTL = 7 * 86_400  # seconds a child session's history is kept
 READ_ONLY = ("read", "bash")  # the only tools an explorer may ever have
+# Whatever would ask elsewhere is refused to an explorer: there is nobody to ask.
+ONLY_READS = PolicyDecision(verdict="deny", source="builtin", rule="explorer_read_only")
 SYSTEM_PROMPT = (
     "You are an explorer working for another agent. Investigate the work directory to answer "
     "the task with the read-only tools you have (read files; run read-only shell commands if "
@@ -78,15 +81,20 @@ class ReadOnlyGuard:
         if name not in offered_to_explorer(policy):
             verdict = policy.verdict(name)
             return denied(
-                invocation, f"{name} is not allowed to the explorer here ({verdict.source})"
+                invocation,
+                f"{name} is not allowed to the explorer here ({verdict.source})",
+                policy=verdict.decision("deny"),
             )
         risk = self.policies.risk_policy(policy.risk)
         decision = await assess(risk, invocation)
         reasons = [*decision.reasons, *filter(None, [invocation.tool.uncontained()])]
         if decision.verdict is not Verdict.ALLOW or reasons:
             why = "; ".join(reasons)
-            return denied(invocation, f"the explorer only runs read-only calls ({why})")
-        return await call_next(invocation)  # read-only: the context's default access
+            return denied(
+                invocation, f"the explorer only runs read-only calls ({why})", policy=ONLY_READS
+            )
+        # read-only: the context's default access
+        return decided(await call_next(invocation), risk_decision(decision))
 
 
 async def explorer_policy(policies: PolicyService, ctx: ToolContext) -> EffectivePolicy:
@@ -119,11 +127,13 @@ class Explorer:
         audit: AuditLog | None = None,
         step_limit: int = MAX_STEPS,
         context_budget: int = DEFAULT_BUDGET,
+        options: LoopOptions | None = None,
     ) -> None:
         """`tools`: the process's read-only tools (`read`, `bash`); others are ignored.
         `step_limit`: no explorer takes more steps than a run may (CLAWGATE_MAX_STEPS).
         `context_budget`: as a run's (CLAWGATE_CONTEXT_BUDGET): a long exploration is
-        compacted like a long conversation."""
+        compacted like a long conversation. `options`: as a run's (repeats, parallel calls,
+        receipts' keys)."""
         self.provider = provider
         self.tools = {t.name: t for t in tools if t.name in READ_ONLY}
         self.history = history
@@ -131,6 +141,7 @@ class Explorer:
         self.policies = policies
         self.audit = audit
         self.step_limit = step_limit
+        self.options = options
         self.context = compacting(provider, history, context_budget, audit)
 
     async def explore(self, task: str, max_steps: int, ctx: ToolContext) -> str:
@@ -149,6 +160,7 @@ class Explorer:
             audit=self.audit,
             middlewares=[ReadOnlyGuard(self.policies)],  # its only link
             context=self.context,
+            options=self.options,
         )
         session = child_session(ctx.session)
         child_ctx = ToolContext(
@@ -245,6 +257,7 @@ def report(session: str, result: RunResult, history: Sequence[Message]) -> str:
         why = {
             StopReason.MAX_STEPS: f"the explorer used all of its {steps} step(s)",
             StopReason.CANCELLED: "the explorer was cancelled",
+            StopReason.REPEATED_CALLS: "the explorer kept repeating the same call",
         }.get(stop, f"the explorer stopped ({stop.value}: {result.error or 'no answer'})")
         body = f"No complete answer was found: {why}. What it looked at:\n{listing}"
     text = header + body

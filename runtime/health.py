@@ -13,11 +13,11 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from runtime.mcp.state import ServerState
+from runtime.ownership.liveness_mark import ALIVE, GONE
 from runtime.queue.inbox import Inbox, Polled
 from runtime.queue.worker import WORKER_SILENCE
 from runtime.store.connection import EMBEDDED_WARNING, is_cluster, is_embedded
 from runtime.store.durability import durability_warnings
-from runtime.store.liveness import ALIVE, GONE
 
 # alive: its liveness mark is renewed and it polls; not polling: its mark is renewed but its
 # reading stopped (stuck); stopped: it said so; taken over: it stalled past its liveness time
@@ -89,9 +89,10 @@ class ProcessFact:
 
     role: Literal["serve", "worker"]
     worker_id: str | None  # its in-process worker's id; None: it only takes inputs
-    worker_alive: bool | None  # that worker reads (as /readyz says); None: no worker
+    worker_polling: bool | None  # that worker reads (as /readyz says); None: no worker
     sandbox: str  # how bash commands are contained (Sandbox.describe)
     sandbox_warning: str | None  # why unapproved commands may not run here (Sandbox.missing)
+    child_worker_pid: int | None = None  # serve's worker in a child process, while it runs
 
 
 @dataclass(frozen=True, slots=True)

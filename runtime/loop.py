@@ -1,7 +1,8 @@
 """The agent loop: ask the model, run the tool calls it made, append both to history, repeat.
 
-It stops with a reason (`final`, `max_steps`, `approval_required`, `cancelled`, `error`). When a
-call is suspended for approval it returns a `Suspension` describing exactly where it stood;
+It stops with a reason (`final`, `max_steps`, `approval_required`, `cancelled`, `error`, or
+`repeated_calls`: the same call got the same outcome too often in a row, runtime/repeats.py).
+When a call is suspended for approval it returns a `Suspension` describing exactly where it stood;
 checkpointing that is the caller's job (see agent.py), so the loop never waits for a human.
 """
 
@@ -15,7 +16,8 @@ from runtime.audit import AuditLog
 from runtime.canonical import canonical_arguments
 from runtime.channel import Reply, Writing
 from runtime.context.compactor import Context, compacting
-from runtime.executor import Emit, ToolExecutor, duplicates_in
+from runtime.evidence_keys import KeyRing
+from runtime.executor import DEFAULT_MAX_PARALLEL, Emit, ToolExecutor, duplicates_in
 from runtime.metrics import LLM_SECONDS
 from runtime.middleware.chain import Middleware
 from runtime.models import (
@@ -34,6 +36,7 @@ from runtime.policy.listed_models import ListedModel
 from runtime.policy.modes import has_side_effects
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderError, ProviderFactory, Streaming
+from runtime.repeats import RepeatRule, Streak
 from runtime.steer import Steer
 from runtime.store.history import HistoryStore, Window
 from runtime.store.runs import CallMark, RunJournal
@@ -57,6 +60,17 @@ POLICY_MAX_AGE = 1.0
 MAX_BATCH = 10
 
 
+@dataclass(frozen=True, slots=True)
+class LoopOptions:
+    """How a run's calls run: when identical outcomes stop it (runtime/repeats.py), how many
+    parallel-safe calls of one turn run at once (1: one at a time), and the key ring each
+    completed call's receipt is made with (runtime/receipts.py; unkeyed by default)."""
+
+    repeats: RepeatRule = field(default_factory=RepeatRule)
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    keys: KeyRing = field(default_factory=KeyRing, repr=False)  # secrets: never printed
+
+
 @dataclass(slots=True)
 class RunState:
     """A run as it goes. `history` is the part of the session's history the run holds, from
@@ -77,6 +91,7 @@ class RunState:
     base: int = 0  # the session's index of history[0]
     summary: Summary | None = None  # stands for the history before the window (runtime/context)
     steer: Steer | None = None  # None: messages sent meanwhile wait for the run to end
+    streak: Streak = field(default_factory=Streak)  # identical outcomes in a row (repeats.py)
 
     @classmethod
     def of(
@@ -179,13 +194,16 @@ class AgentLoop:
         context: Context | None = None,
         models: ProviderFactory | None = None,
         journal: RunJournal | None = None,
+        options: LoopOptions | None = None,
     ) -> None:
         """`context`: what the model is sent of a history (default: the default budget,
         never compacted, the oldest turns left out when over it). `models`: makes the provider
         of a model the policy file lists, for conversations that switched to one (`/model`);
         None: this process serves the default model only. `journal`: where each call is marked
-        before it starts, for a retake (none: calls are not marked)."""
+        before it starts, for a retake (none: calls are not marked). `options`: see
+        LoopOptions."""
         self.journal = journal
+        self.options = options or LoopOptions()
         self.provider = provider
         self.context = context or Context()
         self.models = models
@@ -232,7 +250,10 @@ class AgentLoop:
             return self.provider, self.context, None
         if listed not in self._listed:
             if self.models is None:
-                raise ProviderError(f"the model {listed.name} is not available in this process")
+                raise ProviderError(
+                    f"the model {listed.name} is not available in this process",
+                    "model_unavailable",
+                )
             provider = self.models(listed)
             context = compacting(provider, self.history, listed.context_budget, self.audit)
             self._listed[listed] = (provider, context)
@@ -264,6 +285,7 @@ class AgentLoop:
             state.step += 1
             tracing.begin_step(state.step)
             specs = await self._offered(state)
+            tracing.tools_offered([spec.name for spec in specs])
             try:
                 provider, context, listed = self._model(state)
                 view, state.summary = await context.view(
@@ -355,7 +377,20 @@ class AgentLoop:
         await self.append(state, produced)
         if outcome.cancelled:
             return self.result(state, StopReason.CANCELLED), None
+        if self._looping(state, calls[start:], outcome.results):
+            await state.emit(Reply(state.streak.message()))
+            return self.result(state, StopReason.REPEATED_CALLS), None
         return None
+
+    def _looping(
+        self, state: RunState, calls: Sequence[ToolCall], results: Sequence[ToolResult]
+    ) -> bool:
+        """Whether these results end a streak of identical outcomes long enough to stop."""
+        rule = self.options.repeats
+        if rule.limit <= 0:
+            return False
+        skip = self.repeats(state, calls) if len(calls) > 1 else {}
+        return state.streak.observe(rule, self.registry, calls, results, skip)
 
     async def run_granted(
         self, state: RunState, call: ToolCall, approval_id: str | None
@@ -387,6 +422,8 @@ class AgentLoop:
             audit=self.audit,
             middlewares=self.middlewares,
             started=started if journal is not None else None,
+            keys=self.options.keys,
+            max_parallel=self.options.max_parallel,
         )
 
     async def _stop_repeat(

@@ -72,6 +72,27 @@ class ToolStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+PolicyVerdict = Literal["allow", "ask", "deny"]
+# Where a call's verdict came from (traces, audit): a built-in rule of clawgate, the policy
+# file, an admin's override stored in Redis, the settings (CLAWGATE_ENABLED_TOOLS), the
+# conversation's mode, a standing "approve always" grant, an admin hook, or a human's approval
+# of this very call.
+PolicySource = Literal[
+    "builtin", "policy_file", "override", "settings", "mode", "grant", "hook", "approval"
+]
+
+
+class PolicyDecision(BaseModel):
+    """The verdict on one call and where it came from; `rule` says which rule (a built-in
+    rule's short name, a policy-file setting, the hooks that answered), for people."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: PolicyVerdict
+    source: PolicySource
+    rule: str = ""
+
+
 class ToolResult(BaseModel):
     """The outcome of one tool call, in three forms.
 
@@ -91,6 +112,15 @@ class ToolResult(BaseModel):
     # where else its request goes (conversation ids or "dm").
     quorum: int = 1
     routes: list[str] = Field(default_factory=list)
+    policy: PolicyDecision | None = None  # the verdict that let it run, asked or refused it
+    # Why it failed, as a short code where the code that failed knows better than its status
+    # (runtime/error_codes.py gives every failed result one).
+    error_code: str | None = None
+
+    @property
+    def unfinished(self) -> bool:
+        """It ran but did not finish its work (a command that timed out): no receipt."""
+        return self.error_code == "timeout"
 
     def to_message(self) -> ToolMessage:
         return ToolMessage(
@@ -104,6 +134,8 @@ class StopReason(StrEnum):
     APPROVAL_REQUIRED = "approval_required"
     CANCELLED = "cancelled"
     ERROR = "error"
+    # The same call got the same outcome CLAWGATE_REPEAT_LIMIT times in a row (runtime/repeats.py).
+    REPEATED_CALLS = "repeated_calls"
 
 
 class RunResult(BaseModel):
@@ -114,6 +146,9 @@ class RunResult(BaseModel):
     error: str | None = None
     approval_id: str | None = None  # set with approval_required: the approval it waits for
     held: bool = False  # the message was held because the session waits for a decision
+    # Neither run nor held (`Runtime.run(ask=True)`): the session waits for `approval_id`; the
+    # caller tells whether the message answers it, else runs it again without `ask` (held).
+    asked: bool = False
     trace_id: str | None = None  # the run's trace (runtime/tracing), None when tracing is off
 
 

@@ -14,6 +14,7 @@ from runtime.approval.wing import ApprovalWing
 from runtime.batch_resume import BatchResume
 from runtime.channel import Notice, Reply
 from runtime.loop import EMPTY_ANSWER, AgentLoop, RunState, Suspension, answer_key
+from runtime.metrics import RETAKEN_CALLS
 from runtime.models import AssistantMessage, RunResult, StopReason
 from runtime.unfinished import Unfinished, unfinished
 
@@ -108,6 +109,7 @@ class Retake:
         for call in left.calls[left.index :]:
             unknown = call.id in left.unknown
             if left.again or unknown:
+                RETAKEN_CALLS.labels("outcome_unknown" if unknown else "run_again").inc()
                 await audit.record(
                     "call_outcome_unknown" if unknown else "call_run_again",
                     session=state.session,

@@ -27,6 +27,13 @@ def current_trace_id() -> str | None:
     return None if span is None else span.trace.trace_id
 
 
+def current_trace_origin() -> str | None:
+    """The first trace of the run this code runs in (see `TraceLink.origin`): its own trace,
+    unless the run continues one paused for approval; None outside a run."""
+    span = _CURRENT.get()
+    return None if span is None else span.trace.origin
+
+
 def enter(span: Span | None) -> Token[Span | None]:
     return _CURRENT.set(span)
 

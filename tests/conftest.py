@@ -25,9 +25,17 @@ from redis.asyncio.cluster import RedisCluster
 
 from tests.cluster import LocalCluster
 from tests.fake_openai import FakeOpenAI
+from tests.support import PREFIX
 
 # The Redis-facing tests against a local Redis Cluster instead of one server (see .ci/run).
 CLUSTER = os.environ.get("TEST_REDIS_CLUSTER", "") == "1"
+ROOT = Path(__file__).resolve().parents[1]
+SLOW_TIERS = {"e2e", "browser"}  # folders of tests/ whose tests are the slow tier
+
+# The user's own settings file and state (~/.config/clawgate/env, the chat's history) are the
+# tests' own: a developer's `clawgate init` must not change what a test reads.
+for _var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+    os.environ[_var] = tempfile.mkdtemp(prefix=f"clawgate-test-{_var.lower()}-")
 
 # slack_sdk and openai honour proxy variables; tests only ever talk to 127.0.0.1.
 for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
@@ -42,10 +50,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not e2e"` deselects by the marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under TEST_REDIS_CLUSTER=1 only the Redis-facing tests run (those given the tests'
-    Redis, whose fixtures all start from `redis_url`): the rest has nothing a cluster changes,
-    and ran already in the same CI job."""
+    """A test's tier is its folder: those of tests/e2e and tests/browser are `e2e` (the slow
+    tier), whatever their module says; tests/unit and tests/component hold none
+    (tests/unit/test_tiers.py). Under TEST_REDIS_CLUSTER=1 only the Redis-facing tests run
+    (those given the tests' Redis, whose fixtures all start from `redis_url`): the rest has
+    nothing a cluster changes, and ran already in the same CI job."""
+    for item in items:
+        if SLOW_TIERS & set(item.path.relative_to(ROOT).parts[:2]):
+            item.add_marker(pytest.mark.e2e)
     if not CLUSTER:
         return
     facing = [item for item in items if "redis_url" in getattr(item, "fixturenames", ())]
@@ -201,3 +215,26 @@ async def _serving_openai() -> AsyncIterator[FakeOpenAI]:
     gc.freeze()  # what lives on (modules imported late, session fixtures) is not scanned again
     await asyncio.sleep(0)
     await server.stop()
+
+
+@pytest.fixture
+def cli_env(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`bot.cli.main` on the tests' Redis and prefix and none of the machine's other CLAWGATE_*
+    settings (a module overrides this fixture to add its own, such as an audit key)."""
+    for name in list(os.environ):
+        if name.startswith("CLAWGATE_") and not keeps_cluster_setting(name):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("CLAWGATE_REDIS_PREFIX", PREFIX)
+    return redis_url
+
+
+@pytest.fixture
+def empty_redis(redis_url: str) -> Iterator[None]:
+    """The tests' database empty when the test starts and emptied again after it, for a test
+    that reads it only through `clawgate` (without the `redis` fixture, which does the same)."""
+    client = sync_client_for(redis_url)
+    client.flushdb()
+    yield
+    client.flushdb()
+    client.close()

@@ -29,6 +29,9 @@ class Step:
     content: str | None = None
     tool_calls: list[tuple[str, str, dict[str, Any] | str]] = field(default_factory=list)
     status: int = 200
+    error: dict[str, Any] | None = None  # a failure's `error` object (message, type, code)
+    refusal: str | None = None  # the model refused: its words, in place of content
+    finish: str | None = None  # the finish_reason, when not what the answer implies
     delay: float = 0.0  # seconds before answering (a slow model)
     # Streamed answers only:
     chunks: int = 3  # pieces of the text, and of each call's arguments
@@ -47,13 +50,18 @@ def calls(*items: tuple[str, str, dict[str, Any] | str], content: str | None = N
     return Step(content=content, tool_calls=list(items))
 
 
-def error(status: int) -> Step:
-    return Step(status=status)
+def error(status: int, message: str = "scripted failure", code: str | None = None) -> Step:
+    """An HTTP failure whose body is OpenAI's error object."""
+    return Step(status=status, error={"message": message, "type": "server_error", "code": code})
 
 
 def streamed(content: str, chunks: int = 8, delay: float = 0.4) -> Step:
     """A text answer that arrives (when streamed) in `chunks` pieces `delay` seconds apart."""
     return Step(content=content, chunks=chunks, chunk_delay=delay)
+
+
+def _finish(step: Step) -> str:
+    return "tool_calls" if step.tool_calls else "stop"
 
 
 def pieces(text: str, count: int) -> list[str]:
@@ -114,13 +122,13 @@ class FakeOpenAI:
         if step.delay:
             await asyncio.sleep(step.delay)
         if step.status != 200:
-            return web.json_response(
-                {"error": {"message": "scripted failure", "type": "server_error"}},
-                status=step.status,
-            )
+            failure = step.error or {"message": "scripted failure", "type": "server_error"}
+            return web.json_response({"error": failure}, status=step.status)
         if body.get("stream"):
             return await self._stream(request, body, step)
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
+        if step.refusal is not None:
+            message["refusal"] = step.refusal
         if step.tool_calls:
             message["tool_calls"] = [
                 {
@@ -143,7 +151,7 @@ class FakeOpenAI:
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": "tool_calls" if step.tool_calls else "stop",
+                        "finish_reason": step.finish or _finish(step),
                     }
                 ],
                 # Deterministic counts: 10 a message sent, 5 an answer.
@@ -194,7 +202,8 @@ class FakeOpenAI:
         else:
             deltas = [d for call in per_call for d in call]
         sent += [(chunk({"tool_calls": [d]}), True) for d in deltas]
-        sent.append((chunk({}, "tool_calls" if step.tool_calls else "stop"), False))
+        sent += [(chunk({"refusal": p}), True) for p in pieces(step.refusal or "", step.chunks)]
+        sent.append((chunk({}, step.finish or _finish(step)), False))
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = chunk(None)
             usage["usage"] = {

@@ -18,6 +18,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     cluster = os.environ.get("CLAWGATE_REDIS_CLUSTER")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "OPENAI_"))}
     env.pop("REDIS_URL", None)
+    # A terminal's size is its own (a pty's), not the test runner's: pytest-xdist's workers
+    # export COLUMNS=80 and LINES=24, which rich would take over the pty's size.
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
     env["PYTHONPATH"] = str(REPO)
     if cluster:
         env["CLAWGATE_REDIS_CLUSTER"] = cluster

@@ -11,16 +11,18 @@ from typing import TypeVar
 import pytest
 import redis.asyncio as aioredis
 
-from runtime.agent import Runtime, RuntimeConfig
+from runtime.agent import Runtime
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested, Event
+from runtime.loop import LoopOptions
 from runtime.middleware.chain import Middleware
 from runtime.models import Actor, ConversationRef
 from runtime.policy.model import PolicyDocument, ScopeRules
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
 from runtime.providers.base import Provider, ProviderFactory
+from runtime.runtime_config import RuntimeConfig
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.bash import BashTool
@@ -113,13 +115,16 @@ def make_runtime(
     tracer: Tracer | None = None,
     audit: AuditLog | None = None,
     models: ProviderFactory | None = None,
+    loop: LoopOptions | None = None,
 ) -> tuple[Runtime, RecordingChannel]:
     """`middlewares`: the chain (default: the production one, `default_chain`); `models`: the
-    providers of the document's `[[models]]`."""
+    providers of the document's `[[models]]`; `loop`: repeats, parallel calls, receipts' keys."""
     channel = RecordingChannel()
     keys = Keys(PREFIX)
     approvals = ApprovalStore(redis, keys, timeout_s=timeout_s)
-    config = RuntimeConfig(workdir=workdir, max_steps=max_steps, liveness_ttl=liveness_ttl)
+    config = RuntimeConfig(
+        workdir=workdir, max_steps=max_steps, liveness_ttl=liveness_ttl, loop=loop or LoopOptions()
+    )
     tools = TOOLS if registry is None else [t.name for t in registry.active()]
     policies = make_policies(
         redis,

@@ -4,12 +4,13 @@ progress as indented lines."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Protocol, TextIO, runtime_checkable
 
 from adapters.console.markdown import styled
 from adapters.pending import expiry
-from runtime.approval.notices import quorum_line
+from runtime.approval.notices import quorum_line, said
 from runtime.attachments import human_size
 from runtime.channel import (
     ApprovalNotice,
@@ -77,7 +78,7 @@ def render_request(notice: ApprovalNotice) -> str:
 def render_update(notice: ApprovalNotice) -> str:
     if notice.items:  # a batch: how each call stands
         return "\n".join(map(render_update, notice.items))
-    head = f"[{notice.kind} {notice.approval_id} {notice.status.replace('_', ' ')}"
+    head = f"[{notice.kind} {notice.approval_id} {said(notice.status)}"
     if notice.answer:
         return f"{head} by {notice.decided_by}: {notice.answer}]"
     if notice.decided_by:
@@ -110,6 +111,27 @@ def render(event: Event) -> str | None:
     return None
 
 
+# Colours of the first line of what asks, what was decided and what failed, at a terminal
+# (none with NO_COLOR set: no-color.org).
+ASKS, GOOD, BAD, RESET = "\x1b[1;33m", "\x1b[32m", "\x1b[31m", "\x1b[0m"
+_GOOD_STATUSES = ("approved", "executing", "consumed", "answered")
+
+
+def _colour(event: Event) -> str:
+    """The colour of `event`'s first line ("" for none): a request is yellow, a decision that
+    lets it run green, one that does not (or a failed call, a stopped run) red."""
+    if isinstance(event, ApprovalRequested):
+        return ASKS
+    if isinstance(event, ApprovalUpdated) and not event.notice.items:
+        status = event.notice.status
+        return ASKS if status == "pending" else GOOD if status in _GOOD_STATUSES else BAD
+    if isinstance(event, ToolFinished) and event.status is not ToolStatus.COMPLETED:
+        return BAD
+    if isinstance(event, RunFinished) and event.stop_reason not in QUIET_STOPS:
+        return BAD
+    return ""
+
+
 @runtime_checkable
 class StyledOut(Protocol):
     """An output that escapes what is written to it but takes styled text too (the terminal
@@ -131,10 +153,14 @@ class ConsoleChannel:
     async def send(self, conversation: ConversationRef, event: Event) -> MessageRef | None:
         if self.watch is not None:
             self.watch(event)
-        write = self._styled() if isinstance(event, Reply) else None
+        write = self._styled()
         line = render(event)
+        colour = _colour(event) if write is not None and not os.environ.get("NO_COLOR") else ""
         if write is not None and isinstance(event, Reply):
             write(styled(event.text) + "\n")
+        elif line is not None and colour and write is not None:
+            first, _, rest = controls_escaped(line).partition("\n")
+            write(f"{colour}{first}{RESET}" + (f"\n{rest}" if rest else "") + "\n")
         elif line is not None:
             self.out.write(line + "\n")
         self.out.flush()  # one event, one flush: scripts see output as it happens

@@ -5,6 +5,7 @@ flushed per event, exit 0 at end of input."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -13,11 +14,13 @@ from typing import TextIO, cast
 from redis.exceptions import RedisError
 
 from adapters.console.channel import ConsoleChannel
-from adapters.console.terminal import PROMPT, Status, Terminal
-from adapters.dispatch import HELP as DISPATCH_HELP
+from adapters.console.terminal import PROMPT, Status, Terminal, typed_history
 from adapters.dispatch import dispatch
+from adapters.help import HELP as DISPATCH_HELP
 from runtime.agent import Runtime
+from runtime.channel import ApprovalNotice
 from runtime.models import Actor, ConversationRef, RunResult
+from runtime.outage import OUTAGE, OUTAGES
 from runtime.providers.demo import GRAMMAR
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,7 @@ class ConsoleChat:
         stdout: TextIO,
         channel: ConsoleChannel | None = None,
         about: str = "",
+        embedded: bool = False,
     ) -> None:
         self.runtime = runtime
         self.session = session
@@ -65,12 +69,17 @@ class ConsoleChat:
         self.stdout = stdout
         self.channel = channel
         self.about = about
+        self.embedded = embedded  # the in-process store: what waits is lost at the end
+        self.waiting: list[ApprovalNotice] = []  # requests waiting here, as last read
+        self._offered: set[str] = set()  # ids of requests offered to single keys already
         self.interactive = stdin.isatty()
         self.status = Status()
         if channel is not None:
             channel.watch = self.status.see
         self.terminal = (
-            Terminal(self.status, self._stop) if self.interactive and stdout.isatty() else None
+            Terminal(self.status, self._stop, self._ids, self._leaving, typed_history())
+            if self.interactive and stdout.isatty()
+            else None
         )
         self._current: asyncio.Task[RunResult | None] | None = None
         self._lock = asyncio.Lock()
@@ -81,6 +90,7 @@ class ConsoleChat:
 
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()
+        await self._read_waiting()
         if self.interactive:
             loop.add_signal_handler(signal.SIGINT, self._interrupt)
             self._say(self.about or "clawgate chat")
@@ -137,6 +147,10 @@ class ConsoleChat:
     async def handle(self, text: str) -> None:
         if not text:
             return
+        if text in ("/approve", "/reject"):  # the one request waiting here, if one is
+            text = await self._the_one(text)
+            if not text:
+                return
         help_text = HELP + ("\n\n" + GRAMMAR if self.runtime.provider.offline_demo else "")
         work = dispatch(
             self.runtime, self.session, text, self.actor, self.conversation, self._tell, help_text
@@ -154,6 +168,58 @@ class ConsoleChat:
             finally:
                 self._current = None
                 self.status.stop()
+        await self._read_waiting()
+        self._offer_newest()
+
+    def _offer_newest(self) -> None:
+        """A request made by what was just typed: single keys may decide it (terminal.offer);
+        each is offered once."""
+        asked = [n for n in self.waiting if n.kind == "approval" and n.status == "pending"]
+        if self.terminal is None or not asked:
+            return
+        newest = asked[-1]
+        key = newest.batch or newest.approval_id
+        if key not in self._offered:
+            self._offered.add(key)
+            self.terminal.offer(newest)
+
+    async def _read_waiting(self) -> None:
+        # Redis away: as last read (Tab and the quit warning may be a step behind).
+        with contextlib.suppress(RedisError):
+            self.waiting = await self.runtime.pending(self.conversation)
+
+    async def _the_one(self, command: str) -> str:
+        """`/approve` or `/reject` with the id of the one request waiting here; "" (and why,
+        said) when none or several wait."""
+        await self._read_waiting()
+        ids = self._ids()
+        if len(ids) == 1:
+            return f"{command} {ids[0]}"
+        if not ids:
+            self._say("Nothing waits for a decision here.")
+        else:
+            self._say(f"{len(ids)} requests wait; name one: {command} <id> ({', '.join(ids)})")
+        return ""
+
+    def _ids(self) -> list[str]:
+        """The ids a decision may name here: each request's, or its batch's."""
+        return list(dict.fromkeys(n.batch or n.approval_id for n in self.waiting))
+
+    async def _leaving(self) -> str | None:
+        """What quitting now leaves undecided, said before a second Ctrl-D quits."""
+        await self._read_waiting()
+        ids = self._ids()
+        if not ids:
+            return None
+        which = f"{len(ids)} request{'s' if len(ids) > 1 else ''} wait{'' if len(ids) > 1 else 's'}"
+        them = "them" if len(ids) > 1 else "it"
+        fate = (
+            f"the embedded store keeps nothing: quitting loses {them}"
+            if self.embedded
+            else f"Redis keeps {them}: decide later here, in another chat or with "
+            "`clawgate approvals approve <id>`"
+        )
+        return f"{which} for a decision ({', '.join(ids)}); {fate}. Ctrl-D again quits."
 
     async def _tell(self, text: str) -> None:
         self._say(text)
@@ -173,5 +239,7 @@ class ConsoleChat:
             async with self._lock:
                 try:
                     await self.runtime.sweep()
+                except OUTAGES as exc:  # said once for the whole outage, no traceback
+                    OUTAGE.failed("approval sweep", exc)
                 except Exception:
                     log.exception("approval sweep failed")

@@ -171,10 +171,12 @@ class FeishuAdapter:
         if refusal is not None:
             return _toast("error", refusal)
         assert session is not None
-        await self.ingest(click.inbound(session))
         verb = {REJECT: "Rejecting", ANSWER: "Answering"}.get(click.action, "Approving")
-        answer = _toast("info", f"{verb} {click.approval_id}…")
+        # Read while it is pending: once queued, a worker in another process may decide it
+        # before this answers.
         card = await self._deciding(click, verb)
+        await self.ingest(click.inbound(session))
+        answer = _toast("info", f"{verb} {click.approval_id}…")
         return answer | ({"card": {"type": "raw", "data": card}} if card else {})
 
     async def _deciding(self, click: CardClick, verb: str) -> dict[str, Any] | None:

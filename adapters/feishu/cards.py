@@ -15,7 +15,7 @@ from adapters.feishu.inbound import (
     REJECT,
     edit_button,
 )
-from runtime.approval.notices import EDITABLE_CHARS, quorum_line
+from runtime.approval.notices import EDITABLE_CHARS, quorum_line, said
 from runtime.channel import ApprovalNotice
 
 Card = dict[str, Any]
@@ -54,7 +54,7 @@ def outcome(notice: ApprovalNotice) -> list[Card]:
         "expired": "⏰ Expired; nothing was executed",
         "outcome_unknown": "⚠️ Outcome unknown; it will not be run again",
     }
-    note = [_md(heads.get(notice.status, f"Status: {notice.status}"))]
+    note = [_md(heads.get(notice.status, f"Status: {said(notice.status)}"))]
     detail = notice.reason if notice.status == "rejected" else notice.outcome
     if detail and notice.status in ("rejected", "outcome_unknown"):
         note.append(_plain(detail[:REASON_LIMIT]))

@@ -20,7 +20,7 @@ from adapters.slack.inbound import (
 )
 from adapters.slack.payloads import ModalContext
 from adapters.slack.text import escape
-from runtime.approval.notices import quorum_line
+from runtime.approval.notices import quorum_line, said
 from runtime.channel import ApprovalNotice
 
 Block = dict[str, Any]
@@ -83,7 +83,7 @@ def outcome_line(notice: ApprovalNotice) -> str:
     if status == "outcome_unknown":
         outcome = f" ({escape(notice.outcome)})" if notice.outcome else ""
         return f":warning: Outcome unknown{outcome}; it will not be run again"
-    return f"Status: {escape(status)}"
+    return f"Status: {escape(said(status))}"
 
 
 def fallback_text(notice: ApprovalNotice) -> str:
@@ -95,7 +95,7 @@ def fallback_text(notice: ApprovalNotice) -> str:
         return f"Approvals of {n} calls (batch {notice.batch}): decided"
     if notice.status == "pending":
         return f"Approval needed for {notice.tool} ({notice.approval_id})"
-    return f"Approval {notice.approval_id} ({notice.tool}): {notice.status.replace('_', ' ')}"
+    return f"Approval {notice.approval_id} ({notice.tool}): {said(notice.status)}"
 
 
 def _section(text: str) -> Block:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.commands import decision_target
+from adapters.help import SLACK_COMMANDS
 from adapters.slack.answers import BAD, FEEDBACK, GOOD
 from adapters.slack.payloads import (
     BlockActions,
@@ -37,7 +38,7 @@ ARGUMENTS_BLOCK = "arguments"
 ARGUMENTS_INPUT = "arguments"
 # A question's option buttons: `clarify_answer_<n>`, value `<question id>:<n>` (1-based).
 CLARIFY_ANSWER = "clarify_answer"
-COMMANDS = ("/approve", "/reject", "/answer", "/mode", "/model", "/clawgate")
+COMMANDS = SLACK_COMMANDS
 # Message subtypes that are people talking; edits, joins, deletions and the like are not.
 _SPOKEN_SUBTYPES = (None, "thread_broadcast", "file_share")
 

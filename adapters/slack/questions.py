@@ -6,6 +6,7 @@ from __future__ import annotations
 from adapters.slack.blocks import SECTION_LIMIT, Block, approval_blocks, fallback_text, person
 from adapters.slack.inbound import CLARIFY_ANSWER
 from adapters.slack.text import escape
+from runtime.approval.notices import said
 from runtime.channel import ApprovalNotice
 from runtime.redact import one_line
 
@@ -67,14 +68,14 @@ def _outcome(notice: ApprovalNotice) -> str:
         return ":alarm_clock: Expired: no answer before it expired"
     if notice.status == "rejected":
         return f":no_entry_sign: Withdrawn ({escape(notice.reason or 'cancelled')})"
-    return f"Status: {escape(notice.status.replace('_', ' '))}"
+    return f"Status: {escape(said(notice.status))}"
 
 
 def question_text(notice: ApprovalNotice) -> str:
     """The notification text: escaped like the blocks (a `<!here>` in it would alert)."""
     if notice.status == "pending":
         return f"Question: {_fitted(notice.question)}"
-    return f"Question ({notice.approval_id}): {notice.status}"
+    return f"Question ({notice.approval_id}): {said(notice.status)}"
 
 
 def notice_blocks(notice: ApprovalNotice, copy: bool = False) -> list[Block]:

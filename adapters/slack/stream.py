@@ -88,6 +88,9 @@ class LiveAnswers:
         self._suspect: set[tuple[str, str]] = set()
         self._streams = True  # False once the workspace refused chat.startStream
         self._statuses = True  # False once it refused assistant.threads.setStatus
+        # Threads whose assistant status this process set and has not cleared: only those
+        # are cleared when a run ends (a plain answer sets none, so costs no call).
+        self._status_set: set[tuple[str, str]] = set()
         self._bot_id: str | None = bot_id or None
         self._quick = QuickCalls(posts.client)
 
@@ -307,8 +310,9 @@ class LiveAnswers:
 
     async def _finished(self, where: dict[str, str], stop: StopReason) -> None:
         """The run stopped: an answer still being written (cancelled, stopped by an error)
-        is finished as it is, and the thread's status cleared, unless it says the run waits
-        for an approval (Slack clears it at the bot's next message in the thread)."""
+        is finished as it is, and the status this process set in the thread cleared, unless
+        it says the run waits for an approval (Slack clears it at the bot's next message in
+        the thread)."""
         writing = self._writing.pop(_place(where), None)
         self._suspect.discard(_place(where))
         self._steps.pop(_place(where), None)
@@ -324,7 +328,7 @@ class LiveAnswers:
             fields.pop("instead")
             done = tag(uuid.uuid4().hex)
             await self._posts.update(where["channel"], writing.ts, metadata=done, **fields)
-        if stop != StopReason.APPROVAL_REQUIRED:
+        if stop != StopReason.APPROVAL_REQUIRED and _place(where) in self._status_set:
             await self._status(where, "")
 
     async def _status(self, where: dict[str, str], status: str) -> None:
@@ -332,6 +336,10 @@ class LiveAnswers:
         (not an assistant thread, an older workspace) this process does not ask again."""
         if not self._statuses or "thread_ts" not in where:
             return
+        if status:
+            self._status_set.add(_place(where))
+        else:
+            self._status_set.discard(_place(where))
         refused = await self._quick.once(
             "assistant.threads.setStatus",
             lambda: self._quick.client.assistant_threads_setStatus(

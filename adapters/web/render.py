@@ -70,6 +70,9 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
         csrf=session.csrf if session is not None else "",
         is_admin=request.get(IS_ADMIN, False),
         path=request.path,
+        # What a form's POST answered: its address takes no GET, so the page is not fetched
+        # again on a change (console.js); the person goes on from its links.
+        posted=request.method != "GET",
         **context,
     )
     return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
-
 from bot.bench.runtime import ACTOR, CONVERSATION, bench_runtime, percentile
+from bot.bench.wire import WireCounter
 from bot.settings import Settings
 from runtime.agent import Runtime
 from runtime.loop import RunState, Suspension
@@ -39,38 +38,11 @@ from runtime.models import (
     ToolStatus,
     UserMessage,
 )
+from runtime.store.connection import is_cluster
 
 DEFAULT_HISTORY = [10, 100, 1_000, 10_000]
 ASK = "call noop {}"
 FILL_CHUNK = 1_000
-
-
-class ByteCounter:
-    """Counts what the client writes to Redis, on every connection of its pool (made after
-    `install`): commands with their arguments, as sent."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-
-    async def install(self, redis: Redis) -> bool:
-        """False when the client has no single pool to count on (a cluster client)."""
-        pool = getattr(redis, "connection_pool", None)
-        if pool is None or not hasattr(pool, "connection_class"):
-            return False
-        counter = self
-        base = pool.connection_class
-
-        class Counting(base):  # type: ignore[valid-type, misc]
-            async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-                if isinstance(command, bytes | bytearray | memoryview | str):
-                    counter.sent += len(command)
-                else:
-                    counter.sent += sum(len(chunk) for chunk in command)
-                await super().send_packed_command(command, check_health)
-
-        pool.connection_class = Counting
-        await pool.disconnect()  # connections made so far would not count
-        return True
 
 
 def turn(i: int) -> list[Message]:
@@ -111,11 +83,25 @@ def _session_keys(runtime: Runtime, session: str) -> list[str]:
     return [k.session(session, name) for name in names]
 
 
-async def _remove(runtime: Runtime, session: str, approval_id: str | None) -> None:
+async def remove_session(runtime: Runtime, session: str, approval_id: str | None) -> None:
     keys = _session_keys(runtime, session)
     if approval_id:
         keys.append(runtime.history.keys.approval(session, approval_id))
     await runtime.history.redis.unlink(*keys)
+
+
+async def copy_session(runtime: Runtime, proto: str, session: str, summary: bool) -> None:
+    """A fresh copy of the prototype session's history (and summary), untimed: a server-side
+    COPY, or on a cluster, where the copy's keys hash to another slot, DUMP and RESTORE."""
+    redis, keys = runtime.history.redis, runtime.history.keys
+    pairs = [(keys.history(proto), keys.history(session))]
+    if summary:
+        pairs.append((keys.summary(proto), keys.summary(session)))
+    for source, target in pairs:
+        if not is_cluster(redis):
+            await redis.copy(source, target)
+        elif (dumped := await redis.dump(source)) is not None:
+            await redis.restore(target, 0, dumped)
 
 
 async def _round(runtime: Runtime, session: str) -> tuple[float, float, str]:
@@ -133,7 +119,7 @@ async def _round(runtime: Runtime, session: str) -> tuple[float, float, str]:
 
 
 def _timed_suspension(
-    runtime: Runtime, counter: ByteCounter, times: list[float], sizes: list[int]
+    runtime: Runtime, counter: WireCounter, times: list[float], sizes: list[int]
 ) -> Callable[[], None]:
     """Time each suspension step (and count its bytes); returns the undo."""
     suspender = runtime.suspender
@@ -154,7 +140,7 @@ def _timed_suspension(
     return undo
 
 
-def _figures(samples: list[float]) -> dict[str, float]:
+def latency_figures(samples: list[float]) -> dict[str, float]:
     return {
         "p50_ms": round(percentile(samples, 0.5), 3),
         "p99_ms": round(percentile(samples, 0.99), 3),
@@ -176,15 +162,20 @@ class Thread:
     resumes: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
 
+    def discard(self) -> None:
+        """Forget what the rounds so far measured (the warm-up's)."""
+        self.asks, self.resumes, self.suspends, self.sizes = [], [], [], []
+
     def figures(self, counted: bool) -> dict[str, Any]:
         sizes = sorted(self.sizes)
         return {
             "messages": self.length,
             "window": self.length - self.upto,  # what a run reads: the messages after it
             "summary": self.summary is not None,
-            "ask": _figures(self.asks),
-            "suspend": _figures(self.suspends),
-            "resume": _figures(self.resumes),
+            "ask": latency_figures(self.asks),
+            "suspend": latency_figures(self.suspends),
+            "resume": latency_figures(self.resumes),
+            "round": latency_figures([a + r for a, r in zip(self.asks, self.resumes, strict=True)]),
             "bytes_per_suspension": sizes[len(sizes) // 2] if counted and sizes else None,
         }
 
@@ -205,13 +196,10 @@ async def prepare(runtime: Runtime, prior: int) -> Thread:
     return thread
 
 
-async def measure(runtime: Runtime, counter: ByteCounter, thread: Thread, i: int) -> None:
+async def measure(runtime: Runtime, counter: WireCounter, thread: Thread, i: int) -> None:
     """One round in a fresh copy of the thread's prototype, removed after."""
-    redis, keys = runtime.history.redis, runtime.history.keys
     session = f"{thread.proto}:{i}"
-    await redis.copy(keys.history(thread.proto), keys.history(session))
-    if thread.summary:
-        await redis.copy(keys.summary(thread.proto), keys.summary(session))
+    await copy_session(runtime, thread.proto, session, thread.summary is not None)
     suspends: list[float] = []
     sizes: list[int] = []
     undo = _timed_suspension(runtime, counter, suspends, sizes)
@@ -223,14 +211,25 @@ async def measure(runtime: Runtime, counter: ByteCounter, thread: Thread, i: int
     thread.resumes.append(resume)
     thread.suspends += suspends
     thread.sizes += sizes
-    await _remove(runtime, session, approval_id)
+    await remove_session(runtime, session, approval_id)
+
+
+def warm_rounds(rounds: int) -> int:
+    """Rounds that warm up before `rounds` timed ones, untimed."""
+    return max(3, rounds // 10)
 
 
 async def run_approval_bench(
-    settings: Settings, workdir: Path, rounds: int, history: list[int]
+    settings: Settings,
+    workdir: Path,
+    rounds: int,
+    history: list[int],
+    beside: Callable[[int, int], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Figures of `clawgate bench approval`, by history length. The lengths take turns round
-    by round, so a slower moment of a shared machine weighs on all of them alike."""
+    by round, so a slower moment of a shared machine weighs on all of them alike. `beside`
+    (prior messages, round) runs after each of clawgate's rounds, warm-up included: where
+    `--peers` times the same round of the other systems (bot/bench/peers.py)."""
     figures: dict[str, Any] = {
         "store": "redis" if settings.redis_url else "embedded",
         "context_budget": settings.context_budget,
@@ -238,24 +237,26 @@ async def run_approval_bench(
         "history": {},
     }
     async with bench_runtime(settings, workdir, gated=True) as runtime:
-        counter = ByteCounter()
+        counter = WireCounter()
         counted = await counter.install(runtime.history.redis)
         threads = [await prepare(runtime, prior) for prior in history]
         gc.collect()
         gc.freeze()  # as `clawgate serve` does after start-up
         try:
-            warm = max(3, rounds // 10)  # rounds that warm up, untimed
+            warm = warm_rounds(rounds)
             for i in range(warm + rounds):
                 for thread in threads:
                     await measure(runtime, counter, thread, i)
+                    if beside is not None:
+                        await beside(thread.prior, i)
                     if i < warm:
-                        thread.asks, thread.resumes, thread.suspends, thread.sizes = [], [], [], []
+                        thread.discard()
             for thread in threads:
                 figures["history"][str(thread.prior)] = thread.figures(counted)
         finally:
             gc.unfreeze()
             for thread in threads:
-                await _remove(runtime, thread.proto, thread.approval)
+                await remove_session(runtime, thread.proto, thread.approval)
     return figures
 
 

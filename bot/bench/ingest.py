@@ -36,26 +36,28 @@ import contextlib
 import itertools
 import json
 import os
-import socket
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from bot.bench.errors import BenchError
+from bot.bench.model_server import PLAIN_ANSWER, model_process
+from bot.bench.monitor import redis_commands
 from bot.bench.platforms import (
     ACK_CONVERSATIONS,
+    ANSWER,
     DEFAULT_RATES,
     DRAIN_TIMEOUT,
     GIVE_UP_P99_MS,
     KEPT_UP_S,
     PLATFORMS,
-    PROFILE_ENV,
     REPLY_TIMEOUT,
     REQUEST_TIMEOUT,
     SUSTAINED_P99_MS,
@@ -63,147 +65,17 @@ from bot.bench.platforms import (
     TARGET_E2E_P99_MS,
     TARGET_RATE,
     WARMUP_REQUESTS,
-    BenchError,
     Events,
-    Platform,
     fake_api,
 )
 from bot.bench.runtime import _line, percentile
+from bot.bench.server_under_test import delete_prefix, server
 from bot.bench.store import BenchStore, queued, redis_cpu_s
 from bot.settings import Settings, SettingsError
 from runtime.store.connection import REDIS_FAILURES
 
 # What ends a bench run with one line each and exit 1.
 FAILED: tuple[type[Exception], ...] = (BenchError, aiohttp.ClientError, *REDIS_FAILURES, OSError)
-
-# --- the server under test ----------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _server_env(
-    platform: Platform, store: BenchStore, prefix: str, fake_url: str, port: int, workdir: Path
-) -> dict[str, str]:
-    """This environment without platform, model and proxy settings (the demo model answers;
-    the platform clients would send 127.0.0.1 through a proxy), plus the bench's own."""
-    dropped = ("SLACK_", "FEISHU_", "OPENAI_", "CLAWGATE_")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(dropped) and not k.lower().endswith("_proxy")
-    }
-    # Tunables worth comparing:
-    keep = ("CLAWGATE_WORKER_CONCURRENCY", "CLAWGATE_RECLAIM_IDLE", "CLAWGATE_INGEST_DURABILITY")
-    env |= {k: os.environ[k] for k in keep if k in os.environ}
-    # `-m bot.cli` from the temporary working directory: this checkout, installed or not
-    source = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-    return (
-        env
-        | platform.env(fake_url)
-        | store.env()
-        | {
-            "CLAWGATE_REDIS_PREFIX": prefix,
-            "CLAWGATE_HOST": "127.0.0.1",
-            "CLAWGATE_PORT": str(port),
-            "CLAWGATE_WORKDIR": str(workdir),
-            "CLAWGATE_LOG_LEVEL": "WARNING",
-            "CLAWGATE_SHUTDOWN_GRACE": "5",
-        }
-    )
-
-
-@contextlib.asynccontextmanager
-async def _process(
-    command: str, env: dict[str, str], workdir: Path, name: str | None = None
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """`clawgate <command>` in a subprocess logging to <workdir>/<name or command>.log;
-    terminated (SIGTERM, then SIGKILL after 30 s) on exit."""
-    name = name or command
-    argv = [sys.executable, "-m", "bot.cli", command]
-    profile = os.environ.get(PROFILE_ENV)
-    if profile:
-        target = os.path.abspath(profile if command == "serve" else f"{profile}.{name}")  # noqa: ASYNC240
-        argv[1:1] = ["-m", "cProfile", "-o", target]
-    with (workdir / f"{name}.log").open("wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            *argv, env=env, cwd=workdir, stdout=log, stderr=asyncio.subprocess.STDOUT
-        )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 30)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-
-
-@contextlib.asynccontextmanager
-async def _server(
-    platform: Platform, store: BenchStore, prefix: str, fake_url: str, workdir: Path, split: bool
-) -> AsyncIterator[tuple[str, dict[str, int]]]:
-    """`clawgate serve` in a subprocess (with `split`: without its worker, plus one
-    `clawgate worker` process); yields its base URL and the pids once /readyz answers."""
-    port = _free_port()
-    env = _server_env(platform, store, prefix, fake_url, port, workdir)
-    url = f"http://127.0.0.1:{port}"
-    if not split:
-        async with _process("serve", env, workdir) as serve:
-            await _wait_ready(url, serve, workdir / "serve.log")
-            yield url, {"server": serve.pid}
-        return
-    env["CLAWGATE_INPROCESS_WORKER"] = "false"
-    async with _process("worker", env, workdir) as worker, _process("serve", env, workdir) as serve:
-        await _wait_ready(url, serve, workdir / "serve.log")
-        yield url, {"server": serve.pid, "worker": worker.pid}
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    with contextlib.suppress(OSError):
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    return ""
-
-
-async def _wait_ready(
-    url: str, process: asyncio.subprocess.Process, log: Path, path: str = "/readyz"
-) -> None:
-    """Until `path` answers 200 (/healthz: up, whether a worker polls or not)."""
-    deadline = time.monotonic() + 60
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-        while time.monotonic() < deadline:
-            if process.returncode is not None:
-                raise BenchError(f"the server exited ({process.returncode}):\n{_tail(log)}")
-            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                async with session.get(f"{url}{path}") as resp:
-                    if resp.status == 200:
-                        return
-            await asyncio.sleep(0.1)
-    raise BenchError(f"the server was not ready within 60 s:\n{_tail(log)}")
-
-
-async def _delete_prefix(store: BenchStore, prefix: str) -> int:
-    redis = store.connect()  # on a cluster, the scan covers every master
-    deleted = 0
-    try:
-        batch: list[str] = []
-        async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
-            batch.append(key)
-            if len(batch) >= 500:
-                deleted += await redis.delete(*batch)
-                batch.clear()
-        if batch:
-            deleted += await redis.delete(*batch)
-    finally:
-        await redis.aclose()
-    return deleted
-
 
 # --- ack latency: open loop ---------------------------------------------------------------
 
@@ -348,6 +220,13 @@ class IngestReport:
     fake_calls: dict[str, int]
     keys_deleted: int = 0
     platform: str = "slack"
+    redis_commands: dict[str, Any] | None = None  # per turn (monitor.py); None: not counted
+    model_requests_per_turn: float | None = None  # with the fake model
+
+    @property
+    def ingest_worker_cpu_ms(self) -> float:
+        """CPU per turn of what runs the bot: the server and its worker process, if any."""
+        return sum(self.e2e_cpu_ms.get(kind, 0.0) for kind in ("server", "worker"))
 
     def step(self, rate: int) -> AckStep | None:
         return next((s for s in self.steps if s.rate == rate), None)
@@ -425,6 +304,82 @@ def _cpu_line(cpu_ms: dict[str, float], wall_s: float, events: int, per: str = "
     return f"     CPU ms per {per}: {parts}; server busy {busy:.0%} of one core"
 
 
+@dataclass
+class _Run:
+    """What the phases of one run share: the processes under test, and how to reach them."""
+
+    store: BenchStore
+    prefix: str
+    session: aiohttp.ClientSession
+    events: Events
+    events_url: str
+    fake_url: str
+    model_url: str | None
+    pids: dict[str, int]  # the processes under test: "server" and, split, "worker"
+    cpu: _Cpu
+    out: Callable[[str], None]
+
+    async def ramp(self, rates: Sequence[int], duration: float) -> list[AckStep]:
+        warmup = self.events.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
+        warm = await _open_loop(self.session, self.events_url, warmup, 50)
+        if warm.errors:
+            raise BenchError(f"warm-up requests failed: {dict(warm.errors)}")
+        await _drain(self.store, self.prefix)
+        steps = []
+        for rate in rates:
+            count = max(1, round(rate * duration))
+            requests = self.events.spread(count, min(ACK_CONVERSATIONS, count))
+            before, started = await self.cpu.read(), time.monotonic()
+            step = await _open_loop(self.session, self.events_url, requests, rate)
+            step.backlog, step.drain_s = await _drain(self.store, self.prefix)
+            cpu_ms = await self.cpu.per_event(before, count)
+            steps.append(step)
+            self.out(_ack_line(step))
+            self.out(_cpu_line(cpu_ms, time.monotonic() - started, count))
+            self.out(
+                f"     worker backlog at the end: {step.backlog} events, "
+                f"drained in {step.drain_s:.1f} s"
+            )
+            if step.p99_ms >= GIVE_UP_P99_MS:
+                self.out(f"     (stopping the ramp: p99 >= {GIVE_UP_P99_MS:.0f} ms)")
+                break
+        return steps
+
+    async def end_to_end(self, steps: list[AckStep], threads: int, turns: int) -> IngestReport:
+        """The closed loops, their CPU and (MONITOR) Redis commands, until the last turn's
+        job was acknowledged."""
+        all_turns = threads * (turns + 1)
+        asked = await self.model_requests()
+        async with redis_commands(self.store, self.pids) as seen:
+            before, started = await self.cpu.read(), time.monotonic()
+            loops = [
+                _conversation_loop(
+                    self.session, self.events_url, self.fake_url, self.events, 10_000 + i, turns
+                )
+                for i in range(threads)
+            ]
+            e2e = [s for samples in await asyncio.gather(*loops) for s in samples]
+            e2e_s = time.monotonic() - started
+            await _drain(self.store, self.prefix)  # the last turns' acknowledgements
+            e2e_cpu = await self.cpu.per_event(before, all_turns)
+        asked = await self.model_requests() - asked
+        async with self.session.get(f"{self.fake_url}/bench/stats") as resp:
+            calls = (await resp.json())["calls"]
+        report = IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, calls)
+        if seen:
+            report.redis_commands = seen[0].per_turn(all_turns)
+        if self.model_url:
+            report.model_requests_per_turn = round(asked / all_turns, 2)
+        return report
+
+    async def model_requests(self) -> int:
+        """Requests the fake model answered so far (0 without it)."""
+        if self.model_url is None:
+            return 0
+        async with self.session.get(f"{self.model_url}/bench/stats") as resp:
+            return int((await resp.json())["requests"])
+
+
 async def bench_ingest(
     redis_url: str,
     prefix: str,
@@ -437,76 +392,65 @@ async def bench_ingest(
     threads: int = 50,
     turns: int = 20,
     split: bool = False,
+    model: bool = False,
+    floor: bool = False,
     out: Callable[[str], None] = print,
 ) -> IngestReport:
+    """`model`: the server under test calls the bench's fake model (bot/bench/model_server.py,
+    its own process) with the `openai` provider instead of the demo model; `floor`: the floor
+    app (bot/bench/floor.py) instead of clawgate, with the fake model."""
     spec = PLATFORMS[platform]
-    events = spec.events()
     store = BenchStore(redis_url, cluster, partitions)
-    steps: list[AckStep] = []
+    model = model or floor
     with tempfile.TemporaryDirectory(prefix="clawgate-bench-") as tmp:
         try:
-            async with (
-                fake_api(spec) as (fake_url, fake_pid),
-                _server(spec, store, prefix, fake_url, Path(tmp), split) as (server_url, pids),
-                aiohttp.ClientSession(
-                    connector=_connector(),
-                    timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
-                ) as session,
-            ):
-                cpu = _Cpu(store, pids | {f"fake {spec.label}": fake_pid})
-                try:
-                    events_url = f"{server_url}{spec.events_path}"
-                    warmup = events.spread(WARMUP_REQUESTS, WARMUP_REQUESTS)
-                    warm = await _open_loop(session, events_url, warmup, 50)
-                    if warm.errors:
-                        raise BenchError(f"warm-up requests failed: {dict(warm.errors)}")
-                    await _drain(store, prefix)
-                    out(
-                        f"ack: {spec.traffic}, open loop, latency from the scheduled send to "
-                        "HTTP 200;"
+            async with contextlib.AsyncExitStack() as stack:
+                model_url, model_pid = (
+                    await stack.enter_async_context(model_process()) if model else (None, None)
+                )
+                answer = PLAIN_ANSWER if model else ANSWER
+                fake_url, fake_pid = await stack.enter_async_context(fake_api(spec, answer))
+                server_url, pids = await stack.enter_async_context(
+                    server(spec, store, prefix, fake_url, Path(tmp), split, model_url, floor)
+                )
+                session = await stack.enter_async_context(
+                    aiohttp.ClientSession(
+                        connector=_connector(),
+                        timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
                     )
-                    out(
-                        "     a worker process runs the agent for every accepted event (real "
-                        "load); its backlog is drained between rates"
-                        if split
-                        else "     the server's worker runs the agent for every accepted event "
-                        "on the same event loop (real load); its backlog is drained between rates"
-                    )
-                    for rate in rates:
-                        count = max(1, round(rate * duration))
-                        requests = events.spread(count, min(ACK_CONVERSATIONS, count))
-                        before, started = await cpu.read(), time.monotonic()
-                        step = await _open_loop(session, events_url, requests, rate)
-                        step.backlog, step.drain_s = await _drain(store, prefix)
-                        cpu_ms = await cpu.per_event(before, count)
-                        steps.append(step)
-                        out(_ack_line(step))
-                        out(_cpu_line(cpu_ms, time.monotonic() - started, count))
-                        out(
-                            f"     worker backlog at the end: {step.backlog} events, "
-                            f"drained in {step.drain_s:.1f} s"
-                        )
-                        if step.p99_ms >= GIVE_UP_P99_MS:
-                            out(f"     (stopping the ramp: p99 >= {GIVE_UP_P99_MS:.0f} ms)")
-                            break
-                    before, started = await cpu.read(), time.monotonic()
-                    loops = [
-                        _conversation_loop(session, events_url, fake_url, events, 10_000 + i, turns)
-                        for i in range(threads)
-                    ]
-                    e2e = [s for samples in await asyncio.gather(*loops) for s in samples]
-                    e2e_s = time.monotonic() - started
-                    all_turns = threads * (turns + 1)
-                    e2e_cpu = await cpu.per_event(before, all_turns)
-                    async with session.get(f"{fake_url}/bench/stats") as resp:
-                        stats = await resp.json()
-                finally:
-                    await cpu.aclose()
+                )
+                others = {f"fake {spec.label}": fake_pid}
+                if model_pid is not None:
+                    others["fake model"] = model_pid
+                cpu = _Cpu(store, pids | others)
+                stack.push_async_callback(cpu.aclose)
+                run = _Run(
+                    store,
+                    prefix,
+                    session,
+                    spec.events(),
+                    f"{server_url}{spec.events_path}",
+                    fake_url,
+                    model_url,
+                    pids,
+                    cpu,
+                    out,
+                )
+                out(f"ack: {spec.traffic}, open loop, latency from the scheduled send to HTTP 200;")
+                out(
+                    "     a worker process runs the agent for every accepted event (real "
+                    "load); its backlog is drained between rates"
+                    if split
+                    else "     the server's worker runs the agent for every accepted event "
+                    "on the same event loop (real load); its backlog is drained between rates"
+                )
+                report = await run.end_to_end(await run.ramp(rates, duration), threads, turns)
         finally:
-            deleted = await _delete_prefix(store, prefix)
+            deleted = await delete_prefix(store, prefix)
             for name in ("serve", "worker"):
                 _show_server_log(Path(tmp) / f"{name}.log", out)
-    return IngestReport(steps, e2e, all_turns, e2e_s, e2e_cpu, stats["calls"], deleted, platform)
+    report.keys_deleted, report.platform = deleted, platform
+    return report
 
 
 def _show_server_log(path: Path, out: Callable[[str], None], limit: int = 8) -> None:
@@ -543,6 +487,10 @@ def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
             + f"   ({report.e2e_turns / report.e2e_s:.0f} turns/s)"
         )
         lines.append(_cpu_line(report.e2e_cpu_ms, report.e2e_s, report.e2e_turns, "turn"))
+        lines.append(f"     CPU ms per turn, ingest + worker: {report.ingest_worker_cpu_ms:.2f}")
+        lines.append(_commands_line(report.redis_commands))
+        if report.model_requests_per_turn is not None:
+            lines.append(f"     model requests per turn: {report.model_requests_per_turn:.2f}")
     target = report.step(TARGET_RATE)
     if target is None:
         lines.append(
@@ -562,6 +510,18 @@ def _verdicts(report: IngestReport, threads: int, turns: int) -> list[str]:
             f"(target <= {TARGET_E2E_P99_MS:.0f} ms): {verdict}"
         )
     return lines
+
+
+def _commands_line(per_turn: dict[str, Any] | None) -> str:
+    if per_turn is None:
+        return "     Redis commands per turn: not counted (MONITOR needs one Redis server)"
+    kinds = ", ".join(f"{kind} {n:.2f}" for kind, n in per_turn["by_process"].items())
+    top = ", ".join(f"{name} {n:.2f}" for name, n in list(per_turn["commands"].items())[:8])
+    return (
+        f"     Redis round trips per turn (a pipeline once) {per_turn['round_trips']:.2f}, "
+        f"commands {per_turn['total']:.2f} ({kinds or 'none'}; MONITOR over this phase, "
+        f"Lua-internal ones not counted; it costs Redis CPU too); top: {top}"
+    )
 
 
 def report_figures(report: IngestReport, threads: int, turns: int) -> dict[str, Any]:
@@ -592,12 +552,102 @@ def report_figures(report: IngestReport, threads: int, turns: int) -> dict[str, 
             "p99_ms": ms(report.e2e_us, 0.99),
             "turns_per_s": round(report.e2e_turns / report.e2e_s, 1),
             "cpu_ms_per_turn": {k: round(v, 3) for k, v in report.e2e_cpu_ms.items()},
+            "cpu_ms_per_turn_ingest_worker": round(report.ingest_worker_cpu_ms, 3),
+            "redis_commands_per_turn": report.redis_commands,
+            "model_requests_per_turn": report.model_requests_per_turn,
         }
     return {
         "ack": steps,
         "sustained_rate": report.sustained,
         "worker_kept_up_rate": report.worker_kept_up,
         "end_to_end": e2e,
+    }
+
+
+def _topology(app: str, split: bool, workers: Sequence[int] | None) -> str:
+    if workers:
+        return (
+            "clawgate serve without its worker + "
+            + " / ".join(map(str, workers))
+            + " clawgate worker process(es)"
+        )
+    if app == "floor":
+        return (
+            "the floor app (bot/bench/floor.py) as two processes, ingest and worker"
+            if split
+            else "the floor app (bot/bench/floor.py), its worker a task in the same process"
+        )
+    if split:
+        return "clawgate serve without its worker + one clawgate worker process"
+    return f"clawgate serve with its {_worker_topology()}"
+
+
+def _worker_topology() -> str:
+    """serve's own worker, as CLAWGATE_WORKER_MODE (passed through) makes it."""
+    mode = os.environ.get("CLAWGATE_WORKER_MODE") or "child"
+    return "in-process worker" if mode == "inprocess" else "child worker"
+
+
+async def _compare(
+    settings: Settings,
+    apps: Sequence[str],
+    model: bool,
+    say: Callable[[str], None],
+    **bench: Any,
+) -> dict[str, Any]:
+    """`apps` ("clawgate", "floor") one after the other under the same load: the figures of
+    the first, those of the second under its name, and how they compare."""
+    assert settings.redis_url
+    document: dict[str, Any] = {}
+    reports: list[IngestReport] = []
+    for app in apps:
+        if len(apps) > 1:
+            say(f"--- {app}: {_topology(app, bench['split'], None)}")
+        report = await bench_ingest(
+            settings.redis_url,
+            f"{settings.redis_prefix}-bench-ingest-{app}-{time.time_ns()}",
+            model=model,
+            floor=app == "floor",
+            out=say,
+            **bench,
+        )
+        for line in _verdicts(report, bench["threads"], bench["turns"]):
+            say(line)
+        figures = report_figures(report, bench["threads"], bench["turns"]) | {"app": app}
+        if reports:
+            document[app] = figures
+        else:
+            document |= figures
+        reports.append(report)
+    if len(reports) == 2:
+        document["comparison"] = _comparison(reports[0], reports[1], say)
+    return document
+
+
+def _comparison(
+    app: IngestReport, floor: IngestReport, say: Callable[[str], None]
+) -> dict[str, Any]:
+    cpu = (
+        app.ingest_worker_cpu_ms / floor.ingest_worker_cpu_ms
+        if floor.ingest_worker_cpu_ms
+        else None
+    )
+    seen = [r.redis_commands for r in (app, floor)]
+    commands = [s["total"] if s else None for s in seen]
+    trips = [s["round_trips"] if s else None for s in seen]
+    say(
+        "CPU per turn (ingest + worker) clawgate/floor = "
+        + (f"{cpu:.1f}x" if cpu is not None else "n/a")
+        + f" ({app.ingest_worker_cpu_ms:.2f} / {floor.ingest_worker_cpu_ms:.2f} ms)"
+    )
+    say(
+        f"Redis round trips per turn clawgate vs floor: {trips[0]} vs {trips[1]} "
+        f"(commands {commands[0]} vs {commands[1]})"
+    )
+    return {
+        "cpu_per_turn_ratio": round(cpu, 2) if cpu is not None else None,
+        "redis_round_trips_per_turn": {"clawgate": trips[0], "floor": trips[1]},
+        "redis_commands_per_turn": {"clawgate": commands[0], "floor": commands[1]},
     }
 
 
@@ -612,32 +662,37 @@ async def run_ingest_bench(
     workers: Sequence[int] | None = None,
     backlog: int | None = None,
     as_json: bool = False,
+    model_server: bool = False,
+    floor: bool = False,
+    compare_floor: bool = False,
 ) -> int:
     """`workers`: measure these numbers of worker processes instead (bot/bench/workers.py).
-    `as_json`: one JSON document of the figures on stdout; the running commentary goes to
-    stderr."""
+    `model_server`: clawgate's `openai` provider against the bench's fake model; `floor`: the
+    floor app instead of clawgate; `compare_floor`: clawgate (with the fake model), then the
+    floor. `as_json`: one JSON document of the figures on stdout; the running commentary goes
+    to stderr."""
     if not settings.redis_url:
         raise SettingsError(
             "REDIS_URL: required for `clawgate bench ingest` (the server under test and the "
             "bench share it; keys go under a throwaway prefix, deleted afterwards)"
         )
+    if (floor or compare_floor) and (platform != "slack" or workers):
+        raise SettingsError("--floor, --compare-floor: Slack only, without --workers")
+    apps = ["clawgate", "floor"] if compare_floor else ["floor" if floor else "clawgate"]
+    model = model_server or floor or compare_floor
     store = BenchStore(settings.redis_url, settings.redis_cluster, settings.partitions)
     prefix = f"{settings.redis_prefix}-bench-ingest-{time.time_ns()}"
 
     def say(line: str) -> None:
         print(line, file=sys.stderr if as_json else sys.stdout, flush=as_json)
 
-    if workers:
-        topology = "clawgate serve without its worker + " + " / ".join(map(str, workers))
-        topology += " clawgate worker process(es)"
-    elif split:
-        topology = "clawgate serve without its worker + one clawgate worker process"
-    else:
-        topology = "clawgate serve with its in-process worker"
     fake = PLATFORMS[platform].api
+    topology = " then ".join(_topology(app, split, workers) for app in apps)
     say(
-        f"{topology} (demo model) against a fake {fake} in its own process; "
-        f"{store.describe()}, prefix {prefix} (deleted afterwards)"
+        f"{topology} ("
+        + ("the openai client against a fake model in its own process" if model else "demo model")
+        + f") against a fake {fake} in its own process; "
+        f"{store.describe()}, prefix {prefix}… (deleted afterwards)"
     )
     say(
         f"this machine has {os.cpu_count()} CPUs, shared by the server, Redis, the fake {fake} "
@@ -648,6 +703,7 @@ async def run_ingest_bench(
         "platform": platform,
         "cpus": os.cpu_count(),
         "redis": {"cluster": store.cluster, "inbox_partitions": store.partitions},
+        "model": "fake openai-compatible server" if model else "demo",
     }
     try:
         if workers:
@@ -665,9 +721,12 @@ async def run_ingest_bench(
             )
             document |= {"topology": "workers", "workers": [s.figures() for s in steps]}
         else:
-            report = await bench_ingest(
-                settings.redis_url,
-                prefix,
+            document |= {"topology": "split" if split else _worker_topology()}
+            document |= await _compare(
+                settings,
+                apps,
+                model,
+                say,
                 cluster=store.cluster,
                 partitions=store.partitions,
                 platform=platform,
@@ -676,12 +735,7 @@ async def run_ingest_bench(
                 threads=threads,
                 turns=turns,
                 split=split,
-                out=say,
             )
-            for line in _verdicts(report, threads, turns):
-                say(line)
-            document |= {"topology": "split" if split else "in-process worker"}
-            document |= report_figures(report, threads, turns)
     except FAILED as exc:
         for line in (str(exc) or type(exc).__name__).splitlines():
             print(f"clawgate: bench ingest: {line}", file=sys.stderr)

@@ -10,13 +10,11 @@ import functools
 import hashlib
 import itertools
 import json
-import multiprocessing
-import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -24,6 +22,7 @@ from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.feishu.crypto import encrypt
+from bot.bench.spawned import app_process
 from runtime.providers.demo import GRAMMAR
 
 TOKEN = "xoxb-bench"  # noqa: S105 - the fake Slack's, not a credential
@@ -60,18 +59,16 @@ DRAIN_TIMEOUT = 180.0
 PROFILE_ENV = "CLAWGATE_BENCH_PROFILE"
 
 
-class BenchError(Exception):
-    """The bench could not run (the server did not start, a reply never came...)."""
-
-
 # --- the fake platform API (its own process) ----------------------------------------------
 
 
 class _FakeApi(abc.ABC):
-    """What every fake shares: call counts, and when each answer (a message starting with the
-    demo model's text) arrived, per conversation, which the bench can wait for."""
+    """What every fake shares: call counts, and when each answer (a message starting with
+    `answer`: the demo model's text, or the bench model's) arrived, per conversation, which the
+    bench can wait for."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
         self.calls: Counter[str] = Counter()
         self.answers: dict[str, list[float]] = {}  # conversation -> monotonic arrival times
         self._waiters: dict[str, list[tuple[int, asyncio.Future[None]]]] = {}
@@ -144,7 +141,7 @@ class _FakeSlack(_FakeApi):
         elif method == "chat.postMessage":
             ts = self._next_ts()
             text = str(params.get("text", ""))
-            if params.get("thread_ts") and text.startswith(ANSWER):
+            if params.get("thread_ts") and text.startswith(self.answer):
                 self._answered(str(params["thread_ts"]), arrived)
             message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": text}
             body = {"ok": True, "channel": channel, "ts": ts, "message": message | {"ts": ts}}
@@ -166,8 +163,8 @@ class _FakeFeishu(_FakeApi):
     reply, update, patch, card_create, card_id_convert, card_content, card_settings,
     card_update."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, answer: str) -> None:
+        super().__init__(answer)
         self._cards: dict[str, str] = {}  # card_id -> its answer's text, as it is now
         self._sent: dict[str, tuple[str, str]] = {}  # card_id / message id -> the other, chat
 
@@ -217,7 +214,7 @@ class _FakeFeishu(_FakeApi):
             if card_id is not None:
                 self._sent[card_id] = self._sent[message_id] = (card_id, chat)
             text = self._cards.get(card_id, "") if card_id else _feishu_text(body)
-            if chat and text.startswith(ANSWER):
+            if chat and text.startswith(self.answer):
                 self._answered(chat, arrived)
         return web.json_response({"code": 0, "msg": "success", "data": {"message_id": message_id}})
 
@@ -237,7 +234,11 @@ class _FakeFeishu(_FakeApi):
         elif kind == "card_content" and request.match_info.get("element") == "answer":
             self._cards[card_id] = str(body.get("content", ""))
         chat = self._sent.get(card_id, ("", ""))[1]
-        if chat and not before.startswith(ANSWER) and self._cards[card_id].startswith(ANSWER):
+        if (
+            chat
+            and not before.startswith(self.answer)
+            and self._cards[card_id].startswith(self.answer)
+        ):
             self._answered(chat, arrived)
         return {"card_id": card_id} if kind == "card_create" else {}
 
@@ -275,50 +276,17 @@ def _feishu_text(body: dict[str, Any]) -> str:
     return ""
 
 
-def _fake_main(platform: str, conn: Connection) -> None:
-    """The fake's process (spawned): serve on a free port, say which, until terminated."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the bench, which stops us
-
-    async def serve() -> None:
-        runner = web.AppRunner(PLATFORMS[platform].fake().app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        conn.send(runner.addresses[0][1])
-        conn.close()
-        await asyncio.Event().wait()
-
-    asyncio.run(serve())
+def _fake_app(platform: str, answer: str) -> web.Application:
+    return PLATFORMS[platform].fake(answer).app()
 
 
-@contextlib.asynccontextmanager
-async def fake_api(platform: Platform) -> AsyncIterator[tuple[str, int]]:
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_fake_main,
-        args=(platform.name, sender),
-        name=f"clawgate-bench-fake-{platform.name}",
-        daemon=True,
-    )
-    process.start()
-    sender.close()
-    try:
-        if not await asyncio.to_thread(receiver.poll, 30):
-            raise BenchError(f"the fake {platform.api} did not start")
-        try:
-            port = int(receiver.recv())
-        except EOFError:
-            raise BenchError(f"the fake {platform.api} process died while starting") from None
-        assert process.pid is not None
-        yield f"http://127.0.0.1:{port}", process.pid
-    finally:
-        receiver.close()
-        process.terminate()
-        await asyncio.to_thread(process.join, 5)
-        if process.is_alive():
-            process.kill()
-            await asyncio.to_thread(process.join, 5)
+def fake_api(
+    platform: Platform, answer: str = ANSWER
+) -> AbstractAsyncContextManager[tuple[str, int]]:
+    """The platform's fake API in its own process, counting posts starting with `answer` as
+    answers: its base URL and process id."""
+    factory = functools.partial(_fake_app, platform.name, answer)
+    return app_process(factory, f"clawgate-bench-fake-{platform.name}", f"fake {platform.api}")
 
 
 # --- signed requests ----------------------------------------------------------------------

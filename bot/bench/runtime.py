@@ -2,7 +2,8 @@
 
 runtime: what the executor and middleware chain cost per tool call against calling the tool
 directly, demo-model turns per second, and a bash call in the bwrap sandbox against the same
-call uncontained (plus the judge's cost for a typical command). approval (bot/bench/approval.py):
+call uncontained (plus the judge's cost for a typical command), and an audit entry appended
+chained against plain (bot/bench/audit_chain.py). approval (bot/bench/approval.py):
 suspend and resume at each history length. With `--json`, one JSON document of the figures."""
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.settings import Settings
-from runtime.agent import Runtime, RuntimeConfig
+from bot.settings import Settings, SettingsError
+from bot.wiring import build_tracer
+from runtime.agent import Runtime
 from runtime.approval.store import ApprovalStore
 from runtime.channel import Event
 from runtime.executor import ToolExecutor
@@ -32,8 +34,10 @@ from runtime.models import (
 from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
+from runtime.providers.base import Provider
 from runtime.providers.demo import DemoProvider
 from runtime.risk.policy import RiskPolicy
+from runtime.runtime_config import RuntimeConfig
 from runtime.store.connection import connect
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
@@ -41,8 +45,6 @@ from runtime.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from runtime.tools.bash import BashArgs, BashTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tools.sandbox import Access, Sandbox, SandboxMode, SandboxUnavailable, probe
-from runtime.tracing.recorder import Tracer
-from runtime.tracing.store import TraceStore
 
 
 class NoopArgs(ToolArgs):
@@ -93,8 +95,11 @@ def _policies(redis: Redis, keys: Keys, gated: bool = False) -> PolicyService:
 
 
 @contextlib.asynccontextmanager
-async def bench_runtime(settings: Settings, workdir: Path, gated: bool) -> AsyncIterator[Runtime]:
-    """A runtime on the demo model under a throwaway key prefix, removed afterwards."""
+async def bench_runtime(
+    settings: Settings, workdir: Path, gated: bool, provider: Provider | None = None
+) -> AsyncIterator[Runtime]:
+    """A runtime on `provider` (the demo model by default) under a throwaway key prefix,
+    removed afterwards."""
     redis = connect(settings.redis_url, cluster=settings.redis_cluster)
     keys = Keys(f"{settings.redis_prefix}-bench-{time.time_ns()}")
     try:
@@ -102,11 +107,12 @@ async def bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Async
         policies = _policies(redis, keys, gated)
         history = HistoryStore(redis, keys)
         config = RuntimeConfig(workdir=workdir, context_budget=settings.context_budget)
-        # As `clawgate serve` runs: audit trail on, tracing in the configured mode.
-        tracer = Tracer(settings.trace_mode, TraceStore(redis, keys, settings.trace_ttl))
+        # As `clawgate serve` runs: audit trail on, tracing in the configured mode (and
+        # exported to OpenTelemetry when the OTEL_* variables say so).
+        tracer = build_tracer(settings, redis, keys)
         yield Runtime(
             config,
-            DemoProvider(),
+            provider or DemoProvider(),
             ToolRegistry([NoopTool()]),
             history,
             NullChannel(),
@@ -115,7 +121,9 @@ async def bench_runtime(settings: Settings, workdir: Path, gated: bool) -> Async
             tracer=tracer,
         )
     finally:
-        stale = [k async for k in redis.scan_iter(match=f"{keys.prefix}:*")]
+        # Under the prefix, and in the audit chain's own hash slot: "{<prefix>:audit}:head"...
+        patterns = (f"{keys.prefix}:*", f"{{{keys.prefix}:*")
+        stale = [k for p in patterns async for k in redis.scan_iter(match=p)]
         if stale:
             await redis.delete(*stale)
         await redis.aclose()
@@ -202,6 +210,8 @@ async def runtime_figures(
     settings: Settings, workdir: Path, calls: int, turns: int, bash_calls: int
 ) -> dict[str, Any]:
     """Figures of `clawgate bench runtime` (times in microseconds)."""
+    from bot.bench.audit_chain import bench_audit_append  # noqa: PLC0415 - it imports this module
+
     r = await bench_tool_calls(calls, settings, workdir)
     direct, chained = percentile(r["direct"], 0.5), percentile(r["chain"], 0.5)
     rate, samples = await bench_turns(turns, settings, workdir)
@@ -216,6 +226,7 @@ async def runtime_figures(
         },
         "turn": {**_figures(samples), "per_second": round(rate)},
         "judge": _figures(bash.pop("judge")),
+        "audit_entry": await bench_audit_append(settings, max(200, calls // 10)),
         "bash": {label: _figures(values) for label, values in bash.items()},
     }
     if "bwrap, read-only" in bash:
@@ -237,6 +248,9 @@ def runtime_lines(figures: dict[str, Any]) -> list[str]:
         f"turns per second: {turn['per_second']}",
         _shown("risk judge, one bash command", figures["judge"]),
     ]
+    from bot.bench.audit_chain import audit_lines  # noqa: PLC0415 - it imports this module
+
+    lines += audit_lines(figures["audit_entry"])
     lines += [_shown(f"bash call, {label}", values) for label, values in figures["bash"].items()]
     cost = figures.get("sandbox_cost")
     if cost is None:
@@ -256,8 +270,16 @@ async def run_bench(
     bash_calls: int = 200,
     history: list[int] | None = None,
     as_json: bool = False,
+    model_server: bool = False,
+    peers: bool = False,
 ) -> int:
-    """`clawgate bench runtime|approval`: the figures as lines, or one JSON document."""
+    """`clawgate bench runtime|approval`: the figures as lines, or one JSON document.
+    `model_server`: runtime turns on the real model path instead (bot/bench/model_path.py);
+    `peers`: approval beside the OpenAI Agents SDK and LangGraph (bot/bench/peers.py)."""
+    if model_server and target != "runtime":
+        raise SettingsError("--model-server: only for `clawgate bench runtime`")
+    if peers and target != "approval":
+        raise SettingsError("--peers: only for `clawgate bench approval`")
     from bot.bench.approval import (  # noqa: PLC0415 - it imports this module
         DEFAULT_HISTORY,
         approval_lines,
@@ -266,9 +288,22 @@ async def run_bench(
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        if target == "runtime":
+        if model_server:
+            from bot.bench.model_path import (  # noqa: PLC0415 - it imports this module
+                DEFAULT_HISTORY as MODEL_HISTORY,
+            )
+            from bot.bench.model_path import model_path_lines, run_model_path_bench  # noqa: PLC0415
+
+            figures = await run_model_path_bench(settings, workdir, turns, history or MODEL_HISTORY)
+            lines = model_path_lines(figures)
+        elif target == "runtime":
             figures = await runtime_figures(settings, workdir, calls, turns, bash_calls)
             lines = runtime_lines(figures)
+        elif peers:
+            from bot.bench.peers import peers_lines, run_peers_bench  # noqa: PLC0415
+
+            figures = await run_peers_bench(settings, workdir, turns, history or DEFAULT_HISTORY)
+            lines = peers_lines(figures)
         else:
             figures = await run_approval_bench(settings, workdir, turns, history or DEFAULT_HISTORY)
             lines = approval_lines(figures)

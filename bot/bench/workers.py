@@ -26,26 +26,18 @@ from typing import Any
 import aiohttp
 from redis.asyncio import Redis
 
-from bot.bench.ingest import (
-    _connector,
-    _conversation_loop,
-    _delete_prefix,
-    _free_port,
-    _open_loop,
-    _process,
-    _server_env,
-    _wait_ready,
-)
+from bot.bench.errors import BenchError
+from bot.bench.ingest import _connector, _conversation_loop, _open_loop
 from bot.bench.platforms import (
     ACK_CONVERSATIONS,
     DRAIN_TIMEOUT,
     PLATFORMS,
     REQUEST_TIMEOUT,
-    BenchError,
     Platform,
     fake_api,
 )
 from bot.bench.runtime import _line, percentile
+from bot.bench.server_under_test import delete_prefix, free_port, process, server_env, wait_ready
 from bot.bench.store import BenchStore, masters_of, queued
 
 FILL_RATE = 500  # events/s while the backlog is taken: what `serve` alone acknowledges fast
@@ -119,7 +111,7 @@ async def bench_workers(
                         spec, store, step_prefix, fake_url, workdir, count, backlog, threads, turns
                     )
                 finally:
-                    await _delete_prefix(store, step_prefix)
+                    await delete_prefix(store, step_prefix)
                 for line in step_lines(step, threads, turns):
                     out(line)
                 steps.append(step)
@@ -139,18 +131,18 @@ async def _one(
 ) -> WorkersStep:
     step = WorkersStep(count, backlog)
     events = spec.events()
-    port = _free_port()
-    env = _server_env(spec, store, prefix, fake_url, port, workdir)
-    env["CLAWGATE_INPROCESS_WORKER"] = "false"
+    port = free_port()
+    env = server_env(spec, store, prefix, fake_url, port, workdir)
+    env["CLAWGATE_WORKER_MODE"] = "none"
     url = f"http://127.0.0.1:{port}"
     redis = store.connect()
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
     try:
         async with (
-            _process("serve", env, workdir) as serve,
+            process("serve", env, workdir) as serve,
             aiohttp.ClientSession(connector=_connector(), timeout=timeout) as session,
         ):
-            await _wait_ready(url, serve, workdir / "serve.log", "/healthz")  # no worker yet
+            await wait_ready(url, serve, workdir / "serve.log", "/healthz")  # no worker yet
             events_url = f"{url}{spec.events_path}"
             requests = events.spread(backlog, min(ACK_CONVERSATIONS, backlog))
             filled = await _open_loop(session, events_url, requests, FILL_RATE)
@@ -164,12 +156,12 @@ async def _one(
                 started = time.monotonic()
                 for n in range(1, count + 1):
                     await workers.enter_async_context(
-                        _process("worker", env, workdir, f"worker-{n}")
+                        process("worker", env, workdir, f"worker-{n}")
                     )
                 samples = await _handled_over_time(redis, streams, backlog, started)
                 step.drain_s = samples[-1][0] if samples else 0.0
                 step.handled_per_s = steady_rate(samples, backlog)
-                await _wait_ready(url, serve, workdir / "serve.log")  # its workers poll
+                await wait_ready(url, serve, workdir / "serve.log")  # its workers poll
                 e2e_started = time.monotonic()
                 loops = [
                     _conversation_loop(session, events_url, fake_url, events, 20_000 + i, turns)

@@ -7,7 +7,9 @@ ones were dropped; the notice of the next approval shows it, and a decision rese
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -44,6 +46,21 @@ class Changed:
         return f"changed without approval since the last approval: {', '.join(self.paths)}{more}"
 
 
+class ChangesRead:
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self.changed = Changed((), False)
+
+    def queue(self, pipe: Any) -> None:
+        listed, more = self.keys
+        pipe.lrange(listed, 0, -1)
+        pipe.exists(more)
+
+    def take(self, replies: Sequence[Any]) -> None:
+        paths, marked = replies
+        self.changed = Changed(tuple(map(str, paths)), bool(marked))
+
+
 class UnapprovedChanges:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self.redis = redis
@@ -61,12 +78,16 @@ class UnapprovedChanges:
 
     async def read(self, session: str) -> Changed:
         pipe = self.redis.pipeline(transaction=False)
-        listed, more = self._keys(session)
-        pipe.lrange(listed, 0, -1)
-        pipe.exists(more)
-        paths, marked = await pipe.execute()
-        return Changed(tuple(map(str, paths)), bool(marked))
+        read = self.reader(session)
+        read.queue(pipe)
+        read.take(await pipe.execute())
+        return read.changed
 
-    async def reset(self, session: str) -> None:
-        """An approval in the session was decided: its approver saw the list."""
-        await self.redis.delete(*self._keys(session))
+    def reader(self, session: str) -> ChangesRead:
+        """The read of `session`'s list, to ride another trip (`runtime.store.runs.Reads`)."""
+        return ChangesRead(self._keys(session))
+
+    def queue_reset(self, pipe: Any, session: str) -> None:
+        """An approval in the session is being decided: its approver saw the list (queued
+        on the decision's pipeline)."""
+        pipe.delete(*self._keys(session))

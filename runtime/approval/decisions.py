@@ -37,7 +37,7 @@ from runtime.metrics import APPROVALS, DECISION_SECONDS
 from runtime.models import Actor, ConversationRef, RunResult, ToolResult, ToolStatus
 from runtime.policy.approvers import OPERATOR_PLATFORM
 from runtime.policy.resolve import EffectivePolicy
-from runtime.policy.service import PolicyService
+from runtime.policy.service import PolicyRead, PolicyService
 from runtime.redact import redact_text
 from runtime.store.history import Window, encode_message
 
@@ -172,11 +172,15 @@ class Decisions:
         self.editor = editor  # approve with edit; None: edits are refused
 
     async def refusal(
-        self, actor: Actor, record: ApprovalRecord
+        self, actor: Actor, record: ApprovalRecord, read: PolicyRead | None = None
     ) -> tuple[str | None, EffectivePolicy]:
         """Why `actor` may not decide `record` under its conversation's policy (None if they
-        may), and that policy. A question: only the requester answers it."""
-        policy = await self.policies.effective(record.conversation.id)
+        may), and that policy (`read` with the record, when it is that conversation's). A
+        question: only the requester answers it."""
+        if read is not None and read.at and read.conversation_id == record.conversation.id:
+            policy = read.policy()
+        else:
+            policy = await self.policies.effective(record.conversation.id)
         return decider_refusal(policy, actor, record), policy
 
     async def record(
@@ -197,14 +201,17 @@ class Decisions:
         answer = decision.text if isinstance(decision, Answer) else None
         approve = decision is True
         attempt = "answer" if answer is not None else "approve" if approve else "reject"
-        loaded = await self.approvals.load(approval_id.strip().lower())
+        # The policy of where it was decided, read with the record: that is the approval's
+        # own conversation but for a copy of its notice posted elsewhere.
+        read = None if conversation is None else await self.policies.read(conversation.id)
+        loaded = await self.approvals.load(approval_id.strip().lower(), read)
         if loaded is None:
             attempt = attempt if edit is None else "edit"
             return await self._batch_or_unknown(approval_id, actor, attempt)
         record, checkpoint = loaded
         if conversation is not None and routed_to(record, conversation, actor):
             conversation = record.conversation  # a copy of the notice: as good as the thread
-        refusal, policy = await self.refusal(actor, record)
+        refusal, policy = await self.refusal(actor, record, read)
         policy_read_at = time.monotonic()
         if refusal is None and conversation is None and actor.platform != OPERATOR_PLATFORM:
             refusal = "decisions must come from the conversation that requested them"
@@ -245,6 +252,7 @@ class Decisions:
             window=True,
             answer=answer,
             batch=checkpoint.batch,
+            seen_changes=not record.is_question,
         )
         if transition.outcome == "retaken":
             return Retaken(record, checkpoint)
@@ -296,8 +304,6 @@ class Decisions:
     ) -> None:
         """A decision made, in the global trail (a question's answer redacted, as its
         `reason`)."""
-        if not record.is_question:
-            await self.approvals.changes.reset(record.session)  # the approver saw that list
         where = {
             "approval": record.id,
             "tool": record.tool,

@@ -1,6 +1,6 @@
 """Running an approved call exactly once: its integrity re-checked, judged again on its way
 through the chain (runtime/approval/rejudge.py: a call that changed since it was approved is
-not run, and the chat is told), `executing` kept alive by a heartbeat while it runs,
+not run, and the chat is told), `executing` while its process renews its liveness mark,
 `consumed` with its result in one script; a call interrupted mid-way ends `outcome_unknown`
 and is never run again."""
 
@@ -59,7 +59,7 @@ class ApprovedCalls:
         session held. None when recovery took the approval over meanwhile: then the call's
         answer is not ours to write."""
         call = checkpoint.calls[checkpoint.index]
-        async with self._alive():
+        async with self._renewing_mark():
             if checkpoint_hash(checkpoint) != record.call_hash:
                 result = not_executed(call, "the approved call failed its integrity check")
             else:
@@ -105,20 +105,21 @@ class ApprovedCalls:
             log.exception("approval %s: could not record an interrupted execution", record.id)
 
     @contextlib.asynccontextmanager
-    async def _alive(self) -> AsyncIterator[None]:
-        """Keep this process's liveness key (first written with the decision) fresh while it
-        executes an approved call, so a crash is told apart from a slow tool."""
+    async def _renewing_mark(self) -> AsyncIterator[None]:
+        """Renew this process's liveness mark (first written with the decision:
+        runtime/ownership/) while it executes an approved call, so a crash is told apart from
+        a slow tool."""
         ttl = self.liveness_ttl
 
-        async def beat() -> None:
+        async def renew() -> None:
             while True:
                 await asyncio.sleep(ttl / 3)
                 try:
-                    await self.approvals.heartbeat(self.worker_id, ttl)
+                    await self.approvals.renew_mark(self.worker_id, ttl)
                 except RedisError:
-                    log.warning("liveness heartbeat failed; retrying")
+                    log.warning("liveness mark renewal failed; retrying")
 
-        task = asyncio.create_task(beat())
+        task = asyncio.create_task(renew())
         try:
             yield
         finally:

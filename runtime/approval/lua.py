@@ -10,6 +10,8 @@ session's audit stream in the same atomic step.
 
 from __future__ import annotations
 
+from runtime.store.history import WINDOW_LUA
+
 # Shared prelude: server time in ms, and an audit append.
 _PRELUDE = """
 local t = redis.call('TIME')
@@ -78,21 +80,32 @@ return {'ok', tostring(now), tostring(expires)}
 #       then the batch's approvals, its lead first
 # ARGV: id, 'approved'|'rejected'|'answered', actor, reason, conversation id ('' = operator),
 #       call hash, worker, the call's result message json when rejected or answered ('' =
-#       none), '1' = last call of its batch, the deciding job ('' = none), a question's answer
+#       none), '1' = last call of its batch, the deciding job ('' = none), a question's answer,
+#       '1' = return the resumed run's window
 # An approval goes straight on to `executing` (both transitions audited) under the deciding
 # worker: there is no window in which it is approved but owned by nobody. A rejection records
 # the call's result in history at once; so does an answer (the result holds it: the answer is
 # never lost nor asked again after a crash). The deciding job is kept with the decision and
 # becomes the session's run (see runtime/store/runs.py): delivered again, it is told {'retaken',
 # status} and continues what it began. A decision answers with the history's length as it now
-# stands and the session's context summary: the resumed run reads its window right after, with
-# a plain LRANGE (see runtime/store/history.py), never through this script.
+# stands and the session's context summary, and when asked with the resumed run's window (from
+# where the summary ends: never the whole history; runtime/store/history.py WINDOW_LUA).
 # An item of a batch stays `approved` (or `rejected`) without touching history: the resume
 # carries the batch out in the model's order once the decision that leaves none pending
 # claims it (`claim`, answered last).
 DECIDE = (
     _PRELUDE
+    + WINDOW_LUA
     + """
+-- What a decision made answers: with ARGV[12] set, the window of history the resumed run goes
+-- on with (from where the summary ends), as it stands right after the decision.
+local function decided(version, claimed)
+  local length = redis.call('LLEN', KEYS[4])
+  local reply = {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5]), length,
+    redis.call('HGET', KEYS[7], 'record') or '', claimed}
+  if ARGV[12] ~= '1' then return reply end
+  return window(reply, KEYS[4], KEYS[7], length, length)
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'conversation_id', 'call_hash',
   'decided_by', 'version')
@@ -142,8 +155,7 @@ if #KEYS > 7 then
     'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
   audit(ARGV[2], decided_by, ARGV[2], {'reason', ARGV[4]})
   local claimed = ARGV[10] ~= '' and claim(ARGV[10], false) or 'open'
-  return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5]),
-    redis.call('LLEN', KEYS[4]), redis.call('HGET', KEYS[7], 'record') or '', claimed}
+  return decided(version, claimed)
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'decided_by', decided_by, 'decided_at', now,
   'reason', ARGV[4], 'version', version + 1, 'job', ARGV[10])
@@ -157,8 +169,7 @@ if ARGV[2] == 'approved' then
 else
   record_result(ARGV[8], ARGV[9])
 end
-return {'ok', tostring(version + 1), '', redis.call('LLEN', KEYS[5]),
-  redis.call('LLEN', KEYS[4]), redis.call('HGET', KEYS[7], 'record') or ''}
+return decided(version, '')
 """
 )
 

@@ -19,7 +19,14 @@ ID_LENGTH = 13  # 31**13 > 2**64
 
 
 def new_approval_id() -> str:
-    return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+    # One draw (one urandom read), written in base 31: a `secrets.choice` per character
+    # read the OS's random source 13 times.
+    n = secrets.randbelow(len(ID_ALPHABET) ** ID_LENGTH)
+    digits = []
+    for _ in range(ID_LENGTH):
+        n, digit = divmod(n, len(ID_ALPHABET))
+        digits.append(ID_ALPHABET[digit])
+    return "".join(digits)
 
 
 # The shape of stored checkpoints and records. 1: wave 1 (no version field). 2: the version
@@ -104,6 +111,7 @@ class Checkpoint(Versioned):
     prior_results: list[ToolResult] = Field(default_factory=list)
     history_len: int
     trace_id: str | None = None  # the suspended run's trace: a resumed run's trace links to it
+    trace_origin: str | None = None  # the first trace of the run (see TraceLink.origin)
     edit: str | None = None  # an approver changed the call's arguments: the diff, for the model
     # A batch: the ids of the approvals of this turn's calls, in the model's order (the first
     # is its lead, which the session waits for); each approval holds a copy whose `index` is

@@ -141,9 +141,23 @@ def quorum_line(notice: ApprovalNotice, person: Callable[[str], str] = str) -> s
     return f"{got} of {notice.quorum} approvals{by}: needs {notice.quorum} distinct approvers"
 
 
+# Approval statuses as people read them (the record's own names are for operators and code).
+STATUS_WORDS = {
+    "pending": "waiting",
+    "executing": "running",
+    "consumed": "done",
+    "outcome_unknown": "outcome unknown",
+}
+
+
+def said(status: str) -> str:
+    """A status as people read it: "done", not "consumed"."""
+    return STATUS_WORDS.get(status, status.replace("_", " "))
+
+
 def transition_message(approval_id: str, transition: Transition, noun: str = "approval") -> str:
     if transition.outcome in ("already", "wrong_status"):
-        status = (transition.status or "settled").replace("_", " ")
+        status = said(transition.status or "settled")
         if transition.decided_by:
             return f"{noun} {approval_id} was already decided by {transition.decided_by} ({status})"
         return f"{noun} {approval_id} is already {status}"

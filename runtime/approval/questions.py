@@ -66,14 +66,14 @@ def answered(call: ToolCall, answer: str) -> ToolResult:
 
 
 async def answered_by(
-    approvals: ApprovalStore, session: str, text: str, actor: Actor
+    approvals: ApprovalStore, pending: str, text: str, actor: Actor
 ) -> tuple[str | None, str]:
-    """(the id of the session's pending question that `text`, a plain message of `actor`'s,
-    answers, ""): theirs, and an option (by number or text), or any words when it allows
-    them. (None, how to answer it) for their words that are no answer: the message is held,
-    and they are told. (None, "") for anything else: the message is handled as usual."""
-    question_id = await approvals.pending_id(session)
-    loaded = None if question_id is None else await approvals.load(question_id)
+    """(`pending`, ""): `pending`, the decision a session waits for, is a question that `text`,
+    a plain message of `actor`'s, answers: theirs, and an option (by number or text), or any
+    words when it allows them. (None, how to answer it) for their words that are no answer:
+    the message is held, and they are told. (None, "") for anything else: the message is
+    handled as usual."""
+    loaded = await approvals.load(pending)
     # Only while it waits: an answered question keeps the session's mark until the rest of
     # its batch is answered, and a message then is held, not taken for a second answer.
     record = None if loaded is None else loaded[0]

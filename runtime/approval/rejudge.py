@@ -26,7 +26,7 @@ def changed_since_approval(approved: Sequence[str], decision: RiskDecision) -> s
 async def rejudged(store: ApprovalStore, approval_id: str, decision: RiskDecision) -> str | None:
     """`changed_since_approval` against the reasons the approval `approval_id` was decided
     on (re-judging is read-only: a call retaken after a crash is not affected)."""
-    loaded = await store.load(approval_id)
-    if loaded is None:
+    reasons = await store.reasons_of(approval_id)
+    if reasons is None:
         return "not run: its approval record is gone; ask again"
-    return changed_since_approval(loaded[0].reasons, decision)
+    return changed_since_approval(reasons, decision)

@@ -168,6 +168,7 @@ class Settlement:
             name,
             session=record.session,
             resumes=checkpoint.trace_id,
+            origin=checkpoint.trace_origin,
             approval_id=record.id,
             tool=record.tool,
             cancelled_by=cancelled_by,

@@ -22,10 +22,11 @@ from runtime.approval import lua
 from runtime.approval.changes import UnapprovedChanges
 from runtime.approval.grants import GrantStore
 from runtime.approval.models import ApprovalRecord, ApprovalStatus, Checkpoint
-from runtime.lease import guard
-from runtime.store import liveness
-from runtime.store.history import Window, read_window
+from runtime.ownership import liveness_mark
+from runtime.ownership.lease import guard
+from runtime.store.history import Window, returned_window
 from runtime.store.keys import Keys
+from runtime.store.runs import Reads, with_reads
 
 # Stored once as JSON; everything else lives in hash fields the scripts update.
 IMMUTABLE_FIELDS = {
@@ -118,6 +119,9 @@ class ApprovalStore:
         self.changes = UnapprovedChanges(redis, keys)  # written unasked since the last decision
         # approval id -> session never changes: remembering it saves a round trip per decision.
         self._sessions: OrderedDict[str, str] = OrderedDict()
+        # The reasons of approvals this process just approved: they never change once
+        # decided, and the call's re-judging reads them right after (rejudge.py).
+        self._reasons: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
     def _session_keys(self, session: str, approval_id: str) -> list[str]:
         return [
@@ -245,16 +249,17 @@ class ApprovalStore:
         """The approvals a person asked for, scored by when they expire (a hint)."""
         return f"{self.keys.prefix}:approvals:by-requester:{user}"
 
-    async def pending_of(self, user: str) -> int:
+    async def pending_of(self, user: str, reads: Reads | None = None) -> int:
         """How many approvals `user` asked for are still pending, counted exactly (each
         record's status is read) once the hint reaches `max_pending`: the settled ones
         leave the hint then, so no path that settles an approval has to remember it. A
-        batch counts once (its lead), while any of its items waits."""
+        batch counts once (its lead), while any of its items waits. `reads` ride along."""
         key = self._by_user(user)
         pipe = self._pipeline()
         pipe.zremrangebyscore(key, "-inf", time.time() * 1000)  # expired by now
         pipe.zrange(key, 0, -1)
-        ids = [str(i) for i in (await pipe.execute())[-1]]
+        _, listed = await with_reads(pipe, reads)
+        ids = [str(i) for i in listed]
         if len(ids) < self.max_pending:
             return len(ids)
         settled = []
@@ -285,13 +290,25 @@ class ApprovalStore:
         self._remember(approval_id, str(value))
         return str(value)
 
-    async def load(self, approval_id: str) -> tuple[ApprovalRecord, Checkpoint] | None:
+    async def reasons_of(self, approval_id: str) -> tuple[str, ...] | None:
+        """What the approval was asked for (None: its record is gone)."""
+        if approval_id in self._reasons:
+            return self._reasons[approval_id]
+        loaded = await self.load(approval_id)
+        return None if loaded is None else tuple(loaded[0].reasons)
+
+    async def load(
+        self, approval_id: str, reads: Reads | None = None
+    ) -> tuple[ApprovalRecord, Checkpoint] | None:
+        """The approval and its checkpoint; `reads` ride the trip that reads them (taken
+        only when the approval's session is known)."""
         session = await self.session_of(approval_id)
         if session is None:
             return None
-        raw = cast(
-            dict[str, str], await self.redis.hgetall(self.keys.approval(session, approval_id))
-        )
+        pipe = self._pipeline()
+        pipe.hgetall(self.keys.approval(session, approval_id))
+        (found,) = await with_reads(pipe, reads)
+        raw = cast(dict[str, str], found)
         if not raw:
             return None
         fields: dict[str, Any] = json.loads(raw["record"])
@@ -353,6 +370,7 @@ class ApprovalStore:
         window: bool = False,
         answer: str | None = None,
         batch: Sequence[str] = (),
+        seen_changes: bool = False,
     ) -> tuple[Transition, Window | None]:
         """pending -> rejected (with `rejection`, the call's result message, recorded in history
         and the session released when `last`), or pending -> approved -> executing under
@@ -364,7 +382,8 @@ class ApprovalStore:
         key and the sweeper's hint travel along: recovery tells a crash by the liveness key's
         absence. An item of a `batch` (its approvals' ids) stays approved (or rejected, its result
         not yet in history) until the batch's resume, which the decision leaving none pending
-        claims (`Transition.claim`)."""
+        claims (`Transition.claim`). `seen_changes`: a person decides it, having seen what
+        changed unasked in the session (its list starts over)."""
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
         if answer is not None:
             approve, status = False, ApprovalStatus.ANSWERED
@@ -372,7 +391,7 @@ class ApprovalStore:
         keys += [self.keys.approval(record.session, i) for i in batch]
         pipe = self._pipeline()
         if approve and not batch:  # an item of a batch executes at its resume
-            pipe.eval(liveness.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
+            pipe.eval(liveness_mark.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
             pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
         pipe.eval(
             lua.DECIDE,
@@ -389,14 +408,20 @@ class ApprovalStore:
             "1" if last else "0",
             job,
             answer or "",
+            "1" if window else "",
         )
-        reply = (await pipe.execute())[-1]
+        if seen_changes:  # its approver saw what changed unasked: the list starts over
+            self.changes.queue_reset(pipe, record.session)
+        reply = (await pipe.execute())[-2 if seen_changes else -1]
         transition = _transition(reply)
+        if transition.ok and approve:
+            self._reasons[record.id] = tuple(record.reasons)
+            if len(self._reasons) > SESSION_CACHE_SIZE:
+                self._reasons.popitem(last=False)
         if not (window and transition.ok):
             return transition, None
         # The resumed run goes on from where the summary ends (it never retakes its turn).
-        read = await read_window(self.redis, self.keys, record.session, int(reply[4]), reply[5])
-        return transition, read
+        return transition, returned_window(reply, 7, reply[5])
 
     async def edit(
         self,
@@ -488,7 +513,7 @@ class ApprovalStore:
         """approved -> executing under `worker`: an item of a batch, at its resume (its
         liveness and the sweeper's hint travel along, as with a decision)."""
         pipe = self._pipeline()
-        pipe.eval(liveness.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
+        pipe.eval(liveness_mark.RENEW, 1, self.keys.worker(worker), int(liveness_ttl_s * 1000))
         pipe.zadd(self.keys.executing(), {record.id: time.time() * 1000})
         await pipe.execute()
         return await self.move(
@@ -565,11 +590,11 @@ class ApprovalStore:
 
     # --- liveness of the processes that execute approved calls -----------------------------
 
-    async def heartbeat(self, worker: str, ttl_s: float) -> None:
-        await liveness.renew(self.redis, self.keys.worker(worker), int(ttl_s * 1000))
+    async def renew_mark(self, worker: str, ttl_s: float) -> None:
+        await liveness_mark.renew(self.redis, self.keys.worker(worker), int(ttl_s * 1000))
 
     async def worker_alive(self, worker: str) -> bool:
-        return await self.redis.get(self.keys.worker(worker)) == liveness.ALIVE
+        return await liveness_mark.alive(self.redis, self.keys.worker(worker))
 
     async def pending_id(self, session: str) -> str | None:
         value = await self.redis.get(self.keys.pending(session))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from runtime.approval.always import audited_rule, cover_of
+from runtime.approval.changes import Changed
 from runtime.approval.models import (
     AlwaysCover,
     ApprovalRecord,
@@ -35,7 +36,7 @@ from runtime.store.history import HistoryStore, encode_message
 from runtime.tools.base import Tool
 from runtime.tools.clarify import ClarifyTool
 from runtime.tools.registry import ToolRegistry
-from runtime.trace_context import current_trace_id
+from runtime.trace_context import current_trace_id, current_trace_origin
 from runtime.tracing import hooks as tracing
 
 if TYPE_CHECKING:  # the loop's own types: the loop never imports approvals
@@ -129,8 +130,11 @@ class Suspender:
             prior_results=suspension.prior,
             history_len=state.end + len(suspension.unsaved),  # the session's, not the window's
             trace_id=current_trace_id(),
+            trace_origin=current_trace_origin(),
         )
-        pending = await self.approvals.pending_of(ctx.actor.key)
+        # What changed unasked is read in the same trip: every notice of this suspension names it.
+        changes = self.approvals.changes.reader(state.session)
+        pending = await self.approvals.pending_of(ctx.actor.key, changes)
         if pending >= self.approvals.max_pending:
             # Fail closed: a request nobody can see among the others is not asked, nor run.
             text = too_many(pending)
@@ -152,7 +156,7 @@ class Suspender:
         items = []
         for approval_id, (index, judged) in zip(ids, waiting, strict=True):
             copy = checkpoint.model_copy(update={"index": index})
-            items.append((await self._record(state, approval_id, copy, judged), copy))
+            items.append((self._record(state, approval_id, copy, judged, changes.changed), copy))
         unsaved = [encode_message(m) for m in suspension.unsaved]
         try:
             timeout = ctx.policy.approval_timeout if ctx.policy else None
@@ -174,7 +178,7 @@ class Suspender:
             await state.emit(Reply(text))
             return result.model_copy(update={"stop_reason": StopReason.ERROR, "error": text})
         state.history.extend(suspension.unsaved)
-        for record in records:
+        for record, (_, judged) in zip(records, waiting, strict=True):
             APPROVALS.labels("requested").inc()
             tracing.approval_paused(
                 record.call_id, record.id, checkpoint.id, record.tool, record.reasons
@@ -193,12 +197,19 @@ class Suspender:
                 # What an "approve always" would grant: `clawgate approvals stats` groups by it.
                 rule=None if record.is_question else audited_rule(record),
                 always=None if record.is_question else record.always.value,
+                # What asked: a built-in rule, the policy file, an override, the mode, a hook.
+                policy_source=judged.policy.source if judged.policy else None,
             )
         await self.notify(records[0], batch=records, batch_id=checkpoint.id)
         return result.model_copy(update={"approval_id": records[0].id})
 
-    async def _record(
-        self, state: RunState, approval_id: str, checkpoint: Checkpoint, judged: ToolResult
+    def _record(
+        self,
+        state: RunState,
+        approval_id: str,
+        checkpoint: Checkpoint,
+        judged: ToolResult,
+        changed: Changed,
     ) -> ApprovalRecord:
         """The approval of the checkpoint's call (`checkpoint.index`), as the chain `judged`
         it (its reasons; an admin hook's quorum and routes)."""
@@ -220,12 +231,17 @@ class Suspender:
             **(
                 _question(call)
                 if isinstance(tool, ClarifyTool)
-                else await self._approval(state, call, tool, judged)
+                else self._approval(state, call, tool, judged, changed)
             ),
         )
 
-    async def _approval(
-        self, state: RunState, call: ToolCall, tool: Tool[Any] | None, result: ToolResult
+    def _approval(
+        self,
+        state: RunState,
+        call: ToolCall,
+        tool: Tool[Any] | None,
+        result: ToolResult,
+        changed: Changed,
     ) -> Fields:
         """An approval record's own fields: who must approve, what an "always" covers, where
         else it is posted, what changed unasked since the last one. The suspended `result`
@@ -233,7 +249,6 @@ class Suspender:
         policy, reasons = state.ctx.policy, result.reasons
         assert state.ctx.actor is not None
         always, no_always = cover_of(call.name, tool, policy)
-        changed = await self.approvals.changes.read(state.session)
         return {
             "quorum": max(policy.quorum(call.name, reasons) if policy else 1, result.quorum),
             "signature": None if tool is None else tool.signature,

@@ -75,6 +75,12 @@ class HookVerdict:
     quorum: int = 1
     routes: tuple[str, ...] = ()
     allowed_by: tuple[str, ...] = ()  # the hooks, when every one allowed
+    decided_by: tuple[str, ...] = ()  # the hooks that denied or asked (or failed)
+
+    @property
+    def names(self) -> str:
+        """The hooks whose answer this is, for traces."""
+        return ",".join(self.allowed_by or self.decided_by)
 
 
 Outcome = HookAnswer | HookFailure
@@ -92,13 +98,15 @@ def combine(outcomes: Iterable[tuple[ScopedHook, Outcome]]) -> HookVerdict:
         return HookVerdict("allow", allowed_by=tuple(hook.name for hook, _ in listed))
     chosen = [(hook, a, got) for hook, a, got in answers if a.decision == decision]
     reasons = tuple(_reason(hook, got) for hook, _, got in chosen)
+    by = tuple(hook.name for hook, _, _ in chosen)
     if decision == "deny":
-        return HookVerdict("deny", reasons)
+        return HookVerdict("deny", reasons, decided_by=by)
     return HookVerdict(
         "ask",
         reasons,
         quorum=max(a.quorum for _, a, _ in chosen),
         routes=tuple(dict.fromkeys(r for _, a, _ in chosen for r in a.route)),
+        decided_by=by,
     )
 
 

@@ -248,7 +248,8 @@ class Connection:
             self._break(self._describe(exc))
             self._count(tool, "down")
             raise ToolError(
-                self._unreachable("its tools could not be listed: the call was not sent")
+                self._unreachable("its tools could not be listed: the call was not sent"),
+                "unreachable",
             ) from None
         current = self.tools.get(tool.name)
         if current is None:
@@ -268,7 +269,8 @@ class Connection:
             self._count(tool, "timeout")
             raise ToolError(
                 f"no answer from the MCP server {self.name} within {timeout:g} s; the call may "
-                "still complete there, and it was not sent again"
+                "still complete there, and it was not sent again",
+                "timeout",
             ) from None
         except MCPError as exc:
             if exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
@@ -304,7 +306,7 @@ class Connection:
         client = self._client
         if client is None or self._broken.is_set():
             self._count(tool, "down")
-            raise ToolError(self._unreachable("the call was not sent"))
+            raise ToolError(self._unreachable("the call was not sent"), "unreachable")
         return client
 
     def _unreachable(self, what: str) -> str:

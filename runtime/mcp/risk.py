@@ -15,6 +15,10 @@ from runtime.mcp.config import WILDCARD, ServerRules, server_wildcard
 from runtime.mcp.listing import Listed
 from runtime.risk.policy import RiskDecision, Verdict
 
+# The rules that decided, as traces name them: the server's `no_approval` list or `[risk]
+# safe_tools` naming the tool; the server's annotations, trusted (`trust_annotations`).
+NO_APPROVAL, ANNOTATIONS = "mcp_no_approval", "mcp_annotations"
+
 
 def judge(
     tool: str, server: str, listing: Listed, rules: ServerRules, safe_tools: frozenset[str]
@@ -22,14 +26,17 @@ def judge(
     """`tool`: the qualified name (`github.create_issue`); `listing`: the tool as listed."""
     which = f"{tool} (MCP server {server}, tool signature {listing.signature})"
     if listing.name in rules.no_approval or tool in safe_tools:
-        return RiskDecision(Verdict.ALLOW, ())  # an admin named this very tool
+        # an admin named this very tool
+        return RiskDecision(Verdict.ALLOW, (), NO_APPROVAL, "policy_file")
     if rules.trust_annotations and listing.destructive is True:
-        return RiskDecision(Verdict.ASK, (f"{which}: the server marks it destructive",))
+        why = f"{which}: the server marks it destructive"
+        return RiskDecision(Verdict.ASK, (why,), ANNOTATIONS, "policy_file")
     if WILDCARD in rules.no_approval or server_wildcard(tool) in safe_tools:
-        return RiskDecision(Verdict.ALLOW, ())
+        return RiskDecision(Verdict.ALLOW, (), NO_APPROVAL, "policy_file")
     if rules.trust_annotations and listing.read_only is True:
-        return RiskDecision(Verdict.ALLOW, ())
-    return RiskDecision(Verdict.ASK, (f"{which}: an MCP tool asks for approval by default",))
+        return RiskDecision(Verdict.ALLOW, (), ANNOTATIONS, "policy_file")
+    why = f"{which}: an MCP tool asks for approval by default"
+    return RiskDecision(Verdict.ASK, (why,), "mcp_default")
 
 
 def no_always(listing: Listed) -> str | None:

@@ -20,9 +20,9 @@ from runtime.canonical import canonical_arguments
 from runtime.hooks.answer import Decision
 from runtime.hooks.judge import HookCall, HookJudge, HookVerdict
 from runtime.mcp.tool import McpTool
-from runtime.middleware.chain import Handler, ToolInvocation, stop_here
+from runtime.middleware.chain import Handler, ToolInvocation, decided, stop_here
 from runtime.middleware.tool_policy import current_policy, denied
-from runtime.models import ToolResult, ToolStatus
+from runtime.models import PolicyDecision, ToolResult, ToolStatus
 from runtime.policy.modes import has_side_effects
 from runtime.policy.resolve import EffectivePolicy, ScopedHook
 from runtime.policy.service import PolicyService
@@ -32,12 +32,32 @@ from runtime.tools.clarify import ClarifyTool
 from runtime.tools.sandbox import Access
 
 GRANTED = 'an "approve always" grant'
+# Verdicts of clawgate's own making, for traces and the audit trail.
+ASKS_REQUESTER = PolicyDecision(verdict="ask", source="builtin", rule="clarify")
+APPROVED = PolicyDecision(verdict="allow", source="approval")
+ASK_MODE = PolicyDecision(verdict="ask", source="mode", rule="ask")
+UNCONTAINED = PolicyDecision(verdict="ask", source="builtin", rule="uncontained")
+CHANGED = PolicyDecision(verdict="deny", source="builtin", rule="changed_since_approval")
+
+
+def risk_decision(decision: RiskDecision) -> PolicyDecision:
+    return PolicyDecision(
+        verdict=decision.verdict.value, source=decision.source, rule=decision.rule
+    )
+
+
+def hook_decision(judged: HookVerdict) -> PolicyDecision:
+    return PolicyDecision(verdict=judged.decision, source="hook", rule=judged.names)
 
 
 def suspended(
-    invocation: ToolInvocation, reasons: tuple[str, ...], hooks: HookVerdict | None = None
+    invocation: ToolInvocation,
+    reasons: tuple[str, ...],
+    policy: PolicyDecision,
+    hooks: HookVerdict | None = None,
 ) -> ToolResult:
-    """`hooks`: their answer, whose quorum and routes the request takes on."""
+    """`policy`: why it asks; `hooks`: their answer, whose quorum and routes the request
+    takes on."""
     why = "; ".join(reasons)
     result = stop_here(
         invocation,
@@ -45,6 +65,7 @@ def suspended(
         f"waiting for a human to approve this call ({why})",
         f"{invocation.tool.name} needs approval: {why}",
         reasons,
+        policy,
     )
     if hooks is not None and hooks.decision == "ask":
         result.quorum, result.routes = hooks.quorum, list(hooks.routes)
@@ -106,10 +127,11 @@ class HumanApprovalMiddleware:
                 "waiting for the requester's answer",
                 "clarify: waiting for the requester's answer",
                 (ASKED,),
+                ASKS_REQUESTER,
             )
         arguments = invocation.args.model_dump(mode="json")
         name = invocation.tool.name
-        risk, always_ask = self.policy, None
+        risk, always_ask, forced_by = self.policy, None, ASK_MODE
         effective = await current_policy(invocation.context, self.policies)
         hooks: tuple[ScopedHook, ...] = ()
         if effective is not None and self.policies is not None:
@@ -117,6 +139,7 @@ class HumanApprovalMiddleware:
             verdict = effective.verdict(name)
             if verdict.state == "ask":
                 always_ask = f"{name} always asks for approval here ({verdict.source})"
+                forced_by = verdict.decision("ask")
             hooks = effective.hooks_for(name)
         mode = effective.mode if effective is not None else "auto"
         # An approved call is judged again as it was judged when asked (whatever the mode).
@@ -128,7 +151,7 @@ class HumanApprovalMiddleware:
             )
         if decision.verdict is Verdict.DENY:
             why = "refused by the risk policy: " + "; ".join(decision.reasons)
-            return denied(invocation, why, decision.reasons)
+            return denied(invocation, why, decision.reasons, risk_decision(decision))
         uncontained = invocation.tool.uncontained()
         reasons = decision.reasons if uncontained is None else (*decision.reasons, uncontained)
         # A tool that always asks here, or any side effect in ask mode: asked whatever else.
@@ -137,29 +160,34 @@ class HumanApprovalMiddleware:
         built_in = (forced, *reasons) if forced else reasons
         judged = await self._ask_hooks(invocation, hooks, built_in, mode)
         if judged is not None and judged.decision == "deny":
-            return denied(invocation, "; ".join(judged.reasons), judged.reasons)
+            why = "; ".join(judged.reasons)
+            return denied(invocation, why, judged.reasons, hook_decision(judged))
         asked = judged.reasons if judged is not None and judged.decision == "ask" else ()
         if forced is not None:
             # "Always" means always: no standing rule, grant or hook's allow answers for it.
-            return suspended(invocation, (forced, *decision.reasons, *asked), judged)
-        if asked:  # a hook's ask: before any grant, which it tightens
-            return suspended(invocation, (*reasons, *asked), judged)
+            return suspended(invocation, (forced, *decision.reasons, *asked), forced_by, judged)
+        if judged is not None and asked:  # a hook's ask: before any grant, which it tightens
+            return suspended(invocation, (*reasons, *asked), hook_decision(judged), judged)
         if decision.verdict is Verdict.ALLOW and uncontained is None:
             # read-only (the context's default access)
-            return await self._unasked(invocation, call_next(invocation))
+            running = call_next(invocation)
+            return decided(await self._unasked(invocation, running), risk_decision(decision))
         if judged is not None and uncontained is None:
             # Every hook allowed what only the risk rules would ask: it runs as a grant would.
             running = call_next(approved(invocation))
             by = f"the allow of hook {', '.join(judged.allowed_by)}"
-            return await self._unasked(invocation, running, by)
+            return decided(await self._unasked(invocation, running, by), hook_decision(judged))
         ctx = invocation.context
         rule = rule_for_call(name, invocation.tool, arguments, effective)
         if ctx.conversation and rule:
             grants = self.store.grants
-            if await grants.covering(rule, set(reasons), ctx.conversation.id, ctx.session):
+            grant = await grants.covering(rule, set(reasons), ctx.conversation.id, ctx.session)
+            if grant is not None:
                 running = call_next(approved(invocation))
-                return await self._unasked(invocation, running, GRANTED)
-        return suspended(invocation, reasons)
+                by_grant = PolicyDecision(verdict="allow", source="grant", rule=grant.id)
+                return decided(await self._unasked(invocation, running, GRANTED), by_grant)
+        asks = risk_decision(decision) if decision.verdict is Verdict.ASK else UNCONTAINED
+        return suspended(invocation, reasons, asks)
 
     async def _ask_hooks(
         self,
@@ -189,13 +217,14 @@ class HumanApprovalMiddleware:
         changed = await self._changed_since_approval(invocation, grant)
         changed = changed or await rejudged(self.store, grant, decision)
         if changed is not None:  # a deny too: even an approval cannot let it through
-            return denied(invocation, changed, decision.reasons)
+            return denied(invocation, changed, decision.reasons, CHANGED)
         if hooks:  # the approval answers any ask: only a deny stops it now
             call = hook_call(invocation, decision.reasons, "ask", mode, approved=True)
             judged = await self.hooks.judge(hooks, call)
             if judged.decision == "deny":
-                return denied(invocation, "; ".join(judged.reasons), judged.reasons)
-        return await call_next(approved(invocation))
+                why = "; ".join(judged.reasons)
+                return denied(invocation, why, judged.reasons, hook_decision(judged))
+        return decided(await call_next(approved(invocation)), APPROVED)
 
     async def _unasked(
         self,

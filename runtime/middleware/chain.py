@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.models import ToolCall, ToolResult, ToolStatus
+from runtime.models import PolicyDecision, ToolCall, ToolResult, ToolStatus
 from runtime.tools.base import Tool, ToolArgs, ToolContext
 
 
@@ -40,8 +40,10 @@ def stop_here(
     model_text: str,
     display: str,
     reasons: Sequence[str] = (),
+    policy: PolicyDecision | None = None,
 ) -> ToolResult:
-    """The result of a middleware that short-circuits: the tool does not run."""
+    """The result of a middleware that short-circuits: the tool does not run. `policy`: the
+    verdict that stopped it and where it came from."""
     return ToolResult(
         call_id=invocation.call.id,
         tool=invocation.tool.name,
@@ -49,7 +51,16 @@ def stop_here(
         model_text=model_text,
         display=display,
         reasons=list(reasons),
+        policy=policy,
     )
+
+
+def decided(result: ToolResult, policy: PolicyDecision) -> ToolResult:
+    """`result` of a call that ran (or was stopped further down the chain), with the verdict
+    that let it through unless one further down was recorded."""
+    if result.policy is None:
+        result.policy = policy
+    return result
 
 
 def build_chain(middlewares: Sequence[Middleware], endpoint: Handler) -> Handler:

@@ -7,20 +7,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runtime.middleware.chain import Handler, ToolInvocation, stop_here
-from runtime.models import ToolResult, ToolStatus
+from runtime.models import PolicyDecision, ToolResult, ToolStatus
 from runtime.policy.modes import has_side_effects
 from runtime.policy.resolve import EffectivePolicy
 from runtime.policy.service import PolicyService
 from runtime.tools.base import ToolContext
 
+PLAN_MODE = PolicyDecision(verdict="deny", source="mode", rule="plan")
 
-def denied(invocation: ToolInvocation, reason: str, reasons: Sequence[str] = ()) -> ToolResult:
+
+def denied(
+    invocation: ToolInvocation,
+    reason: str,
+    reasons: Sequence[str] = (),
+    policy: PolicyDecision | None = None,
+) -> ToolResult:
     return stop_here(
         invocation,
         ToolStatus.DENIED,
         f"{reason}; the tool was not executed",
         f"{invocation.tool.name} denied: {reason}",
         reasons,
+        policy,
     )
 
 
@@ -48,7 +56,9 @@ class ToolPolicyMiddleware:
             if verdict.state in ("deny", "off"):
                 what = "denied" if verdict.state == "deny" else "not enabled"
                 return denied(
-                    invocation, f"tool {name!r} is {what} here by policy: {verdict.source}"
+                    invocation,
+                    f"tool {name!r} is {what} here by policy: {verdict.source}",
+                    policy=verdict.decision("deny"),
                 )
             if policy.mode == "plan" and has_side_effects(invocation.tool):
                 # Not offered in plan mode; a call the model makes anyway does not run.
@@ -56,5 +66,6 @@ class ToolPolicyMiddleware:
                     invocation,
                     f"{name} may change things and this conversation is in plan mode "
                     f"({policy.sources['mode']}); switch with /mode",
+                    policy=PLAN_MODE,
                 )
         return await call_next(invocation)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from runtime.mcp.config import is_mcp_name, names, server_wildcard, split_name
-from runtime.models import Actor
+from runtime.models import Actor, PolicyDecision, PolicySource, PolicyVerdict
 from runtime.policy.approvers import ApproverPolicy
 from runtime.policy.listed_models import DEFAULT_MODEL, ListedModel
 from runtime.policy.model import (
@@ -70,6 +70,18 @@ class ToolVerdict:
     state: ToolState  # allow: runs (risk rules may ask); ask: always asks; deny/off: never
     source: str  # where the deciding value came from, for people
 
+    @property
+    def layer(self) -> PolicySource:
+        """The layer `source` names: an admin's override (stored in Redis), the policy file,
+        else the settings (CLAWGATE_ENABLED_TOOLS, what is off until someone allows it)."""
+        if self.source.startswith(OVERRIDE_LABEL):
+            return "override"
+        return "policy_file" if FILE_LABEL in self.source else "settings"
+
+    def decision(self, verdict: PolicyVerdict) -> PolicyDecision:
+        """This verdict as the policy decision on a call (`rule`: the source, shortened)."""
+        return PolicyDecision(verdict=verdict, source=self.layer, rule=self.source[:RULE_CHARS])
+
 
 @dataclass(frozen=True, slots=True)
 class ScopedHook:
@@ -85,8 +97,11 @@ class ScopedHook:
 
 @dataclass(frozen=True, slots=True)
 class EffectivePolicy:
+    """Shared by every run with the same inputs (runtime.policy.service caches it): its
+    tables are read-only."""
+
     conversation: str
-    tools: dict[str, ToolVerdict]
+    tools: Mapping[str, ToolVerdict]
     risk: RiskConfig
     admins: frozenset[str]
     approvers: frozenset[str]
@@ -98,8 +113,8 @@ class EffectivePolicy:
     # Where approval requests are posted too (conversation ids), from every scope.
     notify: tuple[str, ...] = ()
     # The N-person rule (tool or risk-reason regex -> approvers needed), from every scope.
-    quorum_tools: dict[str, int] = field(default_factory=dict)
-    quorum_reasons: dict[str, int] = field(default_factory=dict)
+    quorum_tools: Mapping[str, int] = field(default_factory=dict)
+    quorum_reasons: Mapping[str, int] = field(default_factory=dict)
     users: frozenset[str] | None = None  # who may talk to the bot here; None: everyone
     # MCP tools (or `<server>.*`) whose "approve always" covers any arguments, from every scope.
     generalize_arguments: frozenset[str] = frozenset()
@@ -108,7 +123,7 @@ class EffectivePolicy:
     mode: Mode = DEFAULT_MODE  # runtime/policy/modes.py: the conversation's, within mode_max
     mode_max: Mode = DEFAULT_MAX  # the loosest mode allowed here
     model: ListedModel | None = None  # the conversation's listed model; None: the process's
-    sources: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
+    sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where it came from
 
     @property
     def model_name(self) -> str:
@@ -166,13 +181,17 @@ class EffectivePolicy:
 MCP_OFF = "MCP tools are off until the policy allows them (/policy allow <server>.<tool>)"
 
 
+FILE_LABEL, OVERRIDE_LABEL = "policy file [", "override ["
+RULE_CHARS = 120  # of a verdict's source, as a call's policy decision names it
+
+
 def file_label(scope: str) -> str:
-    return f"policy file [{scope_label(scope)}]"
+    return f"{FILE_LABEL}{scope_label(scope)}]"
 
 
 def override_label(scope: str, override: Override) -> str:
     when = datetime.fromtimestamp(override.at / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"override [{scope_label(scope)}] by {override.by}, {when}"
+    return f"{OVERRIDE_LABEL}{scope_label(scope)}] by {override.by}, {when}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 
@@ -41,6 +41,7 @@ from runtime.tools.base import ToolContext
 log = logging.getLogger(__name__)
 SEPARATOR = "\x1f"
 RISK_CACHE = 64  # compiled `[risk]` variants kept (one per distinct merged table)
+POLICY_CACHE = 1024  # resolved policies kept (one per distinct set of inputs)
 
 
 class PolicyChangeError(Exception):
@@ -70,13 +71,21 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _parsed_overrides(
+# What a conversation's overrides and choices were read as: the raw replies, hashable, so
+# that the same replies resolve to the same (cached) policy.
+StoredOverrides = tuple[tuple[tuple[str, str], str | bytes], ...]  # (scope, tool), JSON
+StoredChoices = tuple[tuple[str | bytes, str | bytes], ...]  # name, JSON; sorted by name
+
+
+def _stored_overrides(
     fields: Sequence[tuple[str, str]], values: Sequence[str | bytes | None]
-) -> dict[str, dict[str, Override]]:
+) -> StoredOverrides:
+    return tuple((f, v) for f, v in zip(fields, values, strict=True) if v is not None)
+
+
+def _overrides_of(stored: StoredOverrides) -> dict[str, dict[str, Override]]:
     found: dict[str, dict[str, Override]] = {}
-    for (scope, tool), value in zip(fields, values, strict=True):
-        if value is None:
-            continue
+    for (scope, tool), value in stored:
         try:
             override = Override.model_validate_json(value)
         except ValueError:
@@ -89,6 +98,46 @@ def _parsed_overrides(
 
 def _wider(scope: str, than: str) -> bool:
     return len(scopes_of(scope)) < len(scopes_of(than))
+
+
+class PolicyRead:
+    """What one conversation's policy is made of, read in one round trip: `queue` puts the
+    two reads on a pipeline, `take` is handed their replies (a `runtime.store.runs.Reads`)."""
+
+    def __init__(
+        self, service: PolicyService, conversation_id: str, fields: list[tuple[str, str]]
+    ) -> None:
+        self.service = service
+        self.conversation_id = conversation_id
+        self.fields = fields
+        self.overrides: StoredOverrides = ()
+        self.choices: StoredChoices = ()
+        self.at = 0.0  # time.monotonic() when the replies came
+
+    def queue(self, pipe: Any) -> None:
+        pipe.hmget(self.service.key, [f"{s}{SEPARATOR}{t}" for s, t in self.fields])
+        pipe.hgetall(self.service.keys.choices(self.conversation_id))
+
+    def take(self, replies: Sequence[Any]) -> None:
+        values, stored = replies
+        self.at = time.monotonic()
+        self.overrides = _stored_overrides(self.fields, values)
+        self.choices = tuple(sorted(stored.items()))
+
+    def policy(self, also_enabled: tuple[str, ...] = ()) -> EffectivePolicy:
+        return self.service._resolved(
+            self.conversation_id, self.overrides, self.choices, also_enabled
+        )
+
+
+def _choices_of(stored: StoredChoices) -> dict[str, Choice]:
+    found = {}
+    for name, value in stored:
+        try:
+            found[_text(name)] = Choice.model_validate_json(value)
+        except ValueError:  # fail closed: the mode resolves to plan, the model to default
+            found[_text(name)] = Choice(value="?", by="?", at=0)
+    return found
 
 
 class PolicyService:
@@ -113,6 +162,9 @@ class PolicyService:
         self.document = document or PolicyDocument()
         self.audit = audit
         self._risk: dict[str, RiskPolicy] = {}
+        # Resolved policies by their inputs, for `_resolved`: shared, so never mutated.
+        self._policies: dict[tuple[Any, ...], EffectivePolicy] = {}
+        self._policies_for: PolicyDocument | None = None  # the document they were resolved on
         # Told of each new policy file (the MCP servers follow it).
         self.watchers: list[Callable[[PolicyDocument], None]] = []
 
@@ -143,33 +195,24 @@ class PolicyService:
         one round trip however many conversations have overrides."""
         fields = self._override_fields(conversation_id, also)
         values = await self.redis.hmget(self.key, [f"{s}{SEPARATOR}{t}" for s, t in fields])
-        return _parsed_overrides(fields, values)
+        return _overrides_of(_stored_overrides(fields, values))
 
     def _override_fields(self, conversation_id: str, also: Sequence[str]) -> list[tuple[str, str]]:
         named = dict.fromkeys([*self._override_names(), *also])
         return [(s, t) for s in scopes_of(conversation_id) for t in named]
 
-    async def _overrides_and_choices(
-        self, conversation_id: str
-    ) -> tuple[dict[str, dict[str, Override]], dict[str, Choice]]:
-        """The overrides and the conversation's `/mode` and `/model`, in one round trip."""
-        fields = self._override_fields(conversation_id, ())
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hmget(self.key, [f"{s}{SEPARATOR}{t}" for s, t in fields])
-        pipe.hgetall(self.keys.choices(conversation_id))
-        values, stored = await pipe.execute()
-        choices = {}
-        for name, value in stored.items():
-            try:
-                choices[_text(name)] = Choice.model_validate_json(value)
-            except ValueError:  # fail closed: the mode resolves to plan, the model to default
-                choices[_text(name)] = Choice(value="?", by="?", at=0)
-        return _parsed_overrides(fields, values), choices
+    async def read(self, conversation_id: str) -> PolicyRead:
+        """The reads of one conversation's policy (its overrides, its `/mode` and `/model`),
+        to queue on a pipeline: of their own (`effective`) or riding another trip (a run's
+        start: runtime/store/runs.py)."""
+        if self.catalog is not None:
+            await self.catalog.settled()
+        return PolicyRead(self, conversation_id, self._override_fields(conversation_id, ()))
 
     async def admit(self, actor: Actor, conversation: ConversationRef) -> str | None:
         """Why `actor` may not talk to the bot in `conversation`, or None if they may (the
         file's `[access]`: no Redis round trip). A refusal is audited."""
-        policy = self.resolve(conversation.id, {})
+        policy = self._resolved(conversation.id, (), (), ())
         refusal = policy.access_refusal(actor, conversation.direct)
         if refusal is not None and self.audit is not None:
             await self.audit.record(
@@ -198,13 +241,42 @@ class PolicyService:
         """The policy of one conversation right now, with its mode and model (one Redis round
         trip). `also_enabled`:
         tools to judge as if CLAWGATE_ENABLED_TOOLS held them (an explorer's `read`)."""
-        if self.catalog is not None:
-            await self.catalog.settled()
-        overrides, choices = await self._overrides_and_choices(conversation_id)
-        defaults = self.defaults
-        if also_enabled:
-            defaults = dataclasses.replace(defaults, enabled=(*defaults.enabled, *also_enabled))
-        return resolve(self.document, overrides, conversation_id, defaults, self.tools, choices)
+        read = await self.read(conversation_id)
+        pipe = self.redis.pipeline(transaction=False)
+        read.queue(pipe)
+        read.take(await pipe.execute())
+        return read.policy(also_enabled)
+
+    def _resolved(
+        self,
+        conversation_id: str,
+        overrides: StoredOverrides,
+        choices: StoredChoices,
+        also_enabled: tuple[str, ...],
+    ) -> EffectivePolicy:
+        """The policy resolved from these replies, resolved again only when one of its inputs
+        changed: the replies, the document (`replace` swaps it), the defaults, the tools (the
+        MCP catalog's change)."""
+        tools = self.tools
+        key = (conversation_id, overrides, choices, also_enabled, self.defaults, tools)
+        if self._policies_for is not self.document or len(self._policies) >= POLICY_CACHE:
+            self._policies.clear()
+            self._policies_for = self.document
+        policy = self._policies.get(key)
+        if policy is None:
+            defaults = self.defaults
+            if also_enabled:
+                enabled = (*defaults.enabled, *also_enabled)
+                defaults = dataclasses.replace(defaults, enabled=enabled)
+            policy = self._policies[key] = resolve(
+                self.document,
+                _overrides_of(overrides),
+                conversation_id,
+                defaults,
+                tools,
+                _choices_of(choices),
+            )
+        return policy
 
     def risk_policy(self, config: RiskConfig) -> RiskPolicy:
         """The compiled risk rules for a merged `[risk]` (compiling patterns is not free)."""

@@ -24,7 +24,12 @@ SUMMARY_PROMPT = (
 
 
 class ProviderError(Exception):
-    """The model could not answer; the message is safe and useful to show in chat."""
+    """The model could not answer; the message is safe and useful to show in chat. `code`:
+    a short machine code for traces (runtime/error_codes.py)."""
+
+    def __init__(self, message: str, code: str = "provider_error") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Provider(Protocol):

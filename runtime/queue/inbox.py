@@ -4,7 +4,8 @@ Adapters `put` inputs; workers `read` them, process a job only while it is at th
 its lane (its session), and `ack` it when done. A lane is a Redis list of stream ids written
 in the same script as the stream entry, so lane order is arrival order whichever process
 reads which entry. Jobs a dead consumer left pending are `reclaim`ed after an idle timeout;
-live consumers `keep` theirs fresh so long jobs are not stolen.
+live consumers renew their claims (`renew_claims`) so long jobs are not stolen. Who owns a
+job and whether its process lives (liveness marks, fencing, takeover): runtime/ownership/.
 
 The inbox is `partitions` streams (CLAWGATE_INBOX_PARTITIONS), each with its own consumer
 group: a lane always lives in the partition its session hashes to, with the partition's
@@ -24,10 +25,11 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from runtime.store import liveness
+from runtime.ownership import liveness_mark
+from runtime.ownership.liveness_mark import ALIVE, GONE
+from runtime.store.closing import Closing
 from runtime.store.connection import is_cluster
 from runtime.store.keys import Keys, inbox_partition
-from runtime.store.liveness import ALIVE, GONE
 
 GROUP = "workers"
 WAITAOF_MS = 1500  # within the ingest deadline: else the platform is answered 503 and retries
@@ -42,7 +44,11 @@ for i = 3, #KEYS do
 end
 for i = 3, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[1], 'NX') end
 if dup then return false end
-local id = redis.call('XADD', KEYS[1], '*', 'lane', ARGV[2], 'job', ARGV[3])
+local fields = {'lane', ARGV[2], 'job', ARGV[3]}
+-- Only `ack` removes a lane's head and only `put` adds (at the tail): a job that found its lane
+-- empty heads it until it is acknowledged, and its worker need not look (Job.first).
+if redis.call('LLEN', KEYS[2]) == 0 then fields[5], fields[6] = 'first', '1' end
+local id = redis.call('XADD', KEYS[1], '*', unpack(fields))
 redis.call('RPUSH', KEYS[2], id)
 return id
 """
@@ -82,7 +88,7 @@ return found
 # KEYS: stream   ARGV: group, consumer, ids...  Resets the idle time of the jobs the consumer
 # still owns; returns those it lost, each with why: {id, 'taken' (reclaimed by another worker
 # while this one stalled) or 'gone' (finished elsewhere: e.g. joined a running run), ...}.
-KEEP = """
+RENEW_CLAIMS = """
 local lost = {}
 for i = 3, #ARGV do
   local entry = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)[1]
@@ -139,7 +145,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 # KEYS: workers zset   ARGV: consumer.  Workers silent for an hour are forgotten.
-BEAT = (
+MARK_POLLING = (
     _NOW
     + """
 redis.call('ZADD', KEYS[1], now, ARGV[1])
@@ -174,7 +180,7 @@ return {now, waiting, pending, oldest and oldest[1] or ''}
 )
 
 
-Lost = Literal["taken", "gone"]  # why a worker no longer owns a job it held (Inbox.keep)
+Lost = Literal["taken", "gone"]  # why a worker no longer owns a job it held (Inbox.renew_claims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +191,7 @@ class Job:
     deliveries: int = 1
     attempt: int = 0  # tries in this process (Redis was unreachable on the earlier ones)
     partition: int = 0
+    first: bool = False  # its lane was empty when it was queued: it heads it until acknowledged
 
     @property
     def ref(self) -> tuple[int, str]:
@@ -213,7 +220,10 @@ def _jobs(entries: Sequence[Any], partition: int) -> list[Job]:
     jobs = []
     for entry_id, fields in entries:
         if fields:  # a deleted entry still pending shows up without fields
-            jobs.append(Job(entry_id, fields["lane"], fields["job"], partition=partition))
+            first = fields.get("first") == "1"
+            jobs.append(
+                Job(entry_id, fields["lane"], fields["job"], partition=partition, first=first)
+            )
     return jobs
 
 
@@ -336,17 +346,28 @@ class Inbox:
             for entry_id, payload in zip(flat[::2], flat[1::2], strict=True)
         ]
 
-    async def ack(self, job: Job) -> str | None:
-        """Finish a job; returns the id now heading its lane."""
+    async def ack(self, job: Job, closing: Closing | None = None) -> str | None:
+        """Finish a job, in one round trip with the writes its `closing` holds (sent first);
+        returns the id now heading its lane."""
         keys = [self.streams[job.partition], self.lane_key(job.lane), self._starts_key(job)]
-        head = await self.redis.eval(ACK, 3, *keys, GROUP, job.id)
+        if closing is None or not closing.writes:
+            head = await self.redis.eval(ACK, 3, *keys, GROUP, job.id)
+            return None if head is None else str(head)
+        pipe = self.redis.pipeline(transaction=False)
+        closing.queue(pipe)
+        pipe.eval(ACK, 3, *keys, GROUP, job.id)
+        *replies, head = await pipe.execute(raise_on_error=False)
+        for reply in (*replies, head):  # the job stays pending unless all of it was written
+            if isinstance(reply, Exception):
+                raise reply
+        closing.sent = True
         return None if head is None else str(head)
 
     async def started(self, job: Job) -> int:
         """Count a start of a job taken over from a stopped worker; returns the count."""
         return int(await self.redis.eval(STARTED, 1, self._starts_key(job), self.dedupe_ttl_ms))
 
-    async def keep(self, consumer: str, jobs: Sequence[Job]) -> dict[tuple[int, str], Lost]:
+    async def renew_claims(self, consumer: str, jobs: Sequence[Job]) -> dict[tuple[int, str], Lost]:
         """Reset the idle time of jobs this consumer works on or waits to work on; returns
         those (`Job.ref`) it lost meanwhile: `taken` over by another consumer, or `gone`
         (finished elsewhere). One script per partition (its stream's slot), all in one
@@ -358,7 +379,7 @@ class Inbox:
             return {}
         pipe = self.redis.pipeline(transaction=False)
         for partition, some in ids.items():
-            pipe.eval(KEEP, 1, self.streams[partition], GROUP, consumer, *some)
+            pipe.eval(RENEW_CLAIMS, 1, self.streams[partition], GROUP, consumer, *some)
         replies = await pipe.execute()
         return {
             (partition, str(job_id)): "taken" if why == "taken" else "gone"
@@ -398,24 +419,24 @@ class Inbox:
         ]
         return counted, cursor
 
-    async def beat(self, consumer: str) -> None:
+    async def mark_polling(self, consumer: str) -> None:
         """Say that `consumer` is polling (server time, so hosts' clocks do not matter)."""
-        await self.redis.eval(BEAT, 1, self.keys.inbox_workers(), consumer)
+        await self.redis.eval(MARK_POLLING, 1, self.keys.inbox_workers(), consumer)
 
-    async def live(self, consumer: str, ttl_ms: int) -> bool:
+    async def renew_mark(self, consumer: str, ttl_ms: int) -> bool:
         """Say that `consumer`'s process lives for `ttl_ms` more: once this lapses, its jobs
         are taken over at once (and approved calls it executes are settled). False: too late,
         its mark was fenced (its jobs are being taken over) or it said it stopped."""
-        return await liveness.renew(self.redis, self.keys.worker(consumer), ttl_ms)
+        return await liveness_mark.renew(self.redis, self.keys.worker(consumer), ttl_ms)
 
     async def gone(self, consumer: str) -> None:
         """`consumer` stopped for good: its jobs left may be taken over at once."""
-        await liveness.gone(self.redis, self.keys.worker(consumer))
+        await liveness_mark.gone(self.redis, self.keys.worker(consumer))
 
     async def fence(self, consumer: str) -> bool:
         """Before taking over the jobs of `consumer`, whose mark lapsed: make sure it can never
         renew it. False if it renewed it meanwhile (it only stalled): leave its jobs."""
-        return await liveness.fence(self.redis, self.keys.worker(consumer))
+        return await liveness_mark.fence(self.redis, self.keys.worker(consumer))
 
     async def _consumers(self) -> list[dict[str, Any]]:
         """The group's consumers over every partition, one entry per name: jobs pending
@@ -479,7 +500,10 @@ class Inbox:
         for partition, taken in zip(ids, await pipe.execute(), strict=True):
             for entry_id, flat, deliveries in taken or []:
                 fields = dict(zip(flat[::2], flat[1::2], strict=True))
-                job = Job(str(entry_id), fields["lane"], fields["job"], int(deliveries))
+                first = fields.get("first") == "1"
+                job = Job(
+                    str(entry_id), fields["lane"], fields["job"], int(deliveries), first=first
+                )
                 jobs.append(dataclasses.replace(job, partition=partition))
         return jobs
 
@@ -493,8 +517,12 @@ class Inbox:
 
     async def workers_polling(self, within_s: float) -> bool:
         """Whether some worker said it was polling in the last `within_s` seconds."""
+        return await self.polling(within_s) > 0
+
+    async def polling(self, within_s: float) -> int:
+        """How many workers said they were polling in the last `within_s` seconds."""
         count = await self.redis.eval(POLLING, 1, self.keys.inbox_workers(), int(within_s * 1000))
-        return int(count) > 0
+        return int(count)
 
     async def workers(self) -> list[Polled]:
         """Every worker that polled in the last hour, with its liveness mark: one that was

@@ -13,24 +13,27 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from redis.exceptions import RedisError
 
-from runtime.lease import CURRENT, Lease, LeaseLost
+from runtime import log_context
+from runtime.metrics import JOBS_DROPPED, TAKEOVERS
+from runtime.outage import OUTAGE
+from runtime.ownership.lease import CURRENT, Lease, LeaseLost
+from runtime.ownership.renewal import Renewal
+from runtime.ownership.takeover import take_over_forever
 from runtime.queue.inbox import Inbox, Job, Lost
 from runtime.shutdown import cancel
+from runtime.store import closing
+from runtime.store.closing import Closing
 from runtime.store.connection import CLUSTER_OUTAGES, OUTAGES
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], Awaitable[None]]
 HELD_PER_LANE = 4  # jobs read ahead per busy lane: a busy session never starves the others
-BEAT_INTERVAL = 2.0  # seconds between "still polling" marks in Redis
+# Seconds between "still polling" marks in Redis (for /readyz; not the liveness mark, which
+# says whether the process lives: runtime/ownership/).
+POLLING_MARK_INTERVAL = 2.0
 WORKER_SILENCE = 10.0  # seconds without such a mark after which a worker counts as gone
 MAX_STARTS = 5  # a job that keeps killing its workers is dropped, not retried forever
-TAKEOVER_INTERVAL = 0.25  # seconds between looks for workers whose liveness mark lapsed
-# A lapsed mark is trusted only after this long: right after Redis restarts (or stalls), live
-# workers' marks may have lapsed before they could renew them (every eighth of the TTL).
-TAKEOVER_CONFIRM = 0.6
-RENEWALS_PER_TTL = 8
-FORGET_AFTER_MS = 60_000  # a dead consumer with nothing pending leaves the group after this
 RETRY_MAX = 10.0  # seconds between tries of a job while Redis is unreachable
 # What a loop of the worker waits out and tries again (a cluster's SlotNotCoveredError is no
 # RedisError).
@@ -51,24 +54,24 @@ class Worker:
         dropped: Handler | None = None,
     ) -> None:
         """`liveness_ttl`: seconds this worker's liveness mark lasts (renewed eight times as
-        often); another worker takes over its jobs once it lapsed. `reclaim_idle`: the
-        fallback for jobs of consumers that never had a mark. `dropped`: told of a job given
-        up after MAX_STARTS."""
+        often: runtime/ownership/); another worker takes over its jobs once it lapsed.
+        `reclaim_idle`: the fallback for jobs of consumers that never had a mark. `dropped`:
+        told of a job given up after MAX_STARTS."""
         self.inbox = inbox
         self.handle = handle
         self.consumer = consumer
         self.concurrency = concurrency
         self.reclaim_idle = reclaim_idle
         self.lane_poll = lane_poll
-        self.liveness_ttl = liveness_ttl
         self.lease = Lease(liveness_ttl)  # `lease.fenced`: set once its jobs were taken over
+        self.renewal = Renewal(inbox, consumer, self.lease, self._still_holds)
         self.dropped = dropped
         self.last_poll = 0.0  # monotonic time of the last successful read: /readyz
         self._held: dict[str, dict[str, Job]] = {}  # lane -> jobs this worker holds
         self._lanes: dict[str, asyncio.Task[None]] = {}
         self._running: set[tuple[int, str]] = set()  # jobs (`Job.ref`) being handled now
         self._space = asyncio.Event()
-        self._stopping = False
+        self._stop_asked = False
         self._tasks: list[asyncio.Task[None]] = []
         self._read_groups = inbox.read_groups()
 
@@ -84,10 +87,15 @@ class Worker:
         return len(self._lanes) >= self.concurrency or self.in_flight >= held_limit
 
     @property
+    def _stopping(self) -> bool:
+        """Asked to stop, or fenced: its jobs were taken over while it stalled."""
+        return self._stop_asked or self.lease.fenced.is_set()
+
+    @property
     def _readers(self) -> list[asyncio.Task[None]]:
         return self._tasks[: len(self._read_groups)]  # one per read group, first
 
-    def alive(self, within: float = 10.0) -> bool:
+    def polling(self, within: float = 10.0) -> bool:
         """Reading recently, or busy with as much work as it may take (which is not stuck)."""
         if self._stopping or not self._tasks or any(t.done() for t in self._readers):
             return False
@@ -95,74 +103,48 @@ class Worker:
 
     async def start(self) -> None:
         await self.inbox.ensure_group()
-        # Marked alive before reading anything: no other worker may take what it reads.
-        sent = self.lease.clock()
-        await self.inbox.live(self.consumer, int(self.liveness_ttl * 1000))
-        self.lease.renewed(sent)
-        await self._beat()
+        await self.renewal.first()
+        await self._mark_polling()
         self.last_poll = time.monotonic()
         self._tasks = [
             *(
                 asyncio.create_task(self._read_forever(group), name=f"inbox-reader-{group[0]}")
                 for group in self._read_groups
             ),
-            asyncio.create_task(self._beat_forever(), name="inbox-heartbeat"),
-            asyncio.create_task(self._live_forever(), name="inbox-liveness"),
-            asyncio.create_task(self._keep_forever(), name="inbox-keepalive"),
+            asyncio.create_task(self._mark_polling_forever(), name="inbox-polling-mark"),
+            asyncio.create_task(self.renewal.forever(), name="liveness-renewal"),
+            asyncio.create_task(self._renew_claims_forever(), name="inbox-claim-renewal"),
             asyncio.create_task(self._reclaim_forever(), name="inbox-reclaimer"),
-            asyncio.create_task(self._take_over_forever(), name="inbox-takeover"),
+            asyncio.create_task(
+                take_over_forever(self.inbox, self.consumer, self._take, lambda: self._stopping),
+                name="inbox-takeover",
+            ),
         ]
 
-    async def _beat(self) -> None:
+    async def _mark_polling(self) -> None:
         try:
-            await self.inbox.beat(self.consumer)
+            await self.inbox.mark_polling(self.consumer)
         except RETRIED as exc:
-            log.warning("inbox heartbeat failed (%s)", exc)
+            if not OUTAGE.failed("inbox polling mark", exc):
+                log.warning("inbox polling mark failed (%s)", exc)
 
-    async def _beat_forever(self) -> None:
+    async def _mark_polling_forever(self) -> None:
         """Tell other processes (a serve without its own worker) this worker polls, also
         while it is too busy to read."""
         while True:
-            await asyncio.sleep(BEAT_INTERVAL)
-            if self.alive():
-                await self._beat()
+            await asyncio.sleep(POLLING_MARK_INTERVAL)
+            if self.polling():
+                await self._mark_polling()
 
-    async def _live_forever(self) -> None:
-        """Renew the liveness mark while this process runs (until its work is stopped)."""
-        while not self.lease.fenced.is_set():
-            await asyncio.sleep(self.liveness_ttl / RENEWALS_PER_TTL)
-            try:
-                await self._renew()
-            except RETRIED as exc:
-                log.warning("liveness mark failed (%s)", exc)
-
-    async def _renew(self) -> None:
-        """Renew the mark, and with it the lease. After a stall past the mark's life (the
-        lease lapsed), renewing is not enough: its jobs may have been taken meanwhile, by a
-        worker that fenced the mark (it cannot be renewed then) or, after a long stall, by an
-        idle reclaim; either way this worker must not go on with any of them."""
-        lapsed = not self.lease.valid()
-        sent = self.lease.clock()
-        alive = await self.inbox.live(self.consumer, int(self.liveness_ttl * 1000))
-        if alive and lapsed:
-            held = [job for jobs in self._held.values() for job in jobs.values()]
-            alive = self._let_go(await self.inbox.keep(self.consumer, held))
-        if alive:
-            self.lease.renewed(sent)
-            if lapsed:
-                log.warning("liveness renewed after a stall; nothing was taken over")
-            return
-        log.error(
-            "this process stalled past its liveness time (CLAWGATE_LIVENESS_TTL) and its jobs "
-            "were taken over: it stops them where they stand and exits"
-        )
-        self._stopping = True  # reads no more jobs
-        self.lease.fence()
+    async def _still_holds(self) -> bool:
+        """After a stall: whether every job this worker held is still its own."""
+        held = [job for jobs in self._held.values() for job in jobs.values()]
+        return self._let_go(await self.inbox.renew_claims(self.consumer, held))
 
     async def stop(self, grace: float = 20.0) -> None:
         """Stop taking jobs, let the ones in hand finish for `grace` seconds; what is left
         stays pending in the group and another worker reclaims it."""
-        self._stopping = True
+        self._stop_asked = True
         for task in self._readers:
             task.cancel()
         lanes = list(self._lanes.values())
@@ -191,7 +173,8 @@ class Worker:
             try:
                 jobs = await self.inbox.read(self.consumer, room, 1000, partitions)
             except RETRIED as exc:
-                log.warning("inbox read failed (%s); retrying", exc)
+                if not OUTAGE.failed("inbox read", exc):
+                    log.warning("inbox read failed (%s); retrying", exc)
                 await asyncio.sleep(1.0)
                 continue
             self.last_poll = time.monotonic()
@@ -211,50 +194,28 @@ class Worker:
                         self.consumer, idle_ms, cursor, partition=partition
                     )
                 except RETRIED as exc:
-                    log.warning("inbox reclaim failed (%s)", exc)
+                    if not OUTAGE.failed("inbox reclaim", exc):
+                        log.warning("inbox reclaim failed (%s)", exc)
                     continue
                 if self._stopping:  # left pending: a live worker reclaims them in turn
                     return
                 if jobs:
                     log.warning("reclaimed %d idle jobs", len(jobs))
+                    TAKEOVERS.labels("idle").inc(len(jobs))
                 for job in jobs:
                     self._take(job)
 
-    async def _take_over_forever(self) -> None:
-        """Take over the jobs of workers whose liveness mark lapsed (killed) and stayed
-        lapsed for TAKEOVER_CONFIRM, or who said they stopped: within seconds, not after an
-        idle timeout."""
-        confirm_ms = TAKEOVER_CONFIRM * 1000
-        while not self._stopping:
-            await asyncio.sleep(TAKEOVER_INTERVAL)
-            if self._stopping:
-                return
-            try:  # also when busy: its lanes may be waiting for the dead worker's jobs
-                dead = await self.inbox.dead_consumers(self.consumer)
-                for name, pending, idle_ms, gone, lapsed_ms in dead:
-                    if not gone and lapsed_ms < confirm_ms:
-                        continue
-                    if pending:
-                        if not await self.inbox.fence(name):
-                            continue  # it renewed its mark meanwhile: it only stalled
-                        jobs = await self.inbox.take_over(self.consumer, name)
-                        if jobs:
-                            log.warning("took over %d jobs of stopped worker %s", len(jobs), name)
-                        for job in jobs:
-                            self._take(job)
-                    elif idle_ms > FORGET_AFTER_MS:
-                        await self.inbox.forget_consumer(name)
-            except RETRIED as exc:
-                log.warning("inbox takeover failed (%s)", exc)
-
-    async def _keep_forever(self) -> None:
+    async def _renew_claims_forever(self) -> None:
+        """Renew the claims on the jobs this worker holds, so the idle reclaim leaves them;
+        let go of those it lost."""
         while True:
             await asyncio.sleep(self.reclaim_idle / 3)
             held = [job for jobs in self._held.values() for job in jobs.values()]
             try:
-                lost = await self.inbox.keep(self.consumer, held)
+                lost = await self.inbox.renew_claims(self.consumer, held)
             except RETRIED as exc:
-                log.warning("inbox keepalive failed (%s)", exc)
+                if not OUTAGE.failed("inbox claim renewal", exc):
+                    log.warning("inbox claim renewal failed (%s)", exc)
                 continue
             self._let_go(lost)
 
@@ -285,14 +246,18 @@ class Worker:
         job held by another worker is waited for."""
         held = self._held[lane]
         head: str | None = None
-        CURRENT.set(self.lease)  # every effect of this lane's jobs checks it (runtime/lease.py)
+        # Every effect of this lane's jobs checks it (runtime/ownership/lease.py).
+        CURRENT.set(self.lease)
         try:
             while held:
+                if head is None:  # a job that headed its lane from the start needs no look
+                    head = next((job.id for job in held.values() if job.first), None)
                 if head not in held:
                     try:
                         head = await self.inbox.head(lane)
                     except RETRIED as exc:
-                        log.warning("lane %s: cannot read its head (%s)", lane, exc)
+                        if not OUTAGE.failed("a lane's head", exc):
+                            log.warning("lane %s: cannot read its head (%s)", lane, exc)
                         await asyncio.sleep(1.0)
                         continue
                 if head is None:  # everything we hold was finished elsewhere
@@ -301,10 +266,12 @@ class Worker:
                     job = held[head]
                     self._running.add(job.ref)
                     try:
-                        await self.lease.hold()
-                        if await self._may_start(job):
-                            await self._handle_until_done(job)
-                        head = await self._ack(job)
+                        with log_context.bound(job=job.id, worker=self.consumer):
+                            await self.lease.hold()
+                            last = None
+                            if await self._may_start(job):
+                                last = await self._handle_until_done(job)
+                            head = await self._ack(job, last)
                     except LeaseLost:
                         log.warning("job %s: left to the worker that took it over", job.id)
                         return
@@ -330,6 +297,7 @@ class Worker:
         if starts <= MAX_STARTS:
             return True
         log.error("dropping job %s: started %d times, its worker stopped each time", job.id, starts)
+        JOBS_DROPPED.inc()
         if self.dropped is not None:
             try:
                 await self.dropped(job)
@@ -337,11 +305,15 @@ class Worker:
                 log.exception("could not tell of dropped job %s", job.id)
         return False
 
-    async def _handle_until_done(self, job: Job) -> None:
+    async def _handle_until_done(self, job: Job) -> Closing:
         """Handle the job; while Redis is unreachable try it again, in place (its lane waits
-        behind it), until Redis is back or the worker stops."""
+        behind it), until Redis is back or the worker stops. Returns the writes the job left
+        to its acknowledgement (those of a try that failed are dropped with it)."""
         delay = 1.0
-        while not await self._handle(job):
+        while True:
+            with closing.opened() as last:
+                if await self._handle(job):
+                    return last
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
             job = dataclasses.replace(job, attempt=job.attempt + 1)
@@ -355,14 +327,14 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except OUTAGES as exc:
-            log.warning("job %s: Redis unreachable (%s); trying it again", job.id, exc)
+            OUTAGE.failed(f"job {job.id}", exc)  # tried again, in place
             return False
         except Exception:
             # Acknowledged anyway: a job that fails the same way every time must not loop.
             log.exception("job %s failed", job.id)
         return True
 
-    async def _ack(self, job: Job) -> str | None:
+    async def _ack(self, job: Job, last: Closing | None) -> str | None:
         """Retry until Redis takes it (an unacknowledged finished job would run again);
         returns the lane's next head."""
         delay = 0.1
@@ -370,9 +342,10 @@ class Worker:
             # A job taken over must stay pending for its new owner (XACK heeds no owner).
             await self.lease.hold()
             try:
-                return await self.inbox.ack(job)
+                return await self.inbox.ack(job, last)
             except RETRIED as exc:
-                log.warning("ack of job %s failed (%s); retrying", job.id, exc)
+                if not OUTAGE.failed(f"ack of job {job.id}", exc):
+                    log.warning("ack of job %s failed (%s); retrying", job.id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -384,6 +357,7 @@ async def sweep_forever(sweep: Callable[[], Awaitable[int]], interval: float) ->
         try:
             await sweep()
         except RETRIED as exc:
-            log.warning("approval sweep skipped: %s", exc)
+            if not OUTAGE.failed("approval sweep", exc):
+                log.warning("approval sweep skipped: %s", exc)
         except Exception:
             log.exception("approval sweep failed")

@@ -12,13 +12,14 @@ import fnmatch
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.models import PolicySource
 from runtime.redact import redact_text
 from runtime.risk.bash import judge_bash
 from runtime.risk.exports import file_risk
@@ -45,6 +46,27 @@ class Verdict(StrEnum):
 class RiskDecision:
     verdict: Verdict
     reasons: tuple[str, ...]  # why it is ASK or DENY; empty for ALLOW
+    # Which rule decided (the first reason's), and whether it is clawgate's own or one the
+    # policy file's `[risk]` added (traces and the audit trail say so); not part of what the
+    # decision is (two decisions with the same verdict and reasons are the same).
+    rule: str = field(default="", compare=False)
+    source: PolicySource = field(default="builtin", compare=False)
+
+
+# -- rule names (what traces say decided a call) -------------------------------------------------
+
+# The rules judging each tool, unless a finding names its own.
+RULES = {
+    "bash": "shell",
+    "write": "files",
+    "edit": "files",
+    "explore": "explore",
+    "send_file": "send_file",
+}
+DENY_PATTERNS, ASK_PATTERNS, PROTECTED_PATHS = "deny_patterns", "ask_patterns", "protected_paths"
+CONFIGURED = frozenset({DENY_PATTERNS, ASK_PATTERNS, PROTECTED_PATHS})  # the policy file's
+CONFIGURED_PATH = "listed in protected_paths"
+DEFAULT_SAFE_TOOLS = ("read",)
 
 
 class RiskConfig(BaseModel):
@@ -56,7 +78,7 @@ class RiskConfig(BaseModel):
     ask_patterns: list[str] = Field(default_factory=list)
     deny_patterns: list[str] = Field(default_factory=list)
     protected_paths: list[str] = Field(default_factory=list)
-    safe_tools: list[str] = Field(default_factory=lambda: ["read"])
+    safe_tools: list[str] = Field(default_factory=lambda: list(DEFAULT_SAFE_TOOLS))
     large_deletion_lines: int = Field(20, ge=1)
     # Paths (relative to the work directory) no call may change, whoever approves: the policy
     # file when it lies in the work directory. Set by the runtime, not by the policy file.
@@ -181,7 +203,7 @@ class RiskPolicy:
         self.ask_patterns = [re.compile(p) for p in self.config.ask_patterns]
         self.deny_patterns = [re.compile(p) for p in self.config.deny_patterns]
         self.protected = PROTECTED + tuple(
-            (glob, "listed in protected_paths") for glob in self.config.protected_paths
+            (glob, CONFIGURED_PATH) for glob in self.config.protected_paths
         )
         self.locked = [_normalized(p) for p in self.config.locked_paths]
 
@@ -196,7 +218,7 @@ class RiskPolicy:
         judged without one asks for whatever needs the disk to be understood).
         `accept_edits` (the `edits` mode): a write or edit of a project file (`PROJECT_FILES`)
         and a large deletion do not ask."""
-        findings = _Findings()
+        findings = _Findings(RULES.get(tool, "not_known"))
         if tool == "bash":
             self._assess_bash(arguments, findings, workdir)
         elif tool in ("write", "edit"):
@@ -210,11 +232,12 @@ class RiskPolicy:
         if tool == "read":
             secret = _file_secret(arguments.get("path"), workdir)
             if secret:
-                return RiskDecision(Verdict.ASK, (_shorten(redact_text(secret)),))
+                return RiskDecision(Verdict.ASK, (_shorten(redact_text(secret)),), "secret_file")
         decision = findings.decision()
-        if tool in self.safe_tools and decision.verdict is Verdict.ASK:
+        if tool in self.safe_tools and decision.verdict is not Verdict.DENY:
             # A safe tool never asks, but the denials (built in and configured) still apply.
-            return RiskDecision(Verdict.ALLOW, ())
+            configured = tool not in DEFAULT_SAFE_TOOLS
+            return RiskDecision(Verdict.ALLOW, (), "safe_tools", _source(configured))
         return decision
 
     def _assess_bash(
@@ -228,15 +251,15 @@ class RiskPolicy:
             findings.ask("the model asked to run it with write access")
         for pattern in self.deny_patterns:
             if pattern.search(command):
-                findings.deny(f"matches the deny pattern {pattern.pattern!r}")
+                findings.deny(f"matches the deny pattern {pattern.pattern!r}", DENY_PATTERNS)
         for pattern in self.ask_patterns:
             if pattern.search(command):
-                findings.ask(f"matches the ask pattern {pattern.pattern!r}")
+                findings.ask(f"matches the ask pattern {pattern.pattern!r}", ASK_PATTERNS)
         judge_bash(command, self.safe_programs, findings, workdir)
         if findings.questions or findings.denials:  # it may change files: not this one
             for path in self.locked:
                 if _may_name(command, posixpath.basename(path)):
-                    findings.deny(f"it may change {path}, {LOCKED}")
+                    findings.deny(f"it may change {path}, {LOCKED}", "locked_path")
 
     def _assess_file(
         self,
@@ -254,12 +277,13 @@ class RiskPolicy:
         for name in [path] if target is None else [path, target]:
             shown = path if name == path else f"{path} (a link to {name})"
             if any(tail in self.locked for tail in _tails(name)):
-                findings.deny(f"{shown} is {LOCKED}")
+                findings.deny(f"{shown} is {LOCKED}", "locked_path")
             whys = self._protection(name)
             if accept_edits:
                 whys = [why for why in whys if why not in PROJECT_FILES]
             if whys:
-                findings.ask(f"{shown} is a protected path ({'; '.join(whys)})")
+                rule = PROTECTED_PATHS if CONFIGURED_PATH in whys else "protected_path"
+                findings.ask(f"{shown} is a protected path ({'; '.join(whys)})", rule)
             if posixpath.basename(_normalized(name)) in GIT_METADATA:
                 findings.ask(f"{shown} could make a directory a git repository that runs programs")
             if "hooks" in _normalized(name).split("/"):
@@ -311,39 +335,51 @@ class RiskPolicy:
         # The file is not read here, so replace_all counts as one occurrence.
         deleted = len(old.splitlines()) - len(new.splitlines())
         if deleted >= self.config.large_deletion_lines:
-            findings.ask(f"deletes {deleted} lines")
+            findings.ask(f"deletes {deleted} lines", "large_deletion")
 
 
 # -- findings -----------------------------------------------------------------------------------
 
 
 class _Findings:
-    """Reasons collected while judging one call, deduplicated, in the order found."""
+    """Reasons collected while judging one call, deduplicated, in the order found, and the
+    rule of the first denial and of the first question (`rule`: the judging rules' name,
+    for findings that name none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
         self.denials: dict[str, None] = {}
         self.questions: dict[str, None] = {}
         self.seen: set[tuple[bool, str]] = set()  # reasons as found, before masking
+        self.first: dict[bool, str] = {}  # denial? -> the rule of the first such finding
 
     # Reasons quote the arguments: masked like them, since every human-facing text shows them.
-    def ask(self, reason: str) -> None:
+    def ask(self, reason: str, rule: str | None = None) -> None:
         if (False, reason) not in self.seen:
             self.seen.add((False, reason))
             self.questions.setdefault(_shorten(redact_text(reason)), None)
+            self.first.setdefault(False, rule or self.rule)
 
-    def deny(self, reason: str) -> None:
+    def deny(self, reason: str, rule: str | None = None) -> None:
         if (True, reason) not in self.seen:
             self.seen.add((True, reason))
             self.denials.setdefault(_shorten(redact_text(reason)), None)
+            self.first.setdefault(True, rule or self.rule)
 
     def decision(self) -> RiskDecision:
         # Denials first: they are what decides the verdict.
         reasons = tuple(dict.fromkeys([*self.denials, *self.questions]))
         if self.denials:
-            return RiskDecision(Verdict.DENY, reasons)
+            rule = self.first[True]
+            return RiskDecision(Verdict.DENY, reasons, rule, _source(rule in CONFIGURED))
         if self.questions:
-            return RiskDecision(Verdict.ASK, reasons)
-        return RiskDecision(Verdict.ALLOW, ())
+            rule = self.first[False]
+            return RiskDecision(Verdict.ASK, reasons, rule, _source(rule in CONFIGURED))
+        return RiskDecision(Verdict.ALLOW, (), self.rule)
+
+
+def _source(configured: bool) -> PolicySource:
+    return "policy_file" if configured else "builtin"
 
 
 def _shorten(reason: str, limit: int = MAX_REASON) -> str:

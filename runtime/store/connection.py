@@ -13,15 +13,14 @@ from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncCoreCommands
-from redis.exceptions import (
-    ClusterDownError,
-    CrossSlotTransactionError,
-    RedisClusterException,
-    RedisError,
-    TryAgainError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import CrossSlotTransactionError, RedisClusterException, RedisError
+
+# What an outage is (worth waiting out, in place) is runtime/outage.py's; imported from here
+# too, with the rest of what talking to Redis needs.
+from runtime.outage import CLUSTER_OUTAGES, OUTAGES
+
+__all__ = ["CLUSTER_OUTAGES", "OUTAGES"]  # and what is defined below
 
 log = logging.getLogger(__name__)
 
@@ -41,21 +40,10 @@ EMBEDDED_WARNING = (
 )
 
 
-# A cluster that cannot serve a slot for now (a master down or failing over, no node
-# reachable): an outage to wait out like a lost connection, not a failure of the job at hand.
-# The client's own errors (RedisClusterException: "cannot be connected", SlotNotCoveredError)
-# are no RedisError, so code that catches RedisError must name them too; the few of them that
-# are bugs (a transaction across slots) fail every test that reaches them.
-CLUSTER_OUTAGES: tuple[type[Exception], ...] = (
-    ClusterDownError,
-    TryAgainError,
-    RedisClusterException,
-)
-# Redis unreachable (not a script or data error): whatever met it is worth trying again, in
-# place; also a cluster whose master for the slot is down or moving.
-OUTAGES: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, *CLUSTER_OUTAGES)
 # Any failure to talk to Redis, a cluster's included: what a command reports in one line.
 REDIS_FAILURES: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+# Redis failing, or the network to it.
+REDIS_DOWN: tuple[type[Exception], ...] = (*REDIS_FAILURES, OSError)
 
 
 # Where redis-py's transport lives: an AttributeError or TypeError raised there is a

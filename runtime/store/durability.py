@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from runtime.store.connection import CLUSTER_OUTAGES, is_cluster
+from runtime.store.connection import CLUSTER_OUTAGES, OUTAGES, is_cluster
 
 NO_AOF = (
     "Redis keeps no append-only file (appendonly no): a Redis restart loses pending approvals, "
@@ -26,6 +26,7 @@ UNKNOWN = (
 )
 
 
+UNCHECKED = "cannot check Redis's persistence settings"
 CHECK_SECONDS = 1.0  # a Redis that does not answer this soon is reported as unknown
 
 
@@ -39,6 +40,7 @@ class DurabilityUnknown(DurabilityError):
 
 
 _FAILED: tuple[type[Exception], ...] = (RedisError, OSError, TimeoutError, *CLUSTER_OUTAGES)
+_UNREACHABLE: tuple[type[Exception], ...] = (*OUTAGES, OSError)
 _STRENGTH = {"no": 0, "everysec": 1, "always": 2}
 
 
@@ -90,6 +92,10 @@ async def durability_warnings(redis: Redis) -> list[str]:
     try:
         async with asyncio.timeout(CHECK_SECONDS):
             config = await _append_config(redis)
+    except TimeoutError:  # not refused: not answered
+        return [f"{UNCHECKED}: Redis did not answer within {CHECK_SECONDS:g} s"]
+    except _UNREACHABLE as exc:
+        return [f"{UNCHECKED}: Redis is unreachable ({exc})"]
     except _FAILED:
         return [UNKNOWN]
     if str(config.get("appendonly", "")).lower() != "yes":

@@ -1,19 +1,21 @@
 """Per-session conversation history: an append-only Redis list of JSON messages.
 
 Nothing ever removes or rewrites an element, so an index names the same message for good:
-a run reads only the part it needs (its `Window`) by index range, with one plain LRANGE,
-never through a Lua script (which would copy every element through Lua and back)."""
+a run reads only the part it needs (its `Window`) by index range: handed back by the script
+that lets it go on (WINDOW_LUA: a run entering, a decision), or with one LRANGE. Never the
+whole history: through Lua, every element is copied in and out again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
-from runtime.lease import guard
 from runtime.models import MESSAGE_ADAPTER, Message
+from runtime.ownership.lease import guard
 from runtime.store.keys import Keys
 from runtime.store.summary import Summary, parse_summary
 
@@ -73,6 +75,29 @@ def parse_history(raw: Sequence[str | bytes]) -> list[Message]:
         return []
     items = [item.decode() if isinstance(item, bytes) else item for item in raw]
     return MESSAGES_ADAPTER.validate_json("[" + ",".join(items) + "]")
+
+
+# Lua: appends to `reply` where a run's window begins and its messages, so the script that
+# lets a run go on hands it its window in the same trip: history `key` from where the summary
+# (hash `summary`) ends, or from `start` if earlier, up to `length` (see `read_window`).
+WINDOW_LUA = """
+local function window(reply, key, summary, length, start)
+  local upto = tonumber(redis.call('HGET', summary, 'upto') or '0')
+  local first = math.max(0, math.min(upto, start, length))
+  reply[#reply + 1] = first
+  if first < length then
+    for _, m in ipairs(redis.call('LRANGE', key, first, length - 1)) do
+      reply[#reply + 1] = m
+    end
+  end
+  return reply
+end
+"""
+
+
+def returned_window(reply: Sequence[Any], at: int, summary_raw: str | bytes | None) -> Window:
+    """The window a script appended (WINDOW_LUA) from `reply[at]` on."""
+    return Window(int(reply[at]), parse_history(reply[at + 1 :]), parse_summary(summary_raw))
 
 
 def window_start(summary: Summary | None, run_start: int | None = None) -> int:

@@ -89,6 +89,22 @@ class Keys:
         """The global audit trail (a capped stream): see runtime/audit.py."""
         return f"{self.prefix}:audit"
 
+    # The audit chain's state (runtime/audit_chain.py) is tagged with the stream's whole name:
+    # a key without braces hashes by its whole name, so these share the stream's cluster slot
+    # and one script can append to the stream and move its head together.
+    def audit_head(self) -> str:
+        """The chain's head: seq, mac, kid and the head's own MAC (hmac)."""
+        return f"{{{self.audit()}}}:head"
+
+    def audit_session_heads(self) -> str:
+        """Each session's sub-chain head in the trail: session -> "sseq mac"."""
+        return f"{{{self.audit()}}}:session-heads"
+
+    def audit_session_last(self) -> str:
+        """Sessions scored by the chain seq of their newest entry: heads whose entries are all
+        trimmed away are dropped by it."""
+        return f"{{{self.audit()}}}:session-last"
+
     def policy_overrides(self) -> str:
         """Admins' runtime policy changes: field "<scope>\\x1f<tool>" -> override JSON."""
         return f"{self.prefix}:policy:overrides"

@@ -15,23 +15,31 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
-from runtime.lease import guard
 from runtime.models import Message
-from runtime.store.history import Window, read_window
+from runtime.ownership.lease import guard
+from runtime.store.closing import later
+from runtime.store.history import WINDOW_LUA, Window, read_window, returned_window
 from runtime.store.keys import Keys
 from runtime.store.summary import Summary
 
-# The scripts never return history itself (see runtime/store/history.py): its length and the
-# session's context summary, from which the run's window is read right after.
-_MARK = """
+# A run that goes on gets its window with the answer, in the same trip: the history's length,
+# the session's context summary, then where the window begins and its messages (from where the
+# summary ends, or the run's own first message if earlier, to that length). Never more: the
+# rest of a long history stays in Redis (runtime/store/history.py).
+_MARK = (
+    WINDOW_LUA
+    + """
 local function again(mark, job)
   if mark[1] == job then
-    return {'again', redis.call('LLEN', KEYS[3]), mark[2], mark[3],
-      redis.call('HGET', KEYS[6], 'record') or ''}
+    local length = redis.call('LLEN', KEYS[3])
+    local reply = {'again', length, mark[2], mark[3], redis.call('HGET', KEYS[6], 'record') or ''}
+    if mark[3] == '1' then return reply end
+    return window(reply, KEYS[3], KEYS[6], length, tonumber(mark[2]))
   end
   -- An earlier run of the session's: it ended before the latest began.
   if redis.call('HEXISTS', KEYS[5], job) == 1 then return {'again', 0, '0', '1', ''} end
@@ -44,24 +52,29 @@ local function enter(user, job, ttl)
   redis.call('HSET', KEYS[4], 'job', job, 'start', length - 1, 'done', '0', 'marked', '1')
   redis.call('HSET', KEYS[5], job, '1')
   redis.call('PEXPIRE', KEYS[5], ttl)
-  return {'entered', length, length - 1, '0', redis.call('HGET', KEYS[6], 'record') or ''}
+  local reply = {'entered', length, length - 1, '0', redis.call('HGET', KEYS[6], 'record') or ''}
+  return window(reply, KEYS[3], KEYS[6], length, length - 1)
 end
 """
+)
 
 # KEYS: pending, held, history, run, jobs, summary
-# ARGV: held message json, ttl ms, user message json, job
-# A retake of the session's latest run: {'again', history length, start, done, summary}; of an
-# earlier one (delivered again after the session moved on): {'again', 0, 0, done, ''}. A
-# message that must wait (the session waits for a decision, or messages held by an interrupted
-# wait are still queued) is held, once however often its job is delivered: {'held', position,
-# approval id}. Otherwise it enters the history in the same step: {'entered', history length,
-# start, '0', summary}.
+# ARGV: held message json, ttl ms, user message json, job, '1' to ask
+# A retake of the session's latest run: {'again', history length, start, done, summary, window
+# start, window...} (no window once done); of an earlier one (delivered again after the session
+# moved on): {'again', 0, 0, done, ''}. A message that must wait (the session waits for a
+# decision, or messages held by an interrupted wait are still queued) is held, once however
+# often its job is delivered: {'held', position, approval id}; asked to, while the session
+# waits for a decision it leaves the message alone (it may answer that): {'asked', approval
+# id}. Otherwise it enters the history in the same step: {'entered', history length, start,
+# '0', summary, window start, window...}.
 ENTER = (
     _MARK
     + """
 local seen = again(redis.call('HMGET', KEYS[4], 'job', 'start', 'done'), ARGV[4])
 if seen then return seen end
 local id = redis.call('GET', KEYS[1])
+if id and ARGV[5] == '1' then return {'asked', id} end
 if id or redis.call('LLEN', KEYS[2]) > 0 then
   local at = redis.call('LPOS', KEYS[2], ARGV[1])
   if not at then at = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1 end
@@ -149,7 +162,7 @@ class Entry:
     `history` is the run's window, `history[base:]`: from the run's first message or from
     where the context summary ends, whichever comes first (indices are the session's)."""
 
-    state: Literal["entered", "again", "held", "waiting", "moved"]
+    state: Literal["entered", "again", "held", "waiting", "moved", "asked"]
     history: list[Message] = field(default_factory=list)
     start: int = 0  # index in the session's history of the run's first message
     done: bool = False
@@ -175,6 +188,26 @@ def held_job(raw: str, job: str) -> str:
     return job or "held-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
+class Reads(Protocol):
+    """Reads that ride another command's round trip: queued after it on its pipeline, then
+    handed their replies."""
+
+    def queue(self, pipe: Any) -> None: ...
+
+    def take(self, replies: Sequence[Any]) -> None: ...
+
+
+async def with_reads(pipe: Any, reads: Reads | None) -> list[Any]:
+    """Execute `pipe` with `reads` queued after its own commands; its own replies."""
+    own = len(pipe)
+    if reads is not None:
+        reads.queue(pipe)
+    replies = await pipe.execute()
+    if reads is not None:
+        reads.take(replies[own:])
+    return list(replies[:own])
+
+
 class RunJournal:
     def __init__(self, redis: Redis, keys: Keys, held_ttl_ms: int) -> None:
         self.redis = redis
@@ -196,17 +229,20 @@ class RunJournal:
             k.summary(session),
         ]
 
-    async def _entry(self, session: str, reply: Sequence[Any]) -> Entry:
-        """The script's answer, with the run's window read when it is to go on."""
+    @staticmethod
+    def _entry(reply: Sequence[Any]) -> Entry:
+        """The script's answer, with the run's window when it is to go on."""
         state = str(reply[0])
         if state == "held":
             return Entry("held", position=int(reply[1]), waiting_for=str(reply[2]))
+        if state == "asked":
+            return Entry("asked", waiting_for=str(reply[1]))
         if state in ("waiting", "moved"):
             return Entry(state)  # type: ignore[arg-type]
         start, done = int(reply[2] or 0), reply[3] == "1"
         if done:  # nothing to continue: no history needed
             return Entry("again", start=start, done=True)
-        window = await read_window(self.redis, self.keys, session, int(reply[1]), reply[4], start)
+        window = returned_window(reply, 5, reply[4])
         return Entry(
             "entered" if state == "entered" else "again",
             window.messages,
@@ -215,10 +251,34 @@ class RunJournal:
             summary=window.summary,
         )
 
-    async def enter(self, session: str, held: str, user_message: str, job: str) -> Entry:
-        """A message's run begins, is retaken, or the message is held (`held` is its JSON)."""
-        args: list[str | int] = [held, self.held_ttl_ms, user_message, job]
-        return await self._entry(session, await self._enter(keys=self._keys(session), args=args))
+    async def enter(
+        self,
+        session: str,
+        held: str,
+        user_message: str,
+        job: str,
+        reads: Reads | None = None,
+        ask: bool = False,
+    ) -> Entry:
+        """A message's run begins, is retaken, or the message is held (`held` is its JSON);
+        with `ask`, while the session waits for a decision it is neither ("asked"). `reads`
+        ride the same round trip (the run's policy)."""
+        keys = self._keys(session)
+        args: list[str | int] = [held, self.held_ttl_ms, user_message, job, "1" if ask else ""]
+        if reads is None:
+            return self._entry(await self._enter(keys=keys, args=args))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.evalsha(self._enter.sha, len(keys), *keys, *args)
+        reads.queue(pipe)
+        first, *rest = await pipe.execute(raise_on_error=False)
+        if isinstance(first, NoScriptError):  # Redis lost its scripts (a restart): load, again
+            await self.redis.script_load(ENTER)
+            return await self.enter(session, held, user_message, job, reads, ask)
+        for reply in (first, *rest):
+            if isinstance(reply, Exception):
+                raise reply
+        reads.take(rest)
+        return self._entry(first)
 
     async def first_held(self, session: str) -> str | None:
         value = await self.redis.lindex(self.keys.held(session), 0)
@@ -228,12 +288,15 @@ class RunJournal:
         """The run of the first held message (`held`, as stored) begins or is retaken."""
         args: list[str | int] = [held, user_message, job, self.held_ttl_ms]
         reply = await self._start_held(keys=self._keys(session), args=args)
-        return await self._entry(session, reply)
+        return self._entry(reply)
 
     async def finish(self, session: str, job: str, held: str = "") -> None:
         """The run of `job` ended (answered, suspended or stopped); a held message's run also
         leaves the held list now, not before."""
         keys = [self.keys.run(session), self.keys.held(session)]
+        # A held message leaves its list now: the session's next held one is read right after.
+        if not held and later(lambda pipe: pipe.eval(FINISH, 2, *keys, job, held)):
+            return
         await self._finish(keys=keys, args=[job, held])
 
     async def join(

@@ -58,6 +58,9 @@ class ToolOutput:
     display: str | None = None
     # More fields for the call's audit entry (send_file: the file's sha256), never secrets.
     audit: Mapping[str, str] = field(default_factory=dict)
+    # A call that ran but failed at what it was for (a command that timed out), as a code for
+    # traces and the audit trail (runtime/error_codes.py).
+    error_code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,12 @@ class Effects:
 
 
 class ToolError(Exception):
-    """An expected failure (missing file, ambiguous edit); its message is shown to the model."""
+    """An expected failure (missing file, ambiguous edit); its message is shown to the model.
+    `code`: a short machine code for traces and the audit trail (runtime/error_codes.py)."""
+
+    def __init__(self, message: str, code: str = "tool_failed") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ToolCancelled(ToolError):
@@ -94,6 +102,10 @@ class Tool(ABC, Generic[A]):
     # No call of it changes anything (a read, a question), whatever its access: like
     # `parallel_safe`, though it may not run beside others (it costs model calls, or waits).
     side_effect_free: ClassVar[bool] = False
+    # Calling it again with the same arguments and getting the same result is how it is used
+    # (a status check while waiting): never taken for a loop (runtime/repeats.py). An MCP
+    # tool is marked by CLAWGATE_POLLING_TOOLS instead.
+    polling: ClassVar[bool] = False
 
     @abstractmethod
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput: ...

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from runtime.child_process import kill_group, read_capped
+from runtime.metrics import SANDBOX_FAILURES
 from runtime.redact import one_line
 from runtime.tools.base import Effects, Tool, ToolArgs, ToolContext, ToolError, ToolOutput
 from runtime.tools.git_view import READ_ONLY_CONFIG, READ_ONLY_ENV
@@ -132,19 +133,25 @@ class BashTool(Tool[BashArgs]):
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout or self.timeout, self.timeout)
         done = await self._once(args.command, timeout, ctx)
-        if done.returncode == 1 and self.sandbox.vanished(done.text):
-            done = await self._once(args.command, timeout, ctx)  # scanned afresh
+        if self.sandbox.failed(done.returncode, done.text):
+            # Nothing ran. Most often a path to mask changed between the scan and the mount
+            # (deleted: a read-only view cannot re-create it; or unmounted under bwrap as it
+            # set the bind read-only): scanned afresh, the call is made once more.
+            done = await self._once(args.command, timeout, ctx)
+        if self.sandbox.failed(done.returncode, done.text):
+            SANDBOX_FAILURES.labels("setup").inc()
         notes = []
         if done.total > len(done.output):
             notes.append(f"[output cut at {len(done.output)} of {done.total} bytes]")
         if done.escaped:
             notes.append("[a background process still held the output; stopped reading]")
-        status, end_notes = self._ending(done.text, done.returncode, timeout, ctx)
+        status, end_notes, code = self._ending(done.text, done.returncode, timeout, ctx)
         text = done.text
         body = text if text.endswith("\n") or not text else text + "\n"
         return ToolOutput(
             body + "\n".join([*notes, *end_notes]),
             display=f"$ {one_line(args.command, 80)} ({status})",
+            error_code=code,
         )
 
     async def _argv(self, command: str, ctx: ToolContext) -> list[str]:
@@ -154,9 +161,11 @@ class BashTool(Tool[BashArgs]):
                 self.sandbox.wrap, ["bash", "-c", command], ctx.workdir, ctx.access
             )
         except ScanTooLarge as exc:
+            SANDBOX_FAILURES.labels("scan_too_large").inc()
             raise ToolError(
                 f"not run: {exc}, so it cannot run without approval; call bash again with "
-                "request_approval=true to ask a human"
+                "request_approval=true to ask a human",
+                "sandbox_failed",
             ) from None
 
     async def _once(self, command: str, seconds: float, ctx: ToolContext) -> _Run:
@@ -227,15 +236,17 @@ class BashTool(Tool[BashArgs]):
 
     def _ending(
         self, text: str, returncode: int | None, timeout: float, ctx: ToolContext
-    ) -> tuple[str, list[str]]:
-        """How the command ended (None: timed out), as a short status and notes for the model;
-        what the sandbox refused is said plainly, so that the model can ask for approval."""
+    ) -> tuple[str, list[str], str | None]:
+        """How the command ended (None: timed out), as a short status and notes for the model
+        (what the sandbox refused is said plainly, so that the model can ask for approval),
+        and the error code of a timeout or of the sandbox's refusal."""
         if returncode is None:
-            return "timed out", [f"[timed out after {timeout:g}s; the process group was killed]"]
+            note = f"[timed out after {timeout:g}s; the process group was killed]"
+            return "timed out", [note], "timeout"
         status, notes = f"exit {returncode}", [f"[exit code {returncode}]"]
         blocked = None if returncode == 0 else sandbox_note(text, ctx.access, self.sandbox)
         if blocked is None:
-            return status, notes
+            return status, notes, None
         status += f"; {blocked}"
         if blocked.endswith("unix sockets") and not self.sandbox.allows_unix_sockets(
             Access.APPROVED
@@ -250,7 +261,7 @@ class BashTool(Tool[BashArgs]):
                 f"[{blocked}: commands that run without approval cannot change files or reach "
                 "the network; call bash again with request_approval=true to ask a human]"
             )
-        return status, notes
+        return status, notes, "sandbox_blocked"
 
     def summarize(self, args: BashArgs) -> str:
         return f"$ {one_line(args.command, 80)}"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from runtime.metrics import SANDBOX_CONTAINED
 from runtime.tools import masks
 from runtime.tools.seccomp import SeccompUnsupported, no_unix_sockets
 
@@ -94,8 +95,8 @@ CREDENTIAL_FILES = (
 )
 # The host a command that runs without approval sees: the system, nothing of anyone's data.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# bwrap's words when a path to mask vanished between the scan and the mount.
-_VANISHED = re.compile(r"bwrap: Can't (?:create file at|mkdir) /.*: Read-only file system\n?")
+# All a command prints when bwrap itself failed before running it (exit 1).
+_BWRAP_FAILED = re.compile(r"bwrap: [^\n]*\n?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +165,14 @@ class Sandbox:
         granted = access is Access.APPROVED or explicit
         return network and granted and self.unix_sockets is UnixSockets.APPROVED
 
-    def vanished(self, output: str) -> bool:
-        """Whether bwrap failed (before running anything) because a path it was to mask
-        was deleted after the scan: the call may simply be made again."""
-        return self.bwrap is not None and _VANISHED.fullmatch(output) is not None
+    def failed(self, returncode: int | None, output: str) -> bool:
+        """Whether bwrap itself failed (exit 1 with only its own one-line error): the
+        command never ran."""
+        return (
+            self.bwrap is not None
+            and returncode == 1
+            and _BWRAP_FAILED.fullmatch(output) is not None
+        )
 
     def wrap(
         self,
@@ -296,6 +301,14 @@ def probe(
 ) -> Sandbox:
     """Find out once, at start, whether bwrap works here. `bwrap` mode raises when it does
     not (the operator asked for it); `auto` falls back to asking for every call."""
+    sandbox = _probe(mode, network, unix_sockets, hidden)
+    SANDBOX_CONTAINED.labels(mode.value).set(int(sandbox.contained))
+    return sandbox
+
+
+def _probe(
+    mode: SandboxMode, network: NetworkAccess, unix_sockets: UnixSockets, hidden: Sequence[str]
+) -> Sandbox:
     own = tuple(os.path.realpath(path) for path in hidden)
     if mode is SandboxMode.OFF:
         return Sandbox(mode, network=network, unix_sockets=unix_sockets, hidden=own)
@@ -314,7 +327,13 @@ class SandboxUnavailable(RuntimeError):
 
 
 def _try(binary: str) -> str | None:
-    """None if a read-only sandbox (with its seccomp filter) starts here, else why not."""
+    """None if a read-only sandbox (with its seccomp filter) starts here, else why not. One
+    more try after a failure: a secret under /etc deleted as bwrap mounted over it fails one."""
+    problem = _try_once(binary)
+    return None if problem is None else _try_once(binary)
+
+
+def _try_once(binary: str) -> str | None:
     sandbox = Sandbox(SandboxMode.BWRAP, bwrap=binary)
     try:
         no_unix_sockets()

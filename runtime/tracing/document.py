@@ -36,11 +36,15 @@ class SpanDoc(BaseModel):
 
 
 class TraceLink(BaseModel):
-    """This trace continues the run recorded in `trace_id`, after a decision on `approval_id`."""
+    """This trace continues the run recorded in `trace_id`, after a decision on `approval_id`.
+    `origin`: the first trace of that run (itself, unless it was a resumption too), so that a
+    run paused and resumed many times is known as one (one OpenTelemetry trace); None in
+    traces written before it was kept."""
 
     trace_id: str
     approval_id: str | None = None
     relation: Literal["resumes"] = "resumes"
+    origin: str | None = None
 
 
 class TraceDoc(BaseModel):
@@ -56,6 +60,13 @@ class TraceDoc(BaseModel):
 
     def spans(self) -> list[SpanDoc]:
         return self.root.walk()
+
+    @property
+    def origin(self) -> str:
+        """The trace of the run's first part: this one, unless it continues a paused run."""
+        if not self.links:
+            return self.trace_id
+        return self.links[0].origin or self.links[0].trace_id
 
 
 SpanDoc.model_rebuild()

@@ -9,12 +9,15 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
 from runtime.canonical import UNKNOWN_TOOL, tool_fields
+from runtime.error_codes import model_error_code, tool_error_code
 from runtime.models import AssistantMessage, Message, ToolCall, ToolResult
 from runtime.trace_context import current_span, enter, leave
 from runtime.tracing.document import AttributeValue
 from runtime.tracing.recorder import Span, TraceMode, payload_value, warn_once
 
 Canonical = Callable[[ToolCall], str]
+OFFERED_NAMES = 64  # tool names an `agent.step` records of what it offered (and their count)
+NAME_CHARS = 64
 
 
 def _chars(message: Message) -> int:
@@ -52,6 +55,22 @@ def begin_step(
         if call is not None:
             span.trace.index_hints[call[0]] = call[1]
         enter(step_span)
+    except Exception as exc:
+        warn_once("recording", exc)
+
+
+def tools_offered(names: Sequence[str]) -> None:
+    """The tools the model is shown at this step, on its `agent.step`: at most
+    `OFFERED_NAMES` names (each cut at `NAME_CHARS`) and how many there were."""
+    span = current_span()
+    if span is None:
+        return
+    try:
+        step = span.trace.step or span
+        step.set(
+            offered_tools=[name[:NAME_CHARS] for name in names[:OFFERED_NAMES]],
+            offered_count=len(names),
+        )
     except Exception as exc:
         warn_once("recording", exc)
 
@@ -107,10 +126,12 @@ def llm_call(
         try:
             yield span
         except BaseException as exc:
-            # Its text may quote the model or the server: only the type as metadata.
+            # Its text may quote the model or the server: only its type and code as metadata.
             with contextlib.suppress(Exception):  # str() of an odd exception may raise
-                if span is not None and (text := str(exc)):
-                    span.payload("error", text, metadata=False)
+                if span is not None:
+                    span.set(error_code=model_error_code(exc))
+                    if text := str(exc):
+                        span.payload("error", text, metadata=False)
             raise
 
 
@@ -177,11 +198,31 @@ def tool_started(
         return None
 
 
-def tool_finished(span: Span | None, result: ToolResult, approval_id: str | None = None) -> None:
+def tool_finished(
+    span: Span | None,
+    result: ToolResult,
+    approval_id: str | None = None,
+    receipt: str | None = None,
+) -> None:
+    """How the call ended: its status, the policy's verdict on it and where that came from,
+    its error code, its receipt (a completed call's: runtime/receipts.py), its output's size
+    (and text, in replay mode)."""
     if span is None:
         return
     try:
-        span.set(approval_id=approval_id, reasons=len(result.reasons) or None)
+        span.set(
+            approval_id=approval_id,
+            reasons=len(result.reasons) or None,
+            error_code=tool_error_code(result),
+            receipt=receipt,
+        )
+        if result.policy is not None:
+            policy = result.policy
+            span.set(
+                policy_verdict=policy.verdict,
+                policy_source=policy.source,
+                policy_rule=policy.rule or None,
+            )
         span.payload("output", result.artifact or result.model_text)
         if result.reasons:  # they quote the call: text only in replay mode
             span.payload("reasons", list(result.reasons), metadata=False)

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
+from runtime import log_context
 from runtime import trace_context as context
 from runtime.canonical import canonical_json, key_names, text_sha256
 from runtime.models import RunResult
@@ -53,16 +54,23 @@ _warned: dict[str, float] = {}  # kind of failure -> when it was last warned abo
 _clock = time.monotonic
 
 
+def due(what: str) -> bool:
+    """Whether a warning of kind `what` is due: none was in the last `WARN_EVERY` seconds."""
+    now = _clock()
+    last = _warned.get(what)
+    if last is not None and now - last < WARN_EVERY:
+        return False
+    _warned[what] = now
+    return True
+
+
 def warn_once(what: str, exc: BaseException) -> None:
     """Tracing failed: warn once per kind of failure every `WARN_EVERY` seconds (in between
     only at debug level), so a lasting outage is neither silent after its first minute nor a
     flood."""
-    now = _clock()
-    last = _warned.get(what)
-    if last is not None and now - last < WARN_EVERY:
+    if not due(what):
         log.debug("tracing: %s failed again: %s: %s", what, type(exc).__name__, exc)
         return
-    _warned[what] = now
     log.warning(
         "tracing: %s failed (%s: %s); runs go on, traces may be missing "
         "(said at most every %d minutes)",
@@ -179,9 +187,10 @@ def _in_call_order(children: list[Span]) -> list[Span]:
 class Trace:
     """One run's spans, kept in memory until the run ends or suspends."""
 
-    def __init__(self, tracer: Tracer, name: str, session: str) -> None:
+    def __init__(self, tracer: Tracer, name: str, session: str, origin: str | None = None) -> None:
         self.tracer = tracer
         self.trace_id = _new_id(8)
+        self.origin = origin or self.trace_id  # see TraceLink.origin
         self.session = session
         self.started_at = int(time.time() * 1000)
         self.links: list[TraceLink] = []
@@ -282,17 +291,28 @@ class Tracer:
         *,
         session: str,
         resumes: str | None = None,
+        origin: str | None = None,
         approval_id: str | None = None,
         payloads: Mapping[str, object] | None = None,
         **attributes: AttributeValue | None,
     ) -> AsyncIterator[RunTrace]:
         """Trace the run inside the block as a new trace whose root span is `name`; written
-        when the block ends. `resumes` links it to the trace of the run it continues."""
-        trace = self._start(name, session, resumes, approval_id, payloads, attributes)
+        when the block ends. `resumes` links it to the trace of the run it continues, whose
+        first trace is `origin` (None: `resumes` itself, or not known). The session, approval
+        and conversation are the log context of the block (tracing on or off:
+        runtime/log_context.py)."""
+        conversation = attributes.get("conversation")
+        logged = log_context.bound(
+            session=session,
+            approval=approval_id,
+            conversation=conversation if isinstance(conversation, str) else None,
+        )
+        trace = self._start(name, session, resumes, origin, approval_id, payloads, attributes)
         token = context.enter(trace.root) if trace is not None else None
         timeout = self.save_timeout
         try:
-            yield RunTrace(trace)
+            with logged:
+                yield RunTrace(trace)
         except asyncio.CancelledError:
             # Whoever cancels waits for this block: a slow store must not hold them up.
             timeout = min(timeout, CANCEL_SAVE_TIMEOUT)
@@ -315,6 +335,7 @@ class Tracer:
         name: str,
         session: str,
         resumes: str | None,
+        origin: str | None,
         approval_id: str | None,
         payloads: Mapping[str, object] | None,
         attributes: Mapping[str, AttributeValue | None],
@@ -322,10 +343,11 @@ class Tracer:
         if not self.enabled:
             return None
         try:
-            trace = Trace(self, name, session)
+            trace = Trace(self, name, session, (origin or resumes) if resumes else None)
             trace.root.set(session=session, approval_id=approval_id, **attributes)
             if resumes:
-                trace.links.append(TraceLink(trace_id=resumes, approval_id=approval_id))
+                link = TraceLink(trace_id=resumes, approval_id=approval_id, origin=trace.origin)
+                trace.links.append(link)
                 trace.root.set(resumes=resumes)
             for key, value in (payloads or {}).items():
                 trace.root.payload(key, value)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
+from runtime.store.closing import later
 from runtime.store.keys import Keys
 from runtime.tracing.document import TraceDoc
 
@@ -43,13 +45,20 @@ class TraceStore:
         self.ttl_s = int(ttl_s)
 
     async def save(self, doc: TraceDoc) -> None:
-        """One round trip: the document, and its id under each trace it resumes."""
+        """One round trip, or none in a worker's job: the document, and its id under each
+        trace it resumes, go with the job's acknowledgement (runtime/store/closing.py)."""
+        text = _json(doc)
+        if later(lambda pipe: self._queue(pipe, doc, text)):
+            return
         pipe = self.redis.pipeline(transaction=False)
-        pipe.set(self.keys.trace(doc.trace_id), _json(doc), ex=self.ttl_s)
+        self._queue(pipe, doc, text)
+        await pipe.execute()
+
+    def _queue(self, pipe: Any, doc: TraceDoc, text: str) -> None:
+        pipe.set(self.keys.trace(doc.trace_id), text, ex=self.ttl_s)
         for link in doc.links:
             key = self.keys.trace_resumed_by(link.trace_id)
             pipe.eval(_PUSH_WITH_TTL, 1, key, doc.trace_id, self.ttl_s)
-        await pipe.execute()
 
     async def load(self, trace_id: str) -> TraceDoc | None:
         """The trace, None when nothing is stored under the id; `UnreadableTrace` when what is

@@ -20,6 +20,13 @@ PAYLOAD_LINE = 160  # payload text shown per line in the tree (the JSON has all 
 HASH_CHARS = 12
 # Shown in the span's headline instead of as key=value.
 HEADLINE = {"tool.call": ("tool",), "llm.call": ("provider",)}
+# Shown first of the key=values, by shorter names: how a call was judged, and why it failed.
+LEADING = {
+    "policy_verdict": "verdict",
+    "policy_source": "source",
+    "policy_rule": "rule",
+    "error_code": "error",
+}
 
 
 @dataclass
@@ -123,8 +130,10 @@ def _resumed_node(linked: Linked) -> Node:
 
 
 def span_lines(span: SpanDoc) -> list[str]:
-    """`name [tool|provider] [#index] status duration  key=value ...`, then payload lines."""
+    """`name [tool|provider] [#index] status duration  key=value ...` (a call's verdict,
+    its source and error code first), then the tools a step offered, then payload lines."""
     attributes = dict(span.attributes)
+    offered = _offered(attributes.pop("offered_tools", None), attributes.pop("offered_count", None))
     if attributes.get("stop_reason") == span.status:
         del attributes["stop_reason"]
     words = [span.name]
@@ -135,12 +144,24 @@ def span_lines(span: SpanDoc) -> list[str]:
     if span.duration_ms is not None:
         words.append(_duration(span.duration_ms))
     headline = " ".join(words)
-    if attributes:
-        headline += "  " + " ".join(f"{k}={_attribute(k, v)}" for k, v in attributes.items())
+    pairs = [(LEADING[k], attributes.pop(k)) for k in LEADING if k in attributes]
+    pairs.extend(attributes.items())
+    if pairs:
+        headline += "  " + " ".join(f"{k}={_attribute(k, v)}" for k, v in pairs)
     return [
         headline,
+        *offered,
         *(f"{name}: {one_line(text, PAYLOAD_LINE)}" for name, text in span.payloads.items()),
     ]
+
+
+def _offered(names: AttributeValue | None, count: AttributeValue | None) -> list[str]:
+    """`offered (N): a, b, …` for a step that recorded the tools it offered."""
+    if not isinstance(names, list):
+        return []
+    total = count if isinstance(count, int) else len(names)
+    more = f", … ({total - len(names)} more)" if total > len(names) else ""
+    return [f"offered ({total}): {', '.join(names) or '-'}{more}"]
 
 
 def _attribute(key: str, value: AttributeValue) -> str:

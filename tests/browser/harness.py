@@ -134,7 +134,7 @@ async def serving(
             **overrides,
         }
         settings = Settings(**values)
-        worker = settings.inprocess_worker
+        worker = settings.worker_topology != "none"  # a child worker: here, in process
         async with running(settings, worker=worker, start_worker=start_worker, port=port) as (
             service,
             server,

@@ -93,6 +93,8 @@ async def test_the_audit_page_shows_a_decision_to_who_oversees_it_and_not_to_the
     text = await decided.inner_text()
     assert f"slack:{APPROVER}" in text and approval_id in text and "rejected" in text
     assert await page.locator('tr[data-event="approval_requested"]').count() >= 1
+    chain = await page.inner_text("p.chain")
+    assert re.fullmatch(r"Chain: the \d+ chained entries shown verify \(unkeyed: .*\)\.", chain)
     await save_screenshot(page, "audit")
 
     await page.fill('input[name="event"]', "approval_decided")

@@ -56,6 +56,8 @@ async def test_an_admin_denies_bash_in_the_channel_and_the_page_shows_it_from_re
     await bash.locator('button[name="state"][value="deny"]').click()
     await page.wait_for_url(re.compile(r"/console/policy/change$"))
     result = await page.inner_text(".result")
+    # What the POST answered is not fetched again on a change (its address takes no GET).
+    assert await page.get_attribute("main#live", "data-still") is not None
     assert result.startswith(f"bash in {CHAT}: now denied (override [{CHAT}] by slack:{ADMIN}")
     assert result.endswith("was allowed (default: CLAWGATE_ENABLED_TOOLS).")
     bash = page.locator('table.policy-tools tr[data-tool="bash"]')

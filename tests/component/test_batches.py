@@ -18,12 +18,19 @@ import redis.asyncio as aioredis
 from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.approval.decisions import Answer
+from runtime.audit import AuditLog
+from runtime.batch_resume import CANCELLED
 from runtime.channel import ApprovalNotice, ApprovalRequested, ApprovalUpdated
 from runtime.models import Actor, ConversationRef, StopReason
 from runtime.policy.model import PolicyDocument
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.store.keys import Keys
+from runtime.tools.base import ToolContext, ToolOutput
+from runtime.tools.bash import BashTool
 from runtime.tools.clarify import ClarifyTool
+from runtime.tools.files import ReadArgs, ReadTool
 from runtime.tools.registry import ToolRegistry
+from runtime.tools.sandbox import Sandbox, SandboxMode
 from tests.component.test_remote_decisions import SESSION, THREAD, Operator
 from tests.component.test_retake import (
     Calls,
@@ -247,6 +254,59 @@ async def test_cancel_withdraws_the_whole_batch(
     assert await redis.get(f"{PREFIX}:{{b7}}:pending") is None
     late = await runtime.decide(two, True, ADMIN, HERE)
     assert not late.accepted
+
+
+class HeldRead(ReadTool):
+    """`read` (needs nobody) that starts, then waits until the test lets it finish."""
+
+    def __init__(self) -> None:
+        self.started, self.go = asyncio.Event(), asyncio.Event()
+
+    async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolOutput:
+        self.started.set()
+        await self.go.wait()
+        return await super().run(args, ctx)
+
+
+async def test_cancel_while_a_batch_runs_rejects_its_approved_calls_not_yet_run(
+    redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
+) -> None:
+    """`/cancel` while the batch is carried out (its read running): the approved call after
+    the read does not run; its approval ends rejected, in the global audit trail as such."""
+    files(workdir, "a.txt", "b.txt", "keep.txt")
+    fake_openai.script = [calls(*THREE[:3])]  # c1, the read, c2
+    held = HeldRead()
+    bash = BashTool(timeout=10, sandbox=Sandbox(SandboxMode.OFF))
+    registry = ToolRegistry([held, bash])
+    runtime, channel = make_runtime(redis, workdir, openai(fake_openai), registry=registry)
+    notice = await batch_of(runtime, channel, "b8")
+    one, two = (i.approval_id for i in notice.items)
+    await runtime.decide(one, True, ADMIN, HERE)
+    carried = asyncio.create_task(runtime.decide(two, True, ADMIN, HERE))
+    await asyncio.wait_for(held.started.wait(), 5)  # c1 ran; the read runs; c2 waits its turn
+
+    said = await runtime.cancel("b8", ALICE, HERE)
+    held.go.set()
+    decision = await asyncio.wait_for(carried, 5)
+
+    assert "Stopping the running request." in said
+    assert decision.run is not None and decision.run.stop_reason is StopReason.CANCELLED
+    assert not (workdir / "a.txt").exists()  # c1 ran before the cancel
+    assert (workdir / "b.txt").exists()  # c2 did not run
+    assert [await status(redis, "b8", i) for i in (one, two)] == ["consumed", "rejected"]
+    answers = {m.tool_call_id: m for m in await runtime.history.load("b8") if m.role == "tool"}
+    assert answers["c2"].content == CANCELLED
+    trail = await AuditLog(redis, Keys(PREFIX)).newest(1000)
+    (entry,) = [e for e in trail if e.event == "approved_call_cancelled"]
+    assert entry.actor == "runtime"
+    assert {k: entry.fields.get(k) for k in ("approval", "tool", "session", "conversation")} == {
+        "approval": two,
+        "tool": "bash",
+        "session": "b8",
+        "conversation": HERE.id,
+    }
+    assert entry.fields["why"] == "the run was cancelled before it ran"
+    assert len(fake_openai.requests) == 1  # the cancelled run asked the model nothing more
 
 
 def killed_at(call_id: str, *steps: Any, ran: bool = False) -> tuple[Scripted, Calls]:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
+import shutil
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,3 +201,54 @@ def test_help_version_and_completion(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0 and out.startswith("clawgate ")
     code, out, _ = run(capsys, "completion", "bash")
     assert code == 0 and "complete" in out and "approvals" in out
+
+
+def fish_completes(script: Path, typed: str) -> list[str]:
+    """What fish offers after `typed`, the words only."""
+    fish = shutil.which("fish")
+    assert fish is not None, "fish is needed (`.ci/run` installs it)"
+    done = subprocess.run(
+        [fish, "--no-config", "-c", f"source {script}; complete -C {shlex.quote(typed)}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert done.stderr == ""
+    return [line.split("\t", 1)[0] for line in done.stdout.splitlines()]
+
+
+def test_fish_completes_commands_their_options_and_choices(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(capsys, "completion", "fish")
+    assert code == 0
+    script = tmp_path / "clawgate.fish"
+    script.write_text(out)
+    assert fish_completes(script, "clawgate ser") == ["serve"]
+    assert fish_completes(script, "clawgate serve --") == [
+        "--help", "--host", "--port", "--workdir",
+    ]  # fmt: skip
+    assert fish_completes(script, "clawgate approvals ") == [
+        "approve", "list", "reject", "show", "stats",
+    ]  # fmt: skip
+    assert fish_completes(script, "clawgate approvals list --status ") == [
+        "executing", "pending",
+    ]  # fmt: skip
+    assert fish_completes(script, "clawgate completion ") == ["bash", "fish", "tcsh", "zsh"]
+    assert fish_completes(script, "clawgate --") == ["--debug", "--help", "--version"]
+
+
+def test_bench_peers_is_for_approval_on_redis_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Said before any peer library is imported: the same with or without the extra."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    for argv, line in (
+        (["bench", "runtime", "--peers"], "clawgate: --peers: only for `clawgate bench approval`"),
+        (["bench", "approval", "--peers"], "clawgate: --peers: needs REDIS_URL"),
+    ):
+        code, _, err = run(capsys, *argv)
+        assert code == 2
+        (said,) = err.splitlines()
+        assert said.startswith(line), said

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from runtime.agent import Runtime, RuntimeConfig
+from runtime.agent import Runtime
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import Reply
@@ -34,6 +34,7 @@ from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
 from runtime.providers.base import SUMMARY_PROMPT, Provider, ProviderError
 from runtime.providers.openai_provider import OpenAIProvider, to_openai_message
+from runtime.runtime_config import RuntimeConfig
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.store.summary import SummaryStore

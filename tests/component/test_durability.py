@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
@@ -12,7 +10,6 @@ from runtime.queue.inbox import Inbox, NotDurable
 from runtime.store.durability import (
     EVERYSEC,
     NO_AOF,
-    UNKNOWN,
     DurabilityError,
     durability_warnings,
     fsync_mode,
@@ -43,22 +40,6 @@ async def test_what_redis_could_lose_is_read_from_its_own_settings(
     finally:
         await config_set(redis, "appendfsync", "everysec")
         await config_set(redis, "appendonly", "no")
-
-
-@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
-async def test_a_redis_that_will_not_say_is_reported_as_unknown() -> None:
-    async def swallow(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(10)  # accepts, never answers
-        writer.close()
-
-    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = aioredis.from_url(f"redis://127.0.0.1:{port}/0")
-    try:
-        assert await durability_warnings(client) == [UNKNOWN]
-    finally:
-        await client.aclose()
-        server.close()
 
 
 async def test_fsync_ingest_needs_redis_to_sync_every_write(redis: aioredis.Redis) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from runtime.agent import Runtime, RuntimeConfig
+from runtime.agent import Runtime
 from runtime.approval.store import ApprovalStore
 from runtime.audit import AuditLog
 from runtime.channel import ToolFinished
@@ -25,6 +25,7 @@ from runtime.policy.resolve import Defaults
 from runtime.policy.service import PolicyService
 from runtime.providers.base import ProviderFactory
 from runtime.providers.openai_provider import OpenAIProvider
+from runtime.runtime_config import RuntimeConfig
 from runtime.store.history import HistoryStore
 from runtime.store.keys import Keys
 from runtime.tools.base import Tool

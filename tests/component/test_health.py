@@ -48,8 +48,8 @@ async def test_a_killed_worker_is_listed_gone_within_the_liveness_time(
     first = await _worker(inbox, "host-a:101:aaaa")
     second = await _worker(inbox, "host-b:202:bbbb")
     # What a process leaves behind when killed: it said it polls, and its mark is not renewed.
-    await inbox.beat("host-c:303:cccc")
-    await inbox.live("host-c:303:cccc", int(TTL * 1000))
+    await inbox.mark_polling("host-c:303:cccc")
+    await inbox.renew_mark("host-c:303:cccc", int(TTL * 1000))
     try:
         workers = {w.id: w for w in (await queue_facts(inbox)).workers}
         assert {i: (w.state, w.host, w.pid) for i, w in workers.items()} == {
@@ -76,8 +76,8 @@ async def test_a_worker_that_stopped_polling_but_renews_its_mark_is_not_polling(
     redis: aioredis.Redis,
 ) -> None:
     inbox = _inbox(redis, partitions=1)
-    await inbox.beat("stuck")
-    await inbox.live("stuck", 10_000)
+    await inbox.mark_polling("stuck")
+    await inbox.renew_mark("stuck", 10_000)
     await asyncio.sleep(0.3)
     [fact] = (await queue_facts(inbox, silence_s=0.2)).workers
     assert (fact.state, fact.alive, fact.gone, fact.host, fact.pid) == (
@@ -159,7 +159,7 @@ async def test_gather_reports_this_process_its_worker_and_the_demo_model(
         report = await gather(service, ModelReachability(settings))
         assert time.monotonic() - started < 3
     assert report.ready and report.problems == []
-    assert report.process.role == "serve" and report.process.worker_alive
+    assert report.process.role == "serve" and report.process.worker_polling
     assert report.process.sandbox == service.sandbox.describe()
     assert (report.model.name, report.model.reachable) == (DEMO_MODEL, True)
     assert report.queue is not None
@@ -175,8 +175,8 @@ async def test_the_embedded_store_is_said_to_keep_nothing() -> None:
     try:
         await inbox.ensure_group()
         await inbox.put("s1", "{}", ["k1"])
-        await inbox.beat("w")
-        await inbox.live("w", 10_000)
+        await inbox.mark_polling("w")
+        await inbox.renew_mark("w", 10_000)
         facts = await queue_facts(inbox)
     finally:
         await embedded.aclose()

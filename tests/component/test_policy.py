@@ -23,9 +23,10 @@ from runtime.approval.models import ApprovalStatus
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested, ToolFinished
 from runtime.models import Actor, ConversationRef, StopReason, ToolStatus
-from runtime.policy.model import Override, PolicyDocument
+from runtime.policy import service as service_module
+from runtime.policy.model import Choice, Override, PolicyDocument
 from runtime.policy.resolve import Defaults, resolve
-from runtime.policy.service import PolicyChangeError
+from runtime.policy.service import PolicyChangeError, PolicyService
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.keys import Keys
 from tests.fake_openai import FakeOpenAI, calls, reply
@@ -218,6 +219,59 @@ async def test_an_unreadable_override_counts_as_a_deny(redis: aioredis.Redis) ->
     assert (await policies.effective(CHAT.id)).verdict("read").state == "deny"
 
 
+class _Catalog:
+    """MCP tools that come and go (runtime.policy.service.ToolCatalog)."""
+
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+
+    def names(self) -> list[str]:
+        return self.listed
+
+    async def settled(self) -> None:
+        return None
+
+
+async def test_a_policy_is_resolved_once_while_its_inputs_stay_and_again_when_one_changes(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolved: list[str] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        resolved.append(args[2])  # the conversation
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "resolve", spy)
+    policies = make_policies(redis)
+    catalog = policies.catalog = _Catalog()
+    first = await policies.effective(CHAT.id)
+    # The same replies from Redis, and the message's access check (no overrides, no choices).
+    assert await policies.effective(CHAT.id) is first
+    assert await policies.admit(ALICE, CHAT) is None
+    assert resolved == [CHAT.id]
+    assert await policies.effective(CHAT.id, also_enabled=("read",)) is not first
+    assert len(resolved) == 2
+
+    # Each input changed is seen on the next read: an override (as another process sets it),
+    # a choice, a new file, a new MCP tool.
+    overrides = f"{PREFIX}:policy:overrides"
+    await redis.hset(overrides, f"{CHAT.id}\x1fbash", override("deny").model_dump_json())
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "deny"
+    assert (await policies.effective(OTHER_CHAT.id)).verdict("bash").state == "allow"
+    mode = Choice(value="ask", by=ADMIN.key, at=1_700_000_000_000)
+    await redis.hset(policies.keys.choices(CHAT.id), "mode", mode.model_dump_json())
+    assert (await policies.effective(CHAT.id)).mode == "ask"
+    await redis.hdel(overrides, f"{CHAT.id}\x1fbash")
+    assert (await policies.effective(CHAT.id)).verdict("bash").state == "allow"
+    assert await policies.replace(doc('[access]\nusers = ["slack:UBOB"]\n'), "test")
+    assert await policies.admit(ALICE, CHAT) is not None
+    catalog.listed = ["github.search"]
+    assert "github.search" in (await policies.effective(CHAT.id)).tools
+    assert len(resolved) == 8
+    assert (await policies.effective(CHAT.id)).mode == "ask"  # the cached one, still right
+    assert len(resolved) == 8
+
+
 # -- what the model sees and what runs ------------------------------------------------------------
 
 
@@ -386,6 +440,87 @@ async def test_the_file_is_reloaded_on_change_and_an_invalid_file_keeps_the_old_
     entries = [e for e in await AuditLog(redis, Keys(PREFIX)).newest(10)]
     reloads = [e for e in entries if e.event == "policy_reloaded"]
     assert len(reloads) == 1 and reloads[0].actor == "policy file (changed)"
+
+
+async def until_policy(policies: PolicyService, tool: str, state: str) -> None:
+    for _ in range(200):
+        if (await policies.effective(CHAT.id)).verdict(tool).state == state:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{tool} never became {state}")
+
+
+async def test_a_policy_file_that_appears_after_the_start_is_loaded_and_one_that_goes_stays(
+    redis: aioredis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="bot.policy_reload")
+    path = tmp_path / "clawgate.toml"  # absent at start: the built-in defaults
+    policies = make_policies(redis)
+    work = tmp_path / "work"
+    work.mkdir()
+    reloader = PolicyReloader(policies, path, optional=True, workdir=work)
+    watcher = asyncio.create_task(reloader.watch(interval=0.05))
+    try:
+        await asyncio.sleep(0.2)
+        assert not caplog.records  # absent, as it was at start: nothing to say
+        path.write_text('[tools]\ndeny = ["bash"]\n')
+        await until_policy(policies, "bash", "deny")
+        appeared = f"policy file {path} reloaded (appeared)"
+        for _ in range(100):  # said once the swap is audited, just after it
+            if appeared in caplog.messages:
+                break
+            await asyncio.sleep(0.02)
+        assert appeared in caplog.messages
+        path.unlink()
+        await asyncio.sleep(0.3)
+        assert (await policies.effective(CHAT.id)).verdict("bash").state == "deny"  # stays
+        gone = [m for m in caplog.messages if "is gone" in m]
+        assert gone == [
+            f"the policy file {path} is gone: the policy loaded from it stays in force "
+            "(restart for the built-in defaults)"
+        ]
+    finally:
+        watcher.cancel()
+
+
+async def test_a_policy_file_appearing_inside_the_work_dir_is_refused(
+    redis: aioredis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As at start: an approved command could have written it (admins, safe programs)."""
+    caplog.set_level(logging.WARNING, logger="bot.policy_reload")
+    path = tmp_path / "clawgate.toml"
+    policies = make_policies(redis)
+    reloader = PolicyReloader(policies, path, optional=True, workdir=tmp_path)
+    watcher = asyncio.create_task(reloader.watch(interval=0.05))
+    try:
+        path.write_text('[tools]\nask = ["read"]\n')
+        for _ in range(100):
+            if caplog.records:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        (said,) = caplog.messages
+        assert said.startswith(f"a policy file appeared at {path}: not loaded, ")
+        assert (await policies.effective(CHAT.id)).verdict("read").state == "allow"
+    finally:
+        watcher.cancel()
+
+
+def test_policy_file_errors_name_the_line_the_key_and_the_key_meant(tmp_path: Path) -> None:
+    path = tmp_path / "clawgate.toml"
+    path.write_text(
+        '[tools]\nalow = ["read"]\n\n[approvals]\ntimeout = "soon"\n\n'
+        '[conversations."slack:T1".risk]\nsafe_program = ["yq"]\n'
+    )
+    with pytest.raises(PolicyFileError) as raised:
+        load_policy_file(path, TOOLS)
+    assert str(raised.value).splitlines() == [
+        f"{path}:2: tools.alow: no such key here; did you mean tools.allow?",
+        f"{path}:5: approvals.timeout: Input should be a valid number, unable to parse string "
+        "as a number",
+        f'{path}:8: conversations."slack:T1".risk.safe_program: no such key here; did you '
+        'mean conversations."slack:T1".risk.safe_programs?',
+    ]
 
 
 async def test_sighup_reloads_the_file(redis: aioredis.Redis, tmp_path: Path) -> None:
@@ -657,22 +792,6 @@ def test_the_policy_file_in_the_work_directory_is_locked_against_every_tool_call
     for command in ("cat conf/clawgate.toml", "grep deny *"):  # reading it stays possible
         assert policy.assess("bash", {"command": command}, tmp_path).verdict is Verdict.ALLOW
     assert policy.assess("write", {"path": "other.toml", "content": ""}).verdict is Verdict.ALLOW
-
-
-@pytest.mark.e2e  # real processes and timeouts: the slow tier
-async def test_an_agent_cannot_rewrite_the_policy_that_governs_it(workdir: Path) -> None:
-    """`clawgate chat` in a directory holding its clawgate.toml: the default setup."""
-    from tests.processes import chat, clean_env  # noqa: PLC0415
-
-    policy = workdir / "clawgate.toml"
-    policy.write_text('[tools]\ndeny = ["bash"]\n')
-    code, out, err = await chat(
-        "write clawgate.toml: [tools]\n/policy show\n", workdir, clean_env(), "chat"
-    )
-    assert code == 0
-    assert policy.read_text() == '[tools]\ndeny = ["bash"]\n'
-    assert "clawgate.toml is the policy file (admins change it outside clawgate)" in out
-    assert "lies in CLAWGATE_WORKDIR" in err
 
 
 async def test_messages_held_during_a_long_wait_are_kept_as_long_as_the_wait(

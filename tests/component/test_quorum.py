@@ -4,12 +4,10 @@ processes run the call exactly once."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tomllib
 from pathlib import Path
 
-import pytest
 import redis.asyncio as aioredis
 
 from adapters.dispatch import dispatch
@@ -93,32 +91,6 @@ async def test_a_risk_reason_can_ask_for_more_and_one_rejection_ends_it(
     assert (workdir / "a.txt").exists()
     loaded = await runtime.approvals.load(approval)
     assert loaded is not None and loaded[0].status is ApprovalStatus.REJECTED
-
-
-@pytest.mark.e2e  # 200 trials
-async def test_two_approvals_at_once_from_two_processes_run_the_call_exactly_once(
-    redis: aioredis.Redis, workdir: Path
-) -> None:
-    one, _ = quorum_runtime(redis, workdir)
-    two, _ = quorum_runtime(redis, workdir)
-    for trial in range(200):
-        (workdir / "src.txt").write_text(str(trial))
-        approval = await ask(one, f"s{trial}", f"cp src.txt out{trial}.txt")
-        first, second = await asyncio.gather(
-            one.decide(approval, True, CAROL, HERE), two.decide(approval, True, DAVE, HERE)
-        )
-        assert {first.run is None, second.run is None} == {True, False}, trial
-        loaded = await one.approvals.load(approval)
-        assert loaded is not None and loaded[0].status is ApprovalStatus.CONSUMED
-        assert sorted(loaded[0].approved_by) == [CAROL.key, DAVE.key]
-        assert (workdir / f"out{trial}.txt").read_text() == str(trial)
-    consumed = [
-        e
-        for s in range(200)
-        for e in await one.approvals.audit_entries(f"s{s}")
-        if e["event"] == "consumed"
-    ]
-    assert len(consumed) == 200  # exactly one execution per approval
 
 
 async def test_an_edit_never_lowers_the_approvers_a_call_needs(

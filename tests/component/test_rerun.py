@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from runtime.agent import Runtime
 from runtime.audit import AuditLog
@@ -79,12 +80,18 @@ async def audited(redis: aioredis.Redis, event: str) -> Counter[str]:
     return Counter([entry.fields["kind"] async for entry in trail if entry.event == event])
 
 
+def retaken_calls(result: str) -> float:
+    """`clawgate_retaken_calls_total` of one result: what the outcome_unknown alert reads."""
+    return REGISTRY.get_sample_value("clawgate_retaken_calls_total", {"result": result}) or 0
+
+
 async def test_a_read_and_a_sandboxed_command_whose_process_died_run_again_once_in_history(
     redis: aioredis.Redis, workdir: Path
 ) -> None:
     (workdir / "notes.txt").write_text("the notes\n")
     model = Scripted(asks(bash("b1", "cat notes.txt"), read("r2", "notes.txt")), says("done"))
     calls = Calls(crash=["r2"])  # the read ran; its process died before its result was saved
+    again, unknown = retaken_calls("run_again"), retaken_calls("outcome_unknown")
     second, channel = await retaken(redis, workdir, model, calls, working_sandbox())
 
     assert calls.ran == ["b1", "r2", "b1", "r2"]  # both again: neither can have changed a thing
@@ -95,6 +102,7 @@ async def test_a_read_and_a_sandboxed_command_whose_process_died_run_again_once_
     assert replies(channel) == ["done"] and model.asked == 2
     assert await audited(redis, "call_run_again") == {"bash-sandboxed": 1, "read": 1}
     assert not await audited(redis, "call_outcome_unknown")
+    assert (retaken_calls("run_again"), retaken_calls("outcome_unknown")) == (again + 2, unknown)
 
 
 @pytest.mark.parametrize(
@@ -121,12 +129,14 @@ async def test_a_write_that_died_mid_call_stays_unknown_and_the_rest_is_not_run(
 ) -> None:
     model = Scripted(asks(write("w1", "a.txt", "1"), read("r2", "a.txt")), says("stopped"))
     calls = Calls(crash=["w1"])
+    unknown = retaken_calls("outcome_unknown")
     second, _ = await retaken(redis, workdir, model, calls, working_sandbox())
 
     assert calls.ran == ["w1"]
     answers = tool_answers(await history_of(second, "s1"))
     assert answers == {"w1": OUTCOME_UNKNOWN, "r2": INTERRUPTED}
     assert await audited(redis, "call_outcome_unknown") == {"write": 1}
+    assert retaken_calls("outcome_unknown") == unknown + 1
 
 
 async def test_a_call_whose_process_died_before_it_started_runs_on_the_retake(

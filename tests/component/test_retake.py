@@ -317,10 +317,10 @@ async def died_executing(
     )
     await asyncio.wait_for(calls.frozen.wait(), 5)
 
-    async def no_heartbeat(worker: str, ttl_s: float) -> None:
+    async def no_renewal(worker: str, ttl_s: float) -> None:
         return None
 
-    first.approvals.heartbeat = no_heartbeat  # type: ignore[method-assign]
+    first.approvals.renew_mark = no_renewal  # type: ignore[method-assign]
     await redis.delete(f"{PREFIX}:worker:{first.worker_id}")  # the mark lapses: it died
     return approval_id, frozen
 

@@ -181,8 +181,10 @@ async def test_unreachable_model_server_is_a_clear_error(
 async def test_max_steps_stops_a_model_that_never_finishes(
     redis: aioredis.Redis, workdir: Path, fake_openai: FakeOpenAI
 ) -> None:
-    (workdir / "a.txt").write_text("a")
-    fake_openai.script = [calls((f"call_{i}", "read", {"path": "a.txt"})) for i in range(10)]
+    # A new file each step: the same read again and again would stop as a loop (repeats.py).
+    for i in range(10):
+        (workdir / f"{i}.txt").write_text("a")
+    fake_openai.script = [calls((f"call_{i}", "read", {"path": f"{i}.txt"})) for i in range(10)]
     runtime, channel, history = make_runtime(
         redis, workdir, openai_provider(fake_openai), max_steps=3
     )

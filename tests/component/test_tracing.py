@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,9 @@ from bot.cli_approvals import run_approvals_command
 from runtime.agent import Runtime
 from runtime.audit import AuditLog
 from runtime.channel import ApprovalRequested
+from runtime.loop import LoopOptions
 from runtime.models import StopReason, ToolCall, ToolResult, ToolStatus
+from runtime.policy.model import PolicyDocument
 from runtime.providers.base import Provider, ProviderError
 from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
@@ -36,7 +37,7 @@ from runtime.tracing.document import SpanDoc, TraceDoc, TraceLink
 from runtime.tracing.recorder import Tracer
 from runtime.tracing.store import TraceStore
 from tests.component.test_approval_flow import two_gated_calls
-from tests.conftest import CLUSTER, keeps_cluster_setting
+from tests.conftest import CLUSTER
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.http_client import serving_app
 from tests.support import ADMIN, ALICE, HERE, PREFIX, RecordingChannel, make_runtime
@@ -49,10 +50,20 @@ def openai(fake: FakeOpenAI) -> OpenAIProvider:
 
 
 def traced(
-    redis: aioredis.Redis, workdir: Path, provider: Provider, mode: str = "metadata"
+    redis: aioredis.Redis,
+    workdir: Path,
+    provider: Provider,
+    mode: str = "metadata",
+    *,
+    document: PolicyDocument | None = None,
+    loop: LoopOptions | None = None,
 ) -> tuple[Runtime, RecordingChannel, TraceStore]:
+    """A runtime (`make_runtime`) tracing in `mode` into the store it returns."""
     store = TraceStore(redis, Keys(PREFIX), TTL)
-    runtime, channel = make_runtime(redis, workdir, provider, tracer=Tracer(mode, store))
+    tracer = Tracer(mode, store)
+    runtime, channel = make_runtime(
+        redis, workdir, provider, document=document, loop=loop, tracer=tracer
+    )
     return runtime, channel, store
 
 
@@ -65,16 +76,6 @@ async def load(store: TraceStore, trace_id: str | None) -> TraceDoc:
 
 def named(span: SpanDoc, name: str) -> list[SpanDoc]:
     return [s for s in span.walk() if s.name == name]
-
-
-@pytest.fixture
-def cli_env(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name in list(os.environ):
-        if name.startswith("CLAWGATE_") and not keeps_cluster_setting(name):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("CLAWGATE_REDIS_PREFIX", PREFIX)
-    return redis_url
 
 
 async def trace_show(*args: str) -> int:
@@ -221,6 +222,7 @@ async def test_a_run_paused_twice_draws_each_resume_under_its_pause(
     assert middle.root.attributes["waits_for"] == one.run.approval_id
     last = await load(store, two.run.trace_id)
     assert last.links[0].trace_id == middle.trace_id
+    assert middle.origin == last.origin == first.trace_id  # the run's first part, throughout
 
     assert first.trace_id is not None
     assert await trace_show(first.trace_id) == 0

@@ -47,6 +47,8 @@ import aiohttp
 
 from adapters.slack.inbound import APPROVE_ONCE
 from bot.settings import CLUSTER_INBOX_PARTITIONS
+from runtime import evidence_keys
+from runtime.audit_verify import verify
 from runtime.store.connection import REDIS_FAILURES, connect
 from runtime.store.keys import Keys
 from runtime.store.streams import entries
@@ -66,6 +68,7 @@ from tests.fake_slack import (
 from tests.processes import CLAWGATE, clean_env
 
 SECRET = "chaos-signing-secret"
+AUDIT_KEY = "chaos:chaos-audit-key-0123456789"
 CHANNEL = "C111"
 APPROVER = "U_APPROVER"
 PREFIX = "chaos"
@@ -89,6 +92,7 @@ class Figures:
     unknown_free: list[str] = field(default_factory=list)  # side-effect-free, yet unanswered
     takeovers: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    audit_chain: str = ""  # what `clawgate audit verify` says of the trail after the kills
 
     def percentile(self, q: float) -> float:
         if not self.takeovers:
@@ -108,6 +112,8 @@ class Figures:
             f"calls run twice {len(self.run_twice)}  outcome unknown {self.unknown_outcomes}",
             f"unknown: {_split(self.unknown_kinds)}  re-run: {_split(self.again_kinds)}",
         ]
+        if self.audit_chain:
+            lines.append(f"audit chain: {self.audit_chain}")
         if self.takeovers:
             lines.append(
                 f"takeover after a kill (s): n={len(self.takeovers)} "
@@ -251,6 +257,16 @@ class Process:
         assert self.proc is not None
         return self.proc.pid
 
+    @property
+    def worker_pid(self) -> int:
+        """The process whose worker holds jobs: serve's child worker (its default mode, dying
+        with serve when serve is killed), else this one."""
+        children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+        with contextlib.suppress(OSError):
+            if pids := children.read_text().split():
+                return int(pids[0])
+        return self.pid
+
     async def kill(self) -> None:
         assert self.proc is not None
         with contextlib.suppress(ProcessLookupError):
@@ -306,6 +322,7 @@ class Chaos:
         env = clean_env(
             REDIS_URL=redis_server.url,
             CLAWGATE_REDIS_PREFIX=PREFIX,
+            CLAWGATE_AUDIT_KEY=AUDIT_KEY,
             CLAWGATE_PORT=str(port),
             CLAWGATE_WORKDIR=str(self.workdir),
             CLAWGATE_POLICY_FILE=str(policy),
@@ -334,6 +351,7 @@ class Chaos:
         self.streams = [keys.inbox_stream(p, partitions) for p in range(partitions)]
         self.clicked: set[str] = set()
         self.figures = Figures()
+        self.measuring = False  # a takeover is being measured (or was)
         self.sent: dict[str, str] = {}  # tag -> thread ts
         self.roots: list[str] = []
 
@@ -433,16 +451,28 @@ class Chaos:
             await asyncio.sleep(0.05)
         self.figures.takeovers.append(time.monotonic() - killed_at)
 
+    async def holding(self, process: Process) -> tuple[str | None, set[str]]:
+        """The process's consumer and the jobs it holds. Until a takeover is being measured,
+        it waits up to 3 s for the process to hold some, so every run measures one (on a fast
+        machine a kill at a random moment may find it idle every time)."""
+        deadline = time.monotonic() + (0.0 if self.measuring else 3.0)
+        while True:
+            consumer = await self.consumer_of(process.worker_pid)
+            jobs = (await self.held_by(consumer) or set()) if consumer else set()
+            if jobs or time.monotonic() >= deadline:
+                return consumer, jobs
+            await asyncio.sleep(0.05)
+
     async def kill_one(self, name: str) -> None:
         process = self.processes[name]
-        consumer = await self.consumer_of(process.pid)
-        jobs = (await self.held_by(consumer) or set()) if consumer else set()
+        consumer, jobs = await self.holding(process)
         async with process.lock:
             await process.kill()
             killed_at = time.monotonic()
             self.figures.kills[name] += 1
             await process.start()
         if jobs and consumer:
+            self.measuring = True
             asyncio.get_running_loop().create_task(self.measure_takeover(consumer, jobs, killed_at))
 
     async def supervise(self) -> None:
@@ -548,6 +578,9 @@ class Chaos:
                     users[message["content"]] += 1
             self.figures.appended_twice += [text for text, n in users.items() if n > 1]
         await self.count_kinds()
+        report = await verify(self.redis, Keys(PREFIX), evidence_keys.load(AUDIT_KEY), 100_000)
+        broken = f"BROKEN: {report.broken.kind} at seq {report.broken.seq}" if report.broken else ""
+        self.figures.audit_chain = broken or f"intact, {report.entries} entries"
 
     async def count_kinds(self) -> None:
         """Calls run again and outcomes unknown, by kind, as the audit trail says."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -33,7 +34,13 @@ class Takeover:
         assert status == 200
 
     async def kill_serve(self) -> None:
-        """SIGKILL the serve process mid-job and reap it."""
+        """SIGKILL the serve process mid-job, and first its child worker (which holds the job
+        in serve's default mode, and would otherwise stop gracefully once serve is gone)."""
+        children = Path(f"/proc/{self.serve.pid}/task/{self.serve.pid}/children")
+        with contextlib.suppress(OSError):
+            for pid in children.read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         self.serve.proc.send_signal(signal.SIGKILL)
         await self.serve.proc.wait()
 

@@ -112,7 +112,8 @@ async def test_approval_created_in_one_process_is_approved_from_another(
     workdir: Path, redis_url: str, redis: aioredis.Redis
 ) -> None:
     (workdir / "victim.txt").write_text("v")
-    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX)
+    key = "ops-1:" + "k" * 32  # the approving process makes the call's receipt with it
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX=PREFIX, CLAWGATE_AUDIT_KEY=key)
     code, out, _ = await chat("run: rm victim.txt\n", workdir, env, "chat")
     assert code == 0
     match = ID_LINE.search(out)
@@ -159,8 +160,7 @@ async def test_approval_created_in_one_process_is_approved_from_another(
     code, out, err = await chat("", workdir, env, "approvals", "approve", approval_id)
     assert code == 1 and not out
     assert (
-        err.strip()
-        == f"clawgate: approval {approval_id} was already decided by {decider} (consumed)"
+        err.strip() == f"clawgate: approval {approval_id} was already decided by {decider} (done)"
     )
 
     code, shown, _ = await chat("", workdir, env, "approvals", "show", approval_id)
@@ -170,6 +170,11 @@ async def test_approval_created_in_one_process_is_approved_from_another(
     assert "audit  " in shown and "event=consumed" in shown
     code, as_json, _ = await chat("", workdir, env, "approvals", "show", approval_id, "--json")
     assert json.loads(as_json)["status"] == "consumed"
+    receipt = json.loads(as_json)["receipt"]
+    assert receipt["approval"] == approval_id and receipt["kid"] == "ops-1"
+    assert f"clawgate audit receipt {receipt['id']}" in shown
+    code, checked, _ = await chat("", workdir, env, "audit", "receipt", receipt["id"])
+    assert code == 0 and checked.startswith(f"receipt {receipt['id']}: verified"), checked
     code, _, err = await chat("", workdir, env, "approvals", "show", "nosuchid")
     assert code == 1 and err.strip() == "clawgate: unknown approval id 'nosuchid'"
 

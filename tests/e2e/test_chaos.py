@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e  # real processes and servers: the slow tier
 
 async def test_kills_and_stalls_of_serve_and_worker_lose_and_double_nothing() -> None:
     """SIGKILLs, and SIGSTOPs longer than the liveness time: a stalled process's jobs are
-    taken over, and it must not go on with them when it wakes (runtime/lease.py)."""
+    taken over, and it must not go on with them when it wakes (runtime/ownership/lease.py)."""
     figures = await chaos(messages=60, threads=6, kills=8, freezes=4, seed=7, settle=60)
     report = figures.report()
     assert figures.messages == 60, report
@@ -32,6 +32,7 @@ async def test_kills_and_stalls_of_serve_and_worker_lose_and_double_nothing() ->
     assert not figures.appended_twice, report
     assert not figures.run_twice, report
     assert not figures.unknown_free, report  # a read-only command runs again instead
+    assert figures.audit_chain.startswith("intact"), report  # kill -9 never breaks the chain
     # A killed process's jobs were taken over (how fast is a figure of `python -m
     # tests.e2e.chaos`, docs/performance.md: a timed assertion would fail on a busy machine).
     assert figures.takeovers, report
@@ -47,6 +48,7 @@ async def test_redis_killed_with_fsync_ingest_loses_no_acknowledged_message() ->
     report = figures.report()
     assert figures.kills["redis"] == 3, report
     assert not figures.lost and not figures.answered_twice and not figures.run_twice, report
+    assert figures.audit_chain.startswith("intact"), report
 
 
 async def test_a_redis_stall_after_a_decision_is_told_and_the_run_goes_on(

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - the dev extra installs both
     pytest.skip("needs pexpect and pyte (pip install -e '.[dev]')", allow_module_level=True)
 
 ID_LINE = re.compile(r"id ([a-z0-9]{13}): /approve")
+OFFER = "decide? [y/a/e/n, Esc later]"
 ROWS, COLS = 60, 120  # tall enough that nothing scrolls off the emulated screen
 
 
@@ -47,7 +48,9 @@ class PtyChat:
     """`clawgate chat` in a pseudo-terminal, as a person at a terminal runs it."""
 
     def __init__(self, workdir: Path, env: dict[str, str]) -> None:
-        env = {**env, "TERM": "xterm", "PYTHONUTF8": "1"}
+        # The history file goes to a state directory of the test's own, not the runner's.
+        state = str(workdir.parent / "state")
+        env = {"XDG_STATE_HOME": state, **env, "TERM": "xterm", "PYTHONUTF8": "1"}
         self.child = pexpect.spawn(
             sys.executable,
             ["-m", "bot.cli", "chat"],
@@ -103,6 +106,17 @@ class PtyChat:
 
         await self.until(check, repr(pattern), timeout)
         return found[-1]
+
+    async def offered(self) -> None:
+        """The prompt that lets single keys decide the request just made."""
+        # Its line, with the request and the keys in the bar at the bottom of the screen.
+        await self.until(lambda c: OFFER in c.lines() and "n reject" in c.last_line(), "an offer")
+
+    async def later(self) -> None:
+        """Esc: the request offered is left for later, the prompt is the usual one."""
+        await self.offered()
+        self.child.send("\x1b")
+        await self.prompt()
 
     async def count(self, text: str, n: int) -> None:
         await self.until(lambda c: c.text().count(text) == n, f"{n} times {text!r}")
@@ -226,7 +240,7 @@ async def test_relayed_lines_print_above_what_is_being_typed(workdir: Path, redi
         assert f"clawgate chat · model offline demo · store {redis_url}" in chat_proc.lines()
         chat_proc.child.send("run: rm victim.txt\r")
         approval_id = (await chat_proc.line_matching(ID_LINE.pattern)).group(1)
-        await chat_proc.prompt()
+        await chat_proc.later()
         chat_proc.child.send("read vic")
         await chat_proc.prompt("read vic")
 
@@ -275,3 +289,124 @@ def test_status_follows_the_request_and_its_tool_calls() -> None:
     status.stop()
     status.see(ToolStarted("c3", "bash", "$ ls"))  # not this chat's request
     assert status.text() == ""
+
+
+@pytest.mark.e2e
+async def test_tab_a_bare_approve_a_second_ctrl_d_and_a_kept_history(workdir: Path) -> None:
+    state = workdir.parent / "state"
+    env = clean_env(CLAWGATE_SANDBOX="off", XDG_STATE_HOME=str(state))
+    (workdir / "victim.txt").write_text("x")
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    chat_proc = PtyChat(workdir, env)
+    try:
+        await chat_proc.prompt()
+        chat_proc.child.send("/pen\t")  # Tab completes a command
+        await chat_proc.prompt("/pending")
+        chat_proc.child.send("\x03")
+        await chat_proc.prompt()
+        chat_proc.child.send(f"read {token}.txt\r")
+        chat_proc.child.send("run: rm -f victim.txt\r")
+        approval = (await chat_proc.line_matching(ID_LINE.pattern)).group(1)
+        await chat_proc.later()
+        chat_proc.child.send("/reject \t")  # ... and the id of the one request waiting
+        await chat_proc.prompt(f"/reject {approval}")
+        chat_proc.child.send("\x03")
+        await chat_proc.prompt()
+
+        chat_proc.child.send("\x04")  # Ctrl-D with a request waiting: said, not quit
+        said = (
+            f"1 request waits for a decision ({approval}); the embedded store keeps nothing: "
+            "quitting loses it. Ctrl-D again quits."
+        )
+        await chat_proc.until(lambda c: said in "".join(c.lines()), "the quit warning")
+        await chat_proc.prompt()
+        chat_proc.child.send("/approve\r")  # the one waiting: no id needed
+        await chat_proc.line_matching(rf"^Approved bash \({approval}\)\.$")
+        await chat_proc.prompt()
+        assert not (workdir / "victim.txt").exists()
+        chat_proc.child.send("\x04")  # nothing waits: quits at once
+        assert await chat_proc.exit_code() == 0
+    finally:
+        chat_proc.kill()
+
+    kept = state / "clawgate" / "chat-history"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert "+run: rm -f victim.txt" in kept.read_text() and token not in kept.read_text()
+    again = PtyChat(workdir, env)  # the next chat has the lines typed in this one
+    try:
+        await again.prompt()
+        again.child.send("\x1b[A")
+        await again.prompt("/approve")
+        again.child.send("\x03\x04")
+        assert await again.exit_code() == 0
+    finally:
+        again.kill()
+
+
+@pytest.mark.e2e
+async def test_single_keys_decide_the_request_just_made(workdir: Path) -> None:
+    """y approves once, a always, e puts the call's arguments on the line to change, n puts
+    /reject on it for the reason, Esc leaves it, and so does any other key, typed."""
+    for name in ("a", "b", "c", "d", "e", "f"):
+        (workdir / f"{name}.txt").write_text(name)
+    chat_proc = PtyChat(workdir, clean_env(CLAWGATE_SANDBOX="off"))
+    try:
+        await chat_proc.prompt()
+
+        async def ask(name: str) -> str:
+            """Run `rm <name>.txt`; the id of the request it makes, once offered."""
+            chat_proc.child.send(f"run: rm {name}.txt\r")
+            asked = f"[approval needed] bash: rm {name}.txt"
+            await chat_proc.until(lambda c: asked in c.lines(), asked)
+            await chat_proc.offered()
+            return (await chat_proc.line_matching(ID_LINE.pattern)).group(1)
+
+        first = await ask("a")
+        chat_proc.child.send("y")
+        await chat_proc.line_matching(rf"^Approved bash \({first}\)\.$")
+        await chat_proc.prompt()
+        assert not (workdir / "a.txt").exists()
+
+        third = await ask("c")
+        chat_proc.child.send("e")
+        await chat_proc.prompt(f'/approve {third} edit {{"command": "rm c.txt"}}')
+        chat_proc.child.send("\x03")  # not sent: the request still waits
+        await chat_proc.prompt()
+        assert (workdir / "c.txt").exists()
+        chat_proc.child.send(f"/reject {third}\r")
+        await chat_proc.line_matching(rf"^Rejected bash \({third}\)\.$")
+
+        fourth = await ask("d")
+        chat_proc.child.send("n")
+        await chat_proc.prompt(f"/reject {fourth}")
+        chat_proc.child.send("not today\r")
+        await chat_proc.line_matching(rf"^Rejected bash \({fourth}\)\.$")
+        assert (workdir / "d.txt").exists()
+
+        fifth = await ask("e")
+        chat_proc.child.send("\x1b")  # Esc: the usual prompt, and keys type again
+        await chat_proc.prompt()
+        chat_proc.child.send("y")
+        await chat_proc.prompt("y")
+        chat_proc.child.send("\x03")
+        await chat_proc.prompt()
+        assert (workdir / "e.txt").exists()
+        chat_proc.child.send("/reject\r")  # the one waiting, later
+        await chat_proc.line_matching(rf"^Rejected bash \({fifth}\)\.$")
+
+        sixth = await ask("f")
+        chat_proc.child.send("/pend")  # any other key: left for later, and typed
+        await chat_proc.prompt("/pend")
+        chat_proc.child.send("ing\r")
+        await chat_proc.line_matching(rf"^{sixth}  waiting: bash: rm f\.txt")
+        chat_proc.child.send("/reject\r")
+        await chat_proc.line_matching(rf"^Rejected bash \({sixth}\)\.$")
+        await chat_proc.prompt()
+
+        await ask("b")
+        chat_proc.child.send("a")  # always (last: it allows the rm calls after it)
+        await chat_proc.line_matching(r"are now allowed in this conversation", timeout=15)
+        await chat_proc.prompt()
+        assert not (workdir / "b.txt").exists()
+    finally:
+        chat_proc.kill()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from tests.conftest import CLUSTER
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.processes import chat, clean_env
 
@@ -102,6 +103,8 @@ async def test_bench_runtime_prints_percentiles(workdir: Path) -> None:
     assert "turns per second" in out and "p99" in out
     assert "bash call, uncontained" in out and "bash call, bwrap, read-only" in out
     assert "sandbox cost per bash call" in out
+    assert "audit entry, chained (unkeyed, one EVALSHA)" in out
+    assert "audit chain cost per entry: p50" in out
 
 
 async def test_bench_approval_reports_suspend_and_resume_by_history_length(
@@ -123,6 +126,34 @@ async def test_bench_approval_reports_suspend_and_resume_by_history_length(
     assert code == 0, err
     assert "resume p50 ratio 2000 / 10 prior messages" in out
     assert [key async for key in redis.scan_iter("cgbench*")] == []  # nothing left behind
+
+
+async def test_bench_runtime_model_server_reports_the_real_model_path(
+    workdir: Path, redis_url: str, redis: aioredis.Redis
+) -> None:
+    """The real openai client against the bench's own fake model server, per history length:
+    CPU, Redis round trips and the requests the fake answered (two per turn: the tool call,
+    then the answer, each with the history); on the embedded store trips are not counted."""
+    env = clean_env(REDIS_URL=redis_url, CLAWGATE_REDIS_PREFIX="cgmodel")
+    bench = ("bench", "runtime", "--model-server", "--turns", "5", "--history", "10,60")
+    code, out, err = await chat("", workdir, env, *bench, "--json")
+    assert code == 0, err
+    figures = json.loads(out)["model_server_turn"]
+    assert figures["store"] == "redis" and list(figures["history"]) == ["10", "60"]
+    assert figures["model_requests"] == 2 * (5 + 3 + 1) * 2  # timed, warm-up, prototype turns
+    for prior, row in figures["history"].items():
+        assert row["turns"] == 5 and row["model_requests_per_turn"] == 2
+        assert row["messages_per_model_request"] > int(prior)  # the history reached the model
+        assert 0 < row["wall_p50_us"] <= row["wall_p99_us"] and row["turns_per_second"] > 0
+        assert row["cpu_ms_per_turn"] > 0 and row["model_server_cpu_ms_per_turn"] > 0
+        trips = row["redis_round_trips_per_turn"]
+        assert trips is None if CLUSTER else trips > 0
+    assert [key async for key in redis.scan_iter("cgmodel*")] == []  # nothing left behind
+    code, out, err = await chat(
+        "", workdir, clean_env(), *bench[:3], "--turns", "2", "--history", "10"
+    )
+    assert code == 0, err
+    assert "CPU ms/turn" in out and "not counted" in out
 
 
 async def test_policy_file_risk_and_approver_tables_take_effect(workdir: Path) -> None:

@@ -136,7 +136,7 @@ async def test_a_decision_from_a_bare_shell_runs_in_the_worker_and_answers_in_th
     code, out, err = await finished(await served.operator("approve", approval))
     assert code == 1 and not out
     assert err == f"clawgate: approval {approval} was already decided by operator:{login} " + (
-        "(consumed)\n"
+        "(done)\n"
     )
 
 

@@ -94,6 +94,7 @@ async def test_everything_in_order_passes(
     app_id, secret = feishu.new_app()
     env = base_env(
         REDIS_URL=durable_redis,
+        CLAWGATE_AUDIT_KEY="k1:doctor-test-secret-0123456789",
         OPENAI_API_KEY="sk-test",
         OPENAI_BASE_URL=model.base_url,
         CLAWGATE_MODEL="fake-model",
@@ -120,12 +121,17 @@ async def test_everything_in_order_passes(
         "people",
         "redis",
         "redis durability",
+        "audit key",
         "model",
         "slack",
         "feishu",
+        "worker",
         "port",
     }, lines
     assert all(m == ["✓"] for m in found.values()), lines
+    worker = next(line for line in lines if line.startswith("✓ worker:"))
+    assert "CLAWGATE_WORKER_MODE=child (default)" in worker, worker
+    assert "not served (set CLAWGATE_METRICS_PORT)" in worker, worker
     assert lines[-1] == f"{len(found)} checks passed."
     assert [c.method for c in slack.calls()] == ["auth.test"]
 
@@ -167,6 +173,7 @@ async def test_each_problem_is_a_cross_with_its_fix(
     found = marks(lines)
     assert found["redis"] == ["✓"] and found["redis durability"] == ["✗"], text
     assert "appendonly no" in text and "fix: redis-cli CONFIG SET appendonly yes" in text
+    assert found["audit key"] == ["✗"] and "fix: set CLAWGATE_AUDIT_KEY=k1:" in text
     assert found["model"] == ["✗"] and "does not list gpt-9" in text
     assert "fix: set CLAWGATE_MODEL to one it serves (fake-model, gpt-4o-mini)" in text
     assert found["slack"] == ["✗"] and "cannot reach http://127.0.0.1:" in text
@@ -182,6 +189,16 @@ async def test_bad_settings_are_crosses_too(tmp_path: Path) -> None:
     assert code == 1
     assert lines[0].startswith("✗ settings: REDIS_URL: expected redis://")
     assert any(line.startswith("✗ settings: CLAWGATE_PORT:") for line in lines)
+
+
+async def test_a_misspelt_setting_is_a_cross_naming_the_one_meant(tmp_path: Path) -> None:
+    code, lines = await doctor(base_env(CLAWGATE_MODLE="gpt-x"), tmp_path)
+    assert code == 1
+    at = lines.index(
+        "✗ setting name: CLAWGATE_MODLE (in the environment) is not a setting and is ignored; "
+        "did you mean CLAWGATE_MODEL?"
+    )
+    assert lines[at + 1] == "    fix: docs/configuration.md names every setting"
 
 
 async def test_a_settings_file_in_the_work_dir_is_ignored_and_the_sources_are_shown(

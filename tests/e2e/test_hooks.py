@@ -146,6 +146,8 @@ async def test_a_command_hook_allow_lets_a_risky_call_run_unasked_as_a_grant_wou
     assert given["session"] == "s1"
     (decided,) = await audited(runtime, "hook_decided")
     assert decided.fields["hook"] == "tickets" and decided.fields["decision"] == "allow"
+    (executed,) = await audited(runtime, "tool_executed")
+    assert executed.fields["policy_source"] == "hook"  # what let it run unasked
 
 
 async def test_in_ask_mode_a_hooks_allow_does_not_waive_the_ask_and_the_hook_is_told_the_mode(
@@ -161,6 +163,8 @@ async def test_in_ask_mode_a_hooks_allow_does_not_waive_the_ask_and_the_hook_is_
     assert not (workdir / "made.txt").exists()
     (sent,) = command_hook.inputs()
     assert sent["input"]["mode"] == "ask" and sent["input"]["verdict"] == "ask"
+    (asked,) = await audited(runtime, "approval_requested")
+    assert asked.fields["policy_source"] == "mode"
 
 
 async def test_a_command_hook_deny_refuses_a_call_the_policy_allows_with_its_reason(
@@ -176,6 +180,8 @@ async def test_a_command_hook_deny_refuses_a_call_the_policy_allows_with_its_rea
     (answer,) = channel.of(Reply)
     assert "deploy freeze until Monday" in answer.text and "not executed" in answer.text
     assert command_hook.inputs()[0]["input"]["verdict"] == "allow"
+    (executed,) = await audited(runtime, "tool_executed")
+    assert (executed.fields["policy_source"], executed.fields["error_code"]) == ("hook", "denied")
 
 
 async def test_a_command_hook_ask_posts_a_notice_with_its_reason_quorum_and_route(

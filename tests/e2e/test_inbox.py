@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from bot.settings import Settings
 from runtime.approval.store import ApprovalStore
-from runtime.lease import guard
 from runtime.models import Actor, ConversationRef
+from runtime.ownership.lease import guard
 from runtime.queue.inbound import Inbound
 from runtime.queue.inbox import GROUP, Inbox, Job
 from runtime.queue.ingest import Ingest
@@ -41,6 +42,10 @@ async def partitioned(redis: aioredis.Redis) -> Inbox:
     box = Inbox(redis, Keys(PREFIX), partitions=PARTITIONS)
     await box.ensure_group()
     return box
+
+
+def takeovers(how: str) -> float:
+    return REGISTRY.get_sample_value("clawgate_worker_takeovers_total", {"how": how}) or 0
 
 
 async def put(inbox: Inbox, lane: str, payload: str, *dedupe: str) -> str:
@@ -119,6 +124,8 @@ async def test_lane_heads_follow_put_order(redis: aioredis.Redis, inbox: Inbox) 
     assert await inbox.head("empty") is None
 
     jobs = {j.payload: j for j in await inbox.read("A", count=10, block_ms=100)}
+    # Those that found their lane empty head it until acknowledged: no look needed.
+    assert {p for p, job in jobs.items() if job.first} == {"a1", "b1"}
     await inbox.ack(jobs["a3"])  # out of order: the head stays
     assert await inbox.head("a") == a1
     await inbox.ack(jobs["a1"])
@@ -135,7 +142,7 @@ async def test_ack_removes_the_job_from_stream_lane_and_pending(
     job_id = await put(inbox, "lane", "payload")
     assert await inbox.depth() == (1, 0)
     [job] = await inbox.read("A", count=10, block_ms=100)
-    assert job == Job(job_id, "lane", "payload", 1)
+    assert job == Job(job_id, "lane", "payload", 1, first=True)  # its lane was empty
     assert await inbox.depth() == (0, 1)
     await inbox.ack(job)
     assert await redis.xlen(inbox.streams[0]) == 0
@@ -156,7 +163,7 @@ async def test_unacked_job_is_reclaimed_only_after_the_idle_time(
     assert (await inbox.reclaim("B", min_idle_ms=600))[0] == []  # A may still be working on it
     await asyncio.sleep(0.7)
     [taken] = (await inbox.reclaim("B", min_idle_ms=600))[0]
-    assert taken == Job(job_id, "lane", "work", deliveries=2)
+    assert taken == Job(job_id, "lane", "work", deliveries=2, first=True)
     assert await pending_ids(redis, inbox) == {job_id: "B"}
     assert (await inbox.reclaim("C", min_idle_ms=600))[0] == []  # B owns it now, freshly
     await asyncio.sleep(0.7)
@@ -171,13 +178,13 @@ async def test_keep_prevents_reclaim(redis: aioredis.Redis, inbox: Inbox) -> Non
     [job] = await inbox.read("A", count=1, block_ms=100)
     for _ in range(3):
         await asyncio.sleep(0.35)
-        await inbox.keep("A", [job])
+        await inbox.renew_claims("A", [job])
         assert (await inbox.reclaim("B", min_idle_ms=500))[0] == []
-    await inbox.keep("A", [])  # nothing to keep: no call
+    await inbox.renew_claims("A", [])  # nothing to renew: no call
     assert await pending_ids(redis, inbox) == {job_id: "A"}
     await asyncio.sleep(0.6)  # A stopped keeping it
     [taken] = (await inbox.reclaim("B", min_idle_ms=500))[0]
-    assert (taken.id, taken.deliveries) == (job_id, 2)  # keep() is not a delivery
+    assert (taken.id, taken.deliveries) == (job_id, 2)  # renew_claims() is not a delivery
 
 
 async def test_keep_reports_jobs_another_consumer_took_over(
@@ -191,11 +198,11 @@ async def test_keep_reports_jobs_another_consumer_took_over(
     [taken] = (await inbox.reclaim("B", min_idle_ms=200, count=1))[0]
     assert taken.id == mine
     # B keeps only what it owns
-    assert await inbox.keep("B", [jobs[mine], jobs[lost]]) == {(0, lost): "taken"}
+    assert await inbox.renew_claims("B", [jobs[mine], jobs[lost]]) == {(0, lost): "taken"}
     assert await pending_ids(redis, inbox) == {mine: "B", lost: "A"}
     # One finished elsewhere (a message that joined a running run) is gone, not taken.
     await inbox.ack(jobs[lost])
-    assert await inbox.keep("B", [jobs[mine], jobs[lost]]) == {(0, lost): "gone"}
+    assert await inbox.renew_claims("B", [jobs[mine], jobs[lost]]) == {(0, lost): "gone"}
 
 
 async def test_reclaim_counts_deliveries_per_job(redis: aioredis.Redis, inbox: Inbox) -> None:
@@ -240,9 +247,9 @@ async def test_partitions_keep_each_lane_in_one_and_are_read_by_groups(
     assert sum(await inbox.spread()) == 2 * len(lanes)
 
 
-async def test_workers_polling_sees_a_worker_that_beat_recently(inbox: Inbox) -> None:
+async def test_workers_polling_sees_a_worker_that_marked_polling_recently(inbox: Inbox) -> None:
     assert not await inbox.workers_polling(10)  # nobody ever polled
-    await inbox.beat("A")
+    await inbox.mark_polling("A")
     assert await inbox.workers_polling(10)
     await asyncio.sleep(0.3)
     assert not await inbox.workers_polling(0.2)
@@ -415,13 +422,14 @@ async def test_stopped_worker_leaves_its_job_pending_for_another(
     assert await inbox.head("lane") == stuck
 
     recorder.block.clear()  # the next worker can finish it
-    stopped_at = time.monotonic()
+    stopped_at, before = time.monotonic(), takeovers("stopped")
     await start(workers, inbox, recorder, "w2", reclaim_idle=30)
     await wait_until(lambda: len(recorder.done) == 2, timeout=10)
     # At once: a stopped worker clears its liveness mark (the idle fallback would take 1 s).
     assert time.monotonic() - stopped_at < 0.9
     assert recorder.done == [("w2", "lane", "stuck"), ("w2", "lane", "after")]
     assert recorder.deliveries == {"stuck": 2, "after": 2}
+    assert takeovers("stopped") == before + 2
     assert await inbox.depth() == (0, 0)
 
 
@@ -436,7 +444,7 @@ async def test_a_stopping_worker_takes_no_more_jobs_of_dead_workers(
     orphan = await put(inbox, "lane-2", "orphan")
     [job] = await inbox.read("dead", count=1, block_ms=100)  # a worker that then died:
     assert job.id == orphan
-    await inbox.live("dead", 1500)  # its liveness mark lapses while w1 is stopping
+    await inbox.renew_mark("dead", 1500)  # its liveness mark lapses while w1 is stopping
     first = await start(workers, inbox, recorder, "w1", reclaim_idle=1)
     await put(inbox, "lane-1", "finishing")
     await wait_until(lambda: [p for _, _, p in recorder.started] == ["finishing"])
@@ -474,26 +482,27 @@ async def test_jobs_of_a_worker_whose_liveness_lapsed_are_taken_over_at_once(
     assert await pending_ids(redis, inbox) == {stuck: "w1", after: "w1"}
 
     kill(first)
-    killed_at = time.monotonic()
+    killed_at, before = time.monotonic(), takeovers("lapsed")
     recorder.block["stuck"].set()
     await wait_until(lambda: len(recorder.done) == 2, timeout=10)
     # The idle fallback is 30 s: the lapsed mark (1 s, trusted after 1 s more) is what let
     # w2 take them over.
     assert time.monotonic() - killed_at < 3.0
     assert recorder.done == [("w2", "lane", "stuck"), ("w2", "lane", "after")]
+    assert takeovers("lapsed") == before + 2
     assert await inbox.depth() == (0, 0)
 
 
 def stall(worker: Worker) -> asyncio.Task[None]:
     """A process stopped (SIGSTOP, a paused VM): it renews nothing while the test goes on.
-    Returns its liveness loop, stopped; `wake` starts it again."""
-    (live,) = [t for t in worker._tasks if t.get_name() == "inbox-liveness"]
-    live.cancel()
-    return live
+    Returns its renewal loop, stopped; `wake` starts it again."""
+    (renewal,) = [t for t in worker._tasks if t.get_name() == "liveness-renewal"]
+    renewal.cancel()
+    return renewal
 
 
-def wake(worker: Worker, live: asyncio.Task[None]) -> None:
-    worker._tasks[worker._tasks.index(live)] = asyncio.create_task(worker._live_forever())
+def wake(worker: Worker, renewal: asyncio.Task[None]) -> None:
+    worker._tasks[worker._tasks.index(renewal)] = asyncio.create_task(worker.renewal.forever())
 
 
 class Effects:
@@ -519,7 +528,7 @@ class Effects:
 async def stalled_in_a_job(
     inbox: Inbox, workers: list[Worker], effects: Effects
 ) -> tuple[Worker, str, asyncio.Task[None]]:
-    """Worker w1 (liveness 1 s), stalled in the middle of a job: it, the job, its liveness loop."""
+    """Worker w1 (liveness 1 s), stalled in the middle of a job: it, the job, its renewal loop."""
     first = Worker(inbox, effects.handler("w1"), "w1", liveness_ttl=1.0)
     await first.start()
     workers.append(first)
@@ -540,7 +549,7 @@ async def test_a_job_that_joined_a_running_run_is_let_go_by_the_worker_waiting_f
     joined = await put(inbox, "lane", "joined")
     await wait_until(lambda: len(worker._held.get("lane", {})) == 2 and bool(recorder.started))
     await inbox.ack(Job(joined, "lane", "joined"))  # what the running run's steering does
-    await wait_until(lambda: len(worker._held["lane"]) == 1)  # at its next keepalive
+    await wait_until(lambda: len(worker._held["lane"]) == 1)  # at its next claim renewal
     assert "taken over" not in caplog.text and not worker.lease.fenced.is_set()
     recorder.block["running"].set()
     await wait_until(lambda: not worker._lanes)
@@ -552,7 +561,7 @@ async def test_a_worker_that_stalled_while_its_jobs_were_taken_over_does_nothing
     redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
 ) -> None:
     effects = Effects(blocked="w1")
-    first, job, live = await stalled_in_a_job(inbox, workers, effects)
+    first, job, renewal = await stalled_in_a_job(inbox, workers, effects)
     second = Worker(inbox, effects.handler("w2"), "w2", liveness_ttl=1.0)
     await second.start()
     workers.append(second)
@@ -562,12 +571,12 @@ async def test_a_worker_that_stalled_while_its_jobs_were_taken_over_does_nothing
     effects.release.set()  # w1 wakes up in the middle of the job it no longer holds
     await asyncio.sleep(0.3)
     assert effects.effects == [("w2", "job")]  # it waits for its lease's verdict
-    wake(first, live)
+    wake(first, renewal)
     await asyncio.wait_for(first.lease.fenced.wait(), 5)
     await wait_until(lambda: not first._lanes)
     assert effects.effects == [("w2", "job")]
     assert await redis.get(Keys(PREFIX).worker("w1")) == "fenced"
-    assert not await inbox.live("w1", 1000)  # never alive again: the process exits
+    assert not await inbox.renew_mark("w1", 1000)  # never alive again: the process exits
     assert job not in await pending_ids(redis, inbox)
 
 
@@ -575,13 +584,13 @@ async def test_a_worker_that_stalled_but_kept_its_jobs_goes_on(
     redis: aioredis.Redis, inbox: Inbox, workers: list[Worker]
 ) -> None:
     effects = Effects(blocked="w1")
-    first, _, live = await stalled_in_a_job(inbox, workers, effects)
+    first, _, renewal = await stalled_in_a_job(inbox, workers, effects)
     await asyncio.sleep(1.5)  # its mark lapsed, with nobody there to take over
     assert not first.lease.valid()
     effects.release.set()
     await asyncio.sleep(0.3)
     assert effects.effects == []
-    wake(first, live)
+    wake(first, renewal)
     await wait_until(lambda: effects.effects == [("w1", "job")])
     assert not first.lease.fenced.is_set()
     await wait_until(lambda: not first._lanes)
@@ -591,16 +600,16 @@ async def test_a_worker_that_stalled_but_kept_its_jobs_goes_on(
 async def test_a_mark_is_fenced_only_while_lapsed_and_never_renewed_after(
     redis: aioredis.Redis, inbox: Inbox
 ) -> None:
-    assert await inbox.live("w", 300)
+    assert await inbox.renew_mark("w", 300)
     assert not await inbox.fence("w")  # alive: it only looked stalled
     await asyncio.sleep(0.4)
-    assert await inbox.live("w", 300)  # lapsed, not fenced: renewed
+    assert await inbox.renew_mark("w", 300)  # lapsed, not fenced: renewed
     await asyncio.sleep(0.4)
     assert await inbox.fence("w")
-    assert not await inbox.live("w", 300)
+    assert not await inbox.renew_mark("w", 300)
     await inbox.gone("g")
     assert await inbox.fence("g")
-    assert not await inbox.live("g", 300)
+    assert not await inbox.renew_mark("g", 300)
 
 
 async def test_a_job_that_keeps_killing_its_workers_is_dropped_and_told(
@@ -617,9 +626,11 @@ async def test_a_job_that_keeps_killing_its_workers_is_dropped_and_told(
         told.append(job.payload)
 
     worker = Worker(inbox, recorder.handler("w1"), "w1", dropped=dropped)
+    before = REGISTRY.get_sample_value("clawgate_jobs_dropped_total") or 0
     await worker.start()
     workers.append(worker)
     await wait_until(lambda: told == ["poison"])
+    assert REGISTRY.get_sample_value("clawgate_jobs_dropped_total") == before + 1
     await asyncio.sleep(0.2)
     assert recorder.started == []
     assert await pending_ids(redis, inbox) == {}

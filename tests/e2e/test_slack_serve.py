@@ -153,7 +153,7 @@ async def serving(
         **overrides,
     }
     settings = Settings(**values)
-    worker = settings.inprocess_worker
+    worker = settings.worker_topology != "none"  # a child worker: here, in process
     async with running(settings, worker=worker, start_worker=start_worker) as (service, server):
         yield Harness(fake, service, server, workdir, prefix, settings)
 
@@ -462,7 +462,12 @@ async def test_typed_approve_of_a_consumed_id_is_refused(h: Harness) -> None:
     )
     await h.drained()
     assert log.read_text() == "once\n"
-    assert h.fake.responses(first) == []  # an accepted decision is shown on the notice
+    # Whoever typed it is told it took (the notice shows it to everyone).
+    (told,) = h.fake.responses(first)
+    assert told.body == {
+        "text": f"Approved bash ({pending.approval_id}).",
+        "response_type": "ephemeral",
+    }
     updated = h.fake.message(CHANNEL, pending.notice_ts)
     assert updated is not None and f"Approved by <@{ADMIN}>" in block_text(updated.blocks)
 
@@ -912,6 +917,10 @@ async def test_health_readiness_and_metrics(fake: FakeSlack, workdir: Path, redi
         assert grew("clawgate_approvals_total", outcome="requested") == 1
         assert "clawgate_queue_depth{" in after
         assert sample(after, "clawgate_queue_depth", state="waiting") == 0
+        # What the alerts in deploy/prometheus read, served from Redis at each scrape.
+        assert sample(after, "clawgate_queue_oldest_waiting_seconds") == 0
+        assert sample(after, "clawgate_workers_polling") == 1
+        assert sample(after, "clawgate_redis_up") == 1
         assert pending.approval_id
 
         await h.service.worker.stop(1)
@@ -985,10 +994,10 @@ def test_serve_with_bad_slack_settings_exits_2(tmp_path: Path) -> None:
 async def test_serve_without_its_worker_only_ingests(
     fake: FakeSlack, workdir: Path, redis_url: str
 ) -> None:
-    """CLAWGATE_INPROCESS_WORKER=false: the HTTP process only queues; a worker elsewhere (here
+    """CLAWGATE_WORKER_MODE=none: the HTTP process only queues; a worker elsewhere (here
     another service on the same Redis) answers. /readyz needs some worker to be polling."""
     (workdir / "notes.txt").write_text(NOTES)
-    async with serving(fake, workdir, redis_url, CLAWGATE_INPROCESS_WORKER="false") as h:
+    async with serving(fake, workdir, redis_url, CLAWGATE_WORKER_MODE="none") as h:
         assert h.service.worker is None
         status, text = await h.get("/readyz")
         assert status == 503 and "no worker is polling" in text

@@ -124,7 +124,13 @@ async def test_slash_command_is_acked_and_answered_through_response_url(
         assert ack["envelope_id"] == envelope
         [response] = await fake.await_for(lambda: fake.responses(response_url), timeout=15)
         assert response.body["response_type"] == "ephemeral"
-        assert "/approve &lt;id&gt;" in response.body["text"]  # Slack-escaped help text
+        help_text = response.body["text"]
+        assert "/approve &lt;id&gt;" in help_text  # Slack-escaped help text
+        # Slack's own forms: only its registered slash commands typed bare, the rest through
+        # /clawgate (a bare /pending is "not a valid command" there); aligned in a code block.
+        assert "  /clawgate pending " in help_text and "  /clawgate cancel " in help_text
+        assert "  /pending " not in help_text and "  /clawgate help " in help_text
+        assert help_text.count("```") == 2
         assert fake.posts() == []  # nothing in the channel itself
 
 

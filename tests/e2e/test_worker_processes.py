@@ -186,7 +186,9 @@ async def cluster(redis_url: str, workdir: Path) -> AsyncIterator[Cluster]:
     async with FakeSlack() as fake:
         port = free_port()
         env = serve_env(fake, redis_url, workdir, port)
-        serve = await Clawgate.start("serve", env, workdir)
+        # serve's worker in serve's process: these tests tell the two workers apart by pid
+        # (its child worker: tests/e2e/test_worker_child.py).
+        serve = await Clawgate.start("serve", {**env, "CLAWGATE_WORKER_MODE": "inprocess"}, workdir)
         worker = await Clawgate.start("worker", env, workdir)
         try:
             await serve.wait_line(r"clawgate: listening on")

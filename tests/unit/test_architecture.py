@@ -126,3 +126,43 @@ def test_platform_sdks_load_only_when_their_platform_is_enabled() -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def _file_map() -> str:
+    """The code block of docs/architecture.md's "How a message becomes an answer"."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    return doc.split("## How a message becomes an answer", 1)[1].split("```")[1]
+
+
+def test_the_file_map_names_every_module_and_package_of_the_three_layers() -> None:
+    """A newcomer's map that stays true: each `*.py` and package directly under runtime/,
+    adapters/ and bot/ is named in it (`name.py`, `name/`)."""
+    shown = _file_map()
+    missing = []
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).iterdir()):
+            if path.name.startswith(("_", ".")):
+                continue
+            if path.is_dir() and (path / "__init__.py").exists():
+                name = f"{path.name}/"
+            elif path.suffix == ".py":
+                name = path.name
+            else:
+                continue
+            if name not in shown:
+                missing.append(f"{layer}/{name}")
+    assert not missing, f"docs/architecture.md's file map does not name {missing}"
+
+
+def test_the_facade_methods_the_map_names_exist() -> None:
+    line = next(line for line in _file_map().splitlines() if "agent.py" in line)
+    listed = line.split("facade:", 1)[1]
+    nxt = _file_map().splitlines()
+    more = nxt[nxt.index(line) + 1].split(";", 1)[0]
+    names = [name.strip() for name in f"{listed},{more}".split(",") if name.strip()]
+    tree = ast.parse((ROOT / "runtime" / "agent.py").read_text())
+    runtime = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+    methods = {
+        n.name for n in runtime.body if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef)
+    }
+    assert names and set(names) <= methods, sorted(set(names) - methods)

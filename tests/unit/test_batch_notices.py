@@ -89,6 +89,6 @@ def test_the_terminal_lists_the_calls_and_the_batch() -> None:
     assert "[2 calls need approval: batch" in shown and "(2/2) bash: rm b.txt" in shown
     assert f"/approve {BATCH}" in shown
     assert render_update(replace(NOTICE, items=(replace(ITEMS[0], status="consumed"),))) == (
-        "[approval aaaaaaaaaaaaa consumed]"
+        "[approval aaaaaaaaaaaaa done]"
     )
     assert render_pending(ITEMS[1]).endswith(f"[batch {BATCH}]")

@@ -4,8 +4,6 @@ CPU on any command up to the bash tool's size limit (5,000 commands in CI, seede
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -55,27 +53,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / name).write_text("x")
     (root / "src" / "link").symlink_to("../.env")
     return root
-
-
-@pytest.mark.e2e  # waits out timers or runs processes: the slow tier
-def test_the_judge_never_raises_and_stays_within_its_budget(workdir: Path) -> None:
-    """Measured in a process of its own, as `clawgate serve` runs the judge: its start-up
-    objects frozen out of the collector, not the heap of the whole test suite."""
-    code = (
-        "import gc, sys; from pathlib import Path; "
-        "from tests.unit.test_judge_fuzz import judge_all; "
-        "gc.collect(); gc.freeze(); judge_all(Path(sys.argv[1]))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(workdir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "judged 5000 commands" in done.stdout
 
 
 def _timed(policy: RiskPolicy, command: str, workdir: Path) -> tuple[RiskDecision, float]:

@@ -80,7 +80,7 @@ def test_mode_mistakes_are_named(tmp_path: Path) -> None:
     assert "modes: default 'edits' is looser than max 'ask'" in _problems(
         tmp_path, '[modes]\nmax = "ask"\ndefault = "edits"\n'
     )
-    assert "modes.maximum: Extra inputs are not permitted" in _problems(
+    assert "modes.maximum: no such key here; did you mean modes.max?" in _problems(
         tmp_path, '[modes]\nmaximum = "ask"\n'
     )
 
@@ -89,22 +89,22 @@ def test_model_mistakes_are_named_and_a_key_is_never_echoed(tmp_path: Path) -> N
     twice = _problems(tmp_path, MODEL + MODEL)
     assert "models: model names listed twice: big" in twice
     keyed = _problems(tmp_path, MODEL.replace('"BIG_KEY"', '"sk-live-0123456789abcdef"'))
-    assert "models.0.api_key_env: expected the name of an environment variable" in keyed
+    assert "models[0].api_key_env: expected the name of an environment variable" in keyed
     assert "sk-live" not in keyed
-    assert "models.0.name: invalid model name 'no spaces'" in _problems(
+    assert "models[0].name: invalid model name 'no spaces'" in _problems(
         tmp_path, MODEL.replace('"big"', '"no spaces"')
     )
     assert "'default' names the process's own model" in _problems(
         tmp_path, MODEL.replace('"big"', '"default"')
     )
-    assert "models.0.base_url: expected an http(s) URL" in _problems(
+    assert "models[0].base_url: expected an http(s) URL" in _problems(
         tmp_path, MODEL.replace("https://models.example/v1", "models.example")
     )
-    assert "models.0.context_window: Input should be greater than or equal to 4096" in _problems(
+    assert "models[0].context_window: Input should be greater than or equal to 4096" in _problems(
         tmp_path, MODEL.replace("200000", "100")
     )
     missing = _problems(tmp_path, MODEL.replace('model = "big-1"\n', ""))
-    assert "models.0.model: Field required" in missing
+    assert "models[0].model: required, and missing" in missing
     per_scope = MODEL.replace("[[models]]", '[[conversations."slack:T1".models]]')
     scoped = _problems(tmp_path, per_scope)
-    assert "conversations.slack:T1.models: Extra inputs are not permitted" in scoped
+    assert 'conversations."slack:T1".models: no such key here' in scoped

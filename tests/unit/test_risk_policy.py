@@ -1306,3 +1306,24 @@ def test_git_config_files_whose_urls_hold_credentials_ask(
 @pytest.mark.parametrize("path", ["config/app.toml", "src/config", "docs/git/config"])
 def test_other_config_files_are_plain_reads(path: str) -> None:
     assert RiskPolicy().assess("read", {"path": path}, EMPTY_WORKDIR).verdict is ALLOW
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "verdict", "rule", "source"),
+    [
+        ("bash", {"command": "curl example.org"}, DENY, "deny_patterns", "policy_file"),
+        ("bash", {"command": "make all"}, ASK, "ask_patterns", "policy_file"),
+        ("bash", {"command": "rm x"}, ASK, "shell", "builtin"),
+        ("bash", {"command": "ls"}, ALLOW, "shell", "builtin"),
+        ("write", {"path": "docs/a.md", "content": "x"}, ASK, "protected_paths", "policy_file"),
+        ("write", {"path": ".env", "content": "x"}, ASK, "protected_path", "builtin"),
+        ("read", {"path": "a.txt"}, ALLOW, "safe_tools", "builtin"),
+        ("lookup", {}, ASK, "not_known", "builtin"),
+    ],
+)
+def test_a_decision_names_its_rule_and_whether_the_policy_file_added_it(
+    tool: str, arguments: dict[str, Any], verdict: Verdict, rule: str, source: str
+) -> None:
+    config = RiskConfig(deny_patterns=["curl"], ask_patterns=["^make"], protected_paths=["docs/*"])
+    decision = RiskPolicy(config).assess(tool, arguments)
+    assert (decision.verdict, decision.rule, decision.source) == (verdict, rule, source)

@@ -6,8 +6,9 @@ with a link to the older ones.
 Only what the signed-in person oversees is listed: an entry of a conversation when they oversee
 it (runtime/approval/desk.py: `Oversight`), an entry of none (a policy reload, an operator's
 act) when they are an admin of every conversation. Every value is redacted before it is shown.
-Whether the chain of entries verifies is for tamper evidence to say, when it lands: `chain` is
-its place, None until then (nothing is shown rather than a claim nobody checked)."""
+`chain`: whether the entries shown verify among themselves (their MACs, and the links between
+those next to each other in the chain: runtime/audit_verify.py `page_check`), in a line; None
+when none shown is chained. The whole chain is for `clawgate audit verify`."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ async def audit(request: web.Request) -> web.StreamResponse:
     if before and not entry_id(before):
         query = "before: not an entry id"
     rows: list[Row] = []
-    older = None
+    older, chain = None, None
     if isinstance(query, AuditQuery):
         oversight = console.desk.oversight(session.actor)
 
@@ -103,6 +104,7 @@ async def audit(request: web.Request) -> web.StreamResponse:
         audit_log = console.runtime.audit
         page = await search(audit_log, query, visible, before=before or None, count=PAGE)
         rows = [shown_row(e) for e in page.entries]
+        chain = audit_log.check_shown(page.entries) or None
         if page.older is not None:
             older = urlencode({**{k: v for k, v in wanted.items() if v}, "before": page.older})
     return render(
@@ -114,5 +116,5 @@ async def audit(request: web.Request) -> web.StreamResponse:
         older=older,
         wanted=wanted,
         problem=query if isinstance(query, str) else None,
-        chain=None,
+        chain=chain,
     )

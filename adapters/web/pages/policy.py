@@ -29,7 +29,13 @@ from runtime.policy.model import (
     scope_label,
     scopes_of,
 )
-from runtime.policy.resolve import EffectivePolicy, ToolState, describe_state, file_label
+from runtime.policy.resolve import (
+    EffectivePolicy,
+    ToolState,
+    ToolVerdict,
+    describe_state,
+    file_label,
+)
 from runtime.policy.service import PolicyChangeError, PolicyService, PolicyUsageError
 
 ACTIONS = ("allow", "deny", "reset")
@@ -71,16 +77,14 @@ class OverrideRow:
     reach: str  # its label: who may change or reset it (admins of this scope or wider)
 
 
-def layer_of(source: str) -> str:
-    """The layer a verdict's source names (labels of runtime/policy/resolve.py)."""
-    if source.startswith("override ["):
-        return REDIS
-    return FILE if "policy file [" in source else DEFAULTS
+def layer_of(verdict: ToolVerdict) -> str:
+    """The layer a verdict's source names."""
+    return {"override": REDIS, "policy_file": FILE}.get(verdict.layer, DEFAULTS)
 
 
 def tool_rows(policy: EffectivePolicy) -> list[ToolRow]:
     return [
-        ToolRow(tool, v.state, describe_state(v.state), v.source, layer_of(v.source))
+        ToolRow(tool, v.state, describe_state(v.state), v.source, layer_of(v))
         for tool, v in policy.tools.items()
     ]
 
@@ -93,7 +97,7 @@ def _after(seconds: float | None) -> str:
     return "never" if seconds is None else f"after {seconds:g} s"
 
 
-def _counts(needed: dict[str, int]) -> str:
+def _counts(needed: Mapping[str, int]) -> str:
     return ", ".join(f"{key}: {n}" for key, n in sorted(needed.items())) or "1 (one approver)"
 
 

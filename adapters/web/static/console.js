@@ -37,7 +37,8 @@
   if (every > 0) {
     window.setInterval(function () { if (!document.hidden) { refresh(); } }, every * 1000);
   }
-  // A page that is costly to make (Insight) is not made again on every change.
+  // A page that is costly to make (Insight), or that answered a form (its address takes no
+  // GET), is not made again on every change.
   var url = main && main.hasAttribute("data-still") ? null : document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
   var source = new EventSource(url);

@@ -4,7 +4,8 @@ it said it stopped, "fenced" once another worker decided to take over its jobs.
 Renewing and fencing are scripts, so they exclude each other: a mark that lapsed while its
 process stalled is either renewed by that process first (then nobody takes over) or fenced
 by a taker first (then that process can never renew it, finds out, and stops). A plain SET
-would let a process that woke up too late revive its mark after its jobs were taken."""
+would let a process that woke up too late revive its mark after its jobs were taken. The
+whole story: runtime/ownership/__init__.py."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ async def renew(redis: Redis, mark: str, ttl_ms: int) -> bool:
 
 async def fence(redis: Redis, mark: str) -> bool:
     return bool(await redis.eval(FENCE, 1, mark, ENDED_KEPT_MS))
+
+
+async def alive(redis: Redis, mark: str) -> bool:
+    return await redis.get(mark) == ALIVE
 
 
 async def gone(redis: Redis, mark: str) -> None:

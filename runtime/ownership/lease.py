@@ -2,15 +2,16 @@
 another worker has taken over.
 
 Other workers take over a worker's jobs once its liveness mark in Redis lapsed (renewed
-every eighth of `CLAWGATE_LIVENESS_TTL`) and stayed lapsed for a moment, and only after
-fencing the mark (runtime/store/liveness.py), which it can then never renew. A process
-stalled past the TTL (a paused VM or container, SIGSTOP, a stuck event loop) cannot know on
-waking whether that happened: it must not post, run a tool or write history until it has
-renewed its mark (nobody took over: it goes on) or found it fenced (its jobs are someone
-else's: it stops them where they stand, and the process exits so its supervisor starts it
-afresh). Renewal comes within a moment of waking; an effect waits that long for it, no more:
-a lease that stays lapsed means Redis is unreachable, and the job takes the outage path (the
-chat is told, the job is tried again once Redis is back, if it is still this worker's).
+every eighth of `CLAWGATE_LIVENESS_TTL`: renewal.py) and stayed lapsed for a moment, and
+only after fencing the mark (liveness_mark.py, takeover.py), which it can then never renew.
+A process stalled past the TTL (a paused VM or container, SIGSTOP, a stuck event loop)
+cannot know on waking whether that happened: it must not post, run a tool or write history
+until it has renewed its mark (nobody took over: it goes on) or found it fenced (its jobs
+are someone else's: it stops them where they stand, and the process exits so its supervisor
+starts it afresh). Renewal comes within a moment of waking; an effect waits that long for
+it, no more: a lease that stays lapsed means Redis is unreachable, and the job takes the
+outage path (the chat is told, the job is tried again once Redis is back, if it is still
+this worker's).
 
 The lease is valid until `ttl` after the last renewal was *sent* (Redis set the mark's
 expiry no earlier), by this host's monotonic clock, which runs on while the process is
