@@ -3,15 +3,22 @@ of aiohttp's own protocol, which refuses connections past a cap per client addre
 total, and closes one whose request headers are not in within the header timeout. Without it,
 ~20,000 connections that sent half a request line and stalled used up the process's file
 descriptors (aiohttp before 3.10 waits for headers forever; later ones for keepalive_timeout,
-which AppRunner leaves at an hour)."""
+which AppRunner leaves at an hour).
+
+Even so a flood can run the process out of files for a moment: asyncio accepts up to a backlog
+of sockets per wake-up, and a refused one is closed a loop turn later. asyncio then stops
+accepting for a second and logs a traceback per failed accept; `Guarded` turns that into one
+line a minute, and `raise_file_limit` gives the process the room its hard limit allows."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import resource
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -126,6 +133,71 @@ class GuardedSite(web.TCPSite):
             return Guarded(server(), self.limits)
 
         loop = asyncio.get_running_loop()
+        say_failed_accepts(loop)
         self._server = await loop.create_server(
             connection, self._host, self._port, backlog=self._backlog
         )
+
+
+ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's words for it
+SAY_EVERY = 60.0  # seconds between two lines about failed accepts
+# Files beyond the connections: a backlog of accepted sockets not yet refused, Redis, logs.
+FILES_BESIDES_CONNECTIONS = 256
+
+
+def say_failed_accepts(loop: asyncio.AbstractEventLoop) -> None:
+    """One warning a minute, not a traceback per socket, when accepting fails for want of
+    files or memory (asyncio pauses accepting for a second and retries by itself)."""
+    previous = loop.get_exception_handler()
+    said_at: float | None = None
+    since = 0
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        nonlocal said_at, since
+        exc = context.get("exception")
+        if context.get("message") != ACCEPT_FAILED or not isinstance(exc, OSError):
+            if previous is not None:
+                previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        since += 1
+        now = loop.time()
+        if said_at is not None and now - said_at < SAY_EVERY:
+            return
+        said_at = now
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        log.warning(
+            "http: cannot accept connections (%s; this process may open %d files): "
+            "paused 1 s, %d time(s) this minute; raise `ulimit -n` or lower "
+            "CLAWGATE_HTTP_MAX_CONNECTIONS",
+            os.strerror(exc.errno) if exc.errno else exc,
+            soft,
+            since,
+        )
+        since = 0
+
+    loop.set_exception_handler(handler)
+
+
+def raise_file_limit(connections: int) -> str | None:
+    """Raise this process's soft limit on open files to its hard one, as Go programs do at
+    start (a service's soft limit is often 1,024 while its hard one is far higher). Returns a
+    warning when even that leaves too little room for `connections` at once."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass  # above the kernel's own maximum: keep what we have
+    needed = connections + FILES_BESIDES_CONNECTIONS
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    return (
+        f"this process may open {soft} files (`ulimit -n`), fewer than the "
+        f"{connections} connections of CLAWGATE_HTTP_MAX_CONNECTIONS plus "
+        f"{FILES_BESIDES_CONNECTIONS} for its own use: a flood of connections can pause "
+        "accepting; raise the limit or lower the setting"
+    )

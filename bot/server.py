@@ -29,7 +29,7 @@ from adapters.router import Router
 from adapters.web.app import console_app
 from bot.doctor import policy_file_problem, print_serving_checks
 from bot.errors import Unavailable
-from bot.http_limits import ConnectionLimits, GuardedSite
+from bot.http_limits import ConnectionLimits, GuardedSite, raise_file_limit
 from bot.policy_reload import keep_policy_fresh
 from bot.settings import Settings, SettingsError
 from bot.wiring import approval_store, build_mcp, build_runtime, build_sandbox
@@ -616,6 +616,8 @@ async def _listen(settings: Settings, app: web.Application, port: int) -> web.Ap
         total=settings.http_max_connections,
         header_timeout=settings.http_header_timeout,
     )
+    if short := raise_file_limit(settings.http_max_connections):
+        log.warning("http: %s", short)
     await runner.setup()
     host = settings.host
     try:

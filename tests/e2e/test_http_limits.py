@@ -11,7 +11,7 @@ import contextlib
 import resource
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -31,12 +31,14 @@ CAP = 40
 HEADER_TIMEOUT = 2.0
 
 
-def _few_files() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES, FILES))
+def _files(limit: int) -> Callable[[], None]:
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 @contextlib.asynccontextmanager
-async def serve(fake: FakeSlack, redis_url: str, workdir: Path) -> AsyncIterator[str]:
+async def serve(
+    fake: FakeSlack, redis_url: str, workdir: Path, files: int = FILES
+) -> AsyncIterator[tuple[str, Clawgate]]:
     port = free_port()
     env = serve_env(
         fake,
@@ -56,12 +58,12 @@ async def serve(fake: FakeSlack, redis_url: str, workdir: Path) -> AsyncIterator
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
-        preexec_fn=_few_files,
+        preexec_fn=_files(files),
     )
     process = Clawgate(proc, "serve")
     try:
         await process.wait_line("listening on")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", process
     finally:
         assert await process.stop() == 0, process.stderr
     assert "Traceback" not in process.stderr, process.stderr
@@ -73,10 +75,10 @@ async def fake() -> AsyncIterator[FakeSlack]:
         yield server
 
 
-def stall(port: int) -> list[socket.socket]:
-    """SOCKETS connections from ATTACKER, each with half a request line sent."""
+def stall(port: int, count: int = SOCKETS) -> list[socket.socket]:
+    """`count` connections from ATTACKER, each with half a request line sent."""
     sockets = []
-    for _ in range(SOCKETS):
+    for _ in range(count):
         sock = socket.socket()
         sock.bind((ATTACKER, 0))
         sock.settimeout(5)
@@ -103,7 +105,9 @@ def still_open(sockets: list[socket.socket]) -> int:
 async def test_stalled_connections_are_capped_and_timed_out_while_others_are_answered(
     fake: FakeSlack, redis_url: str, workdir: Path
 ) -> None:
-    async with serve(fake, redis_url, workdir) as url:
+    async with serve(fake, redis_url, workdir) as (url, process):
+        # The limit was said at start, with what to do.
+        assert f"may open {FILES} files (`ulimit -n`)" in process.stderr
         port = int(url.rsplit(":", 1)[1])
         sockets = await asyncio.to_thread(stall, port)
         try:
@@ -136,7 +140,7 @@ async def test_stalled_connections_are_capped_and_timed_out_while_others_are_ans
 async def test_a_body_that_trickles_in_gets_408(
     fake: FakeSlack, redis_url: str, workdir: Path
 ) -> None:
-    async with serve(fake, redis_url, workdir) as url:
+    async with serve(fake, redis_url, workdir) as (url, _):
         port = int(url.rsplit(":", 1)[1])
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         head = (
@@ -150,3 +154,27 @@ async def test_a_body_that_trickles_in_gets_408(
         assert answer.startswith(b"HTTP/1.1 408"), answer
         assert time.monotonic() - started >= HEADER_TIMEOUT - 0.5
         writer.close()
+
+
+async def test_a_process_out_of_files_says_so_once_and_accepts_again(
+    fake: FakeSlack, redis_url: str, workdir: Path
+) -> None:
+    """With fewer files than the per-client cap, stalled sockets use them all: accepting fails
+    (EMFILE). One line says so, with no traceback; once the header timeout frees the files,
+    /healthz is answered again."""
+    async with serve(fake, redis_url, workdir, files=CAP) as (url, process):
+        port = int(url.rsplit(":", 1)[1])
+        sockets = await asyncio.to_thread(stall, port, CAP + 20)
+        try:
+            await process.wait_line(r"http: cannot accept connections \(Too many open files")
+            for sock in sockets:
+                sock.close()
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session,
+                session.get(f"{url}/healthz") as response,
+            ):
+                assert response.status == 200
+        finally:
+            for sock in sockets:
+                sock.close()
+    assert process.stderr.count("http: cannot accept connections") == 1, process.stderr
