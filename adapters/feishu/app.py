@@ -139,6 +139,8 @@ class FeishuAdapter:
 
     def _on_card(self, data: Any) -> P2CardActionTriggerResponse:
         click = self._parse(card_click, data, "card action")
+        if isinstance(click, str):
+            return P2CardActionTriggerResponse(_toast("error", click))
         answer = {} if click is None else self._deliver(self._take_click(click))
         return P2CardActionTriggerResponse(answer or {})
 

@@ -182,8 +182,9 @@ class CardClick:
         )
 
 
-def card_click(data: Any) -> CardClick | None:
-    """`card.action.trigger` of one of our buttons; None for anything else."""
+def card_click(data: Any) -> CardClick | str | None:
+    """`card.action.trigger` of one of our buttons; None for anything else; the refusal to
+    toast for a click on one of ours that does not say who clicked, or on which message."""
     header, event = data.header, data.event
     value = event.action.value if event.action else None
     name = event.action.name if event.action else None
@@ -204,10 +205,18 @@ def card_click(data: Any) -> CardClick | None:
     arguments = form.get(ARGUMENTS) if isinstance(form, dict) else None
     if value["action"] == EDIT and not isinstance(arguments, str):
         return None
-    approval_id, open_id = value.get("approval_id"), event.operator.open_id
-    context = event.context
-    if not isinstance(approval_id, str) or not open_id or context is None:
+    approval_id = value.get("approval_id")
+    if not isinstance(approval_id, str):
         return None
+    open_id = event.operator.open_id if event.operator else None
+    context = event.context
+    if not open_id or context is None or not context.open_message_id:
+        # No open_id: an app not allowed to read it, or a person outside the tenant. Deciding
+        # needs to know who decides: say how to, instead of an empty answer.
+        return (
+            f"Feishu did not say {'who clicked' if not open_id else 'which card this is'}: "
+            f"type /approve {approval_id} or /reject {approval_id} <reason> in the chat"
+        )
     tenant = header.tenant_key or event.operator.tenant_key or "tenant"
     return CardClick(
         event_id=header.event_id,

@@ -796,6 +796,14 @@ async def test_unknown_events_and_clicks_are_acknowledged_and_ignored(h: Harness
     status, answer = await h.click("approve_once", unknown, ADMIN)
     assert status == 200 and answer["toast"]["type"] == "error"
     assert "unknown approval id" in answer["toast"]["content"]
+    # One of our buttons, but Feishu does not say who clicked: told how to decide instead.
+    nameless = card_action_event(
+        {"action": "approve_once", "approval_id": "ab12cd"}, open_message_id="om_card"
+    )
+    del nameless["operator"]["open_id"]
+    status, text = await h.send(event_envelope(CARD, nameless, token=TOKEN))
+    assert status == 200 and json.loads(text)["toast"]["type"] == "error", text
+    assert "/approve ab12cd" in json.loads(text)["toast"]["content"]
     await asyncio.sleep(0.2)
     assert await h.enqueued() == 0 and h.outbound() == []
 

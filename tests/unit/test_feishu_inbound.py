@@ -22,6 +22,7 @@ from adapters.feishu.inbound import (
     ARGUMENTS,
     EDIT,
     REJECT,
+    CardClick,
     FeishuIdentity,
     card_click,
     clean_text,
@@ -243,7 +244,7 @@ def test_images_files_and_unread_kinds_are_queued_for_the_reader() -> None:
 )
 def test_card_click(action: str, text: str) -> None:
     click = card_click(typed_click({"action": action, "approval_id": "ab12"}))
-    assert click is not None
+    assert isinstance(click, CardClick)
     assert (click.approval_id, click.action, click.text) == ("ab12", action, text)
     assert click.actor.key == "feishu:ou_alice"
     assert click.conversation.id == f"feishu:{TENANT_KEY}:{CHAT}"
@@ -257,12 +258,12 @@ def test_edit_form_submitted_approves_the_edited_arguments() -> None:
     value = {"action": EDIT, "approval_id": "ab12"}
     edited = '{\n "command": "ls"\n}'
     click = card_click(typed_click(value, form_value={ARGUMENTS: edited}))
-    assert click is not None and click.text == f"/approve ab12 edit {edited}"
+    assert isinstance(click, CardClick) and click.text == f"/approve ab12 edit {edited}"
     assert card_click(typed_click(value)) is None  # an edit without its form: not ours
     # A submit that carries only the button's name (no callback value): the same edit.
     named = typed_click({}, form_value={ARGUMENTS: edited}, name=edit_button("ab12"))
     by_name = card_click(named)
-    assert by_name is not None and by_name.text == f"/approve ab12 edit {edited}"
+    assert isinstance(by_name, CardClick) and by_name.text == f"/approve ab12 edit {edited}"
 
 
 @pytest.mark.parametrize(
@@ -276,6 +277,19 @@ def test_edit_form_submitted_approves_the_edited_arguments() -> None:
 )
 def test_other_clicks_are_not_ours(value: Any) -> None:
     assert card_click(typed_click(value)) is None
+
+
+def test_a_click_that_does_not_say_who_clicked_is_told_how_to_decide() -> None:
+    """An operator with no open_id (an app not allowed to read it, a person from another
+    tenant): a refusal to toast, naming the typed commands, never a decision by nobody."""
+    data = typed_click({"action": APPROVE_ONCE, "approval_id": "ab12"})
+    data.event.operator.open_id = None
+    refusal = card_click(data)
+    assert isinstance(refusal, str)
+    assert "who clicked" in refusal and "/approve ab12" in refusal and "/reject ab12" in refusal
+    data = typed_click({"action": REJECT, "approval_id": "ab12"})
+    data.event.context.open_message_id = None
+    assert "which card" in str(card_click(data))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,7 +441,7 @@ async def test_a_click_that_decides_is_answered_with_the_card_without_buttons(
     click = card_click(
         typed_click(value, operator_open_id="ou_admin", form_value={ARGUMENTS: "{}"})
     )
-    assert click is not None
+    assert isinstance(click, CardClick)
     card = await adapter._deciding(click, "Rejecting" if action == REJECT else "Approving")
     if answered is None:
         assert card is None

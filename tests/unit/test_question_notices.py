@@ -11,7 +11,7 @@ import pytest
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
 from adapters.console.channel import render_request, render_update
-from adapters.feishu.inbound import card_click
+from adapters.feishu.inbound import CardClick, card_click
 from adapters.feishu.questions import notice_card
 from adapters.slack.inbound import action_inbound
 from adapters.slack.payloads import BlockActions
@@ -167,4 +167,6 @@ def test_a_clicked_option_is_an_option_number_or_nothing(option: str) -> None:
     assert (slack.text if slack else None) == ("/answer k3x9q2m7vd4pw 2" if ours else None)
     value = {"action": "answer", "approval_id": "k3x9q2m7vd4pw", "option": option}
     feishu = card_click(_feishu_click(value))
-    assert (feishu.text if feishu else None) == ("/answer k3x9q2m7vd4pw 2" if ours else None)
+    assert (feishu.text if isinstance(feishu, CardClick) else None) == (
+        "/answer k3x9q2m7vd4pw 2" if ours else None
+    )
