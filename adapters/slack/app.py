@@ -234,7 +234,11 @@ class SlackAdapter:
     async def _on_message(self, body: dict[str, Any], ack: AsyncAck) -> None:
         envelope = _validate(EventCallback, body)
         event = _validate(MessageEvent, envelope.event)
-        inbound = message_inbound(event, envelope.event_id, envelope.team_id, self.identity)
+        # A Slack Connect user's message carries their own workspace's id; the channel, and
+        # the answer, are this bot's when its installation sees the event.
+        ours = self.identity.team_id
+        team = ours if envelope.seen_by(ours) else envelope.team_id
+        inbound = message_inbound(event, envelope.event_id, team, self.identity)
         if inbound is not None:
             await self._ingest(inbound)
             if self._untitled and event.thread_ts:

@@ -258,7 +258,7 @@ def modal_inbound(submission: ViewSubmission) -> Inbound:
         text = f"/approve {context.approval_id} edit {arguments}"
     else:
         text = f"/reject {context.approval_id} {reason_of(submission)}".strip()
-    team = submission.team.id
+    team = submission.home
     return Inbound(
         platform=PLATFORM,
         event_id=submission.view.id,

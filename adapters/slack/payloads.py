@@ -46,11 +46,25 @@ class MessageEvent(_Payload):
     files: list[SlackFile] = Field(default_factory=list)
 
 
+class _Authorization(_Payload):
+    team_id: str | None = None
+
+
 class EventCallback(_Payload):
+    """An Events API request. In a Slack Connect channel `team_id` may be the workspace of the
+    person who wrote; `context_team_id` and `authorizations` say which installations see it."""
+
     type: str
     event_id: str = Field(min_length=1)
     team_id: str = Field(min_length=1)
+    context_team_id: str | None = None
+    authorizations: list[_Authorization] = Field(default_factory=list)
     event: dict[str, Any]
+
+    def seen_by(self, team: str) -> bool:
+        """Whether the installation in `team` sees this event."""
+        teams = {self.team_id, self.context_team_id, *(a.team_id for a in self.authorizations)}
+        return team in teams
 
     @field_validator("event")
     @classmethod
@@ -111,6 +125,7 @@ class View(_Payload):
     callback_id: str = ""
     private_metadata: str = ""
     state: dict[str, Any] = Field(default_factory=dict)
+    app_installed_team_id: str | None = None
 
 
 class ViewSubmission(_Payload):
@@ -118,6 +133,12 @@ class ViewSubmission(_Payload):
     user: _Id
     team: _Id
     view: View
+
+    @property
+    def home(self) -> str:
+        """The workspace the modal was opened from: `team` is the submitter's, another
+        organisation's for a Slack Connect user (as bolt reads it)."""
+        return self.view.app_installed_team_id or self.team.id
 
 
 class ModalContext(_Payload):

@@ -1068,6 +1068,22 @@ async def test_events_of_another_workspace_are_ignored(h: Harness) -> None:
     assert h.fake.posts() == []
 
 
+async def test_a_slack_connect_user_from_another_organisation_is_answered(h: Harness) -> None:
+    """In a channel shared over Slack Connect, the event of someone from another organisation
+    names their workspace in `team_id`; this bot's installation sees it (context_team_id,
+    authorizations): answered in the thread, in this workspace's session."""
+    ts = next_ts()
+    event = mention_event("read notes.txt", ts=ts, user="U_PARTNER", team_id="T_PARTNER")
+    event |= {"user_team": "T_PARTNER", "source_team": "T_PARTNER"}
+    envelope = json.loads(event_body(event, team_id="T_PARTNER"))
+    envelope |= {"context_team_id": TEAM_ID, "is_ext_shared_channel": True}
+    envelope["authorizations"][0]["team_id"] = TEAM_ID
+    assert (await h.post(json.dumps(envelope)))[0] == 200
+    answer = await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    assert answer.params["channel"] == CHANNEL and answer.params["thread_ts"] == ts
+    assert await h.history_length(session_of(ts)) > 0
+
+
 async def test_reject_dialog_that_cannot_open_asks_to_type_the_reason(h: Harness) -> None:
     victim = h.workdir / "victim.txt"
     victim.write_text("precious")

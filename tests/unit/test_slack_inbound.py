@@ -197,6 +197,16 @@ def test_reject_modal_submission_carries_the_reason() -> None:
     assert inbound.actor.key == "slack:U2"
 
 
+def test_a_slack_connect_approver_s_modal_belongs_to_the_workspace_that_opened_it() -> None:
+    """A person from another organisation submits the reject modal in a shared channel: the
+    payload's `team` is theirs, `view.app_installed_team_id` this bot's."""
+    submitted = _submitted("clawgate_reject", {"reason": {"reason": {"value": "no"}}})
+    submitted.team.id = "T_PARTNER"
+    assert modal_inbound(submitted).session == "slack:T_PARTNER:C1:9.0"  # nothing else said
+    submitted.view.app_installed_team_id = "T1"
+    assert modal_inbound(submitted).session == "slack:T1:C1:9.0"
+
+
 def test_edit_modal_submission_approves_the_edited_arguments() -> None:
     edited = '{\n  "command": "ls build"\n}'
     values = {"arguments": {"arguments": {"value": edited}}}
