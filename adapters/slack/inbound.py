@@ -127,6 +127,10 @@ def message_inbound(
     own and other bots' messages, edits, channel chatter that does not mention it)."""
     if event.bot_id or event.subtype not in _SPOKEN_SUBTYPES or not event.user:
         return None
+    if event.edited is not None:
+        # Slack sends `app_mention` again, same ts, each time a mention is edited: past the
+        # dedupe window that would run the request a second time.
+        return None
     if event.user == me.bot_user_id:
         return None
     if event.type == "app_mention" and event.channel_type is None and event.channel[:1] == "G":

@@ -44,6 +44,7 @@ class MessageEvent(_Payload):
     subtype: str | None = None
     bot_id: str | None = None
     files: list[SlackFile] = Field(default_factory=list)
+    edited: dict[str, Any] | None = None  # an `app_mention` sent again for an edit
 
 
 class _Authorization(_Payload):

@@ -1068,6 +1068,26 @@ async def test_events_of_another_workspace_are_ignored(h: Harness) -> None:
     assert h.fake.posts() == []
 
 
+async def test_an_edited_mention_never_runs_again_even_past_the_dedupe_window(
+    h: Harness,
+) -> None:
+    """Slack sends `app_mention` again, same ts, when a mention is edited. Within the dedupe
+    window the message's key catches it; past it (its key gone, as here) it is still no new
+    request."""
+    ts = next_ts()
+    assert (await h.post(event_body(mention_event("read notes.txt", ts=ts))))[0] == 200
+    await h.await_post(lambda c: "lazy dog" in str(c.params.get("text")), "the answer")
+    await h.drained()
+    queued, posted = await h.enqueued(), len(h.fake.posts())
+    await h.redis.delete(*await h.seen_keys())  # the dedupe window has passed
+    edited = mention_event("read notes.txt again", ts=ts) | {"edited": {"user": "U_ALICE"}}
+    assert (await h.post(event_body(edited)))[0] == 200
+    await asyncio.sleep(0.3)
+    await h.drained()
+    assert await h.enqueued() == queued
+    assert len(h.fake.posts()) == posted
+
+
 async def test_a_slack_connect_user_from_another_organisation_is_answered(h: Harness) -> None:
     """In a channel shared over Slack Connect, the event of someone from another organisation
     names their workspace in `team_id`; this bot's installation sees it (context_team_id,

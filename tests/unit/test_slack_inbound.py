@@ -131,6 +131,15 @@ def test_ignored_messages(fields: dict[str, str]) -> None:
     assert message_inbound(event(**fields), "Ev1", "T1", ME) is None
 
 
+def test_an_edited_mention_is_never_a_new_request() -> None:
+    """Slack sends `app_mention` again, with `edited`, for each edit of a mention."""
+    edited = MessageEvent.model_validate(
+        {"type": "app_mention", "channel": "C1", "ts": "10.1", "user": "U1"}
+        | {"text": "<@UBOT> run it", "edited": {"user": "U1", "ts": "12.0"}}
+    )
+    assert message_inbound(edited, "Ev2", "T1", ME) is None
+
+
 def test_slash_command_belongs_to_the_channel() -> None:
     command = SlashCommand(
         command="/approve",
