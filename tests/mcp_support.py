@@ -31,6 +31,7 @@ def write_policy(
     url: str | None = None,
     tools: str = 'allow = ["read", "bash", "test.*"]',
     server: str = "",
+    timeout: float = 20,
 ) -> Path:
     """A policy file with the test server as `test` (stdio, started by clawgate in its sandbox
     with the work directory writable for its log; or HTTP at `url`), and `server`'s extra
@@ -44,7 +45,7 @@ def write_policy(
         table += f"expose = {json.dumps(shown)}\nwritable_workdir = true\n"
     else:
         table = f'[mcp.http.test]\nurl = "{url}"\n'
-    path.write_text(f"[tools]\n{tools}\n\n{table}timeout = 20\n{server}\n")
+    path.write_text(f"[tools]\n{tools}\n\n{table}timeout = {timeout:g}\n{server}\n")
     return path
 
 
@@ -53,8 +54,9 @@ def calls_in(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def kill_servers(log: Path) -> int:
-    """SIGKILL the test server processes that write to `log` (not their bwrap): a crash."""
+def kill_servers(log: Path, sig: signal.Signals = signal.SIGKILL) -> int:
+    """SIGKILL the test server processes that write to `log` (not their bwrap): a crash; or
+    send them `sig` (SIGSTOP: a server that stops answering)."""
     killed = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -65,7 +67,7 @@ def kill_servers(log: Path) -> int:
             continue
         if str(SERVER).encode() in argv and str(log).encode() in argv and b"bwrap" not in argv[0]:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry), signal.SIGKILL)
+                os.kill(int(entry), sig)
                 killed += 1
     return killed
 

@@ -240,10 +240,23 @@ class Connection:
     # --- calls --------------------------------------------------------------------------------
 
     async def call(self, tool: McpTool, arguments: dict[str, Any]) -> Any:
+        """The call within the server's `timeout`, the tool list read first included."""
         client = await self._connected(tool)
+        timeout = self.rules.timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        listing = min(timeout, HEALTH_TIMEOUT)
         try:
-            async with asyncio.timeout(HEALTH_TIMEOUT):
+            async with asyncio.timeout(listing):
                 await self._read_tools(client)  # never a call to a tool that is no more
+        except TimeoutError:
+            self._break(f"it stopped answering: no tool list within {listing:g} s")
+            self._count(tool, "down")
+            raise ToolError(
+                f"the MCP server {self.name} stopped answering (no tool list within "
+                f"{listing:g} s); the call was not sent; the server is being restarted",
+                "timeout",
+            ) from None
         except Exception as exc:
             self._break(self._describe(exc))
             self._count(tool, "down")
@@ -261,9 +274,8 @@ class Connection:
                 f"{tool.name} changed on its MCP server since this call was checked (signature "
                 f"{tool.signature} -> {current.signature}); not run; call it again"
             )
-        timeout = self.rules.timeout
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 result = await client.session.call_tool(tool.listing.name, arguments)
         except TimeoutError:
             self._count(tool, "timeout")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from adapters.slack.inbound import APPROVE_ONCE, REJECT
 from bot.policy_file import load_policy_file
 from bot.wiring import TOOL_NAMES
 from runtime.audit import AuditLog
+from runtime.mcp.connection import HEALTH_TIMEOUT
 from runtime.models import ToolMessage
 from runtime.store.keys import Keys
 from tests.e2e.test_slack_serve import (
@@ -42,6 +45,7 @@ from tests.support import working_sandbox
 pytestmark = pytest.mark.e2e
 
 TRANSPORTS = ["stdio", "http"]
+TIMEOUT = 2.0  # the frozen server's call timeout
 
 
 @contextlib.asynccontextmanager
@@ -53,6 +57,7 @@ async def with_server(
     working_sandbox()  # the stdio server runs in bwrap: a machine without it fails under CI
     log = workdir / "calls.log"
     server: str = settings.pop("server", "")
+    timeout: float = settings.pop("timeout", 20)
     tools: str = settings.pop("tools", 'allow = ["read", "bash", "test.*"]')
     async with contextlib.AsyncExitStack() as stack:
         http = None
@@ -64,6 +69,7 @@ async def with_server(
             url=None if http is None else http.url,
             tools=tools,
             server=server,
+            timeout=timeout,
         )
         h = await stack.enter_async_context(
             serving(fake, workdir, redis_url, CLAWGATE_POLICY_FILE=str(policy), **settings)
@@ -239,6 +245,45 @@ async def test_a_server_killed_mid_call_ends_the_run_clearly_and_recovers(
         # Restarted (how often depends on how fast the server came back: backoff 1 s, 2 s, ...)
         restarts = re.search(r"mcp test \(\w+\): up, 5 tools \((\d+) restarts\)", ready)
         assert restarts and int(restarts[1]) >= 1, ready
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_server_that_stops_answering_fails_the_call_within_its_timeout(
+    transport: str, fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    """A frozen server (SIGSTOP): the call fails within the server's own `timeout`, the
+    tool list read first included, saying the server stopped answering, and is not sent."""
+    server = 'no_approval = ["lookup"]'
+    async with with_server(transport, fake, workdir, redis_url, server=server, timeout=TIMEOUT) as (
+        h,
+        log,
+        http,
+    ):
+        ts = await mention(h, 'call test.lookup {"key": "before"}')
+        await said(h, ts, "the value of before is 42")
+        await h.drained()
+        if http is None:
+            assert kill_servers(log, signal.SIGSTOP) == 1
+        else:
+            assert http.proc is not None
+            http.proc.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            ts = await mention(h, 'call test.lookup {"key": "frozen"}')
+            text = await said(h, ts, "stopped answering")
+            waited = time.monotonic() - started
+            assert f"no tool list within {TIMEOUT:g} s" in text and "not sent" in text, text
+            assert "did not start" not in text
+            # Its own 2 s, not the 10 s health check's (the run answers right after).
+            assert waited < HEALTH_TIMEOUT, waited
+        finally:
+            if http is None:
+                kill_servers(log, signal.SIGCONT)
+            else:
+                assert http.proc is not None
+                http.proc.send_signal(signal.SIGCONT)
+        await h.drained()
+        assert calls_in(log) == ["lookup before"]
 
 
 async def test_a_changed_tool_list_is_read_again_and_no_call_runs_under_an_old_schema(
