@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
+from mcp_types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field
 
 app = MCPServer("clawgate-test")
@@ -51,6 +51,20 @@ async def hang(note: str) -> str:
     record("hang", note)
     await anyio.sleep(600)
     return "finished"
+
+
+def _ask_the_model(text: str) -> Sample:
+    prompt = TextContent(type="text", text=f"Summarize: {text}")
+    return Sample([SamplingMessage(role="user", content=prompt)], max_tokens=50)
+
+
+@app.tool()
+async def summarize(
+    text: str, summary: Annotated[CreateMessageResult, Resolve(_ask_the_model)]
+) -> str:
+    """Summarize a text with the client's own model (MCP sampling)."""
+    record("summarize", text)
+    return str(summary.content)
 
 
 @app.tool()

@@ -21,7 +21,12 @@ from typing import Any
 from mcp import Client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotification
+from mcp_types import (
+    CONNECTION_CLOSED,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
+    ToolListChangedNotification,
+)
 
 from runtime.mcp.config import ServerConfig
 from runtime.mcp.launch import LaunchError, StderrTail, open_transport
@@ -59,6 +64,9 @@ class Connection:
         self.workdir = workdir
         self.tools: dict[str, McpTool] = {}  # by qualified name; the last listing read
         self.skipped: list[str] = []  # listed tools that cannot be offered, and why
+        # Tools a call showed need what clawgate's client lacks (sampling, elicitation, roots):
+        # why, by name and signature, so that the next listing does not offer them again.
+        self._lacking: dict[tuple[str, str], str] = {}
         self.state = "starting"
         self.problem: str | None = None
         self.restarts = 0
@@ -221,6 +229,9 @@ class Connection:
                 skipped.append(str(exc))
                 continue
             tool = McpTool(self, checked)
+            if lacking := self._lacking.get((tool.name, tool.signature)):
+                skipped.append(lacking)
+                continue
             old = self.tools.get(tool.name)
             tools[tool.name] = old if old and old.signature == tool.signature else tool
         if skipped and skipped != self.skipped:
@@ -285,6 +296,9 @@ class Connection:
                 "timeout",
             ) from None
         except MCPError as exc:
+            if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+                self._count(tool, "refused")
+                raise ToolError(self._lacks(tool, exc)) from None
             if exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
                 self._count(tool, "refused")
                 raise ToolError(
@@ -301,6 +315,24 @@ class Connection:
             return self._lost(tool, exc)
         self._count(tool, "error" if result.is_error else "completed")
         return result
+
+    def _lacks(self, tool: McpTool, exc: MCPError) -> str:
+        """The server refused, before running it, a call needing what clawgate's client does
+        not do (MCP sampling, elicitation, roots): the tool is offered no more (until it
+        changes), and the model is told why."""
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        needed = data.get("requiredCapabilities")
+        needs = ", ".join(sorted(needed)) if isinstance(needed, dict) and needed else None
+        why = f"{tool.listing.name}: it needs {needs or 'a client capability'} (MCP), which "
+        why += "clawgate does not provide"
+        self._lacking[(tool.name, tool.signature)] = why
+        self.tools = {name: t for name, t in self.tools.items() if name != tool.name}
+        self.skipped = [*self.skipped, why]
+        log.warning("mcp %s: tool not offered from now on: %s", self.name, why)
+        return (
+            f"{tool.name} needs {needs or 'a client capability'} from MCP clients, which "
+            "clawgate does not provide: it did not run, and it is not offered any more"
+        )
 
     def _lost(self, tool: McpTool, exc: BaseException) -> Any:
         why = self._describe(exc)

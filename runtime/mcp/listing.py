@@ -63,6 +63,9 @@ def listed(tool: Any) -> Listed:
         validator = cls(schema)
     except SchemaError as exc:
         raise Unusable(f"{name}: its input schema is invalid ({exc.message[:200]})") from None
+    if getattr(getattr(tool, "execution", None), "task_support", None) == "required":
+        # A task-augmented call returns a task to poll, not a result: clawgate makes none.
+        raise Unusable(f"{name}: it runs only as an MCP task, which clawgate does not support")
     annotations = tool.annotations
     read_only = getattr(annotations, "read_only_hint", None)
     destructive = getattr(annotations, "destructive_hint", None)

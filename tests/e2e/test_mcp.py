@@ -129,7 +129,7 @@ async def test_a_call_asks_is_approved_in_slack_runs_once_and_reaches_the_model(
         _,
     ):
         _, ready = await h.get("/readyz")
-        assert f"mcp test ({transport}): up, 5 tools" in ready, ready
+        assert f"mcp test ({transport}): up, 6 tools" in ready, ready
         pending = await request_risky(h, "file an issue about the broken build")
         offered = [t["function"]["name"] for t in fake_openai.requests[0]["tools"]]
         assert "test__create_issue" in offered and "test__lookup" in offered  # API-safe names
@@ -243,8 +243,28 @@ async def test_a_server_killed_mid_call_ends_the_run_clearly_and_recovers(
         assert calls_in(log) == ["hang deploy", "lookup after"]  # nothing ran twice
         _, ready = await h.get("/readyz")
         # Restarted (how often depends on how fast the server came back: backoff 1 s, 2 s, ...)
-        restarts = re.search(r"mcp test \(\w+\): up, 5 tools \((\d+) restarts\)", ready)
+        restarts = re.search(r"mcp test \(\w+\): up, 6 tools \((\d+) restarts\)", ready)
         assert restarts and int(restarts[1]) >= 1, ready
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_tool_that_needs_sampling_is_refused_plainly_and_offered_no_more(
+    transport: str, fake: FakeSlack, workdir: Path, redis_url: str
+) -> None:
+    """clawgate offers its model to no server (no MCP sampling): the server refuses the call
+    before running it; the chat is told why, and the tool is not offered again."""
+    server = 'no_approval = ["summarize"]'
+    async with with_server(transport, fake, workdir, redis_url, server=server) as (h, log, _):
+        ts = await mention(h, 'call test.summarize {"text": "a long report"}')
+        text = await said(h, ts, "needs sampling")
+        assert "clawgate does not provide" in text and "not offered" in text, text
+        await h.drained()
+        ts = await mention(h, 'call test.summarize {"text": "again"}')
+        await said(h, ts, "The 'test.summarize' tool is not enabled here")
+        _, ready = await h.get("/readyz")
+        assert f"mcp test ({transport}): up, 5 tools, 1 not offered" in ready, ready
+        await h.drained()
+        assert calls_in(log) == []
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from mcp_types import Tool, ToolExecution
 from pydantic import ValidationError
 
 from bot.policy_file import PolicyFileError, load_policy_file
@@ -263,6 +264,25 @@ def test_an_older_record_of_an_mcp_tool_keeps_its_signature_and_is_approved_once
 def test_a_tool_that_cannot_be_checked_is_not_offered(raw: Any, problem: str) -> None:
     with pytest.raises(Unusable, match=problem):
         listed(raw)
+
+
+@pytest.mark.parametrize(
+    ("support", "offered"), [("required", False), ("optional", True), (None, True)]
+)
+def test_a_tool_that_runs_only_as_an_mcp_task_is_not_offered(
+    support: Literal["required", "optional"] | None, offered: bool
+) -> None:
+    """A task-augmented call answers with a task to poll, which clawgate never makes."""
+    raw = Tool(
+        name="build",
+        input_schema=SCHEMA,
+        execution=ToolExecution(task_support=support),
+    )
+    if offered:
+        assert listed(raw).name == "build"
+    else:
+        with pytest.raises(Unusable, match="runs only as an MCP task"):
+            listed(raw)
 
 
 def test_arguments_are_validated_against_the_listed_schema() -> None:
