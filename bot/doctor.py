@@ -263,7 +263,12 @@ async def _mcp(settings: Settings, document: PolicyDocument | None) -> list[Chec
         await servers.aclose()
     fix = "see docs/mcp.md (the command or URL, its env, `clawgate serve` logs)"
     return [
-        Check(f"mcp {s.name}", s.state == "up", f"{s.transport}, {s.state}: {s.detail}", fix)
+        Check(
+            f"mcp {s.name}",
+            s.state == "up" and not s.warning,
+            f"{s.transport}, {s.state}: {s.detail}" + (f"; but {s.warning}" if s.warning else ""),
+            fix,
+        )
         for s in states
     ]
 

@@ -10,6 +10,7 @@ tell exactly what reached the server and how many times."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -100,8 +101,15 @@ def main() -> None:
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--cache", type=Path, help="a file to write at start, as many do")
     args = parser.parse_args()
     LOG = args.log
+    if args.cache is not None:
+        try:
+            args.cache.parent.mkdir(parents=True, exist_ok=True)
+            args.cache.write_text("{}")
+        except OSError as exc:  # as such servers do: go on without, and say so
+            print(f"warning: no cache, every call will be slow: {exc}", file=sys.stderr)
     if args.transport == "stdio":
         app.run()
     else:

@@ -20,8 +20,8 @@ from tests.conftest import free_port
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 
 
-def server_command(transport: str, log: Path) -> list[str]:
-    return [sys.executable, str(SERVER), transport, "--log", str(log)]
+def server_command(transport: str, log: Path, *extra: str) -> list[str]:
+    return [sys.executable, str(SERVER), transport, "--log", str(log), *extra]
 
 
 def write_policy(
@@ -32,13 +32,14 @@ def write_policy(
     tools: str = 'allow = ["read", "bash", "test.*"]',
     server: str = "",
     timeout: float = 20,
+    arguments: tuple[str, ...] = (),
 ) -> Path:
     """A policy file with the test server as `test` (stdio, started by clawgate in its sandbox
     with the work directory writable for its log; or HTTP at `url`), and `server`'s extra
-    keys in its table."""
+    keys in its table; `arguments` added to its command line."""
     if url is None:
         table = "[mcp.stdio.test]\n"
-        table += f"command = {json.dumps(server_command('stdio', log))}\n"
+        table += f"command = {json.dumps(server_command('stdio', log, *arguments))}\n"
         # The test Python lives under /root (pyenv), which the sandbox hides; a clone under
         # /tmp (the sandbox has its own) needs its virtualenv and this server shown too.
         shown = list(dict.fromkeys([sys.base_prefix, sys.prefix, str(SERVER.parent)]))

@@ -31,6 +31,7 @@ from mcp_types import (
 from runtime.mcp.config import ServerConfig
 from runtime.mcp.launch import LaunchError, StderrTail, open_transport
 from runtime.mcp.listing import Unusable, listed
+from runtime.mcp.refused_writes import SANDBOX_WRITES
 from runtime.mcp.state import ServerState
 from runtime.mcp.tool import McpTool
 from runtime.metrics import MCP_CALLS, MCP_RESTARTS, MCP_UP
@@ -78,6 +79,10 @@ class Connection:
         self._relist = asyncio.Event()
         self._tail = StderrTail(name)
         self._stopping = False
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.rules.transport == "stdio" and self.sandbox.contained
 
     # --- supervision --------------------------------------------------------------------------
 
@@ -163,6 +168,8 @@ class Connection:
             why = "it closed the connection"
         else:
             why = f"{type(exc).__name__}: {one_line(str(exc), 200)}"
+        if refused := self._tail.refused_write:
+            why = f"it could not write {refused}: {SANDBOX_WRITES}"
         said = self._tail.last
         return redact_text(f"{why} (it said: {one_line(said, 200)})" if said else why)
 
@@ -364,10 +371,14 @@ class Connection:
         MCP_CALLS.labels(self.name, tool.listing.name, outcome).inc()
 
     def describe(self) -> ServerState:
+        warning = None
         if self.state == "up":
             detail = f"{len(self.tools)} tools"
             if self.skipped:
                 detail += f", {len(self.skipped)} not offered ({self.skipped[0]})"
+            if refused := self._tail.refused_write:
+                # Up, but it said a write failed: its first real use may fail the same way.
+                warning = redact_text(f"it could not write {refused}: {SANDBOX_WRITES}")
         elif self.state == "down":
             retry = ""
             if self.retry_at is not None:
@@ -377,4 +388,4 @@ class Connection:
             detail = "starting" if self.state == "starting" else "stopped"
         if self.restarts:
             detail += f" ({self.restarts} restarts)"
-        return ServerState(self.name, self.rules.transport, self.state, detail)
+        return ServerState(self.name, self.rules.transport, self.state, detail, warning)

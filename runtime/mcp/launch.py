@@ -22,6 +22,7 @@ from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters, 
 from mcp.client.streamable_http import streamable_http_client
 
 from runtime.mcp.config import HttpServer, ServerConfig, StdioServer, resolve_value
+from runtime.mcp.refused_writes import refused_write
 from runtime.tools.bash import scrubbed_env
 from runtime.tools.masks import ScanTooLarge
 from runtime.tools.sandbox import SANDBOX_HOME, Access, Sandbox, SandboxMode
@@ -47,6 +48,10 @@ class StderrTail:
     @property
     def last(self) -> str | None:
         return self.lines[-1] if self.lines else None
+
+    @property
+    def refused_write(self) -> str | None:
+        return refused_write("\n".join(self.lines))
 
     @contextlib.asynccontextmanager
     async def pipe(self) -> AsyncIterator[TextIO]:

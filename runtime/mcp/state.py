@@ -14,7 +14,9 @@ class ServerState:
     transport: str
     state: str  # starting | up | down | stopped
     detail: str
+    warning: str | None = None  # up, but what it said at start may fail its first calls
 
     @property
     def line(self) -> str:
-        return f"mcp {self.name} ({self.transport}): {self.state}, {self.detail}"
+        warning = f"; {self.warning}" if self.warning else ""
+        return f"mcp {self.name} ({self.transport}): {self.state}, {self.detail}{warning}"

@@ -14,6 +14,7 @@ from pydantic_core import PydanticCustomError
 from runtime.mcp import risk
 from runtime.mcp.config import SEPARATOR, ServerRules
 from runtime.mcp.listing import Listed
+from runtime.mcp.refused_writes import SANDBOX_WRITES, refused_write
 from runtime.mcp.results import result_text
 from runtime.models import ToolSpec
 from runtime.redact import one_line
@@ -30,6 +31,10 @@ class Server(Protocol):
 
     @property
     def rules(self) -> ServerRules: ...
+
+    @property
+    def sandboxed(self) -> bool:
+        """A stdio server in the OS sandbox (where writes outside $HOME and /tmp fail)."""
 
     async def call(self, tool: McpTool, arguments: dict[str, Any]) -> Any:
         """The `CallToolResult`, or `ToolError` saying plainly why the call failed."""
@@ -102,5 +107,9 @@ class McpTool(Tool[McpArguments]):
         result = await self.server.call(self, args.model_dump(mode="json"))
         text, failed = result_text(result)
         if failed:
-            raise ToolError(f"the MCP server {self.server.name} answered with an error: {text}")
+            refused = refused_write(text) if self.server.sandboxed else None
+            hint = f" (it could not write {refused}: {SANDBOX_WRITES})" if refused else ""
+            raise ToolError(
+                f"the MCP server {self.server.name} answered with an error: {text}{hint}"
+            )
         return ToolOutput(text, display=f"{self.name}: {one_line(text, 120) or '(no output)'}")

@@ -105,6 +105,7 @@ class FakeServer:
     """The `Server` a tool calls (no process): records the arguments of each call."""
 
     name = "gh"
+    sandboxed = False
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []

@@ -38,7 +38,14 @@ from tests.e2e.test_slack_serve import (
 )
 from tests.fake_openai import FakeOpenAI, calls, reply
 from tests.fake_slack import FakeSlack, command_body, event_body, mention_event, next_ts
-from tests.mcp_support import HttpMcp, calls_in, http_mcp, kill_servers, write_policy
+from tests.mcp_support import (
+    SERVER,
+    HttpMcp,
+    calls_in,
+    http_mcp,
+    kill_servers,
+    write_policy,
+)
 from tests.processes import chat, clean_env
 from tests.support import working_sandbox
 
@@ -340,11 +347,27 @@ async def test_doctor_shows_each_server_s_state(workdir: Path) -> None:
     env = clean_env(CLAWGATE_POLICY_FILE=str(policy), CLAWGATE_WORKDIR=str(workdir))
     code, out, err = await chat("", workdir, env, "doctor")
     assert code == 1, out + err  # one server is down
-    assert "✓ mcp test: stdio, up: 5 tools" in out, out
+    assert "✓ mcp test: stdio, up: 6 tools" in out, out
     # Down, or (caught between its restarts) starting again: not up, and said so.
     assert re.search(r"✗ mcp broken: stdio, (down|starting): ", out), out
     assert "fix: see docs/mcp.md" in out, out
     assert calls_in(log) == []  # listed, never called
+
+
+async def test_doctor_says_when_a_server_could_not_write_in_its_sandbox(workdir: Path) -> None:
+    """A server that writes a cache beside its own code (shown read-only in its sandbox) at
+    start, and goes on without: up, but doctor fails it, naming the path and the fix, before a
+    first call does."""
+    working_sandbox()
+    log, cache = workdir / "calls.log", SERVER.parent / f".cache-{workdir.parent.name}" / "x"
+    policy = write_policy(workdir.parent / "clawgate.toml", log, arguments=("--cache", str(cache)))
+    env = clean_env(CLAWGATE_POLICY_FILE=str(policy), CLAWGATE_WORKDIR=str(workdir))
+    code, out, err = await chat("", workdir, env, "doctor")
+    assert code == 1, out + err
+    line = next(line for line in out.splitlines() if "mcp test" in line)
+    assert line.startswith("✗ mcp test: stdio, up: 6 tools; but it could not write "), out
+    assert str(cache.parent) in line and "XDG_CACHE_HOME" in line and "writable_workdir" in line
+    assert not cache.exists()
 
 
 async def test_a_reloaded_policy_file_stops_and_starts_servers(

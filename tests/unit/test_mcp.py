@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any, Literal
 
 import pytest
-from mcp_types import Tool, ToolExecution
+from mcp_types import CallToolResult, TextContent, Tool, ToolExecution
 from pydantic import ValidationError
 
 from bot.policy_file import PolicyFileError, load_policy_file
@@ -20,6 +20,7 @@ from runtime.approval.models import SCHEMA_VERSION, AlwaysCover, ApprovalRecord
 from runtime.mcp.config import HttpServer, ServerRules, StdioServer
 from runtime.mcp.launch import LaunchError, environment, stdio_parameters
 from runtime.mcp.listing import Unusable, listed
+from runtime.mcp.refused_writes import refused_write
 from runtime.mcp.results import MAX_OUTPUT_CHARS, result_text
 from runtime.mcp.risk import judge, read_only
 from runtime.mcp.tool import McpTool, arguments_model
@@ -27,7 +28,7 @@ from runtime.policy.model import PolicyDocument
 from runtime.policy.resolve import MCP_OFF, Defaults, resolve
 from runtime.providers.names import name_map, wire_name
 from runtime.risk.policy import Verdict
-from runtime.tools.base import ToolContext
+from runtime.tools.base import ToolContext, ToolError
 from runtime.tools.sandbox import NetworkAccess, Sandbox, SandboxMode
 
 SCHEMA: dict[str, Any] = {
@@ -185,6 +186,7 @@ def test_a_signature_changes_with_the_schema() -> None:
 class _Server:
     name = "gh"
     rules = ServerRules()
+    sandboxed = True
 
     async def call(self, tool: McpTool, arguments: dict[str, Any]) -> Any:
         raise AssertionError("not called")
@@ -354,3 +356,34 @@ def test_a_stdio_server_gets_only_the_basics_and_its_policy_environment(
     missing = Sandbox(SandboxMode.AUTO, problem="bwrap is not installed")
     with pytest.raises(LaunchError, match="no OS sandbox"):
         stdio_parameters(plain, missing, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("said", "found"),
+    [
+        ("OSError: [Errno 30] Read-only file system: '/w/.cache/x.json'", "/w/.cache/x.json"),
+        (
+            "Error: EROFS: read-only file system, open '/w/node_modules/.cache'",
+            "/w/node_modules/.cache",
+        ),
+        ("open /w/cache.db: read-only file system", "/w/cache.db"),
+        (
+            "PermissionError: [Errno 13] Permission denied",
+            "PermissionError: [Errno 13] Permission denied",
+        ),
+        ("listening on stdio", None),
+    ],
+)
+def test_a_refused_write_is_found_in_what_a_server_said(said: str, found: str | None) -> None:
+    assert refused_write(f"starting\n{said}\nok") == found
+
+
+async def test_a_tool_error_from_a_refused_write_names_the_fix() -> None:
+    class Refusing(_Server):
+        async def call(self, tool: McpTool, arguments: dict[str, Any]) -> Any:
+            text = "OSError: [Errno 30] Read-only file system: '/w/.cache'"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    mcp = McpTool(Refusing(), listed(tool()))
+    with pytest.raises(ToolError, match=r"could not write /w/\.cache: its sandbox is read-only"):
+        await mcp.run(mcp.args_model.model_validate({"title": "x"}), ToolContext("s1", Path(".")))
