@@ -9,7 +9,7 @@ from functools import partial
 from redis.exceptions import RedisError
 
 from adapters.commands import Command, CommandError, parse_command
-from adapters.help import HELP, help_for
+from adapters.help import HELP, blocks_for_columns, help_for
 from adapters.pending import render_pending
 from adapters.policy_text import mode_line, render_grant, render_policy
 from adapters.reading import Prompt
@@ -235,7 +235,8 @@ async def _policy(
     policies = runtime.policies
     try:
         if command.policy_action == "show":
-            return render_policy(await policies.effective(conversation.id))
+            block = blocks_for_columns(conversation.platform)
+            return render_policy(await policies.effective(conversation.id), block)
         assert command.tool is not None and command.policy_action is not None
         state = override_state(command.policy_action)
         return await policies.change(conversation.id, command.tool, state, actor)
@@ -255,7 +256,8 @@ async def _choose(
             policy = await policies.effective(conversation.id)
             models = policies.document.offered_models
             mode = command.name == "mode"
-            await say(describe_mode(policy) if mode else describe_models(policy, models))
+            block = blocks_for_columns(conversation.platform)
+            await say(describe_mode(policy, block) if mode else describe_models(policy, models))
             return
         choices = ConversationChoices(policies)
         switch = choices.switch_mode if command.name == "mode" else choices.switch_model

@@ -101,6 +101,13 @@ def _typed(usage: str, registered: Collection[str] | None) -> str:
 HELP = render()
 
 
+def blocks_for_columns(platform: str) -> bool:
+    """Whether aligned columns go in a code block on `platform`: Slack's font is proportional
+    and its text renders fences; a terminal's font is fixed, and a Feishu text message would
+    show the fences as typed."""
+    return platform == "slack"
+
+
 def help_for(platform: str) -> str:
     """The list as `platform`'s people may type it."""
-    return render(SLACK_COMMANDS, block=True) if platform == "slack" else HELP
+    return render(SLACK_COMMANDS, block=True) if blocks_for_columns(platform) else HELP

@@ -7,13 +7,15 @@ import json
 from datetime import UTC, datetime
 
 from runtime.approval.grants import EVERYWHERE, Grant
+from runtime.policy.choices import fenced
 from runtime.policy.model import scope_label, scopes_of
 from runtime.policy.modes import MODE_WORDS
 from runtime.policy.resolve import EffectivePolicy, ScopedHook, describe_state, file_label
 from runtime.redact import redact_text, shown_url
 
 
-def render_policy(policy: EffectivePolicy) -> str:
+def render_policy(policy: EffectivePolicy, block: bool = False) -> str:
+    """`block`: the tools' columns in a code block (Slack's font is proportional)."""
     scopes = ", ".join(scope_label(s) for s in reversed(scopes_of(policy.conversation)))
     offered = ", ".join(t for t in policy.tools if t in policy.offered) or "none"
     if policy.mode == "plan":
@@ -22,9 +24,12 @@ def render_policy(policy: EffectivePolicy) -> str:
     lines = [
         f"Policy for {scope_label(policy.conversation)} (scopes, most specific first: {scopes})",
         f"Tools (the model is offered: {offered}):",
-        *(
-            f"  {tool.ljust(width)}  {describe_state(v.state).ljust(11)}  {v.source}"
-            for tool, v in policy.tools.items()
+        *fenced(
+            [
+                f"  {tool.ljust(width)}  {describe_state(v.state).ljust(11)}  {v.source}"
+                for tool, v in policy.tools.items()
+            ],
+            block,
         ),
         "Approvals:",
         f"  admins: {_people(policy.admins, policy.sources['admins'])}",

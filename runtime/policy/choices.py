@@ -30,17 +30,24 @@ class Switched:
     changed: bool  # False: it already was so
 
 
-def describe_mode(policy: EffectivePolicy) -> str:
-    """`/mode` without a name: the current mode, where it comes from, and the choices."""
+def fenced(rows: list[str], block: bool) -> list[str]:
+    """Aligned columns, in a code block when `block` (chats whose font is proportional)."""
+    return ["```", *rows, "```"] if block and rows else rows
+
+
+def describe_mode(policy: EffectivePolicy, block: bool = False) -> str:
+    """`/mode` without a name: the current mode, where it comes from, and the choices
+    (`block`: their columns in a code block)."""
     lines = [f"Mode here: {policy.mode} ({policy.sources['mode']}): {MODE_WORDS[policy.mode]}."]
     lines.append(
         f"Allowed here, strictest first (up to {policy.mode_max}, {policy.sources['mode_max']}):"
     )
-    lines += [
+    rows = [
         f"  {mode:<6} {MODE_WORDS[mode]}"
         for mode in MODES
         if strictness(mode) <= strictness(policy.mode_max)
     ]
+    lines += fenced(rows, block)
     lines.append("Switch with /mode <name>.")
     return "\n".join(lines)
 

@@ -27,6 +27,7 @@ from runtime.policy import service as service_module
 from runtime.policy.model import Choice, Override, PolicyDocument
 from runtime.policy.resolve import Defaults, resolve
 from runtime.policy.service import PolicyChangeError, PolicyService
+from runtime.providers.demo import DemoProvider
 from runtime.providers.openai_provider import OpenAIProvider
 from runtime.store.keys import Keys
 from tests.fake_openai import FakeOpenAI, calls, reply
@@ -859,6 +860,29 @@ async def test_only_the_people_the_policy_names_may_talk_to_the_bot(
     assert "Sorry, you cannot use clawgate here" in told[-1]
     await dispatch(runtime, "s1", "/pending", alice, CHAT, say)
     assert told[-1].startswith("No approvals are pending.\nThis conversation's mode: auto")
+
+
+async def test_aligned_columns_are_a_code_block_in_slack_and_plain_in_the_terminal(
+    redis: aioredis.Redis, workdir: Path
+) -> None:
+    """Slack's font is proportional: /policy's tools and /mode's choices go in a code block
+    there; the terminal's is fixed, and shows the same columns without fences."""
+    runtime, _ = make_runtime(redis, workdir, DemoProvider())
+    told: list[str] = []
+
+    async def say(text: str) -> None:
+        told.append(text)
+
+    terminal = ConversationRef(platform="console", id="console:local")
+    for conversation in (CHAT, terminal):
+        for command in ("/policy show", "/mode"):
+            await dispatch(runtime, "s1", command, ADMIN, conversation, say)
+    slack_policy, slack_mode, plain_policy, plain_mode = told
+    table = slack_policy.split("):\n```\n", 1)[1].split("\n```\nApprovals:", 1)[0]
+    assert "  bash " in table and "  read " in table, slack_policy
+    assert "strictest first" in slack_mode and "\n```\n  plan " in slack_mode
+    assert "```" not in plain_policy + plain_mode
+    assert "\n  bash " in plain_policy and "\n  plan " in plain_mode
 
 
 def test_access_is_shown_with_where_it_comes_from() -> None:
