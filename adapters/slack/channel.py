@@ -22,7 +22,7 @@ from adapters.slack.answers import answer_message, answer_pieces
 from adapters.slack.posting import Poster
 from adapters.slack.questions import notice_blocks, notice_text
 from adapters.slack.stream import LiveAnswers
-from adapters.slack.text import MAX_TEXT, escape
+from adapters.slack.text import MAX_TEXT, own_text
 from adapters.split import split_text
 from runtime.channel import (
     ApprovalRequested,
@@ -85,7 +85,7 @@ class SlackChannel:
             await self._answer(conversation, where, event)
         elif isinstance(event, Notice):
             self._answers.suspect(where)
-            await self._posts.post(where, text=f":information_source: {escape(event.text)}")
+            await self._posts.post(where, text=f":information_source: {own_text(event.text)}")
         elif isinstance(event, ApprovalRequested):
             notice = event.notice
             if where["channel"].startswith(("U", "W")):  # a person: their DM with the bot
@@ -135,7 +135,7 @@ class SlackChannel:
         if reply.get("response_url"):
             webhook = AsyncWebhookClient(reply["response_url"])
             try:
-                await webhook.send(text=escape(text[:MAX_TEXT]), response_type="ephemeral")
+                await webhook.send(text=own_text(text[:MAX_TEXT]), response_type="ephemeral")
             except (ClientError, TimeoutError) as exc:
                 log.error("response_url failed: %s", type(exc).__name__)
             return
@@ -147,7 +147,7 @@ class SlackChannel:
                     channel=where["channel"],
                     thread_ts=where.get("thread_ts"),
                     user=actor.user_id,
-                    text=escape(piece),
+                    text=own_text(piece),
                 ),
             )
 

@@ -11,6 +11,7 @@ _USER = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 _CHANNEL = re.compile(r"<#([A-Z0-9]+)(?:\|([^>]*))?>")
 _LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|[^>]*)?>")
 _SPECIAL = re.compile(r"<!(\w+)(?:\^[^>|]*)?(?:\|([^>]*))?>")
+_KEY = re.compile(r"(?<![\w:])slack:([UW][A-Z0-9_]+)\b")  # a person as clawgate names them
 
 
 def clean_text(text: str, bot_user_id: str) -> str:
@@ -32,3 +33,9 @@ def mentions(text: str, bot_user_id: str) -> bool:
 def escape(text: str) -> str:
     """Plain text as Slack message text: only these three characters are special."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def own_text(text: str) -> str:
+    """clawgate's own words (answers to commands, notes) as Slack text: escaped, and the
+    people they name by key (`slack:U0123ABCD`) as mentions, which Slack shows by name."""
+    return _KEY.sub(r"<@\1>", escape(text))

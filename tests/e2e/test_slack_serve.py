@@ -430,7 +430,7 @@ async def test_mode_slash_command_switches_the_channel_for_everyone_in_it(h: Har
     url = h.fake.new_response_url()
     status, _ = await h.post(command_body("/mode", "plan", user_id=BOB, response_url=url))
     assert status == 200
-    switched = f"Mode: plan, set by slack:{BOB} (was auto)"
+    switched = f"Mode: plan, set by <@{BOB}> (was auto)"
     said = lambda: any(switched in text for text in h.texts(CHANNEL))  # noqa: E731
     await h.fake.await_for(said, 15, what="the switch, in the channel (not ephemeral)")
     ts = next_ts()
@@ -441,7 +441,7 @@ async def test_mode_slash_command_switches_the_channel_for_everyone_in_it(h: Har
     shown = h.fake.new_response_url()
     await h.post(command_body("/mode", "", user_id=ADMIN, response_url=shown))
     (mode,) = await h.fake.await_for(lambda: h.fake.responses(shown), 15, what="/mode")
-    assert mode.body["text"].startswith(f"Mode here: plan (set by slack:{BOB}")
+    assert mode.body["text"].startswith(f"Mode here: plan (set by <@{BOB}>")
     assert mode.body.get("response_type") == "ephemeral"
 
 
@@ -478,7 +478,7 @@ async def test_typed_approve_of_a_consumed_id_is_refused(h: Harness) -> None:
     assert status == 200
     (response,) = await h.fake.await_for(lambda: h.fake.responses(again), 15, what="a reply")
     text = response.body["text"]
-    assert f"approval {pending.approval_id} was already decided by slack:{ADMIN}" in text
+    assert f"approval {pending.approval_id} was already decided by <@{ADMIN}>" in text
     assert response.body.get("response_type") == "ephemeral"
     await h.drained()
     assert log.read_text() == "once\n"
@@ -1191,7 +1191,7 @@ async def test_admin_denies_bash_with_a_slash_command_and_the_model_no_longer_se
     assert (await h.post(body))[0] == 200
     (shown,) = await h.fake.await_for(lambda: h.fake.responses(show_url), 15, what="the policy")
     bash_line = next(line for line in shown.body["text"].splitlines() if "bash" in line)
-    assert "denied" in bash_line and f"by slack:{ADMIN}" in bash_line
+    assert "denied" in bash_line and f"by <@{ADMIN}>" in bash_line
 
     audit = await AuditLog(h.redis, Keys(h.prefix)).newest(50)
     changes = [(e.event, e.actor) for e in audit if e.event.startswith("policy")]
@@ -1466,7 +1466,7 @@ async def test_a_question_is_answered_by_the_requesters_click_alone(
         )
         assert (await h.post(body))[0] == 200
         (told,) = await h.fake.await_for(lambda: h.fake.ephemerals(CHANNEL, BOB), 15, what="no")
-        assert f"Only slack:{ALICE} can answer this question" in told.params["text"]
+        assert f"Only <@{ALICE}> can answer this question" in told.params["text"]
         await h.drained()
         assert await h.approval_status(pending.session, question_id) == "pending"
         assert len(fake_openai.requests) == 1 and h.fake.updates(CHANNEL, pending.notice_ts) == []

@@ -25,7 +25,7 @@ from adapters.slack.payloads import (
     SlashCommand,
     ViewSubmission,
 )
-from adapters.slack.text import clean_text, escape
+from adapters.slack.text import clean_text, escape, own_text
 from adapters.split import split_text
 from tests.fake_slack import block_action_payload
 
@@ -40,6 +40,14 @@ def event(**fields: str | None) -> MessageEvent:
 def test_clean_text_strips_the_bot_mention_and_unescapes() -> None:
     raw = "<@UBOT> run: echo a &gt;&gt; f &amp;&amp; cat &lt;in"
     assert clean_text(raw, "UBOT") == "run: echo a >> f && cat <in"
+
+
+def test_clawgate_names_people_in_slack_by_mention_not_by_key() -> None:
+    said = "Mode: plan, set by slack:U0123ABCD (was auto); <@U9> & feishu:ou_x stay as typed"
+    assert own_text(said) == (
+        "Mode: plan, set by <@U0123ABCD> (was auto); &lt;@U9&gt; &amp; feishu:ou_x stay as typed"
+    )
+    assert own_text("xslack:U1 and slack:T1:C1") == "xslack:U1 and slack:T1:C1"  # not people
 
 
 def test_clean_text_makes_markup_plain() -> None:
