@@ -11,6 +11,7 @@ import asyncio
 import io
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -106,6 +107,15 @@ def _addressed(conversation_id: str) -> dict[str, str]:
     return {"open_id": last} if conversation_id.count(":") == 1 else {"chat_id": last}
 
 
+_KEY = re.compile(r"(?<![\w:])feishu:(ou_[A-Za-z0-9_]+)\b")  # a person as clawgate names them
+
+
+def named(text: str) -> str:
+    """clawgate's own words (command answers, notes) with the people they name by key
+    (`feishu:ou_…`) as mentions, which Feishu shows by name."""
+    return _KEY.sub(r'<at user_id="\1"></at>', text)
+
+
 class FeishuChannel:
     def __init__(
         self,
@@ -131,7 +141,7 @@ class FeishuChannel:
         if isinstance(event, Reply):
             await self._answer(conversation, event)
         elif isinstance(event, Notice):
-            await self._say(conversation.data, "text", {"text": f"[notice] {event.text}"})
+            await self._say(conversation.data, "text", {"text": f"[notice] {named(event.text)}"})
         elif isinstance(event, ApprovalRequested):
             card = notice_card(event.notice, copy=event.copy)
             where = conversation.data or _addressed(conversation.id)
@@ -174,7 +184,7 @@ class FeishuChannel:
             where = {"open_id": actor.user_id}
         elif reply.get("message_id"):
             where["message_id"] = reply["message_id"]
-        for piece in split_text(text, MAX_TEXT):
+        for piece in split_text(named(text), MAX_TEXT):
             await self._say(where, "text", {"text": piece})
 
     async def upload_file(

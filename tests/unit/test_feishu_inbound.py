@@ -14,7 +14,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTr
 
 from adapters.feishu.app import FeishuAdapter
 from adapters.feishu.cards import approval_card, outcome, person
-from adapters.feishu.channel import FeishuChannel, feishu_client
+from adapters.feishu.channel import FeishuChannel, feishu_client, named
 from adapters.feishu.content import Content, read_content
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
@@ -452,3 +452,10 @@ async def test_a_click_that_decides_is_answered_with_the_card_without_buttons(
             and answered in json.dumps(card, ensure_ascii=False)
         )
         assert "Asked in" not in json.dumps(card)  # the card of the chat that asked
+
+
+def test_clawgate_names_people_in_feishu_by_mention_not_by_key() -> None:
+    said = "Mode: plan, set by feishu:ou_ab12 (was auto); slack:U1 and feishu:t:oc_1 stay"
+    assert named(said) == (
+        'Mode: plan, set by <at user_id="ou_ab12"></at> (was auto); slack:U1 and feishu:t:oc_1 stay'
+    )
