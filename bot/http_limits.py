@@ -143,6 +143,7 @@ ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's words for 
 SAY_EVERY = 60.0  # seconds between two lines about failed accepts
 # Files beyond the connections: a backlog of accepted sockets not yet refused, Redis, logs.
 FILES_BESIDES_CONNECTIONS = 256
+FILES_WANTED = 65_536  # the soft limit serve asks for, within its hard one
 
 
 def say_failed_accepts(loop: asyncio.AbstractEventLoop) -> None:
@@ -181,11 +182,15 @@ def say_failed_accepts(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def raise_file_limit(connections: int) -> str | None:
-    """Raise this process's soft limit on open files to its hard one, as Go programs do at
-    start (a service's soft limit is often 1,024 while its hard one is far higher). Returns a
-    warning when even that leaves too little room for `connections` at once."""
+    """Raise this process's soft limit on open files toward its hard one, as Go programs do
+    at start (a service's soft limit is often 1,024 while its hard one is far higher): to
+    FILES_WANTED, or what `connections` need if more. No further: every child (commands,
+    bwrap, MCP servers) inherits it, and some walk every possible descriptor. Returns a
+    warning when even the hard limit leaves too little room for `connections` at once."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    wanted = max(connections + FILES_BESIDES_CONNECTIONS, FILES_WANTED)
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))

@@ -108,12 +108,19 @@ def _addressed(conversation_id: str) -> dict[str, str]:
 
 
 _KEY = re.compile(r"(?<![\w:])feishu:(ou_[A-Za-z0-9_]+)\b")  # a person as clawgate names them
+_AT_TAG = re.compile(r"<(?=\s*/?\s*at\b)", re.IGNORECASE)
+
+
+def plain(text: str) -> str:
+    """Text for a text message with no `<at …>` of its own: a quoted call or question in
+    `/pending` must not mention anyone, let alone everyone (`<at user_id="all">`)."""
+    return _AT_TAG.sub("<\u200b", text)
 
 
 def named(text: str) -> str:
-    """clawgate's own words (command answers, notes) with the people they name by key
-    (`feishu:ou_…`) as mentions, which Feishu shows by name."""
-    return _KEY.sub(r'<at user_id="\1"></at>', text)
+    """clawgate's own notes (reminders, escalations, mode switches: none quotes the model)
+    with the people they name by key (`feishu:ou_…`) as mentions, shown by name."""
+    return _KEY.sub(r'<at user_id="\1"></at>', plain(text))
 
 
 class FeishuChannel:
@@ -184,7 +191,7 @@ class FeishuChannel:
             where = {"open_id": actor.user_id}
         elif reply.get("message_id"):
             where["message_id"] = reply["message_id"]
-        for piece in split_text(named(text), MAX_TEXT):
+        for piece in split_text(plain(text), MAX_TEXT):
             await self._say(where, "text", {"text": piece})
 
     async def upload_file(

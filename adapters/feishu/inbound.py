@@ -213,10 +213,13 @@ def card_click(data: Any) -> CardClick | str | None:
     if not open_id or context is None or not context.open_message_id:
         # No open_id: an app not allowed to read it, or a person outside the tenant. Deciding
         # needs to know who decides: say how to, instead of an empty answer.
-        return (
-            f"Feishu did not say {'who clicked' if not open_id else 'which card this is'}: "
-            f"type /approve {approval_id} or /reject {approval_id} <reason> in the chat"
+        typed = (
+            f"/answer {approval_id} <number>"
+            if value["action"] == ANSWER
+            else f"/approve {approval_id} or /reject {approval_id} <reason>"
         )
+        what = "who clicked" if not open_id else "which card this is"
+        return f"Feishu did not say {what}: type {typed} in the chat"
     tenant = header.tenant_key or event.operator.tenant_key or "tenant"
     return CardClick(
         event_id=header.event_id,

@@ -168,8 +168,8 @@ class Connection:
             why = "it closed the connection"
         else:
             why = f"{type(exc).__name__}: {one_line(str(exc), 200)}"
-        if refused := self._tail.refused_write:
-            why = f"it could not write {refused}: {SANDBOX_WRITES}"
+        if self.sandboxed and (refused := self._tail.refused_write):
+            why += f"; it could not write {refused}: {SANDBOX_WRITES}"
         said = self._tail.last
         return redact_text(f"{why} (it said: {one_line(said, 200)})" if said else why)
 
@@ -268,11 +268,14 @@ class Connection:
             async with asyncio.timeout(listing):
                 await self._read_tools(client)  # never a call to a tool that is no more
         except TimeoutError:
-            self._break(f"it stopped answering: no tool list within {listing:g} s")
+            restart = ""
+            if listing >= HEALTH_TIMEOUT:  # as a health check would: restart it
+                self._break(f"it stopped answering: no tool list within {listing:g} s")
+                restart = "; the server is being restarted"
             self._count(tool, "down")
             raise ToolError(
                 f"the MCP server {self.name} stopped answering (no tool list within "
-                f"{listing:g} s); the call was not sent; the server is being restarted",
+                f"{listing:g} s); the call was not sent{restart}",
                 "timeout",
             ) from None
         except Exception as exc:
@@ -376,7 +379,7 @@ class Connection:
             detail = f"{len(self.tools)} tools"
             if self.skipped:
                 detail += f", {len(self.skipped)} not offered ({self.skipped[0]})"
-            if refused := self._tail.refused_write:
+            if self.sandboxed and (refused := self._tail.refused_write):
                 # Up, but it said a write failed: its first real use may fail the same way.
                 warning = redact_text(f"it could not write {refused}: {SANDBOX_WRITES}")
         elif self.state == "down":

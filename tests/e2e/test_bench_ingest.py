@@ -191,7 +191,7 @@ def test_compare_floor_runs_clawgate_on_the_fake_model_then_the_floor_app(
         both = cpu["server"] + cpu.get("worker", 0.0)
         assert e2e["cpu_ms_per_turn_ingest_worker"] == pytest.approx(both, abs=0.002)
         # CPU is read in nanoseconds (schedstat): even this tiny run's share of each shows.
-        assert cpu["server"] > 0 and both > cpu["server"] - 1e-9
+        assert cpu["server"] > 0 and cpu.get("worker", 1.0) > 0
         assert ("worker" in cpu) == (figures is document)
         assert "fake model" in e2e["cpu_ms_per_turn"]
         commands = e2e["redis_commands_per_turn"]

@@ -14,7 +14,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTr
 
 from adapters.feishu.app import FeishuAdapter
 from adapters.feishu.cards import approval_card, outcome, person
-from adapters.feishu.channel import FeishuChannel, feishu_client, named
+from adapters.feishu.channel import FeishuChannel, feishu_client, named, plain
 from adapters.feishu.content import Content, read_content
 from adapters.feishu.inbound import (
     APPROVE_ALWAYS,
@@ -290,6 +290,9 @@ def test_a_click_that_does_not_say_who_clicked_is_told_how_to_decide() -> None:
     data = typed_click({"action": REJECT, "approval_id": "ab12"})
     data.event.context.open_message_id = None
     assert "which card" in str(card_click(data))
+    question = typed_click({"action": "answer", "approval_id": "ab12", "option": "2"})
+    question.event.operator.open_id = None
+    assert "type /answer ab12 <number> in the chat" in str(card_click(question))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,3 +462,14 @@ def test_clawgate_names_people_in_feishu_by_mention_not_by_key() -> None:
     assert named(said) == (
         'Mode: plan, set by <at user_id="ou_ab12"></at> (was auto); slack:U1 and feishu:t:oc_1 stay'
     )
+
+
+@pytest.mark.parametrize(
+    "quoted", ['<at user_id="all"></at>', "< AT user_id=ou_x>", "</at><at id=all>"]
+)
+def test_no_text_message_mentions_anyone_by_what_it_quotes(quoted: str) -> None:
+    """A call's arguments or a question quoted in `/pending` (the model wrote them): their
+    `<at>` tags are shown, not obeyed."""
+    for shown in (plain(f"k3x: bash: echo {quoted}"), named(f"note {quoted}")):
+        assert "<at" not in shown.lower() and "</at" not in shown.lower()
+        assert quoted.replace("<", "") in shown.replace("<\u200b", "")

@@ -14,15 +14,18 @@ import pytest
 from bot.http_limits import ACCEPT_FAILED, say_failed_accepts
 
 PROBE = (
-    "import resource, sys; from bot.http_limits import raise_file_limit; "
-    "said = raise_file_limit(int(sys.argv[1])); "
+    "import resource, sys; from bot import http_limits; "
+    "http_limits.FILES_WANTED = int(sys.argv[2]); "
+    "said = http_limits.raise_file_limit(int(sys.argv[1])); "
     "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0]); print(said)"
 )
 
 
-def probe(soft: int, hard: int, connections: int) -> tuple[int, str]:
+def probe(soft: int, hard: int, connections: int, wanted: int = 65_536) -> tuple[int, str]:
+    """In a child process given (`soft`, `hard`) files, with FILES_WANTED at `wanted` (this
+    machine's own hard limit may be under 65,536)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(connections)],
+        [sys.executable, "-c", PROBE, str(connections), str(wanted)],
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)),
         capture_output=True,
         text=True,
@@ -32,8 +35,11 @@ def probe(soft: int, hard: int, connections: int) -> tuple[int, str]:
     return int(limit), said
 
 
-def test_the_soft_limit_is_raised_to_the_hard_one() -> None:
+def test_the_soft_limit_is_raised_to_the_hard_one_or_65536() -> None:
     assert probe(256, 4096, 512) == (4096, "None")
+    # No higher than wanted, or needed: children (commands, MCP servers) inherit it.
+    assert probe(256, 4096, 512, wanted=2048)[0] == 2048
+    assert probe(256, 4096, 3000, wanted=2048)[0] == 3256
 
 
 def test_a_hard_limit_too_low_for_the_connections_is_said_with_the_fix() -> None:
