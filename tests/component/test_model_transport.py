@@ -1,0 +1,160 @@
+"""The model client's bytes over aiohttp (runtime.providers.aiohttp_transport) and how an
+answer is read: what the server receives, how failures are named (refused is "cannot reach",
+slow is "did not answer in time", a dropped answer is retried then "cannot reach"), gzip and
+streams, and answers that bend the schema as compatible servers do. The real `openai` client
+against small aiohttp servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from runtime.models import UserMessage
+from runtime.providers.base import ProviderError
+from runtime.providers.openai_provider import OpenAIProvider
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ANSWER: dict[str, Any] = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        return f"http://{host}:{port}/v1"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def provider(base_url: str, retries: int = 0, timeout: float = 5.0) -> OpenAIProvider:
+    return OpenAIProvider(
+        "m", api_key="sk-t", base_url=base_url, max_retries=retries, timeout=timeout
+    )
+
+
+async def ask(p: OpenAIProvider) -> str | None:
+    try:
+        return (await p.complete([UserMessage(content="héllo")], [])).content
+    finally:
+        await p.client.close()
+
+
+async def test_the_server_gets_the_request_and_the_answer_is_read(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    seen: list[tuple[dict[str, str], bytes]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((dict(request.headers), await request.read()))
+        return web.json_response(ANSWER)
+
+    assert await ask(provider(await serve(handler))) == "hi"
+    (headers, body) = seen[0]
+    assert headers["Authorization"] == "Bearer sk-t"
+    assert headers["Content-Type"] == "application/json"
+    assert json.loads(body) == {"model": "m", "messages": [{"role": "user", "content": "héllo"}]}
+    assert "héllo".encode() in body  # as the client writes it: not ASCII-escaped
+
+
+async def test_a_gzipped_answer_is_read(serve: Callable[[Handler], Awaitable[str]]) -> None:
+    async def handler(_: web.Request) -> web.Response:
+        body = gzip.compress(json.dumps(ANSWER).encode())
+        headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        return web.Response(body=body, headers=headers)
+
+    assert await ask(provider(await serve(handler))) == "hi"
+
+
+async def test_an_answer_that_bends_the_schema_is_read_leniently(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    bent = {k: v for k, v in ANSWER.items() if k not in ("created", "object")}
+    bent["choices"] = [ANSWER["choices"][0] | {"finish_reason": "eos"}]
+
+    async def handler(_: web.Request) -> web.Response:
+        return web.json_response(bent)
+
+    assert await ask(provider(await serve(handler))) == "hi"
+
+
+@pytest.mark.parametrize("body", [b"<html>busy</html>", b"[1, 2]"], ids=["not-json", "array"])
+async def test_an_answer_that_is_not_a_json_object_is_malformed(
+    serve: Callable[[Handler], Awaitable[str]], body: bytes
+) -> None:
+    async def handler(_: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    with pytest.raises(ProviderError, match="malformed answer"):
+        await ask(provider(await serve(handler)))
+
+
+async def test_a_refused_connection_is_cannot_reach() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ProviderError, match="cannot reach the model server") as failed:
+        await ask(provider(f"http://127.0.0.1:{port}/v1"))
+    assert failed.value.code == "unreachable"
+
+
+async def test_a_slow_answer_is_a_timeout(serve: Callable[[Handler], Awaitable[str]]) -> None:
+    async def handler(_: web.Request) -> web.Response:
+        await asyncio.sleep(1)
+        return web.json_response(ANSWER)
+
+    with pytest.raises(ProviderError, match="did not answer in time") as failed:
+        await ask(provider(await serve(handler), timeout=0.2))
+    assert failed.value.code == "timeout"
+
+
+async def test_a_dropped_answer_is_retried_then_cannot_reach(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    calls = 0
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:  # headers promise a body that never comes: the connection drops
+            response = web.StreamResponse(headers={"Content-Length": "500"})
+            await response.prepare(request)
+            await response.write(b'{"id": ')
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        return web.json_response(ANSWER)
+
+    base = await serve(handler)
+    assert await ask(provider(base, retries=2)) == "hi"  # the client retried twice
+    assert calls == 3
+    calls = 0
+    with pytest.raises(ProviderError, match="cannot reach the model server"):
+        await ask(provider(base, retries=1))
+    assert calls == 2
