@@ -4,17 +4,20 @@ The client keeps its own request building, retries, errors and response types; o
 bytes go over aiohttp, which costs about a third less CPU a call than httpx's own transport
 (httpcore on anyio). The SDK vendors such a transport too, but it reports a refused
 connection and a dropped one as timeouts; this one names them as httpx does, so the chat is
-told "cannot reach the model server", not "did not answer in time". Proxies from the
-environment keep httpx's own transport (the client mounts it for them)."""
+told "cannot reach the model server", not "did not answer in time". Behind a proxy set in
+the environment (HTTPS_PROXY and the like) the client keeps httpx's own transport, which
+knows them (`http_client`)."""
 
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
 import aiohttp
 import httpx2
+from openai import DefaultAsyncHttpxClient
 
 CHUNK = 64 * 1024
 
@@ -91,3 +94,9 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             await asyncio.sleep(0)  # lets the connector close its sockets
+
+
+def http_client() -> httpx2.AsyncClient:
+    """The `openai` client's own defaults, over aiohttp unless a proxy is set."""
+    proxied = any(scheme != "no" for scheme in urllib.request.getproxies())
+    return DefaultAsyncHttpxClient(transport=None if proxied else AiohttpTransport())

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import httpx2
 import openai
-from openai import AsyncOpenAI, AsyncStream, DefaultAsyncHttpxClient
+from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -34,7 +34,7 @@ from runtime.models import (
     ToolSpec,
     UserMessage,
 )
-from runtime.providers.aiohttp_transport import AiohttpTransport
+from runtime.providers.aiohttp_transport import http_client
 from runtime.providers.base import OnText, ProviderError
 from runtime.providers.names import name_map, wire_name
 from runtime.redact import one_line, redact_text
@@ -267,13 +267,12 @@ class OpenAIProvider:
         self.stream = stream  # ask for the answer as server-sent events
         self.max_retries = max_retries
         # Local OpenAI-compatible servers often need no key, but the client insists on one.
-        # Its defaults, with the bytes sent over aiohttp (runtime.providers.aiohttp_transport).
         self.client = AsyncOpenAI(
             api_key=api_key or "unused",
             base_url=base_url,
             timeout=timeout,
             max_retries=max_retries,
-            http_client=DefaultAsyncHttpxClient(transport=AiohttpTransport()),
+            http_client=http_client(),
         )
 
     async def complete(

@@ -158,3 +158,22 @@ async def test_a_dropped_answer_is_retried_then_cannot_reach(
     with pytest.raises(ProviderError, match="cannot reach the model server"):
         await ask(provider(base, retries=1))
     assert calls == 2
+
+
+async def test_a_proxy_from_the_environment_carries_the_request(
+    serve: Callable[[Handler], Awaitable[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    targets: list[str] = []
+
+    async def proxy(request: web.Request) -> web.Response:  # an HTTP proxy gets absolute URLs
+        targets.append(str(request.url))
+        return web.json_response(ANSWER)
+
+    proxy_url = (await serve(proxy)).removesuffix("/v1")
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, proxy_url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    # A host that does not resolve: only the proxy can reach it.
+    assert await ask(provider("http://model.invalid/v1")) == "hi"
+    assert targets == ["http://model.invalid/v1/chat/completions"]
