@@ -16,9 +16,17 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from runtime.models import UserMessage
+from runtime.models import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    ToolStatus,
+    UserMessage,
+)
 from runtime.providers.base import ProviderError
-from runtime.providers.openai_provider import OpenAIProvider
+from runtime.providers.openai_provider import OpenAIProvider, to_openai_message, to_openai_tool
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ANSWER: dict[str, Any] = {
@@ -177,3 +185,36 @@ async def test_a_proxy_from_the_environment_carries_the_request(
     # A host that does not resolve: only the proxy can reach it.
     assert await ask(provider("http://model.invalid/v1")) == "hi"
     assert targets == ["http://model.invalid/v1/chat/completions"]
+
+
+async def test_each_step_sends_the_whole_window_as_the_client_would_encode_it(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """A run's second step re-sends the first step's messages (encoded again) and
+    the new ones: byte for byte what json.dumps of the whole request gives."""
+    bodies: list[bytes] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        bodies.append(await request.read())
+        return web.json_response(ANSWER)
+
+    p = provider(await serve(handler))
+    tools = [ToolSpec(name="mcp.fs.read", description="Read a file «here»", parameters={})]
+    window: list[Message] = [
+        UserMessage(content='say "hi" ✓'),
+        AssistantMessage(tool_calls=[ToolCall(id="c1", name="mcp.fs.read", arguments="{}")]),
+        ToolMessage(
+            tool_call_id="c1", name="mcp.fs.read", content="ok", status=ToolStatus.COMPLETED
+        ),
+    ]
+    await p.complete(window[:2], tools)
+    await p.complete(window, tools)
+    await p.client.close()
+    for sent, count in zip(bodies, (2, 3), strict=True):
+        whole = {
+            "model": "m",
+            "messages": [to_openai_message(m) for m in window[:count]],
+            "tools": [to_openai_tool(t) for t in tools],
+        }
+        expected = json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
+        assert sent == expected
