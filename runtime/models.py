@@ -23,11 +23,15 @@ class ToolCall(BaseModel):
 
 
 class SystemMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a message in a window never changes
+
     role: Literal["system"] = "system"
     content: str
 
 
 class UserMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a message in a window never changes
+
     role: Literal["user"] = "user"
     content: str
     actor: str | None = None
@@ -37,12 +41,16 @@ class UserMessage(BaseModel):
 
 
 class AssistantMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a message in a window never changes
+
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
 class ToolMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a message in a window never changes
+
     role: Literal["tool"] = "tool"
     tool_call_id: str
     name: str

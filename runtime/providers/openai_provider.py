@@ -37,6 +37,7 @@ from runtime.models import (
 from runtime.providers.aiohttp_transport import http_client
 from runtime.providers.base import OnText, ProviderError
 from runtime.providers.names import name_map, wire_name
+from runtime.providers.sent import SentMessages
 from runtime.redact import one_line, redact_text
 from runtime.tracing import hooks as tracing
 
@@ -266,6 +267,7 @@ class OpenAIProvider:
         self.model = model
         self.stream = stream  # ask for the answer as server-sent events
         self.max_retries = max_retries
+        self._sent = SentMessages(lambda ms: _json([to_openai_message(m, images) for m in ms]))
         # Local OpenAI-compatible servers often need no key, but the client insists on one.
         self.client = AsyncOpenAI(
             api_key=api_key or "unused",
@@ -280,7 +282,7 @@ class OpenAIProvider:
     ) -> AssistantMessage:
         try:
             raw = await self.client.post(
-                COMPLETIONS, content=_json(self._body(messages, tools)), cast_to=httpx2.Response
+                COMPLETIONS, content=self._request(messages, tools), cast_to=httpx2.Response
             )
         except openai.OpenAIError as exc:
             raise self._failed(exc) from exc
@@ -365,29 +367,28 @@ class OpenAIProvider:
     async def _open_stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncStream[ChatCompletionChunk]:
-        body = self._body(messages, tools)
-        body |= {"stream": True, "stream_options": {"include_usage": True}}
         return await self.client.post(
             COMPLETIONS,
-            content=_json(body),
+            content=self._request(messages, tools, stream=True),
             cast_to=ChatCompletion,
             stream=True,
             stream_cls=AsyncStream[ChatCompletionChunk],
         )
 
-    def _body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
-        """The request, built once in the API's JSON shape and posted through the client
-        (`client.post`, as the SDK documents for requests it has no method for):
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool = False
+    ) -> bytes:
+        """The request's bytes, built once in the API's JSON shape and posted through the
+        client (`client.post`, as the SDK documents for requests it has no method for):
         `chat.completions.create` would walk and transform every parameter again, at about
         0.12 ms a message, and 0.1 ms a call with none. Its client, retries and response
-        types are kept."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [to_openai_message(m, self.images) for m in messages],
-        }
+        types are kept. The messages the run's previous step sent are not encoded again."""
+        body = b'{"model":' + _json(self.model) + b',"messages":' + self._sent(messages)
         if tools:
-            body["tools"] = [to_openai_tool(t) for t in tools]
-        return body
+            body += b',"tools":' + _json([to_openai_tool(t) for t in tools])
+        if stream:
+            body += b',"stream":true,"stream_options":{"include_usage":true}'
+        return body + b"}"
 
     def _failed(self, exc: openai.OpenAIError) -> ProviderError:
         log.warning("model request failed: %s", type(exc).__name__)
@@ -402,10 +403,10 @@ class OpenAIProvider:
             )
 
 
-def _json(body: dict[str, Any]) -> bytes:
-    """The request's bytes, as the client would write them (its `openapi_dumps`, whose
-    extra types a built request never holds), with the C encoder."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+def _json(value: object) -> bytes:
+    """As the client writes JSON (its `openapi_dumps`, whose extra types a built request
+    never holds), with the C encoder."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _completion(raw: bytes) -> ChatCompletion:

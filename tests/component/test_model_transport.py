@@ -190,7 +190,7 @@ async def test_a_proxy_from_the_environment_carries_the_request(
 async def test_each_step_sends_the_whole_window_as_the_client_would_encode_it(
     serve: Callable[[Handler], Awaitable[str]],
 ) -> None:
-    """A run's second step re-sends the first step's messages (encoded again) and
+    """A run's second step re-sends the first step's messages (their JSON kept from it) and
     the new ones: byte for byte what json.dumps of the whole request gives."""
     bodies: list[bytes] = []
 
