@@ -2,14 +2,15 @@
 
 Each step of a run sends its whole window again (hundreds of messages in a long thread) with
 a message or two more at the end, the same message objects from step to step. What a request
-sent is kept, found again by its last message, and only the messages after it are encoded:
-one `json.dumps` of the tail instead of the whole window (a call per message would cost more
-than the window at once). The latest MAX_KEPT requests are kept: enough for the runs under
-way, few enough that the objects they hold cost the garbage collector nothing."""
+sent is kept, found again by its last message, and only the messages after it are encoded,
+with one `json.dumps` of the tail (a call per message would cost more than the whole window
+at once). Before that last message a message may be an equal copy: the system prompt with
+its summary and old tool results cut short are made again at each step. The latest MAX_KEPT
+requests are kept: enough for the runs under way, few enough that the objects they hold cost
+the garbage collector nothing."""
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ class SentMessages:
             if (
                 sent is not None
                 and len(sent.messages) == end
-                and all(map(operator.is_, sent.messages, messages))
+                and all(a is b or a == b for a, b in zip(sent.messages, messages, strict=False))
             ):
                 return sent
         return None

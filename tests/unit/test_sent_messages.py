@@ -52,6 +52,17 @@ def test_equal_messages_that_are_other_objects_are_encoded() -> None:
     assert encoder.encoded == [3, 3]
 
 
+def test_equal_copies_before_the_end_are_not_encoded_again() -> None:
+    encoder = Encoder()
+    encode = SentMessages(encoder)
+    messages = window(10)
+    encode(messages)
+    # Each step makes the head (system prompt + summary) and cut tool results anew.
+    step = [messages[0].model_copy(), *messages[1:], UserMessage(content="next")]
+    assert encode(step) == whole(step)
+    assert encoder.encoded == [10, 1]
+
+
 def test_a_window_that_changed_before_its_end_is_encoded_whole() -> None:
     encoder = Encoder()
     encode = SentMessages(encoder)
