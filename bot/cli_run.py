@@ -96,6 +96,7 @@ async def _chat(settings: Settings, session: str) -> int:
             for task in background:
                 task.cancel()
             await mcp.aclose()
+            await runtime.aclose()
 
 
 async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
@@ -142,6 +143,7 @@ async def _decide_here(
             )
         finally:
             await mcp.aclose()
+            await runtime.aclose()
     if not decision.accepted:
         print(f"clawgate: {shown(decision.message)}", file=sys.stderr)
         return REFUSED

@@ -137,6 +137,9 @@ class Runtime:
 
         return emit
 
+    async def aclose(self) -> None:
+        await self.loop.aclose()
+
     # --- messages ---------------------------------------------------------------------------
 
     async def run(

@@ -35,7 +35,13 @@ from runtime.models import (
 from runtime.policy.listed_models import ListedModel
 from runtime.policy.modes import has_side_effects
 from runtime.policy.service import PolicyService
-from runtime.providers.base import Provider, ProviderError, ProviderFactory, Streaming
+from runtime.providers.base import (
+    Provider,
+    ProviderError,
+    ProviderFactory,
+    Streaming,
+    close,
+)
 from runtime.repeats import RepeatRule, Streak
 from runtime.steer import Steer
 from runtime.store.history import HistoryStore, Window
@@ -216,6 +222,11 @@ class AgentLoop:
         self.max_tool_result_chars = max_tool_result_chars
         self.audit = audit
         self.policies = policies
+
+    async def aclose(self) -> None:
+        """Closes the models' connections (the process is done with this loop)."""
+        for provider in [self.provider, *(p for p, _ in self._listed.values())]:
+            await close(provider)
 
     async def _read_policy(self, state: RunState) -> None:
         """The conversation's policy kept on the context for the executor: read again unless

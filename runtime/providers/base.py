@@ -42,6 +42,13 @@ class Provider(Protocol):
     ) -> AssistantMessage: ...
 
 
+async def close(provider: Provider) -> None:
+    """Closes the connections a provider keeps open, if it keeps any (the `openai` one)."""
+    aclose = getattr(provider, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 # Makes the provider of a model the policy file lists (`[[models]]`, bot/wiring.py).
 ProviderFactory = Callable[["ListedModel"], Provider]
 

@@ -277,6 +277,9 @@ class OpenAIProvider:
             http_client=http_client(),
         )
 
+    async def aclose(self) -> None:
+        await self.client.close()
+
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AssistantMessage:

@@ -218,3 +218,122 @@ async def test_each_step_sends_the_whole_window_as_the_client_would_encode_it(
         }
         expected = json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
         assert sent == expected
+
+
+RawHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@pytest.fixture
+async def raw() -> AsyncIterator[Callable[[RawHandler], Awaitable[str]]]:
+    """A bare TCP server speaking (or failing to speak) HTTP: its base URL."""
+    servers: list[asyncio.Server] = []
+
+    async def start(handler: RawHandler) -> str:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def bad_chunk(stream: bool) -> RawHandler:
+    """Headers, one chunk of the body, then a chunk size that is not one; the connection
+    stays open (as a confused proxy may leave it)."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        kind = b"text/event-stream" if stream else b"application/json"
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n5\r\n"
+            + (b"data:" if stream else b'{"id"')
+            + b"\r\n"
+        )
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"zz\r\n")  # not a chunk size
+        await writer.drain()
+        await asyncio.sleep(3)
+        writer.close()
+
+    return handler
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_body_that_breaks_http_ends_in_time(
+    raw: Callable[[RawHandler], Awaitable[str]], stream: bool
+) -> None:
+    p = OpenAIProvider(
+        "m", base_url=await raw(bad_chunk(stream)), max_retries=0, timeout=0.5, stream=stream
+    )
+
+    async def noted(_: str) -> None:
+        pass
+
+    try:
+        async with asyncio.timeout(2.5):  # without a timer of its own, it waited forever
+            with pytest.raises(ProviderError) as failed:
+                await p.complete_streaming([UserMessage(content="hi")], [], noted)
+    finally:
+        await p.aclose()
+    assert failed.value.code in ("timeout", "unreachable", "stream_broken", "malformed_answer")
+
+
+async def test_a_server_that_takes_no_request_body_is_a_timeout(
+    raw: Callable[[RawHandler], Awaitable[str]],
+) -> None:
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(4)  # reads nothing: the request's body fills the socket buffers
+        writer.close()
+
+    p = provider(await raw(deaf), timeout=0.4)
+    big = UserMessage(content="x" * (16 * 1024 * 1024))
+    try:
+        async with asyncio.timeout(3):  # aiohttp has no write timeout of its own
+            with pytest.raises(ProviderError, match="did not answer in time"):
+                await p.complete([big], [])
+    finally:
+        await p.aclose()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"x-long": "v" * 9000}, {f"x-h{i}": str(i) for i in range(150)}],
+    ids=["a-9-kB-header", "150-headers"],
+)
+async def test_long_and_many_headers_are_read_as_httpx_reads_them(
+    serve: Callable[[Handler], Awaitable[str]], headers: dict[str, str]
+) -> None:
+    async def handler(_: web.Request) -> web.Response:
+        return web.json_response(ANSWER, headers=headers)
+
+    assert await ask(provider(await serve(handler))) == "hi"
+
+
+def test_a_provider_serves_one_event_loop_after_another() -> None:
+    """As `clawgate` commands and tests do: asyncio.run twice with the same provider."""
+
+    async def server_and_ask(p: OpenAIProvider | None) -> tuple[OpenAIProvider, str | None]:
+        async def handler(_: web.Request) -> web.Response:
+            return web.json_response(ANSWER)
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
+        p = p or provider(f"http://{host}:{port}/v1")
+        p.client.base_url = f"http://{host}:{port}/v1"
+        try:
+            answer = (await p.complete([UserMessage(content="hi")], [])).content
+        finally:
+            await runner.cleanup()
+        return p, answer
+
+    p, first = asyncio.run(server_and_ask(None))
+    _, second = asyncio.run(server_and_ask(p))
+    assert (first, second) == ("hi", "hi")
+    asyncio.run(p.aclose())

@@ -46,6 +46,7 @@ async def test_selftest_passes_with_a_model_that_calls_tools(
     ]
     assert out.startswith("✓ slack: bot ")
     assert [c.method for c in slack.calls()] == ["auth.test"]
+    assert "Unclosed" not in err  # the model client's connections are closed on the way out
 
 
 async def test_a_model_that_never_calls_a_tool_is_named_with_the_fix(
