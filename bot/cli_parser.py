@@ -162,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         "CPU per turn clawgate/floor and Redis commands per turn of both",
     )
     bench.add_argument(
+        "--rounds",
+        type=_positive(int),
+        default=1,
+        help="ingest --compare-floor: this many rounds of both in turn, each round's CPU "
+        "ratio and their median (default 1)",
+    )
+    bench.add_argument(
         "--json", action="store_true", help="print one JSON document of the figures (every bench)"
     )
     bench.add_argument(

@@ -206,6 +206,7 @@ def _bench(settings: Settings, args: argparse.Namespace) -> int:
                 model_server=args.model_server,
                 floor=args.floor,
                 compare_floor=args.compare_floor,
+                rounds=args.rounds,
             )
         )
     from bot.bench.runtime import run_bench  # noqa: PLC0415 - only the bench needs it

@@ -36,6 +36,7 @@ import contextlib
 import itertools
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -601,35 +602,65 @@ async def _compare(
     apps: Sequence[str],
     model: bool,
     say: Callable[[str], None],
+    rounds: int = 1,
     **bench: Any,
 ) -> dict[str, Any]:
-    """`apps` ("clawgate", "floor") one after the other under the same load: the figures of
-    the first, those of the second under its name, and how they compare."""
+    """`apps` ("clawgate", "floor") one after the other under the same load, `rounds` times
+    in turn: the figures of the first round's first app, the second's under its name, and how
+    they compare (over several rounds: each round's ratio and their median, as a slower
+    moment of a shared VM moves both apps' figures by tens of percent)."""
     assert settings.redis_url
     document: dict[str, Any] = {}
-    reports: list[IngestReport] = []
-    for app in apps:
-        if len(apps) > 1:
-            say(f"--- {app}: {_topology(app, bench['split'], None)}")
-        report = await bench_ingest(
-            settings.redis_url,
-            f"{settings.redis_prefix}-bench-ingest-{app}-{time.time_ns()}",
-            model=model,
-            floor=app == "floor",
-            out=say,
-            **bench,
-        )
-        for line in _verdicts(report, bench["threads"], bench["turns"]):
-            say(line)
-        figures = report_figures(report, bench["threads"], bench["turns"]) | {"app": app}
-        if reports:
-            document[app] = figures
-        else:
-            document |= figures
-        reports.append(report)
-    if len(reports) == 2:
-        document["comparison"] = _comparison(reports[0], reports[1], say)
+    ratios: list[dict[str, float | None]] = []
+    for round_ in range(rounds):
+        reports: list[IngestReport] = []
+        for app in apps:
+            if len(apps) > 1:
+                counted = f" (round {round_ + 1} of {rounds})" if rounds > 1 else ""
+                say(f"--- {app}{counted}: {_topology(app, bench['split'], None)}")
+            report = await bench_ingest(
+                settings.redis_url,
+                f"{settings.redis_prefix}-bench-ingest-{app}-{time.time_ns()}",
+                model=model,
+                floor=app == "floor",
+                out=say,
+                **bench,
+            )
+            for line in _verdicts(report, bench["threads"], bench["turns"]):
+                say(line)
+            figures = report_figures(report, bench["threads"], bench["turns"]) | {"app": app}
+            if round_ == 0 and reports:
+                document[app] = figures
+            elif round_ == 0:
+                document |= figures
+            reports.append(report)
+        if len(reports) == 2:
+            comparison = _comparison(reports[0], reports[1], say)
+            document.setdefault("comparison", comparison)
+            ratios.append(_round(reports[0], reports[1]))
+    if rounds > 1 and len(apps) == 2:
+        document["comparison"] |= _median(ratios, say)
     return document
+
+
+def _round(app: IngestReport, floor: IngestReport) -> dict[str, float | None]:
+    mine, least = app.ingest_worker_cpu_ms, floor.ingest_worker_cpu_ms
+    return {
+        "clawgate_ms": round(mine, 3),
+        "floor_ms": round(least, 3),
+        "ratio": round(mine / least, 2) if least else None,
+    }
+
+
+def _median(rounds: list[dict[str, float | None]], say: Callable[[str], None]) -> dict[str, Any]:
+    ratios = sorted(r for one in rounds if (r := one["ratio"]) is not None)
+    median = statistics.median(ratios) if ratios else None
+    say(
+        f"CPU per turn clawgate/floor over {len(rounds)} rounds: "
+        + ", ".join(f"{r:.1f}x" for r in ratios)
+        + (f"; median {median:.2f}x" if median is not None else "")
+    )
+    return {"cpu_per_turn_ratio": median, "rounds": rounds}
 
 
 def _comparison(
@@ -673,12 +704,13 @@ async def run_ingest_bench(
     model_server: bool = False,
     floor: bool = False,
     compare_floor: bool = False,
+    rounds: int = 1,
 ) -> int:
     """`workers`: measure these numbers of worker processes instead (bot/bench/workers.py).
     `model_server`: clawgate's `openai` provider against the bench's fake model; `floor`: the
     floor app instead of clawgate; `compare_floor`: clawgate (with the fake model), then the
-    floor. `as_json`: one JSON document of the figures on stdout; the running commentary goes
-    to stderr."""
+    floor (`rounds` times, in turn). `as_json`: one JSON document of the figures on stdout;
+    the running commentary goes to stderr."""
     if not settings.redis_url:
         raise SettingsError(
             "REDIS_URL: required for `clawgate bench ingest` (the server under test and the "
@@ -686,6 +718,8 @@ async def run_ingest_bench(
         )
     if (floor or compare_floor) and (platform != "slack" or workers):
         raise SettingsError("--floor, --compare-floor: Slack only, without --workers")
+    if rounds != 1 and not compare_floor:
+        raise SettingsError("--rounds: with --compare-floor only")
     apps = ["clawgate", "floor"] if compare_floor else ["floor" if floor else "clawgate"]
     model = model_server or floor or compare_floor
     store = BenchStore(settings.redis_url, settings.redis_cluster, settings.partitions)
@@ -735,6 +769,7 @@ async def run_ingest_bench(
                 apps,
                 model,
                 say,
+                rounds,
                 cluster=store.cluster,
                 partitions=store.partitions,
                 platform=platform,

@@ -210,6 +210,32 @@ def test_compare_floor_runs_clawgate_on_the_fake_model_then_the_floor_app(
     assert document["comparison"]["cpu_per_turn_ratio"] > 0
 
 
+def test_compare_floor_rounds_give_each_ratio_and_their_median(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--rounds 3`: clawgate and the floor in turn three times; the ratio is the median."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    document = _bench_json(
+        capsys,
+        *("--rates", "50", "--duration", "0.3", "--threads", "2", "--turns", "2"),
+        *("--compare-floor", "--rounds", "3"),
+    )
+    rounds = document["comparison"]["rounds"]
+    assert len(rounds) == 3
+    for one in rounds:
+        assert one["ratio"] == pytest.approx(one["clawgate_ms"] / one["floor_ms"], rel=0.02)
+    ratios = sorted(one["ratio"] for one in rounds)
+    assert document["comparison"]["cpu_per_turn_ratio"] == ratios[1]
+
+
+def test_rounds_without_compare_floor_is_a_settings_error(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert main(["bench", "ingest", "--rounds", "2"]) == 2
+    assert "--rounds: with --compare-floor only" in capsys.readouterr().err
+
+
 async def test_the_split_floor_app_counts_ingest_and_worker_apart(redis_url: str) -> None:
     prefix = f"bench-floor-{time.time_ns()}"
     lines: list[str] = []
