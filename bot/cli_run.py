@@ -96,7 +96,7 @@ async def _chat(settings: Settings, session: str) -> int:
             for task in background:
                 task.cancel()
             await mcp.aclose()
-            await runtime.aclose()
+            await runtime.loop.aclose()  # the models' connections
 
 
 async def _approvals(settings: Settings, args: argparse.Namespace) -> int:
@@ -143,7 +143,7 @@ async def _decide_here(
             )
         finally:
             await mcp.aclose()
-            await runtime.aclose()
+            await runtime.loop.aclose()  # the models' connections
     if not decision.accepted:
         print(f"clawgate: {shown(decision.message)}", file=sys.stderr)
         return REFUSED

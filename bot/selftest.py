@@ -92,7 +92,7 @@ async def _run(settings: Settings, work: Path, said: Callable[[Check], bool]) ->
         if said(await _read(runtime, work, seen, actor, settings.uses_demo_model)):
             said(await _write(runtime, work, actor, settings.uses_demo_model))
     finally:
-        await runtime.aclose()
+        await runtime.loop.aclose()  # the models' connections
         await redis.aclose()
 
 

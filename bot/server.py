@@ -108,7 +108,7 @@ class Service:
     async def aclose(self) -> None:
         if self.mcp is not None:
             await self.mcp.aclose()
-        await self.runtime.aclose()
+        await self.runtime.loop.aclose()  # the models' connections
         await self.http.close()
         await self.redis.aclose()
 

@@ -137,9 +137,6 @@ class Runtime:
 
         return emit
 
-    async def aclose(self) -> None:
-        await self.loop.aclose()
-
     # --- messages ---------------------------------------------------------------------------
 
     async def run(
