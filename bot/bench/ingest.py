@@ -648,19 +648,24 @@ def _round(app: IngestReport, floor: IngestReport) -> dict[str, float | None]:
     return {
         "clawgate_ms": round(mine, 3),
         "floor_ms": round(least, 3),
-        "ratio": round(mine / least, 2) if least else None,
+        "ratio": mine / least if least else None,
     }
 
 
 def _median(rounds: list[dict[str, float | None]], say: Callable[[str], None]) -> dict[str, Any]:
-    ratios = sorted(r for one in rounds if (r := one["ratio"]) is not None)
-    median = statistics.median(ratios) if ratios else None
+    """The median of the rounds' CPU ratios (the document's other figures are the first
+    round's), and each round's, in order."""
+    ratios = [r for one in rounds if (r := one["ratio"]) is not None]
+    median = round(statistics.median(ratios), 2) if ratios else None
+    said = (f"{r:.1f}x" if (r := one["ratio"]) is not None else "n/a" for one in rounds)
     say(
-        f"CPU per turn clawgate/floor over {len(rounds)} rounds: "
-        + ", ".join(f"{r:.1f}x" for r in ratios)
+        f"CPU per turn clawgate/floor, rounds 1 to {len(rounds)}: {', '.join(said)}"
         + (f"; median {median:.2f}x" if median is not None else "")
     )
-    return {"cpu_per_turn_ratio": median, "rounds": rounds}
+    shown = [
+        one | {"ratio": round(r, 2) if (r := one["ratio"]) is not None else None} for one in rounds
+    ]
+    return {"cpu_per_turn_ratio": median, "rounds": shown}
 
 
 def _comparison(

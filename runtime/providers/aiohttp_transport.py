@@ -13,6 +13,7 @@ like) the client keeps httpx's own transport, which knows them (`http_client`)."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -81,6 +82,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         # Made on the first request, and again on another event loop: a session belongs to
         # the loop it was made on.
         loop = asyncio.get_running_loop()
+        if self._session is not None and loop is not self._loop:
+            _abandon(self._session)
         if self._session is None or self._session.closed or loop is not self._loop:
             limit, keepalive = self._limits
             connector = aiohttp.TCPConnector(
@@ -128,6 +131,16 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             await asyncio.sleep(0)  # lets the connector close its sockets
+
+
+def _abandon(session: aiohttp.ClientSession) -> None:
+    """Closes a session of an event loop that is gone (its sockets went with it), so that
+    nothing is said to be left unclosed."""
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+            connector.close()
 
 
 def http_client() -> httpx2.AsyncClient:

@@ -7,7 +7,7 @@ import base64
 import json
 import logging
 import mimetypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -267,7 +267,14 @@ class OpenAIProvider:
         self.model = model
         self.stream = stream  # ask for the answer as server-sent events
         self.max_retries = max_retries
-        self._sent = SentMessages(lambda ms: _json([to_openai_message(m, images) for m in ms]))
+
+        def encode(messages: Sequence[Message]) -> bytes:
+            return _json([to_openai_message(m, images) for m in messages])
+
+        # A model that takes images has them read for every request (runtime.providers.sent).
+        self._encode: Callable[[Sequence[Message]], bytes] = (
+            encode if images is not None else SentMessages(encode)
+        )
         # Local OpenAI-compatible servers often need no key, but the client insists on one.
         self.client = AsyncOpenAI(
             api_key=api_key or "unused",
@@ -386,7 +393,7 @@ class OpenAIProvider:
         `chat.completions.create` would walk and transform every parameter again, at about
         0.12 ms a message, and 0.1 ms a call with none. Its client, retries and response
         types are kept. The messages the run's previous step sent are not encoded again."""
-        body = b'{"model":' + _json(self.model) + b',"messages":' + self._sent(messages)
+        body = b'{"model":' + _json(self.model) + b',"messages":' + self._encode(messages)
         if tools:
             body += b',"tools":' + _json([to_openai_tool(t) for t in tools])
         if stream:

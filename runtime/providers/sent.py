@@ -5,9 +5,11 @@ a message or two more at the end, the same message objects from step to step. Wh
 sent is kept, found again by its last message, and only the messages after it are encoded,
 with one `json.dumps` of the tail (a call per message would cost more than the whole window
 at once). Before that last message a message may be an equal copy: the system prompt with
-its summary and old tool results cut short are made again at each step. The latest MAX_KEPT
-requests are kept: enough for the runs under way, few enough that the objects they hold cost
-the garbage collector nothing."""
+its summary and old tool results cut short are made again at each step. A run's request
+replaces the one it grew from; the latest MAX_KEPT requests are kept, at most MAX_BYTES of
+JSON: more than the runs a worker has under way, few enough that the objects they hold cost
+the garbage collector little. Not for a model that takes images: an image is read again for
+every request (it may have changed)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 
 from runtime.models import Message
 
-MAX_KEPT = 32
+MAX_KEPT = 256
+MAX_BYTES = 64 * 1024 * 1024
 LOOK_BACK = 8  # messages a step may add and still find what the run sent before
 
 
@@ -32,6 +35,7 @@ class SentMessages:
         """`encode`: messages -> their JSON array, compact (items joined by a bare comma)."""
         self._encode = encode
         self._kept: OrderedDict[int, _Sent] = OrderedDict()  # by their last message's id
+        self._bytes = 0
 
     def __call__(self, messages: Sequence[Message]) -> bytes:
         """The messages as a JSON array."""
@@ -41,12 +45,19 @@ class SentMessages:
         done = len(before.messages) if before else 0
         tail = self._encode(messages[done:])[1:-1] if done < len(messages) else b""
         items = b",".join(filter(None, (before.items if before else b"", tail)))
+        if before is not None:
+            self._drop(id(before.messages[-1]))
         # Kept by its last message, which the entry holds: that id is not reused meanwhile.
+        self._drop(id(messages[-1]))
         self._kept[id(messages[-1])] = _Sent(tuple(messages), items)
-        self._kept.move_to_end(id(messages[-1]))
-        while len(self._kept) > MAX_KEPT:
-            self._kept.popitem(last=False)
+        self._bytes += len(items)
+        while len(self._kept) > MAX_KEPT or self._bytes > MAX_BYTES:
+            self._drop(next(iter(self._kept)))
         return b"[" + items + b"]"
+
+    def _drop(self, key: int) -> None:
+        if (sent := self._kept.pop(key, None)) is not None:
+            self._bytes -= len(sent.items)
 
     def _before(self, messages: Sequence[Message]) -> _Sent | None:
         """What this run sent last: a request whose messages begin these ones."""

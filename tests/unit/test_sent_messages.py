@@ -73,6 +73,27 @@ def test_a_window_that_changed_before_its_end_is_encoded_whole() -> None:
     assert encoder.encoded == [10, 6]
 
 
+def test_a_run_keeps_one_request_however_many_steps_it_takes() -> None:
+    encode = SentMessages(Encoder())
+    messages = window(50)
+    for step in range(100):
+        messages.append(UserMessage(content=f"step {step}"))
+        encode(messages)
+    assert len(encode._kept) == 1  # each request replaced the one it grew from
+
+
+def test_every_run_of_a_busy_worker_finds_its_last_request() -> None:
+    """64 runs at once (CLAWGATE_WORKER_CONCURRENCY's default), their steps interleaved."""
+    encoder = Encoder()
+    encode = SentMessages(encoder)
+    runs = [window(20) for _ in range(64)]
+    for _ in range(3):
+        for messages in runs:
+            messages.append(UserMessage(content="more"))
+            assert encode(messages) == whole(messages)
+    assert encoder.encoded == [21] * 64 + [1] * 128
+
+
 def test_only_the_latest_requests_are_kept() -> None:
     encoder = Encoder()
     encode = SentMessages(encoder)
