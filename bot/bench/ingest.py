@@ -671,11 +671,7 @@ def _median(rounds: list[dict[str, float | None]], say: Callable[[str], None]) -
 def _comparison(
     app: IngestReport, floor: IngestReport, say: Callable[[str], None]
 ) -> dict[str, Any]:
-    cpu = (
-        app.ingest_worker_cpu_ms / floor.ingest_worker_cpu_ms
-        if floor.ingest_worker_cpu_ms
-        else None
-    )
+    cpu = _round(app, floor)["ratio"]
     seen = [r.redis_commands for r in (app, floor)]
     commands = [s["total"] if s else None for s in seen]
     trips = [s["round_trips"] if s else None for s in seen]

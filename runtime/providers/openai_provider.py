@@ -315,7 +315,7 @@ class OpenAIProvider:
             ]
             return _finished(message.content, message.refusal, choice.finish_reason, calls)
         except ValidationError as exc:
-            raise _malformed(exc) from None
+            raise _malformed(f"{exc.error_count()} problems") from None
 
     async def complete_streaming(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_text: OnText
@@ -342,7 +342,7 @@ class OpenAIProvider:
             try:
                 return answer.message(name_map(t.name for t in tools))
             except ValidationError as exc:
-                raise _malformed(exc) from None
+                raise _malformed(f"{exc.error_count()} problems") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _stream_once(
@@ -364,10 +364,7 @@ class OpenAIProvider:
                     # Cut off (APIConnectionError), timed out, or an error event in the stream.
                     raise BrokenStream(f"broke off ({type(exc).__name__})") from exc
                 except ValueError:  # a chunk that is not JSON
-                    log.warning("malformed model answer: a chunk that is not JSON")
-                    raise ProviderError(
-                        "the model server returned a malformed answer", "malformed_answer"
-                    ) from None
+                    raise _malformed("a chunk that is not JSON") from None
                 if answer.add(chunk):
                     await on_text(answer.text)
         if not answer.finished:
@@ -431,18 +428,14 @@ def _completion(raw: bytes) -> ChatCompletion:
     try:
         data = json.loads(raw)
     except ValueError:
-        log.warning("malformed model answer: not JSON")
-        raise ProviderError(
-            "the model server returned a malformed answer", "malformed_answer"
-        ) from None
+        raise _malformed("not JSON") from None
     if not isinstance(data, dict):
-        log.warning("malformed model answer: not a JSON object")
-        raise ProviderError("the model server returned a malformed answer", "malformed_answer")
+        raise _malformed("not a JSON object")
     return ChatCompletion.construct(**data)
 
 
-def _malformed(exc: ValidationError) -> ProviderError:
-    log.warning("malformed model answer: %d problems", exc.error_count())
+def _malformed(why: str) -> ProviderError:
+    log.warning("malformed model answer: %s", why)
     return ProviderError("the model server returned a malformed answer", "malformed_answer")
 
 
